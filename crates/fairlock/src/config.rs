@@ -1,0 +1,243 @@
+//! Client configuration.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use crate::error::{Error, Result};
+use crate::protocol::Protocol;
+
+/// The longest duration accepted for a lease, a wait or a waiter slot: 365 days.
+///
+/// Longer values are almost always a unit mistake (seconds passed as
+/// milliseconds, `Duration::MAX` as "forever"); use [`lock`](crate::LockHandle::lock)
+/// to wait without a bound and the watchdog to hold without one.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Settings of a [`LockClient`](crate::LockClient).
+///
+/// Built from a Redis URL, then adjusted with by-value setters:
+///
+/// ```
+/// use std::time::Duration;
+/// # fn main() -> fairlock::Result<()> {
+/// let config = fairlock::ClientConfig::from_url("redis://:secret@127.0.0.1:6380/2")?
+///     .lease(Duration::from_secs(10))
+///     .waiter_slot(Duration::from_secs(60));
+/// assert_eq!(config.renew_interval(), Duration::from_millis(3333));
+/// // Debug output never shows the password.
+/// assert!(!format!("{config:?}").contains("secret"));
+/// # Ok(()) }
+/// ```
+///
+/// URLs: `redis://[user][:password@]host[:port][/db]`, `rediss://` for TLS
+/// (feature `tls`, on by default), `redis+unix:///path` or `unix:///path`.
+#[derive(Clone)]
+pub struct ClientConfig {
+    pub(crate) connection: redis::ConnectionInfo,
+    pub(crate) protocol: Protocol,
+    pub(crate) lease: Duration,
+    pub(crate) renew_interval: Option<Duration>,
+    pub(crate) waiter_slot: Duration,
+    pub(crate) response_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) retry_budget: Duration,
+}
+
+impl ClientConfig {
+    /// Default lease of a lock renewed by the watchdog: 30 s (Redisson's
+    /// `lockWatchdogTimeout`).
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+    /// Default waiter slot (Redisson's `fairLockWaitTimeout`): 300 s.
+    pub const DEFAULT_WAITER_SLOT: Duration = Duration::from_secs(300);
+
+    /// Parse a Redis URL and take every other setting's default.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the URL cannot be parsed.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let connection = url
+            .into_connection_info()
+            .map_err(|e| Error::InvalidConfig(format!("bad Redis URL: {e}")))?;
+        Ok(Self {
+            connection,
+            protocol: Protocol::default(),
+            lease: Self::DEFAULT_LEASE,
+            renew_interval: None,
+            waiter_slot: Self::DEFAULT_WAITER_SLOT,
+            response_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(3),
+            retry_budget: Duration::from_secs(10),
+        })
+    }
+
+    /// The wire protocol. Default: [`Protocol::Redisson`].
+    pub fn protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// Lease of locks taken without an explicit lease; the watchdog renews
+    /// them every [`renew_interval`](Self::renew_interval) while they are
+    /// held. Default: 30 s.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How often the watchdog renews. Default: a third of the lease.
+    pub fn renew_every(mut self, interval: Duration) -> Self {
+        self.renew_interval = Some(interval);
+        self
+    }
+
+    /// How long a queued waiter's place in a fair lock stays valid beyond the
+    /// waiter ahead of it (Redisson's `fairLockWaitTimeout`). A waiter that
+    /// dies is purged once its slot runs out. `try_lock_for(wait)` uses `wait`
+    /// instead, as Redisson does. Default: 300 s.
+    pub fn waiter_slot(mut self, slot: Duration) -> Self {
+        self.waiter_slot = slot;
+        self
+    }
+
+    /// How long to wait for a reply to one command before treating the
+    /// connection as broken. Default: 3 s.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How long one connection attempt may take. Default: 3 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long an operation keeps retrying through connection errors
+    /// (within its own wait budget) before it fails with
+    /// [`Error::Connection`]. Default: 10 s.
+    pub fn retry_budget(mut self, budget: Duration) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
+    /// The configured protocol.
+    pub fn get_protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// The configured lease.
+    pub fn get_lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The watchdog's renewal interval (a third of the lease unless set).
+    pub fn renew_interval(&self) -> Duration {
+        self.renew_interval.unwrap_or(self.lease / 3)
+    }
+
+    /// The configured waiter slot.
+    pub fn get_waiter_slot(&self) -> Duration {
+        self.waiter_slot
+    }
+
+    /// `host:port` (or socket path) of the server, for messages.
+    pub fn address(&self) -> String {
+        self.connection.addr().to_string()
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        check_duration("lease", self.lease)?;
+        check_duration("renew interval", self.renew_interval())?;
+        check_duration("waiter slot", self.waiter_slot)?;
+        check_duration("response timeout", self.response_timeout)?;
+        check_duration("connect timeout", self.connect_timeout)?;
+        check_duration("retry budget", self.retry_budget)?;
+        if self.renew_interval() >= self.lease {
+            return Err(Error::InvalidConfig(format!(
+                "renew interval {:?} must be shorter than the lease {:?}",
+                self.renew_interval(),
+                self.lease
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redis = self.connection.redis_settings();
+        f.debug_struct("ClientConfig")
+            .field("address", &self.address())
+            .field("db", &redis.db())
+            .field("username", &redis.username())
+            .field("password", &redis.password().map(|_| "<hidden>"))
+            .field("protocol", &self.protocol)
+            .field("lease", &self.lease)
+            .field("renew_interval", &self.renew_interval())
+            .field("waiter_slot", &self.waiter_slot)
+            .field("response_timeout", &self.response_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("retry_budget", &self.retry_budget)
+            .finish()
+    }
+}
+
+/// Check that a duration is at least 1 ms and at most [`MAX_DURATION`];
+/// returns it in whole milliseconds (sub-millisecond parts round up).
+pub(crate) fn check_duration(what: &'static str, value: Duration) -> Result<u64> {
+    if value < Duration::from_millis(1) {
+        return Err(Error::InvalidDuration {
+            what,
+            value,
+            reason: "must be at least 1 ms",
+        });
+    }
+    if value > MAX_DURATION {
+        return Err(Error::InvalidDuration {
+            what,
+            value,
+            reason: "must be at most MAX_DURATION (365 days)",
+        });
+    }
+    let millis = value.as_millis() as u64;
+    Ok(if value.subsec_nanos() % 1_000_000 != 0 {
+        millis + 1
+    } else {
+        millis
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert!(check_duration("lease", Duration::ZERO).is_err());
+        assert!(check_duration("lease", Duration::from_micros(999)).is_err());
+        assert!(check_duration("lease", Duration::MAX).is_err());
+        assert_eq!(
+            check_duration("lease", Duration::from_micros(1500)).unwrap(),
+            2
+        );
+        assert_eq!(
+            check_duration("lease", MAX_DURATION).unwrap(),
+            31_536_000_000
+        );
+    }
+
+    #[test]
+    fn defaults_and_secrets() {
+        let c = ClientConfig::from_url("redis://alice:hunter2@localhost:7000/3").unwrap();
+        assert_eq!(c.get_lease(), Duration::from_secs(30));
+        assert_eq!(c.renew_interval(), Duration::from_secs(10));
+        assert_eq!(c.get_waiter_slot(), Duration::from_secs(300));
+        assert_eq!(c.address(), "localhost:7000");
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("alice"), "{shown}");
+        assert!(ClientConfig::from_url("http://x").is_err());
+    }
+}

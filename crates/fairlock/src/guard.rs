@@ -1,0 +1,249 @@
+//! `LockGuard`: one hold of a lock.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use crate::error::{Error, Result};
+use crate::lock::{AcquireOptions, LockShared, check_release};
+use crate::owner::Owner;
+use crate::watchdog::HeldState;
+
+/// How a hold's lease is kept.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lease {
+    /// Renewed by the client's watchdog while held.
+    Watchdog(Duration),
+    /// Set once; the lock expires after it.
+    Explicit(Duration),
+}
+
+/// One hold of a lock, returned by every successful acquire.
+///
+/// - [`unlock`](Self::unlock) releases it and reports whether the lock was
+///   still held;
+/// - dropping the guard without `unlock` releases it in the background
+///   (never blocking);
+/// - [`lost`](Self::lost) resolves when the hold is known lost (renewal found
+///   another owner or none, or the lease ran out while Redis was unreachable),
+///   and [`is_held`](Self::is_held) turns `false`.
+///
+/// The guard is `Send + Sync + 'static`: move it into tasks freely.
+#[must_use = "dropping a guard releases the lock right away"]
+pub struct LockGuard {
+    held: Held,
+    /// Cleared by `unlock`, so that `drop` does not release a second time.
+    armed: bool,
+}
+
+struct Held {
+    shared: Arc<LockShared>,
+    owner: Owner,
+    lease: Lease,
+    token: Option<u64>,
+    state: Arc<HeldState>,
+    /// End of an explicit lease (the local estimate, from when the acquiring
+    /// call was sent); `None` under the watchdog.
+    expires: Option<Instant>,
+}
+
+impl LockGuard {
+    pub(crate) fn new(
+        shared: Arc<LockShared>,
+        owner: Owner,
+        lease: Lease,
+        token: Option<u64>,
+        sent_at: Instant,
+    ) -> Self {
+        let (state, expires) = match lease {
+            Lease::Watchdog(d) => (
+                shared.client.inner.watchdog.register(
+                    shared.lock_key(),
+                    owner.as_str(),
+                    &shared.name,
+                    sent_at,
+                    d,
+                ),
+                None,
+            ),
+            Lease::Explicit(d) => (HeldState::new(), Some(sent_at + d)),
+        };
+        Self {
+            held: Held {
+                shared,
+                owner,
+                lease,
+                token,
+                state,
+                expires,
+            },
+            armed: true,
+        }
+    }
+
+    fn held(&self) -> &Held {
+        &self.held
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.held().shared.name
+    }
+
+    /// The owner of this hold.
+    pub fn owner(&self) -> &Owner {
+        &self.held().owner
+    }
+
+    /// The fencing token of this acquisition, where the protocol gives one
+    /// (`redisson` does not: `None`).
+    pub fn token(&self) -> Option<u64> {
+        self.held().token
+    }
+
+    /// `false` once the hold is known lost (see [`lost`](Self::lost)) or an
+    /// explicit lease has run out.
+    pub fn is_held(&self) -> bool {
+        let held = self.held();
+        !held.state.is_lost() && held.expires.is_none_or(|e| Instant::now() < e)
+    }
+
+    /// A future that resolves when this hold is known lost: a renewal found
+    /// the lock gone or held by another owner (force-unlocked, expired), the
+    /// lease ran out while renewals failed, or an explicit lease ran out.
+    ///
+    /// The future is `'static`: spawn it, or `select!` on it next to the work
+    /// the lock protects. It also resolves once the hold is released.
+    ///
+    /// # Cancel safety
+    /// Dropping it has no effect.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let held = self.held();
+        let mut lost = held.state.subscribe();
+        let expires = held.expires;
+        async move {
+            let signalled = async move {
+                let _ = lost.wait_for(|lost| *lost).await;
+            };
+            match expires {
+                Some(at) => tokio::select! {
+                    () = signalled => {}
+                    () = tokio::time::sleep_until(at) => {}
+                },
+                None => signalled.await,
+            }
+        }
+    }
+
+    /// Acquire the lock once more as the same owner: while this guard holds
+    /// it, the hold count goes up by one and the new guard releases that
+    /// hold. One attempt, never queues: `None` when someone else holds the
+    /// lock now (this hold was lost).
+    ///
+    /// # Errors
+    /// As [`LockHandle::acquire`](crate::LockHandle::acquire).
+    ///
+    /// # Cancel safety
+    /// If the re-entry was granted while the future was being dropped, that
+    /// one hold is released in the background.
+    pub async fn reenter(&self) -> Result<Option<LockGuard>> {
+        let held = self.held();
+        let mut options = AcquireOptions::new()
+            .wait(Duration::ZERO)
+            .owner(held.owner.clone());
+        if let Lease::Explicit(lease) = held.lease {
+            options = options.lease(lease);
+        }
+        crate::lock::acquire_with(Arc::clone(&held.shared), options).await
+    }
+
+    /// Release this hold.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the lock was no longer held by this owner
+    /// (expired, force-unlocked, or taken by another owner since);
+    /// [`Error::Connection`] when Redis stayed unreachable for the retry
+    /// budget (the lock then expires with its lease).
+    ///
+    /// # Cancel safety
+    /// Renewal stops at the first poll. Dropping the future after that may
+    /// leave the release unsent; the lock then expires with its lease.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.armed = false;
+        let held = &self.held;
+        held.stop_renewing();
+        let reply = held
+            .shared
+            .release(&held.owner, held.lease_duration())
+            .await?;
+        check_release(&held.shared, &held.owner, reply).map_err(|err| match err {
+            // We held it: another owner holding it now means ours was lost.
+            Error::NotOwner { name, owner } => Error::LockLost { name, owner },
+            other => other,
+        })
+    }
+}
+
+impl LockGuard {
+    /// Keep the hold without this guard: the watchdog stops renewing it and
+    /// nothing is released now. The hold ends with
+    /// [`LockHandle::unlock_as`](crate::LockHandle::unlock_as) for the same
+    /// owner, a force-unlock, or when its lease runs out.
+    pub fn forget(mut self) {
+        self.armed = false;
+        self.held.stop_renewing();
+    }
+}
+
+impl Held {
+    fn stop_renewing(&self) {
+        if let Lease::Watchdog(_) = self.lease {
+            self.shared
+                .client
+                .inner
+                .watchdog
+                .unregister(self.shared.lock_key(), self.owner.as_str());
+        }
+    }
+
+    fn lease_duration(&self) -> Duration {
+        match self.lease {
+            Lease::Watchdog(d) | Lease::Explicit(d) => d,
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let held = &self.held;
+        held.stop_renewing();
+        let shared = Arc::clone(&held.shared);
+        let owner = held.owner.clone();
+        let lease = held.lease_duration();
+        let runtime = shared.client.inner.runtime.clone();
+        runtime.spawn(async move {
+            match shared.release(&owner, lease).await {
+                Ok(reply) => debug!(lock = %shared.name, %owner, ?reply, "released on drop"),
+                Err(err) => warn!(lock = %shared.name, %owner, error = %err, "release on drop failed; the lock expires with its lease"),
+            }
+        });
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = &self.held;
+        f.debug_struct("LockGuard")
+            .field("name", &held.shared.name)
+            .field("owner", &held.owner)
+            .field("token", &held.token)
+            .field("lease", &held.lease)
+            .finish()
+    }
+}

@@ -1,0 +1,106 @@
+//! Distributed fair (FIFO) and reentrant locks on Redis, wire-compatible
+//! with Redisson's `RFairLock` and `RLock`.
+//!
+//! ```no_run
+//! # async fn demo() -> fairlock::Result<()> {
+//! use std::time::Duration;
+//!
+//! let client = fairlock::LockClient::connect("redis://127.0.0.1:6379").await?;
+//! let lock = client.fair_lock("invoices")?;
+//!
+//! // Wait in line; the watchdog keeps the lease alive while the guard lives.
+//! let guard = lock.lock().await?;
+//! tokio::select! {
+//!     () = do_the_work() => guard.unlock().await?,
+//!     () = guard.lost() => eprintln!("lost the lock; stopping"),
+//! }
+//!
+//! // Or give up after five seconds.
+//! if let Some(guard) = lock.try_lock_for(Duration::from_secs(5)).await? {
+//!     guard.unlock().await?;
+//! }
+//! # Ok(()) }
+//! # async fn do_the_work() {}
+//! ```
+//!
+//! # Fairness
+//!
+//! A [`FairLock`] grants the lock to waiters in the order in which their
+//! first attempt reached Redis, across clients, processes and machines. A
+//! [`Lock`] is not fair: a released lock goes to whichever waiter retries
+//! first. Under the `redisson` protocol a queued waiter keeps its place for
+//! its *waiter slot* ([`ClientConfig::waiter_slot`], 300 s by default, or the
+//! wait of `try_lock_for`) beyond the waiter ahead of it; a waiter whose
+//! process dies is skipped once that runs out. This is Redisson's rule,
+//! including its known weaknesses (deadlines come from client clocks).
+//!
+//! # Reentrancy
+//!
+//! A lock is held by an [`Owner`] (`CLIENT_UUID:N`, Redisson's field
+//! format). An owner that holds a lock may acquire it again; each hold is
+//! released separately. Async tasks move between threads, so every
+//! [`lock`](LockHandle::lock) call uses a fresh owner; re-enter through
+//! [`LockGuard::reenter`] or by passing the owner in [`AcquireOptions`]. The
+//! [`blocking`] API keys reentrancy on the calling thread, as Redisson does.
+//!
+//! # Leases and the watchdog
+//!
+//! Every hold has a lease: if its client dies, the lock frees itself when the
+//! lease runs out. Locks taken without an explicit lease get the client's
+//! lease (30 s by default) and are renewed by the client's watchdog every
+//! third of it, in batches, while the guard lives. Locks taken with an
+//! explicit lease ([`lock_with_lease`](LockHandle::lock_with_lease)) are never
+//! renewed. When a renewal finds the lock gone or held by someone else, or
+//! renewals fail until the lease has run out, the guard's
+//! [`lost`](LockGuard::lost) future resolves and
+//! [`is_held`](LockGuard::is_held) turns `false`: stop touching what the lock
+//! protects.
+//!
+//! # Cancel safety
+//!
+//! Every async method documents what dropping its future does. In short:
+//! dropping a waiting [`lock`](LockHandle::lock) or
+//! [`try_lock_for`](LockHandle::try_lock_for) future at any await point takes
+//! the waiter out of the queue, and if the grant raced the drop the lock is
+//! released; no ghost waiter or leaked hold is left. Dropping a
+//! [`LockGuard`] releases its hold in the background.
+//!
+//! # Errors
+//!
+//! One [`Error`] type, `#[non_exhaustive]`, with predicates
+//! ([`is_timeout`](Error::is_timeout), [`is_lock_lost`](Error::is_lock_lost),
+//! [`is_connection`](Error::is_connection)). Bad input is refused before
+//! anything is sent: empty names, names over [`MAX_NAME_LEN`], names whose
+//! braces do not form a cluster hash tag (Redisson wraps a name without `{` as
+//! `prefix:{NAME}` and uses a name with `{` as it is, so a name with braces
+//! must contain one non-empty `{tag}`), durations under 1 ms or over
+//! [`MAX_DURATION`].
+//!
+//! # Feature flags
+//!
+//! - `tls` (default): `rediss://` URLs, through rustls with the webpki roots.
+
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+#![forbid(unsafe_code)]
+
+pub mod blocking;
+mod client;
+mod config;
+mod connection;
+mod error;
+mod guard;
+mod lock;
+mod name;
+mod owner;
+mod protocol;
+mod wakeup;
+mod watchdog;
+
+pub use client::LockClient;
+pub use config::{ClientConfig, MAX_DURATION};
+pub use error::{Error, Result};
+pub use guard::LockGuard;
+pub use lock::{AcquireOptions, Fair, FairLock, Lock, LockHandle, LockKind, NonFair};
+pub use name::MAX_NAME_LEN;
+pub use owner::Owner;
+pub use protocol::{Holder, LockInfo, Protocol, QueuedWaiter};

@@ -1,0 +1,652 @@
+//! Lock handles (`FairLock`, `Lock`) and the acquire loop.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::{Instrument, debug, debug_span, info, warn};
+
+use crate::client::LockClient;
+use crate::config::check_duration;
+use crate::error::{Error, Result};
+use crate::guard::{Lease, LockGuard};
+use crate::owner::Owner;
+use crate::protocol::redisson::RedissonLock;
+use crate::protocol::{Acquire, LockInfo, Release};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The kind of a lock: [`Fair`] or [`NonFair`]. Sealed.
+pub trait LockKind: sealed::Sealed + Send + Sync + 'static {
+    /// `true` for the FIFO-fair lock.
+    const FAIR: bool;
+}
+
+/// Marker for the fair (FIFO) lock, Redisson's `RFairLock`.
+#[derive(Debug, Clone, Copy)]
+pub enum Fair {}
+
+/// Marker for the non-fair reentrant lock, Redisson's `RLock`.
+#[derive(Debug, Clone, Copy)]
+pub enum NonFair {}
+
+impl sealed::Sealed for Fair {}
+impl sealed::Sealed for NonFair {}
+impl LockKind for Fair {
+    const FAIR: bool = true;
+}
+impl LockKind for NonFair {
+    const FAIR: bool = false;
+}
+
+/// A fair (FIFO) reentrant lock: waiters are granted the lock in the order
+/// they asked for it. Redisson's `RFairLock`.
+pub type FairLock = LockHandle<Fair>;
+
+/// A non-fair reentrant lock: a free lock goes to whoever asks first after
+/// it is released. Redisson's `RLock`.
+pub type Lock = LockHandle<NonFair>;
+
+/// What a lock handle and its guards share.
+pub(crate) struct LockShared {
+    pub(crate) client: LockClient,
+    pub(crate) name: String,
+    pub(crate) redisson: RedissonLock,
+}
+
+impl LockShared {
+    pub(crate) fn conn(&self) -> &crate::connection::Connection {
+        &self.client.inner.conn
+    }
+
+    pub(crate) fn lock_key(&self) -> &str {
+        &self.redisson.keys.lock
+    }
+
+    /// Release one hold of `owner`, retrying through connection errors within
+    /// the retry budget with one request id (the unlock cache makes the
+    /// retry answer what the first call did).
+    pub(crate) async fn release(&self, owner: &Owner, lease: Duration) -> Result<Release> {
+        let request = uuid::Uuid::new_v4().simple().to_string();
+        let budget = self.client.config().retry_budget;
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            match self
+                .redisson
+                .release(self.conn(), owner.as_str(), lease, &request)
+                .await
+            {
+                Err(err) if err.is_connection() && started.elapsed() + backoff < budget => {
+                    debug!(lock = %self.name, %owner, error = %err, "release failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Leave the queue, best effort; logged when it fails (a dead entry is
+    /// purged once its deadline passes).
+    async fn give_up(&self, owner: &Owner, slot: Duration) {
+        if let Err(err) = self
+            .redisson
+            .give_up(self.conn(), owner.as_str(), slot)
+            .await
+        {
+            warn!(lock = %self.name, %owner, error = %err, "could not leave the queue; the entry expires with its waiter slot");
+        }
+    }
+
+    /// Undo an attempt whose caller went away before seeing the reply.
+    async fn undo(
+        &self,
+        owner: &Owner,
+        reply: &Result<Acquire>,
+        lease: Duration,
+        slot: Duration,
+        fresh: bool,
+    ) {
+        match reply {
+            Ok(Acquire::Acquired { .. } | Acquire::Reentered { .. }) => {
+                debug!(lock = %self.name, %owner, "grant raced a cancellation; releasing it");
+                if let Err(err) = self.release(owner, lease).await {
+                    warn!(lock = %self.name, %owner, error = %err, "could not release a cancelled grant; it expires with its lease");
+                }
+            }
+            Ok(Acquire::Queued { .. }) => self.give_up(owner, slot).await,
+            Ok(Acquire::Busy) => {}
+            Err(_) => {
+                // Unknown outcome: leave the queue, and a fresh owner (which
+                // held nothing before) releases whatever it may have got.
+                self.give_up(owner, slot).await;
+                if fresh {
+                    let _ = self.release(owner, lease).await;
+                }
+            }
+        }
+    }
+}
+
+/// How to acquire: wait budget, lease and owner. Used with
+/// [`LockHandle::acquire`]; the other acquire methods are shorthands for it.
+///
+/// ```
+/// use std::time::Duration;
+/// let options = fairlock::AcquireOptions::new()
+///     .wait(Duration::from_secs(5))
+///     .lease(Duration::from_secs(60));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct AcquireOptions {
+    wait: Option<Duration>,
+    lease: Option<Duration>,
+    owner: Option<Owner>,
+}
+
+impl AcquireOptions {
+    /// Wait without a bound, watchdog lease, a fresh owner.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Give up after `wait` (`Duration::ZERO`: one attempt, never queue).
+    /// Default: wait until granted.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Hold for `lease` and let it expire: the watchdog does not renew it.
+    /// Default: the client's lease, renewed by the watchdog while held.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Acquire as `owner`: when it already holds the lock, this re-enters
+    /// (the hold count goes up). Default: a fresh owner.
+    pub fn owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+}
+
+/// A handle on one named lock. Get one with [`LockClient::fair_lock`]
+/// ([`FairLock`]) or [`LockClient::lock`] ([`Lock`]).
+///
+/// Cheap to clone. A handle holds nothing by itself: each acquire returns a
+/// [`LockGuard`] for the hold it made.
+///
+/// # Fairness
+/// For a [`FairLock`], waiters are granted the lock in the order in which
+/// their first attempt reached Redis, across all clients and processes. A
+/// waiter that stops waiting leaves the queue; one whose process dies is
+/// skipped once its waiter slot runs out (Redisson's rule).
+pub struct LockHandle<K: LockKind> {
+    shared: Arc<LockShared>,
+    _kind: PhantomData<K>,
+}
+
+impl<K: LockKind> Clone for LockHandle<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K: LockKind> std::fmt::Debug for LockHandle<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(if K::FAIR { "FairLock" } else { "Lock" })
+            .field("name", &self.shared.name)
+            .finish()
+    }
+}
+
+impl<K: LockKind> LockHandle<K> {
+    pub(crate) fn new(client: LockClient, name: &str) -> Self {
+        Self {
+            shared: Arc::new(LockShared {
+                client,
+                name: name.to_owned(),
+                redisson: RedissonLock::new(name, K::FAIR),
+            }),
+            _kind: PhantomData,
+        }
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Wait until the lock is granted; hold it with the watchdog lease.
+    ///
+    /// # Errors
+    /// [`Error::Connection`] when Redis stays unreachable for the retry
+    /// budget, [`Error::WrongType`] when a lock key holds another type.
+    ///
+    /// # Cancel safety
+    /// Dropping the future takes the waiter out of the queue; if the lock was
+    /// granted while the future was being dropped, it is released. Either
+    /// happens in the background, right away.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.acquire_granted(AcquireOptions::new()).await
+    }
+
+    /// Wait until the lock is granted; hold it for `lease`, not renewed.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock), plus [`Error::InvalidDuration`] for a bad lease.
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Self::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        self.acquire_granted(AcquireOptions::new().lease(lease))
+            .await
+    }
+
+    /// One attempt: the guard if the lock was free (or, for a fair lock, free
+    /// with nobody queued), `None` otherwise. Never queues.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock), without retries.
+    ///
+    /// # Cancel safety
+    /// If the lock was granted while the future was being dropped, it is
+    /// released in the background.
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(AcquireOptions::new().wait(Duration::ZERO))
+            .await
+    }
+
+    /// Wait at most `wait` for the lock; `None` when it was not granted in
+    /// time (the waiter has then left the queue).
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock), plus [`Error::InvalidDuration`] for a bad wait.
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        self.acquire(AcquireOptions::new().wait(wait)).await
+    }
+
+    /// [`try_lock_for`](Self::try_lock_for) with an explicit lease.
+    ///
+    /// # Errors
+    /// As [`try_lock_for`](Self::try_lock_for).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock_for_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire(AcquireOptions::new().wait(wait).lease(lease))
+            .await
+    }
+
+    async fn acquire_granted(&self, options: AcquireOptions) -> Result<LockGuard> {
+        match self.acquire(options).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::Protocol(
+                "an unbounded wait ended without a grant".into(),
+            )),
+        }
+    }
+
+    /// Acquire with `options`: `None` when the wait budget ran out.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDuration`] for a bad wait or lease;
+    /// [`Error::Connection`] when Redis stays unreachable for the retry budget
+    /// (or the wait budget, when shorter); [`Error::WrongType`] when a lock key
+    /// holds another Redis type; [`Error::Auth`] when credentials are refused
+    /// after a reconnect.
+    ///
+    /// # Cancel safety
+    /// Dropping the future at any await point takes the waiter out of the
+    /// queue; if the lock was granted while the future was being dropped, it
+    /// is released. No queue entry or hold is left behind.
+    pub async fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        acquire_with(Arc::clone(&self.shared), options).await
+    }
+
+    /// Release whoever holds the lock and wake the next waiter. `true` when a
+    /// lock was released. Holders learn of it at their next renewal.
+    ///
+    /// # Errors
+    /// [`Error::Connection`], [`Error::WrongType`].
+    ///
+    /// # Cancel safety
+    /// The command may or may not have run when the future is dropped.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let released = self
+            .shared
+            .redisson
+            .force_release(self.shared.conn())
+            .await?;
+        info!(lock = %self.shared.name, released, "force unlock");
+        Ok(released)
+    }
+
+    /// Release one hold of `owner` without a guard (for owners managed by
+    /// hand, like Redisson's `unlock()`).
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`] when somebody else holds the lock,
+    /// [`Error::LockLost`] when nobody does, [`Error::Connection`].
+    ///
+    /// # Cancel safety
+    /// The release may or may not have run when the future is dropped.
+    pub async fn unlock_as(&self, owner: &Owner) -> Result<()> {
+        let lease = self.shared.client.config().lease;
+        check_release(
+            &self.shared,
+            owner,
+            self.shared.release(owner, lease).await?,
+        )
+    }
+
+    /// `true` when somebody holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::Connection`].
+    ///
+    /// # Cancel safety
+    /// Read-only; safe to drop.
+    pub async fn is_locked(&self) -> Result<bool> {
+        let n: i64 = self
+            .shared
+            .conn()
+            .command(
+                &self.shared.name,
+                "EXISTS",
+                self.shared.lock_key(),
+                &[] as &[&str],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Time until the current holder's lease runs out; `None` when free.
+    ///
+    /// # Errors
+    /// [`Error::Connection`].
+    ///
+    /// # Cancel safety
+    /// Read-only; safe to drop.
+    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let pttl: i64 = self
+            .shared
+            .conn()
+            .command(
+                &self.shared.name,
+                "PTTL",
+                self.shared.lock_key(),
+                &[] as &[&str],
+            )
+            .await?;
+        Ok((pttl >= 0).then(|| Duration::from_millis(pttl as u64)))
+    }
+
+    /// How many times `owner` holds the lock (0 when it does not).
+    ///
+    /// # Errors
+    /// [`Error::Connection`], [`Error::WrongType`].
+    ///
+    /// # Cancel safety
+    /// Read-only; safe to drop.
+    pub async fn hold_count(&self, owner: &Owner) -> Result<u32> {
+        let count: Option<u32> = self
+            .shared
+            .conn()
+            .command(
+                &self.shared.name,
+                "HGET",
+                self.shared.lock_key(),
+                &[owner.as_str()],
+            )
+            .await?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The lock's whole state (holders, lease, queue) at one instant.
+    ///
+    /// # Errors
+    /// [`Error::Connection`], [`Error::WrongType`].
+    ///
+    /// # Cancel safety
+    /// Read-only; safe to drop.
+    pub async fn inspect(&self) -> Result<LockInfo> {
+        self.shared.redisson.inspect(self.shared.conn()).await
+    }
+}
+
+/// The acquire behind every acquire method (see [`LockHandle::acquire`]).
+pub(crate) async fn acquire_with(
+    shared: Arc<LockShared>,
+    options: AcquireOptions,
+) -> Result<Option<LockGuard>> {
+    let config = shared.client.config();
+    let lease = match options.lease {
+        Some(lease) => {
+            check_duration("lease", lease)?;
+            Lease::Explicit(lease)
+        }
+        None => Lease::Watchdog(config.lease),
+    };
+    let once = options.wait == Some(Duration::ZERO);
+    let wait = match options.wait {
+        Some(wait) if !once => {
+            check_duration("wait", wait)?;
+            Some(wait)
+        }
+        _ => None,
+    };
+    // Redisson gives a waiter that passes a wait time that wait as its slot.
+    let slot = wait.unwrap_or(config.waiter_slot);
+    let fresh = options.owner.is_none();
+    let owner = options.owner.unwrap_or_else(|| shared.client.new_owner());
+    let span =
+        debug_span!("acquire", lock = %shared.name, owner = %owner, fair = shared.redisson.fair);
+    let attempt = Attempt {
+        shared,
+        owner,
+        lease,
+        slot,
+        fresh,
+    };
+    async move {
+        if once {
+            attempt.run_once().await
+        } else {
+            attempt.run(wait.map(|w| Instant::now() + w)).await
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Map a release reply for a caller that believed it held the lock.
+pub(crate) fn check_release(shared: &LockShared, owner: &Owner, reply: Release) -> Result<()> {
+    match reply {
+        Release::Released | Release::StillHeld => {
+            debug!(lock = %shared.name, %owner, still_held = reply == Release::StillHeld, "released");
+            Ok(())
+        }
+        Release::NotOwner => Err(Error::NotOwner {
+            name: shared.name.clone(),
+            owner: owner.to_string(),
+        }),
+        Release::NotHeld => Err(Error::LockLost {
+            name: shared.name.clone(),
+            owner: owner.to_string(),
+        }),
+    }
+}
+
+/// One acquisition in progress.
+struct Attempt {
+    shared: Arc<LockShared>,
+    owner: Owner,
+    lease: Lease,
+    slot: Duration,
+    /// The owner is new: it held nothing before this acquisition.
+    fresh: bool,
+}
+
+/// Takes the waiter out of the queue if the acquire future is dropped
+/// between attempts.
+struct LeaveQueueOnDrop {
+    shared: Option<Arc<LockShared>>,
+    owner: Owner,
+    slot: Duration,
+}
+
+impl Drop for LeaveQueueOnDrop {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            let owner = self.owner.clone();
+            let slot = self.slot;
+            let runtime = shared.client.inner.runtime.clone();
+            runtime.spawn(async move { shared.give_up(&owner, slot).await });
+        }
+    }
+}
+
+impl Attempt {
+    /// Send one attempt from a task of its own: if the caller is dropped while
+    /// the script runs, the task still sees the reply and undoes it.
+    async fn send(&self, queue: bool) -> Result<Acquire> {
+        let (tx, rx) = oneshot::channel();
+        let shared = Arc::clone(&self.shared);
+        let owner = self.owner.clone();
+        let (lease, slot, fresh) = (self.lease.duration(), self.slot, self.fresh);
+        let reconcile = fresh.then_some(0);
+        self.shared.client.inner.runtime.spawn(async move {
+            let reply = shared
+                .redisson
+                .acquire(shared.conn(), owner.as_str(), lease, slot, queue, reconcile)
+                .await;
+            if let Err(reply) = tx.send(reply) {
+                shared.undo(&owner, &reply, lease, slot, fresh).await;
+            }
+        });
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    fn guard(self, sent_at: Instant, token: Option<u64>) -> LockGuard {
+        info!(lock = %self.shared.name, owner = %self.owner, "granted");
+        LockGuard::new(self.shared, self.owner, self.lease, token, sent_at)
+    }
+
+    async fn run_once(self) -> Result<Option<LockGuard>> {
+        let sent_at = Instant::now();
+        match self.send(false).await? {
+            Acquire::Acquired { token } => Ok(Some(self.guard(sent_at, token))),
+            Acquire::Reentered { .. } => Ok(Some(self.guard(sent_at, None))),
+            Acquire::Busy | Acquire::Queued { .. } => Ok(None),
+        }
+    }
+
+    async fn run(self, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
+        let channel = self.shared.redisson.wake_channel(self.owner.as_str());
+        let config = self.shared.client.config();
+        let mut subscription = self
+            .shared
+            .client
+            .inner
+            .wakeups
+            .subscribe(&channel, config.response_timeout)
+            .await;
+        // Only a fair lock has a queue to leave.
+        let mut leave_queue = LeaveQueueOnDrop {
+            shared: self.shared.redisson.fair.then(|| Arc::clone(&self.shared)),
+            owner: self.owner.clone(),
+            slot: self.slot,
+        };
+        let mut failing_since: Option<Instant> = None;
+        let mut backoff = Duration::from_millis(20);
+        let mut idle_poll = Duration::from_millis(10);
+        loop {
+            subscription.mark_seen();
+            let sent_at = Instant::now();
+            let reply = self.send(true).await;
+            let pause = match reply {
+                Ok(Acquire::Acquired { token }) => {
+                    leave_queue.shared = None;
+                    return Ok(Some(self.guard(sent_at, token)));
+                }
+                Ok(Acquire::Reentered { .. }) => {
+                    leave_queue.shared = None;
+                    return Ok(Some(self.guard(sent_at, None)));
+                }
+                Ok(Acquire::Queued { ttl, position }) => {
+                    failing_since = None;
+                    backoff = Duration::from_millis(20);
+                    if let Some(position) = position {
+                        debug!(lock = %self.shared.name, owner = %self.owner, position, "waiting in queue");
+                    }
+                    if ttl.is_zero() {
+                        // Free but not our turn: the head is about to take it,
+                        // or is dead and will be purged. Poll, backing off.
+                        let pause = idle_poll;
+                        idle_poll = (idle_poll * 2).min(Duration::from_millis(500));
+                        pause
+                    } else {
+                        idle_poll = Duration::from_millis(10);
+                        ttl
+                    }
+                }
+                Ok(Acquire::Busy) => Duration::from_millis(100),
+                Err(err) if err.is_connection() => {
+                    let since = *failing_since.get_or_insert(sent_at);
+                    let out_of_budget = since.elapsed() + backoff >= config.retry_budget
+                        || deadline.is_some_and(|d| Instant::now() + backoff >= d);
+                    if out_of_budget {
+                        warn!(lock = %self.shared.name, owner = %self.owner, error = %err, "giving up: Redis unreachable");
+                        return Err(err);
+                    }
+                    debug!(lock = %self.shared.name, owner = %self.owner, error = %err, "attempt failed; retrying");
+                    let pause = backoff;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            let pause = match deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        leave_queue.shared = None;
+                        self.shared.give_up(&self.owner, self.slot).await;
+                        debug!(lock = %self.shared.name, owner = %self.owner, "wait budget ran out");
+                        return Ok(None);
+                    }
+                    pause.min(left)
+                }
+                None => pause,
+            };
+            subscription.wait(pause).await;
+        }
+    }
+}
+
+impl Lease {
+    pub(crate) fn duration(&self) -> Duration {
+        match *self {
+            Lease::Watchdog(d) | Lease::Explicit(d) => d,
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Lock names and the Redis keys derived from them.
+
+use crate::error::{Error, Result, truncate_name};
+
+/// The longest lock name accepted, in bytes.
+///
+/// Redis itself allows much longer keys, but every lock name is repeated in
+/// several keys and in every wake-up channel name; 1 KiB keeps those cheap
+/// and catches names built from unbounded input by mistake.
+pub const MAX_NAME_LEN: usize = 1024;
+
+/// Check a lock name.
+///
+/// Rules (each violation is an [`Error::InvalidName`]):
+/// - not empty, at most [`MAX_NAME_LEN`] bytes, no ASCII control characters;
+/// - braces follow Redisson's rule: a name without `{` gets its derived keys
+///   wrapped as `prefix:{NAME}`; a name with `{` is used as it is
+///   (`prefix:NAME`), so it must carry a proper cluster hash tag: its first
+///   `{` must be followed by a non-empty tag and a `}`. Otherwise the lock key
+///   and its queue keys would land in different cluster slots. A `}` without
+///   any `{` is rejected for the same reason.
+pub(crate) fn validate(name: &str) -> Result<()> {
+    let invalid = |reason| Error::InvalidName {
+        name: truncate_name(name),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(invalid("the name is empty"));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(invalid("the name is longer than MAX_NAME_LEN (1024 bytes)"));
+    }
+    if name.chars().any(|c| c.is_ascii_control()) {
+        return Err(invalid("the name contains a control character"));
+    }
+    match name.find('{') {
+        None if name.contains('}') => Err(invalid(
+            "a '}' without a '{': Redisson's keys for it would span cluster slots",
+        )),
+        None => Ok(()),
+        Some(open) => match name[open + 1..].find('}') {
+            Some(0) => Err(invalid(
+                "an empty hash tag '{}': Redisson's keys for it would span cluster slots",
+            )),
+            Some(_) => Ok(()),
+            None => Err(invalid(
+                "a '{' without a closing '}': Redisson's keys for it would span cluster slots",
+            )),
+        },
+    }
+}
+
+/// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag
+/// (Redisson's `prefixName`).
+pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// The keys of one lock under the `redisson` protocol.
+#[derive(Debug, Clone)]
+pub(crate) struct RedissonKeys {
+    /// The lock hash: the raw name.
+    pub(crate) lock: String,
+    /// Fair lock wait queue (list).
+    pub(crate) queue: String,
+    /// Fair lock waiter deadlines (sorted set).
+    pub(crate) timeouts: String,
+    /// Channel prefix; the fair lock appends `:OWNER`, the non-fair lock uses it as is.
+    pub(crate) channel: String,
+    /// Prefix of the unlock result cache; `:REQUEST` is appended per call.
+    pub(crate) unlock_latch: String,
+}
+
+impl RedissonKeys {
+    pub(crate) fn new(name: &str) -> Self {
+        Self {
+            lock: name.to_owned(),
+            queue: prefixed("redisson_lock_queue", name),
+            timeouts: prefixed("redisson_lock_timeout", name),
+            channel: prefixed("redisson_lock__channel", name),
+            unlock_latch: prefixed("redisson_unlock_latch", name),
+        }
+    }
+
+    /// The wake-up channel of one waiting owner of a fair lock.
+    pub(crate) fn fair_channel(&self, owner: &str) -> String {
+        format!("{}:{owner}", self.channel)
+    }
+
+    /// The unlock result cache key of one unlock call.
+    pub(crate) fn unlock_latch(&self, request: &str) -> String {
+        format!("{}:{request}", self.unlock_latch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_get_braces() {
+        let k = RedissonKeys::new("orders");
+        assert_eq!(k.lock, "orders");
+        assert_eq!(k.queue, "redisson_lock_queue:{orders}");
+        assert_eq!(k.timeouts, "redisson_lock_timeout:{orders}");
+        assert_eq!(k.fair_channel("u:1"), "redisson_lock__channel:{orders}:u:1");
+        assert_eq!(k.channel, "redisson_lock__channel:{orders}");
+        assert_eq!(k.unlock_latch("ab"), "redisson_unlock_latch:{orders}:ab");
+    }
+
+    #[test]
+    fn tagged_names_are_kept() {
+        let k = RedissonKeys::new("job{7}");
+        assert_eq!(k.queue, "redisson_lock_queue:job{7}");
+        assert_eq!(k.channel, "redisson_lock__channel:job{7}");
+    }
+
+    #[test]
+    fn validation() {
+        assert!(validate("a").is_ok());
+        assert!(validate("x{tag}y").is_ok());
+        assert!(validate(&"n".repeat(MAX_NAME_LEN)).is_ok());
+        for bad in ["", "a}b", "a{b", "{}x", "a\nb"] {
+            let err = validate(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err}");
+        }
+        assert!(validate(&"n".repeat(MAX_NAME_LEN + 1)).is_err());
+    }
+}

@@ -1,0 +1,303 @@
+//! The `redisson` protocol: Redisson's `RFairLock` and `RLock`, byte for byte.
+//!
+//! Keys, field format (`UUID:N`), channels, release message (`0`), waiter
+//! deadlines (client clock, `previous + slot`) and the unlock result cache
+//! are Redisson's (see `shared/PROTOCOL.md`). Return values are fairlock's
+//! own, so that "released" and "was not held" are told apart.
+
+use std::sync::LazyLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::Script;
+
+use super::{Acquire, Holder, LockInfo, Protocol, QueuedWaiter, Release};
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::name::RedissonKeys;
+
+macro_rules! script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("redisson/prelude.lua"),
+                include_str!(concat!("redisson/", $file))
+            ))
+        })
+    };
+}
+
+static FAIR_ACQUIRE: LazyLock<Script> = script!("fair_acquire.lua");
+static FAIR_GIVE_UP: LazyLock<Script> = script!("fair_give_up.lua");
+static FAIR_RELEASE: LazyLock<Script> = script!("fair_release.lua");
+static FAIR_FORCE_RELEASE: LazyLock<Script> = script!("fair_force_release.lua");
+static NONFAIR_ACQUIRE: LazyLock<Script> = script!("nonfair_acquire.lua");
+static NONFAIR_RELEASE: LazyLock<Script> = script!("nonfair_release.lua");
+static NONFAIR_FORCE_RELEASE: LazyLock<Script> = script!("nonfair_force_release.lua");
+static RENEW: LazyLock<Script> = script!("renew.lua");
+static INSPECT: LazyLock<Script> = script!("inspect.lua");
+
+/// How long a release's result stays cached for retries (Redisson: ~20 s).
+const UNLOCK_CACHE_MS: u64 = 20_000;
+
+/// Redisson renews at most this many locks per script call.
+pub(crate) const RENEW_BATCH: usize = 100;
+
+/// One lock under the redisson protocol.
+#[derive(Debug, Clone)]
+pub(crate) struct RedissonLock {
+    pub(crate) name: String,
+    pub(crate) fair: bool,
+    pub(crate) keys: RedissonKeys,
+}
+
+/// Milliseconds since the Unix epoch by this client's clock (Redisson's `now`).
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn ms(duration: Duration) -> String {
+    duration.as_millis().to_string()
+}
+
+fn unexpected(what: &str, reply: impl std::fmt::Debug) -> Error {
+    Error::Protocol(format!("{what} script answered {reply:?}"))
+}
+
+impl RedissonLock {
+    pub(crate) fn new(name: &str, fair: bool) -> Self {
+        Self {
+            name: name.to_owned(),
+            fair,
+            keys: RedissonKeys::new(name),
+        }
+    }
+
+    /// The channel on which `owner` is woken while it waits.
+    pub(crate) fn wake_channel(&self, owner: &str) -> String {
+        if self.fair {
+            self.keys.fair_channel(owner)
+        } else {
+            self.keys.channel.clone()
+        }
+    }
+
+    /// One attempt. `queue`: take a place in line when busy (fair lock).
+    /// `reconcile`: the owner's hold count before this call, when retrying
+    /// after a reply was lost (a grant by the lost attempt is then reported
+    /// as acquired instead of re-entered a second time).
+    pub(crate) async fn acquire(
+        &self,
+        conn: &Connection,
+        owner: &str,
+        lease: Duration,
+        slot: Duration,
+        queue: bool,
+        reconcile: Option<u32>,
+    ) -> Result<Acquire> {
+        let reconcile = reconcile.map(|c| c.to_string()).unwrap_or_default();
+        let reply: Vec<i64> = if self.fair {
+            let keys = [
+                self.keys.lock.as_str(),
+                &self.keys.queue,
+                &self.keys.timeouts,
+            ];
+            let args = [
+                ms(lease),
+                owner.to_owned(),
+                ms(slot),
+                now_ms().to_string(),
+                if queue { "queue" } else { "once" }.to_owned(),
+                reconcile,
+            ];
+            conn.script(&FAIR_ACQUIRE, &self.name, &keys, &args).await?
+        } else {
+            let args = [ms(lease), owner.to_owned(), reconcile];
+            conn.script(&NONFAIR_ACQUIRE, &self.name, &[&self.keys.lock], &args)
+                .await?
+        };
+        let ttl = |v: i64| Duration::from_millis(v.max(0) as u64);
+        match reply.as_slice() {
+            [1, _] => Ok(Acquire::Acquired { token: None }),
+            [2, count] => Ok(Acquire::Reentered {
+                count: u32::try_from(*count).map_err(|_| unexpected("acquire", &reply))?,
+            }),
+            [3, t] if !queue || !self.fair => {
+                if queue {
+                    Ok(Acquire::Queued {
+                        ttl: ttl(*t),
+                        position: None,
+                    })
+                } else {
+                    Ok(Acquire::Busy)
+                }
+            }
+            [3, t, position] => Ok(Acquire::Queued {
+                ttl: ttl(*t),
+                position: (*position > 0).then_some(*position as u64),
+            }),
+            [4, _] => Ok(Acquire::Busy),
+            _ => Err(unexpected("acquire", &reply)),
+        }
+    }
+
+    /// Leave the queue (fair lock). `true` when the owner was queued.
+    pub(crate) async fn give_up(
+        &self,
+        conn: &Connection,
+        owner: &str,
+        slot: Duration,
+    ) -> Result<bool> {
+        if !self.fair {
+            return Ok(false);
+        }
+        let keys = [
+            self.keys.lock.as_str(),
+            &self.keys.queue,
+            &self.keys.timeouts,
+            &self.keys.channel,
+        ];
+        let reply: i64 = conn
+            .script(
+                &FAIR_GIVE_UP,
+                &self.name,
+                &keys,
+                &[owner.to_owned(), ms(slot)],
+            )
+            .await?;
+        Ok(reply == 1)
+    }
+
+    /// Release one hold. `request` identifies this release across retries.
+    pub(crate) async fn release(
+        &self,
+        conn: &Connection,
+        owner: &str,
+        lease: Duration,
+        request: &str,
+    ) -> Result<Release> {
+        let cache = self.keys.unlock_latch(request);
+        let reply: i64 = if self.fair {
+            let keys = [
+                self.keys.lock.as_str(),
+                &self.keys.queue,
+                &self.keys.timeouts,
+                &self.keys.channel,
+                &cache,
+            ];
+            let args = [
+                owner.to_owned(),
+                ms(lease),
+                now_ms().to_string(),
+                UNLOCK_CACHE_MS.to_string(),
+            ];
+            conn.script(&FAIR_RELEASE, &self.name, &keys, &args).await?
+        } else {
+            let keys = [self.keys.lock.as_str(), &self.keys.channel, &cache];
+            let args = [owner.to_owned(), ms(lease), UNLOCK_CACHE_MS.to_string()];
+            conn.script(&NONFAIR_RELEASE, &self.name, &keys, &args)
+                .await?
+        };
+        match reply {
+            1 => Ok(Release::Released),
+            0 => Ok(Release::StillHeld),
+            -1 => Ok(Release::NotOwner),
+            -2 => Ok(Release::NotHeld),
+            other => Err(unexpected("release", other)),
+        }
+    }
+
+    /// Release whoever holds the lock. `true` when a lock was deleted.
+    pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
+        let reply: i64 = if self.fair {
+            let keys = [
+                self.keys.lock.as_str(),
+                &self.keys.queue,
+                &self.keys.timeouts,
+                &self.keys.channel,
+            ];
+            conn.script(
+                &FAIR_FORCE_RELEASE,
+                &self.name,
+                &keys,
+                &[now_ms().to_string()],
+            )
+            .await?
+        } else {
+            let keys = [self.keys.lock.as_str(), &self.keys.channel];
+            conn.script(&NONFAIR_FORCE_RELEASE, &self.name, &keys, &[])
+                .await?
+        };
+        Ok(reply == 1)
+    }
+
+    /// Read the whole state at one instant.
+    pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {
+        let keys = [
+            self.keys.lock.as_str(),
+            &self.keys.queue,
+            &self.keys.timeouts,
+        ];
+        let (fields, pttl, queue, deadlines): (Vec<String>, i64, Vec<String>, Vec<String>) =
+            conn.script(&INSPECT, &self.name, &keys, &[]).await?;
+        let mut holders = Vec::new();
+        for pair in fields.chunks(2) {
+            if let [owner, count] = pair {
+                let count = count
+                    .parse()
+                    .map_err(|_| unexpected("inspect", ("hold count", count)))?;
+                holders.push(Holder {
+                    owner: owner.clone(),
+                    count,
+                });
+            }
+        }
+        let now = now_ms();
+        let deadline_of = |owner: &str| {
+            deadlines
+                .chunks(2)
+                .find(|pair| pair[0] == owner)
+                .and_then(|pair| pair.get(1))
+                .and_then(|score| score.parse::<f64>().ok())
+        };
+        let queue = queue
+            .into_iter()
+            .enumerate()
+            .map(|(i, owner)| QueuedWaiter {
+                position: i + 1,
+                expires_in: deadline_of(&owner)
+                    .map(|d| Duration::from_millis((d as i64 - now).max(0) as u64)),
+                owner,
+            })
+            .collect();
+        Ok(LockInfo {
+            name: self.name.clone(),
+            protocol: Protocol::Redisson,
+            remaining_lease: (pttl > 0 && !holders.is_empty())
+                .then(|| Duration::from_millis(pttl as u64)),
+            holders,
+            token: None,
+            queue,
+        })
+    }
+}
+
+/// Renew a batch of watchdog-leased locks (at most [`RENEW_BATCH`]).
+/// Returns, per lock, whether it is still held by its owner.
+pub(crate) async fn renew(
+    conn: &Connection,
+    batch: &[(&str, &str)],
+    lease: Duration,
+) -> Result<Vec<bool>> {
+    let keys: Vec<&str> = batch.iter().map(|(key, _)| *key).collect();
+    let mut args = Vec::with_capacity(batch.len() + 1);
+    args.push(ms(lease));
+    args.extend(batch.iter().map(|(_, owner)| (*owner).to_owned()));
+    let reply: Vec<i64> = conn.script(&RENEW, "", &keys, &args).await?;
+    if reply.len() != batch.len() {
+        return Err(unexpected("renew", reply));
+    }
+    Ok(reply.into_iter().map(|r| r == 1).collect())
+}

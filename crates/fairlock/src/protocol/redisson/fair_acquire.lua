@@ -1,0 +1,67 @@
+-- Fair lock: try to acquire, or take a place in the queue.
+-- KEYS[1] lock hash, KEYS[2] queue list, KEYS[3] waiter deadlines (sorted set)
+-- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] waiter slot ms, ARGV[4] now (client clock, ms),
+-- ARGV[5] 'queue' (enqueue when busy) or 'once' (never enqueue),
+-- ARGV[6] hold count before this call when retrying after a lost reply, else ''
+-- Returns {1, 1} acquired, {2, count} re-entered, {3, ttl, position} queued
+-- (position 0 when already queued), {4, ttl} busy (mode 'once').
+local err = wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'list') or wrong_type(KEYS[3], 'zset')
+if err then
+  return err
+end
+local lease, owner, slot, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+
+-- A retry whose earlier attempt was granted but whose reply was lost.
+if ARGV[6] ~= '' then
+  local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
+  if held == tonumber(ARGV[6]) + 1 then
+    return {1, held}
+  end
+end
+
+purge_stale_heads(KEYS[2], KEYS[3], now)
+
+if redis.call('exists', KEYS[1]) == 0 then
+  local head = redis.call('lindex', KEYS[2], 0)
+  if (not head) or head == owner then
+    -- Free and our turn: leave the queue; everyone behind moves up one slot.
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], owner)
+    local behind = redis.call('zrange', KEYS[3], 0, -1)
+    for _, waiter in ipairs(behind) do
+      redis.call('zincrby', KEYS[3], -slot, waiter)
+    end
+    redis.call('hset', KEYS[1], owner, 1)
+    redis.call('pexpire', KEYS[1], lease)
+    return {1, 1}
+  end
+elseif redis.call('hexists', KEYS[1], owner) == 1 then
+  -- Held by this owner: re-entry.
+  local count = redis.call('hincrby', KEYS[1], owner, 1)
+  redis.call('pexpire', KEYS[1], lease)
+  return {2, count}
+end
+
+if ARGV[5] == 'once' then
+  return {4, math.max(0, redis.call('pttl', KEYS[1]))}
+end
+
+-- Already queued: wait for as long as the lock has left.
+if redis.call('zscore', KEYS[3], owner) then
+  return {3, math.max(0, redis.call('pttl', KEYS[1])), 0}
+end
+
+-- New waiter: its deadline is one slot after the last waiter's (or after the lease).
+local ttl
+local last = redis.call('lindex', KEYS[2], -1)
+local last_deadline = last and last ~= owner and redis.call('zscore', KEYS[3], last)
+if last_deadline then
+  ttl = tonumber(last_deadline) - now
+else
+  ttl = redis.call('pttl', KEYS[1])
+end
+local position = 0
+if redis.call('zadd', KEYS[3], ttl + slot + now, owner) == 1 then
+  position = redis.call('rpush', KEYS[2], owner)
+end
+return {3, ttl, position}

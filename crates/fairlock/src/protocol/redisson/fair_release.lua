@@ -1,0 +1,37 @@
+-- Fair lock: release one hold.
+-- KEYS[1] lock hash, KEYS[2] queue list, KEYS[3] waiter deadlines, KEYS[4] channel prefix,
+-- KEYS[5] unlock result cache of this request
+-- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] now (client clock, ms), ARGV[4] cache ttl ms
+-- Returns 1 released, 0 still held (count decremented), -1 held by another owner,
+-- -2 the lock did not exist (Redisson's effects; it would answer 1).
+local err = wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'list') or wrong_type(KEYS[3], 'zset')
+  or wrong_type(KEYS[5], 'string')
+if err then
+  return err
+end
+-- A retried request answers what the first one did.
+local cached = redis.call('get', KEYS[5])
+if cached then
+  return tonumber(cached)
+end
+local owner, lease, now, cache_ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+
+purge_stale_heads(KEYS[2], KEYS[3], now)
+
+if redis.call('exists', KEYS[1]) == 0 then
+  notify_head(KEYS[2], KEYS[4])
+  redis.call('set', KEYS[5], 1, 'px', cache_ttl)
+  return -2
+end
+if redis.call('hexists', KEYS[1], owner) == 0 then
+  return -1
+end
+if redis.call('hincrby', KEYS[1], owner, -1) > 0 then
+  redis.call('pexpire', KEYS[1], lease)
+  redis.call('set', KEYS[5], 0, 'px', cache_ttl)
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call('set', KEYS[5], 1, 'px', cache_ttl)
+notify_head(KEYS[2], KEYS[4])
+return 1

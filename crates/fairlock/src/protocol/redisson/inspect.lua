@@ -1,0 +1,13 @@
+-- Read a lock's whole state at one instant (read-only).
+-- KEYS[1] lock hash, KEYS[2] queue list, KEYS[3] waiter deadlines
+-- Returns {holders (HGETALL), lock pttl, queue (LRANGE), deadlines (ZRANGE WITHSCORES)}.
+local err = wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'list') or wrong_type(KEYS[3], 'zset')
+if err then
+  return err
+end
+return {
+  redis.call('hgetall', KEYS[1]),
+  redis.call('pttl', KEYS[1]),
+  redis.call('lrange', KEYS[2], 0, -1),
+  redis.call('zrange', KEYS[3], 0, -1, 'withscores'),
+}

@@ -1,0 +1,12 @@
+-- Non-fair lock: release whoever holds it.
+-- KEYS[1] lock hash, KEYS[2] wake-up channel
+-- Returns 1 when a lock was deleted, else 0.
+local err = wrong_type(KEYS[1], 'hash')
+if err then
+  return err
+end
+if redis.call('del', KEYS[1]) == 1 then
+  redis.call('publish', KEYS[2], '0')
+  return 1
+end
+return 0

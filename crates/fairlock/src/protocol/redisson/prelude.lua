@@ -1,0 +1,36 @@
+-- fairlock prelude, prepended to every redisson-protocol script.
+
+-- Refuse, before any write, to touch a key that holds another Redis type.
+local function wrong_type(key, expected)
+  local actual = redis.call('type', key)['ok']
+  if actual ~= 'none' and actual ~= expected then
+    return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. actual .. ', expected a ' .. expected)
+  end
+  return false
+end
+
+-- Drop queued owners from the head of the queue while their deadline has passed.
+-- Only the head is examined, as Redisson does. A head without a deadline is
+-- inconsistent state left by a crash between two writes; it is dropped too.
+local function purge_stale_heads(queue, deadlines, now)
+  while true do
+    local head = redis.call('lindex', queue, 0)
+    if not head then
+      return
+    end
+    local deadline = tonumber(redis.call('zscore', deadlines, head))
+    if deadline and deadline > now then
+      return
+    end
+    redis.call('zrem', deadlines, head)
+    redis.call('lpop', queue)
+  end
+end
+
+-- Publish the release message to the wake-up channel of the queue head, if any.
+local function notify_head(queue, channel_prefix)
+  local head = redis.call('lindex', queue, 0)
+  if head then
+    redis.call('publish', channel_prefix .. ':' .. head, '0')
+  end
+end

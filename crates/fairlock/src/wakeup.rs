@@ -1,0 +1,273 @@
+//! Wake-ups: one pub/sub connection per client, shared by every waiter.
+//!
+//! A waiter subscribes to its channel *before* its first attempt and marks
+//! the channel's generation as seen before each attempt (register, then
+//! check, as `tokio::sync::Notify::enable` does). A message bumps the
+//! generation, so a release published between the attempt and the wait is
+//! never lost. Every wait is still bounded by the TTL the script returned:
+//! a message lost to a broken connection costs at most that TTL.
+//!
+//! The connection is owned by one background task. When it breaks, the task
+//! wakes every waiter (they re-check the lock over the command connection),
+//! reconnects with backoff and subscribes again to every channel that still
+//! has waiters. A channel is unsubscribed when its last waiter leaves.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{debug, warn};
+
+/// Routes pub/sub messages to the waiters of each channel.
+#[derive(Clone)]
+pub(crate) struct WakeupRouter {
+    shared: Arc<Shared>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+struct Shared {
+    channels: Mutex<HashMap<String, Channel>>,
+}
+
+struct Channel {
+    generation: watch::Sender<u64>,
+    waiters: usize,
+}
+
+enum Command {
+    Subscribe(String, oneshot::Sender<()>),
+    Unsubscribe(String),
+}
+
+impl Shared {
+    fn channels(&self) -> MutexGuard<'_, HashMap<String, Channel>> {
+        // A panic while holding this lock cannot leave the map inconsistent
+        // (every update is a single insert/remove), so poisoning is ignored.
+        self.channels.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn bump(&self, channel: &str) {
+        if let Some(entry) = self.channels().get(channel) {
+            entry.generation.send_modify(|g| *g = g.wrapping_add(1));
+        }
+    }
+
+    fn bump_all(&self) {
+        for entry in self.channels().values() {
+            entry.generation.send_modify(|g| *g = g.wrapping_add(1));
+        }
+    }
+}
+
+impl WakeupRouter {
+    /// Start the router's task on `runtime`. The task ends when the last
+    /// clone of the router is dropped.
+    pub(crate) fn start(
+        client: redis::Client,
+        connect_timeout: Duration,
+        runtime: &tokio::runtime::Handle,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            channels: Mutex::new(HashMap::new()),
+        });
+        let (commands, rx) = mpsc::unbounded_channel();
+        runtime.spawn(run(client, connect_timeout, Arc::clone(&shared), rx));
+        Self { shared, commands }
+    }
+
+    /// Register interest in `channel` and wait (at most `confirm_timeout`) until
+    /// the server confirmed the subscription. When the pub/sub connection is
+    /// down the subscription is kept and made on reconnect; the waiter then
+    /// relies on its TTL-bounded waits.
+    pub(crate) async fn subscribe(&self, channel: &str, confirm_timeout: Duration) -> Subscription {
+        let (rx, first) = {
+            let mut channels = self.shared.channels();
+            match channels.get_mut(channel) {
+                Some(entry) => {
+                    entry.waiters += 1;
+                    (entry.generation.subscribe(), false)
+                }
+                None => {
+                    let (tx, rx) = watch::channel(0);
+                    channels.insert(
+                        channel.to_owned(),
+                        Channel {
+                            generation: tx,
+                            waiters: 1,
+                        },
+                    );
+                    (rx, true)
+                }
+            }
+        };
+        let subscription = Subscription {
+            router: self.clone(),
+            channel: channel.to_owned(),
+            generation: rx,
+        };
+        if first {
+            let (ack, confirmed) = oneshot::channel();
+            if self
+                .commands
+                .send(Command::Subscribe(channel.to_owned(), ack))
+                .is_ok()
+            {
+                let _ = tokio::time::timeout(confirm_timeout, confirmed).await;
+            }
+        }
+        subscription
+    }
+
+    fn release(&self, channel: &str) {
+        let mut channels = self.shared.channels();
+        if let Some(entry) = channels.get_mut(channel) {
+            entry.waiters -= 1;
+            if entry.waiters == 0 {
+                channels.remove(channel);
+                let _ = self.commands.send(Command::Unsubscribe(channel.to_owned()));
+            }
+        }
+    }
+
+    /// Number of channels with at least one waiter (for tests and metrics).
+    #[cfg(test)]
+    pub(crate) fn channel_count(&self) -> usize {
+        self.shared.channels().len()
+    }
+}
+
+/// One waiter's registration on a channel; unregisters on drop.
+pub(crate) struct Subscription {
+    router: WakeupRouter,
+    channel: String,
+    generation: watch::Receiver<u64>,
+}
+
+impl Subscription {
+    /// Mark every wake-up so far as seen. Call before each attempt.
+    pub(crate) fn mark_seen(&mut self) {
+        self.generation.borrow_and_update();
+    }
+
+    /// Wait until a wake-up arrives after the last `mark_seen`, or `timeout`.
+    /// Returns `true` when woken by a message (or a reconnect).
+    pub(crate) async fn wait(&mut self, timeout: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(timeout, self.generation.changed()).await,
+            Ok(Ok(()))
+        )
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.router.release(&self.channel);
+    }
+}
+
+/// The pub/sub task: connect, subscribe, route messages; on a broken
+/// connection wake everyone and start over.
+async fn run(
+    client: redis::Client,
+    connect_timeout: Duration,
+    shared: Arc<Shared>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let connected = tokio::time::timeout(connect_timeout, client.get_async_pubsub()).await;
+        let pubsub = match connected {
+            Ok(Ok(pubsub)) => pubsub,
+            Ok(Err(err)) => {
+                debug!(error = %err, "pub/sub connection failed");
+                if !sleep_or_drain(&mut commands, backoff).await {
+                    return;
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+            Err(_) => {
+                debug!("pub/sub connection timed out");
+                if !sleep_or_drain(&mut commands, backoff).await {
+                    return;
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let (mut sink, mut stream) = pubsub.split();
+        let wanted: Vec<String> = shared.channels().keys().cloned().collect();
+        if !wanted.is_empty() {
+            if let Err(err) = bounded(connect_timeout, sink.subscribe(&wanted)).await {
+                debug!(error = %err, "resubscribe failed");
+                continue;
+            }
+            // Messages may have been missed while disconnected.
+            shared.bump_all();
+        }
+        backoff = Duration::from_millis(50);
+        loop {
+            tokio::select! {
+                message = stream.next() => match message {
+                    Some(message) => shared.bump(message.get_channel_name()),
+                    None => break,
+                },
+                command = commands.recv() => match command {
+                    Some(Command::Subscribe(channel, ack)) => {
+                        if let Err(err) = bounded(connect_timeout, sink.subscribe(&channel)).await {
+                            debug!(error = %err, %channel, "subscribe failed");
+                            break;
+                        }
+                        let _ = ack.send(());
+                    }
+                    Some(Command::Unsubscribe(channel)) => {
+                        // A new waiter may have come back for it meanwhile.
+                        if !shared.channels().contains_key(&channel)
+                            && bounded(connect_timeout, sink.unsubscribe(&channel)).await.is_err()
+                        {
+                            break;
+                        }
+                    }
+                    None => return,
+                },
+            }
+        }
+        warn!("pub/sub connection lost; waking all waiters and reconnecting");
+        shared.bump_all();
+    }
+}
+
+/// Sleep for `delay` while answering commands (subscriptions are recorded
+/// in the shared map and made on reconnect). `false` when the router is gone.
+async fn sleep_or_drain(commands: &mut mpsc::UnboundedReceiver<Command>, delay: Duration) -> bool {
+    let sleep = tokio::time::sleep(delay);
+    tokio::pin!(sleep);
+    loop {
+        tokio::select! {
+            () = &mut sleep => return true,
+            command = commands.recv() => match command {
+                // Not confirmed: the waiter stops waiting for the ack at once.
+                Some(Command::Subscribe(_, ack)) => drop(ack),
+                Some(Command::Unsubscribe(_)) => {}
+                None => return false,
+            },
+        }
+    }
+}
+
+/// A pub/sub command that does not answer within `limit` counts as a broken
+/// connection (a stalled server must not stall every waiter's subscription).
+async fn bounded(
+    limit: Duration,
+    command: impl std::future::Future<Output = redis::RedisResult<()>>,
+) -> redis::RedisResult<()> {
+    match tokio::time::timeout(limit, command).await {
+        Ok(result) => result,
+        Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "pub/sub command timed out",
+        ))),
+    }
+}

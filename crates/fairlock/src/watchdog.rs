@@ -1,0 +1,178 @@
+//! The watchdog: one task per client renews every watchdog-leased lock the
+//! client holds, in batches, every `renew_interval`.
+//!
+//! A renewal that finds the lock gone or owned by someone else, or renewals
+//! that keep failing until the lease the server last confirmed has run out,
+//! mark the lock lost: every guard of that hold sees `is_held() == false` and
+//! its `lost()` future resolves.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use crate::connection::Connection;
+use crate::protocol::redisson::{self, RENEW_BATCH};
+
+/// The lost-lock signal shared by the guards of one hold.
+#[derive(Debug)]
+pub(crate) struct HeldState {
+    lost: watch::Sender<bool>,
+}
+
+impl HeldState {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            lost: watch::Sender::new(false),
+        })
+    }
+
+    pub(crate) fn mark_lost(&self) {
+        self.lost.send_replace(true);
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        *self.lost.borrow()
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
+        self.lost.subscribe()
+    }
+}
+
+type Key = (String, String);
+
+struct Entry {
+    name: String,
+    holds: usize,
+    state: Arc<HeldState>,
+    /// When the lease the server last confirmed runs out (local estimate,
+    /// measured from when the confirming call was sent).
+    expires: Instant,
+}
+
+pub(crate) struct Watchdog {
+    entries: Arc<Mutex<HashMap<Key, Entry>>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Updates are single inserts/removes; a poisoned map is still consistent.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Watchdog {
+    /// Start the renewal task on `runtime`; it ends when the watchdog is dropped.
+    pub(crate) fn start(
+        conn: Connection,
+        lease: Duration,
+        interval: Duration,
+        runtime: &tokio::runtime::Handle,
+    ) -> Self {
+        let entries = Arc::new(Mutex::new(HashMap::new()));
+        runtime.spawn(run(Arc::downgrade(&entries), conn, lease, interval));
+        Self { entries }
+    }
+
+    /// Start renewing `lock_key` for `owner` (or count one more hold of it).
+    /// `sent_at`: when the acquiring call was sent.
+    pub(crate) fn register(
+        &self,
+        lock_key: &str,
+        owner: &str,
+        name: &str,
+        sent_at: Instant,
+        lease: Duration,
+    ) -> Arc<HeldState> {
+        let mut entries = locked(&self.entries);
+        let entry = entries
+            .entry((lock_key.to_owned(), owner.to_owned()))
+            .or_insert_with(|| Entry {
+                name: name.to_owned(),
+                holds: 0,
+                state: HeldState::new(),
+                expires: sent_at + lease,
+            });
+        entry.holds += 1;
+        Arc::clone(&entry.state)
+    }
+
+    /// One hold ends; renewal stops when none is left.
+    pub(crate) fn unregister(&self, lock_key: &str, owner: &str) {
+        let mut entries = locked(&self.entries);
+        let key = (lock_key.to_owned(), owner.to_owned());
+        if let Some(entry) = entries.get_mut(&key) {
+            entry.holds -= 1;
+            if entry.holds == 0 {
+                entries.remove(&key);
+            }
+        }
+    }
+
+    /// Number of holds being renewed (for tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        locked(&self.entries).len()
+    }
+}
+
+async fn run(
+    entries: Weak<Mutex<HashMap<Key, Entry>>>,
+    conn: Connection,
+    lease: Duration,
+    interval: Duration,
+) {
+    // After a failed renewal, retry sooner: the lease keeps running out.
+    let retry = (interval / 4).max(Duration::from_millis(20));
+    let mut delay = interval;
+    loop {
+        tokio::time::sleep(delay).await;
+        delay = interval;
+        let Some(entries) = entries.upgrade() else {
+            return;
+        };
+        let batch: Vec<Key> = locked(&entries).keys().cloned().collect();
+        for chunk in batch.chunks(RENEW_BATCH) {
+            let pairs: Vec<(&str, &str)> = chunk
+                .iter()
+                .map(|(k, o)| (k.as_str(), o.as_str()))
+                .collect();
+            let sent_at = Instant::now();
+            let result = redisson::renew(&conn, &pairs, lease).await;
+            let mut map = locked(&entries);
+            match result {
+                Ok(renewed) => {
+                    for (key, still_held) in chunk.iter().zip(renewed) {
+                        // Released meanwhile: the answer no longer matters.
+                        let Some(entry) = map.get_mut(key) else {
+                            continue;
+                        };
+                        if still_held {
+                            entry.expires = sent_at + lease;
+                        } else {
+                            warn!(lock = %entry.name, owner = %key.1, "lock lost: renewal found it gone or held by another owner");
+                            entry.state.mark_lost();
+                            map.remove(key);
+                        }
+                    }
+                }
+                Err(err) => {
+                    delay = retry;
+                    let now = Instant::now();
+                    for key in chunk {
+                        let Some(entry) = map.get(key) else { continue };
+                        if now >= entry.expires {
+                            warn!(lock = %entry.name, owner = %key.1, error = %err, "lock lost: lease ran out while renewals failed");
+                            entry.state.mark_lost();
+                            map.remove(key);
+                        } else {
+                            debug!(lock = %entry.name, owner = %key.1, error = %err, "renewal failed; will retry");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! Fair and non-fair lock behaviour under the redisson protocol: FIFO order,
+//! mutual exclusion, reentrancy, the raw key layout.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fairlock::{AcquireOptions, ClientConfig, LockClient};
+use support::{RedisServer, eventually};
+
+async fn client(server: &RedisServer) -> LockClient {
+    support::init_tracing();
+    LockClient::connect(&server.url()).await.expect("connect")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_order_across_two_clients() {
+    let server = RedisServer::start();
+    let clients = [client(&server).await, client(&server).await];
+    let holder = clients[0].fair_lock("fifo").unwrap().lock().await.unwrap();
+
+    const WAITERS: usize = 12;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        let lock = clients[i % 2].fair_lock("fifo").unwrap();
+        let order = Arc::clone(&order);
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.lock().await.expect("lock");
+            order.lock().unwrap().push(i);
+            guard.unlock().await.expect("unlock");
+        }));
+        // Enqueue in a known order: the next waiter starts once this one is queued.
+        eventually(Duration::from_secs(5), "waiter queued", || {
+            server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{fifo}"]) == i + 1
+        })
+        .await;
+    }
+    holder.unlock().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
+    assert_eq!(
+        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{fifo}"]),
+        0
+    );
+    assert_eq!(
+        server.cmd::<usize>(&["ZCARD", "redisson_lock_timeout:{fifo}"]),
+        0
+    );
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "fifo"]), 0);
+}
+
+/// 8 tasks over 2 clients, each doing 1,000 non-atomic GET/SET increments
+/// under the lock: the counter is exact only if no two ever overlap.
+async fn mutual_exclusion(fair: bool, rounds: usize) {
+    let server = RedisServer::start();
+    let clients = [client(&server).await, client(&server).await];
+    const TASKS: usize = 8;
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let client = clients[t % 2].clone();
+        let url = server.url();
+        tasks.push(tokio::spawn(async move {
+            let redis = redis::Client::open(url).unwrap();
+            let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
+            for _ in 0..rounds {
+                let guard = if fair {
+                    client
+                        .fair_lock("counter-lock")
+                        .unwrap()
+                        .lock()
+                        .await
+                        .unwrap()
+                } else {
+                    client.lock("counter-lock").unwrap().lock().await.unwrap()
+                };
+                let value: Option<u64> = redis::cmd("GET")
+                    .arg("counter")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                tokio::task::yield_now().await;
+                redis::cmd("SET")
+                    .arg("counter")
+                    .arg(value.unwrap_or(0) + 1)
+                    .query_async::<()>(&mut conn)
+                    .await
+                    .unwrap();
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(server.cmd::<usize>(&["GET", "counter"]), TASKS * rounds);
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "counter-lock"]), 0);
+    assert_eq!(
+        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{counter-lock}"]),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_fair() {
+    mutual_exclusion(true, 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_nonfair() {
+    mutual_exclusion(false, 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrancy_counts() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    for fair in [true, false] {
+        let name = if fair { "re-fair" } else { "re-plain" };
+        let (first, lock_owner_count) = if fair {
+            let lock = client.fair_lock(name).unwrap();
+            let first = lock.lock().await.unwrap();
+            (
+                first,
+                lock.clone().hold_count(&client.new_owner()).await.unwrap(),
+            )
+        } else {
+            let lock = client.lock(name).unwrap();
+            let first = lock.lock().await.unwrap();
+            (first, lock.hold_count(&client.new_owner()).await.unwrap())
+        };
+        assert_eq!(lock_owner_count, 0, "a different owner holds nothing");
+        let owner = first.owner().clone();
+        let second = first.reenter().await.unwrap().expect("re-entry");
+        let third = second.reenter().await.unwrap().expect("re-entry");
+        let field: u32 = server.cmd(&["HGET", name, owner.as_str()]);
+        assert_eq!(field, 3);
+        // Another owner cannot take it meanwhile.
+        let other = client.fair_lock(name).unwrap();
+        if fair {
+            assert!(other.try_lock().await.unwrap().is_none());
+        } else {
+            assert!(
+                client
+                    .lock(name)
+                    .unwrap()
+                    .try_lock()
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+        }
+        third.unlock().await.unwrap();
+        assert_eq!(server.cmd::<u32>(&["HGET", name, owner.as_str()]), 2);
+        second.unlock().await.unwrap();
+        assert_eq!(server.cmd::<u32>(&["HGET", name, owner.as_str()]), 1);
+        first.unlock().await.unwrap();
+        assert_eq!(server.cmd::<i64>(&["EXISTS", name]), 0);
+    }
+
+    // Explicit owner through AcquireOptions re-enters too.
+    let lock = client.fair_lock("re-owner").unwrap();
+    let owner = client.new_owner();
+    let a = lock
+        .acquire(AcquireOptions::new().owner(owner.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    let b = lock
+        .acquire(AcquireOptions::new().owner(owner.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lock.hold_count(&owner).await.unwrap(), 2);
+    drop(b);
+    a.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_is_locked_remaining_lease() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.fair_lock("status").unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(lock.remaining_lease().await.unwrap(), None);
+    assert!(!lock.force_unlock().await.unwrap(), "nothing to release");
+
+    let guard = lock.lock_with_lease(Duration::from_secs(20)).await.unwrap();
+    assert!(lock.is_locked().await.unwrap());
+    let left = lock.remaining_lease().await.unwrap().unwrap();
+    assert!(
+        left > Duration::from_secs(15) && left <= Duration::from_secs(20),
+        "{left:?}"
+    );
+
+    // A queued waiter is woken by the force unlock and acquires.
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    eventually(Duration::from_secs(5), "waiter queued", || {
+        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{status}"]) == 1
+    })
+    .await;
+    assert!(lock.force_unlock().await.unwrap());
+    let second = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken by force unlock, not by the 20 s lease")
+        .unwrap();
+    // The first guard lost its lock: unlock says so.
+    let err = guard.unlock().await.unwrap_err();
+    assert!(err.is_lock_lost(), "{err}");
+    second.unlock().await.unwrap();
+
+    // Non-fair lock too.
+    let plain = client.lock("status-plain").unwrap();
+    let g = plain.lock().await.unwrap();
+    assert!(plain.is_locked().await.unwrap());
+    assert!(plain.force_unlock().await.unwrap());
+    assert!(!plain.is_locked().await.unwrap());
+    assert!(g.unlock().await.unwrap_err().is_lock_lost());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_by_non_owner_is_refused() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.fair_lock("mine").unwrap();
+    let guard = lock.lock().await.unwrap();
+    let stranger = client.new_owner();
+    let err = lock.unlock_as(&stranger).await.unwrap_err();
+    assert!(matches!(err, fairlock::Error::NotOwner { .. }), "{err}");
+    assert!(lock.is_locked().await.unwrap(), "still held by its owner");
+    guard.unlock().await.unwrap();
+    let err = lock.unlock_as(&stranger).await.unwrap_err();
+    assert!(err.is_lock_lost(), "nobody holds it: {err}");
+}
+
+/// The keys written are exactly what Redisson writes (shared/PROTOCOL.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_layout_matches_redisson() {
+    let server = RedisServer::start();
+    let config = ClientConfig::from_url(&server.url())
+        .unwrap()
+        .waiter_slot(Duration::from_secs(300));
+    let a = LockClient::with_config(config.clone()).await.unwrap();
+    let b = LockClient::with_config(config).await.unwrap();
+    let lock_a = a.fair_lock("layout").unwrap();
+    let guard = lock_a.lock().await.unwrap();
+    let owner = guard.owner().to_string();
+    assert!(owner.starts_with(a.id()) && owner[a.id().len()..].starts_with(':'));
+    let (uuid, n) = owner.rsplit_once(':').unwrap();
+    assert_eq!(uuid.len(), 36);
+    assert!(n.parse::<u64>().is_ok());
+
+    let fields: Vec<String> = server.cmd(&["HGETALL", "layout"]);
+    assert_eq!(fields, vec![owner.clone(), "1".to_owned()]);
+    assert_eq!(server.cmd::<String>(&["TYPE", "layout"]), "hash");
+    let pttl: i64 = server.cmd(&["PTTL", "layout"]);
+    assert!(
+        pttl > 25_000 && pttl <= 30_000,
+        "watchdog lease 30 s: {pttl}"
+    );
+
+    // Two waiters from the other client.
+    let mut waiters = Vec::new();
+    for i in 0..2 {
+        let lock = b.fair_lock("layout").unwrap();
+        waiters.push(tokio::spawn(async move { lock.lock().await.unwrap() }));
+        eventually(Duration::from_secs(5), "queued", || {
+            server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{layout}"]) == i + 1
+        })
+        .await;
+    }
+    let queue: Vec<String> = server.cmd(&["LRANGE", "redisson_lock_queue:{layout}", "0", "-1"]);
+    assert_eq!(queue.len(), 2);
+    assert!(queue.iter().all(|o| o.starts_with(b.id())));
+    let scores: Vec<(String, f64)> = server.cmd(&[
+        "ZRANGE",
+        "redisson_lock_timeout:{layout}",
+        "0",
+        "-1",
+        "WITHSCORES",
+    ]);
+    assert_eq!(
+        scores.iter().map(|(o, _)| o.clone()).collect::<Vec<_>>(),
+        queue
+    );
+    // Deadlines: first = now + lock ttl + slot; second = first + slot.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64;
+    let first = scores[0].1 - now;
+    assert!(
+        first > 320_000.0 && first < 330_500.0,
+        "first deadline in {first} ms"
+    );
+    let gap = scores[1].1 - scores[0].1;
+    assert!((gap - 300_000.0).abs() < 1.0, "one slot apart: {gap}");
+    // Every waiter is subscribed to its own channel.
+    let channels: Vec<String> = server.cmd(&["PUBSUB", "CHANNELS", "redisson_lock__channel:*"]);
+    for waiter in &queue {
+        assert!(
+            channels.contains(&format!("redisson_lock__channel:{{layout}}:{waiter}")),
+            "{channels:?}"
+        );
+    }
+    // Release: the head acquires and the second's deadline drops by one slot.
+    guard.unlock().await.unwrap();
+    let head = waiters.remove(0).await.unwrap();
+    let fields: Vec<String> = server.cmd(&["HGETALL", "layout"]);
+    assert_eq!(fields, vec![queue[0].clone(), "1".to_owned()]);
+    let scores2: Vec<(String, f64)> = server.cmd(&[
+        "ZRANGE",
+        "redisson_lock_timeout:{layout}",
+        "0",
+        "-1",
+        "WITHSCORES",
+    ]);
+    assert_eq!(scores2.len(), 1);
+    assert_eq!(scores2[0].0, queue[1]);
+    assert!((scores[1].1 - scores2[0].1 - 300_000.0).abs() < 1.0);
+    // The unlock result cache was written with Redisson's name format.
+    let latches: Vec<String> = server.cmd(&["KEYS", "redisson_unlock_latch:{layout}:*"]);
+    assert_eq!(latches.len(), 1);
+    let request = latches[0].rsplit(':').next().unwrap();
+    assert_eq!(request.len(), 32);
+    assert!(request.chars().all(|c| c.is_ascii_hexdigit()));
+    assert_eq!(server.cmd::<String>(&["GET", &latches[0]]), "1");
+
+    head.unlock().await.unwrap();
+    waiters.remove(0).await.unwrap().unlock().await.unwrap();
+    // Empty again; every channel unsubscribed once its waiter left.
+    assert_eq!(
+        server.cmd::<i64>(&[
+            "EXISTS",
+            "layout",
+            "redisson_lock_queue:{layout}",
+            "redisson_lock_timeout:{layout}"
+        ]),
+        0
+    );
+    eventually(Duration::from_secs(5), "channels unsubscribed", || {
+        server
+            .cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "redisson_lock__channel:*"])
+            .is_empty()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonfair_layout_and_channel() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("plain").unwrap();
+    let guard = lock.lock().await.unwrap();
+    let fields: Vec<String> = server.cmd(&["HGETALL", "plain"]);
+    assert_eq!(fields, vec![guard.owner().to_string(), "1".to_owned()]);
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    eventually(Duration::from_secs(5), "waiter subscribed", || {
+        server.cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
+            == vec!["redisson_lock__channel:{plain}".to_owned()]
+    })
+    .await;
+    // No queue keys for a non-fair lock.
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "redisson_lock_queue:{plain}"]),
+        0
+    );
+    guard.unlock().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken by the release message, not the 30 s lease")
+        .unwrap();
+    second.unlock().await.unwrap();
+}
