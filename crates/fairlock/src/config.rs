@@ -23,9 +23,9 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// use std::time::Duration;
 /// # fn main() -> fairlock::Result<()> {
 /// let config = fairlock::ClientConfig::from_url("redis://:secret@127.0.0.1:6380/2")?
-///     .lease(Duration::from_secs(10))
+///     .lease(Duration::from_secs(9))
 ///     .waiter_slot(Duration::from_secs(60));
-/// assert_eq!(config.renew_interval(), Duration::from_millis(3333));
+/// assert_eq!(config.renew_interval(), Duration::from_secs(3));
 /// // Debug output never shows the password.
 /// assert!(!format!("{config:?}").contains("secret"));
 /// # Ok(()) }

@@ -104,3 +104,8 @@ pub use lock::{AcquireOptions, Fair, FairLock, Lock, LockHandle, LockKind, NonFa
 pub use name::MAX_NAME_LEN;
 pub use owner::Owner;
 pub use protocol::{Holder, LockInfo, Protocol, QueuedWaiter};
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

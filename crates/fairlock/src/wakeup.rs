@@ -130,12 +130,6 @@ impl WakeupRouter {
             }
         }
     }
-
-    /// Number of channels with at least one waiter (for tests and metrics).
-    #[cfg(test)]
-    pub(crate) fn channel_count(&self) -> usize {
-        self.shared.channels().len()
-    }
 }
 
 /// One waiter's registration on a channel; unregisters on drop.

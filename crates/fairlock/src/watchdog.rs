@@ -110,12 +110,6 @@ impl Watchdog {
             }
         }
     }
-
-    /// Number of holds being renewed (for tests).
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        locked(&self.entries).len()
-    }
 }
 
 async fn run(
