@@ -37,16 +37,44 @@ use crate::{AcquireOptions, ClientConfig, LockHandle, LockInfo, Owner};
 #[derive(Clone, Debug)]
 pub struct LockClient {
     client: crate::LockClient,
-    runtime: Arc<tokio::runtime::Runtime>,
+    runtime: Arc<OwnedRuntime>,
 }
 
-fn block_on<F: Future>(runtime: &tokio::runtime::Runtime, future: F) -> Result<F::Output> {
-    if tokio::runtime::Handle::try_current().is_ok() {
+/// The runtime behind a blocking client; shut down without blocking when the
+/// last user is dropped inside an async context (where a blocking shutdown
+/// would panic).
+#[derive(Debug)]
+struct OwnedRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnedRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            if in_async_context() {
+                runtime.shutdown_background();
+            }
+        }
+    }
+}
+
+fn in_async_context() -> bool {
+    tokio::runtime::Handle::try_current().is_ok()
+}
+
+fn refuse_async_context() -> Result<()> {
+    if in_async_context() {
         return Err(Error::InvalidConfig(
             "the blocking API cannot be used inside an async runtime; use the async API".into(),
         ));
     }
-    Ok(runtime.block_on(future))
+    Ok(())
+}
+
+fn block_on<F: Future>(runtime: &OwnedRuntime, future: F) -> Result<F::Output> {
+    refuse_async_context()?;
+    match &runtime.0 {
+        Some(runtime) => Ok(runtime.block_on(future)),
+        None => Err(Error::Closed),
+    }
 }
 
 impl LockClient {
@@ -64,12 +92,14 @@ impl LockClient {
     /// As [`crate::LockClient::with_config`]; [`Error::InvalidConfig`] when
     /// called inside an async runtime or when no runtime thread can be started.
     pub fn with_config(config: ClientConfig) -> Result<Self> {
+        refuse_async_context()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("fairlock-blocking")
             .enable_all()
             .build()
             .map_err(|e| Error::InvalidConfig(format!("cannot start a runtime: {e}")))?;
+        let runtime = OwnedRuntime(Some(runtime));
         let client = block_on(&runtime, crate::LockClient::with_config(config))??;
         Ok(Self {
             client,
@@ -248,12 +278,30 @@ impl<K: LockKind> BlockingLock<K> {
     }
 }
 
-/// A blocking hold of a lock. Dropping it releases in the background.
+/// A blocking hold of a lock.
+///
+/// Dropping it releases the hold before returning (blocking the thread until
+/// Redis answered, within the client's retry budget), so that a hold never
+/// outlives its guard, even when the program exits right after.
 #[must_use = "dropping a guard releases the lock right away"]
 #[derive(Debug)]
 pub struct LockGuard {
     guard: Option<crate::LockGuard>,
-    runtime: Arc<tokio::runtime::Runtime>,
+    runtime: Arc<OwnedRuntime>,
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(guard) = self.guard.take() {
+            // Inside an async context the async guard's drop releases in the
+            // background instead.
+            if !in_async_context() {
+                if let Ok(Err(err)) = block_on(&self.runtime, guard.unlock()) {
+                    tracing::warn!(error = %err, "release on drop failed");
+                }
+            }
+        }
+    }
 }
 
 impl LockGuard {

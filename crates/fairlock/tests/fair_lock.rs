@@ -7,12 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fairlock::{AcquireOptions, ClientConfig, LockClient};
-use support::{RedisServer, eventually};
-
-async fn client(server: &RedisServer) -> LockClient {
-    support::init_tracing();
-    LockClient::connect(&server.url()).await.expect("connect")
-}
+use support::{RedisServer, client, eventually};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifo_order_across_two_clients() {

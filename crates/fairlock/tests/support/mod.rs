@@ -212,3 +212,35 @@ pub fn init_tracing() {
         .with_test_writer()
         .try_init();
 }
+
+/// A client for `server` with default settings.
+pub async fn client(server: &RedisServer) -> fairlock::LockClient {
+    client_with(server, |c| c).await
+}
+
+/// A client for `server`, its config adjusted by `adjust`.
+pub async fn client_with(
+    server: &RedisServer,
+    adjust: impl FnOnce(fairlock::ClientConfig) -> fairlock::ClientConfig,
+) -> fairlock::LockClient {
+    init_tracing();
+    let config = adjust(fairlock::ClientConfig::from_url(&server.url()).expect("url"));
+    fairlock::LockClient::with_config(config)
+        .await
+        .expect("connect")
+}
+
+/// Queue, deadline set and lock key of a fair lock are all gone.
+pub fn assert_clean(server: &RedisServer, name: &str) {
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
+    let present: i64 = server.cmd(&["EXISTS", name, &queue, &timeouts]);
+    assert_eq!(
+        present,
+        0,
+        "lock {name}: hash {:?}, queue {:?}, deadlines {:?}",
+        server.cmd::<Vec<String>>(&["HGETALL", name]),
+        server.cmd::<Vec<String>>(&["LRANGE", &queue, "0", "-1"]),
+        server.cmd::<Vec<String>>(&["ZRANGE", &timeouts, "0", "-1"]),
+    );
+}

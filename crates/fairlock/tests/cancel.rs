@@ -1,0 +1,192 @@
+//! Timeouts and cancellation: no ghost waiters, no leaked holds.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use rand::RngExt;
+use support::{RedisServer, assert_clean, client, eventually};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lock_for_timeout_leaves_the_queue_clean() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let holder = a.fair_lock("tl").unwrap().lock().await.unwrap();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let lock = [&a, &b][i % 2].fair_lock("tl").unwrap();
+        tasks.push(tokio::spawn(async move {
+            lock.try_lock_for(Duration::from_millis(300)).await
+        }));
+    }
+    for task in tasks {
+        assert!(task.await.unwrap().unwrap().is_none(), "not granted");
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    // Only the holder is left: no queue entry, no deadline.
+    assert_eq!(
+        server.cmd::<i64>(&[
+            "EXISTS",
+            "redisson_lock_queue:{tl}",
+            "redisson_lock_timeout:{tl}"
+        ]),
+        0
+    );
+    eventually(Duration::from_secs(3), "waiters unsubscribed", || {
+        server
+            .cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
+            .is_empty()
+    })
+    .await;
+    // A one-shot try_lock never queues.
+    assert!(
+        b.fair_lock("tl")
+            .unwrap()
+            .try_lock()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "redisson_lock_queue:{tl}"]),
+        0
+    );
+    holder.unlock().await.unwrap();
+    assert_clean(&server, "tl");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lock_for_gets_the_lock_when_released_in_time() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let holder = a.fair_lock("tl2").unwrap().lock().await.unwrap();
+    let waiter = {
+        let lock = a.fair_lock("tl2").unwrap();
+        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(10)).await })
+    };
+    eventually(Duration::from_secs(5), "queued", || {
+        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{tl2}"]) == 1
+    })
+    .await;
+    holder.unlock().await.unwrap();
+    let guard = waiter
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("granted within the wait");
+    guard.unlock().await.unwrap();
+    assert_clean(&server, "tl2");
+}
+
+/// Hundreds of waiting futures aborted at random moments, while the lock
+/// changes hands: afterwards no queue entry, no hold, no subscription.
+async fn cancellation_storm(fair: bool) {
+    let server = RedisServer::start();
+    let clients = [client(&server).await, client(&server).await];
+    let name = if fair { "storm-fair" } else { "storm-plain" };
+    let holder = clients[0].fair_lock(name).unwrap();
+    let first = if fair {
+        holder.lock().await.unwrap()
+    } else {
+        clients[0].lock(name).unwrap().lock().await.unwrap()
+    };
+    let mut rng = rand::rng();
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let client = clients[i % 2].clone();
+        let hold = Duration::from_micros(rng.random_range(0..2_000));
+        tasks.push(tokio::spawn(async move {
+            let guard = if fair {
+                client.fair_lock(name).unwrap().lock().await.unwrap()
+            } else {
+                client.lock(name).unwrap().lock().await.unwrap()
+            };
+            tokio::time::sleep(hold).await;
+            guard.unlock().await.unwrap();
+        }));
+    }
+    // Let the lock change hands while waiters are being aborted.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(first);
+    let mut order: Vec<usize> = (0..tasks.len()).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.random_range(0..=i));
+    }
+    for (n, i) in order.into_iter().enumerate() {
+        if n % 7 == 0 {
+            tokio::time::sleep(Duration::from_micros(rng.random_range(0..3_000))).await;
+        }
+        tasks[i].abort();
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    // Cleanup runs in background tasks; observe its effect in Redis.
+    eventually(Duration::from_secs(10), "no holder, no queue", || {
+        server.cmd::<i64>(&[
+            "EXISTS",
+            name,
+            &format!("redisson_lock_queue:{{{name}}}"),
+            &format!("redisson_lock_timeout:{{{name}}}"),
+        ]) == 0
+    })
+    .await;
+    eventually(Duration::from_secs(10), "no subscriptions", || {
+        server
+            .cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
+            .is_empty()
+    })
+    .await;
+    // And the lock is usable at once.
+    let lock = clients[1].fair_lock(name).unwrap();
+    let guard = tokio::time::timeout(
+        Duration::from_secs(2),
+        lock.try_lock_for(Duration::from_secs(1)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(guard.is_some(), "lock free after the storm");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_storm_fair() {
+    cancellation_storm(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_storm_nonfair() {
+    cancellation_storm(false).await;
+}
+
+/// Timeouts so short that the acquire script is still in flight when the
+/// future is dropped: a grant that races the drop is released, not leaked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grant_racing_a_cancellation_is_released() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.fair_lock("race").unwrap();
+    let mut rng = rand::rng();
+    let mut granted = 0;
+    for _ in 0..300 {
+        let limit = Duration::from_micros(rng.random_range(0..400));
+        if let Ok(guard) = tokio::time::timeout(limit, lock.lock()).await {
+            granted += 1;
+            guard.unwrap().unlock().await.unwrap();
+        }
+    }
+    eventually(Duration::from_secs(10), "no leaked hold", || {
+        server.cmd::<i64>(&["EXISTS", "race", "redisson_lock_queue:{race}"]) == 0
+    })
+    .await;
+    assert!(
+        lock.try_lock().await.unwrap().is_some(),
+        "free ({granted} of 300 were granted in time)"
+    );
+}

@@ -1,0 +1,305 @@
+//! Bad input, unreachable or restarted servers, wrong credentials, keys of
+//! the wrong type, flushed scripts, dropped connections.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use fairlock::{ClientConfig, Error, LockClient, MAX_NAME_LEN};
+use support::{RedisServer, assert_clean, client, client_with, eventually};
+
+#[tokio::test]
+async fn bad_names_are_refused() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let long = "n".repeat(MAX_NAME_LEN + 1);
+    for bad in ["", long.as_str(), "a}b", "a{b", "{}x", "tab\there"] {
+        let err = client.fair_lock(bad).unwrap_err();
+        assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err}");
+        assert!(err.is_invalid_input());
+        let err = client.lock(bad).unwrap_err();
+        assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err}");
+    }
+    // A proper hash tag is Redisson's rule: keys are prefix:NAME, one slot.
+    let lock = client.fair_lock("job{42}").unwrap();
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "job{42}"]), 1);
+    guard.unlock().await.unwrap();
+    let exact = "m".repeat(MAX_NAME_LEN);
+    let guard = client.lock(&exact).unwrap().lock().await.unwrap();
+    guard.unlock().await.unwrap();
+    // Nothing but the unlock result caches of the two accepted locks.
+    let keys: Vec<String> = server.cmd(&["KEYS", "*"]);
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(
+        keys.iter().all(|k| k.starts_with("redisson_unlock_latch:")),
+        "{keys:?}"
+    );
+}
+
+#[tokio::test]
+async fn bad_durations_are_refused() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.fair_lock("d").unwrap();
+    let cases = [
+        lock.lock_with_lease(Duration::ZERO).await.map(|_| ()),
+        lock.lock_with_lease(Duration::from_micros(10))
+            .await
+            .map(|_| ()),
+        lock.lock_with_lease(Duration::MAX).await.map(|_| ()),
+        lock.try_lock_for(Duration::from_secs(400 * 24 * 3600))
+            .await
+            .map(|_| ()),
+        lock.try_lock_for_with_lease(Duration::from_secs(1), Duration::ZERO)
+            .await
+            .map(|_| ()),
+    ];
+    for result in cases {
+        let err = result.unwrap_err();
+        assert!(matches!(err, Error::InvalidDuration { .. }), "{err}");
+    }
+    assert!(!lock.is_locked().await.unwrap(), "nothing was taken");
+    for config in [
+        ClientConfig::from_url(&server.url())
+            .unwrap()
+            .lease(Duration::ZERO),
+        ClientConfig::from_url(&server.url())
+            .unwrap()
+            .waiter_slot(Duration::MAX),
+        ClientConfig::from_url(&server.url())
+            .unwrap()
+            .lease(Duration::from_secs(1))
+            .renew_every(Duration::from_secs(2)),
+    ] {
+        let err = LockClient::with_config(config).await.unwrap_err();
+        assert!(err.is_invalid_input(), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn server_down_names_the_address() {
+    let mut server = RedisServer::start();
+    let addr = server.addr();
+    server.stop();
+    let started = Instant::now();
+    let err = LockClient::connect(&server.url()).await.unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    assert!(err.to_string().contains(&addr), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let err = LockClient::connect("redis://").await;
+    assert!(err.is_err());
+    let err = LockClient::connect("http://example").await.unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err}");
+}
+
+#[tokio::test]
+async fn credentials_password_acl_user_and_db() {
+    let server = RedisServer::start_with(&[
+        "--requirepass",
+        "s3cret",
+        "--user",
+        "alice",
+        "on",
+        ">wonder",
+        "~*",
+        "&*",
+        "+@all",
+    ]);
+    let port = server.port();
+    for url in [
+        format!("redis://:hunter2-bad@127.0.0.1:{port}"),
+        format!("redis://127.0.0.1:{port}"),
+        format!("redis://alice:hunter2-bad@127.0.0.1:{port}"),
+    ] {
+        let err = LockClient::connect(&url).await.unwrap_err();
+        assert!(err.is_auth(), "{url}: {err}");
+        assert!(!err.to_string().contains("hunter2"), "no secret in {err}");
+        assert!(
+            !format!("{err:?}").contains("hunter2"),
+            "no secret in {err:?}"
+        );
+    }
+    let by_password = LockClient::connect(&format!("redis://:s3cret@127.0.0.1:{port}/3"))
+        .await
+        .unwrap();
+    let guard = by_password.fair_lock("db3").unwrap().lock().await.unwrap();
+    // The lock lives in db 3.
+    let mut conn = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{port}/3"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let exists: i64 = redis::cmd("EXISTS").arg("db3").query(&mut conn).unwrap();
+    assert_eq!(exists, 1);
+    guard.unlock().await.unwrap();
+    let by_user = LockClient::connect(&format!("redis://alice:wonder@127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    by_user
+        .lock("acl")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn wrong_type_is_reported_and_nothing_changes() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let _: () = server.cmd(&["SET", "taken", "a string"]);
+    for fair in [true, false] {
+        let result = if fair {
+            client.fair_lock("taken").unwrap().lock().await
+        } else {
+            client.lock("taken").unwrap().lock().await
+        };
+        let err = result.unwrap_err();
+        assert!(matches!(err, Error::WrongType { .. }), "{err}");
+        assert!(err.to_string().contains("taken"), "{err}");
+    }
+    assert_eq!(server.cmd::<String>(&["GET", "taken"]), "a string");
+    let err = client
+        .fair_lock("taken")
+        .unwrap()
+        .force_unlock()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err}");
+    assert_eq!(server.cmd::<String>(&["GET", "taken"]), "a string");
+
+    // The queue key of a fair lock holding another type.
+    let _: () = server.cmd(&["SET", "redisson_lock_queue:{q}", "x"]);
+    let err = client.fair_lock("q").unwrap().lock().await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err}");
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "q", "redisson_lock_timeout:{q}"]),
+        0
+    );
+    let keys: Vec<String> = server.cmd(&["KEYS", "*"]);
+    assert_eq!(keys.len(), 2, "{keys:?}");
+}
+
+#[tokio::test]
+async fn script_flush_between_calls() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.fair_lock("flush").unwrap();
+    for _ in 0..3 {
+        let _: () = server.cmd(&["SCRIPT", "FLUSH"]);
+        let guard = lock.lock().await.unwrap();
+        let _: () = server.cmd(&["SCRIPT", "FLUSH"]);
+        let again = guard.reenter().await.unwrap().unwrap();
+        let _: () = server.cmd(&["SCRIPT", "FLUSH"]);
+        assert!(lock.inspect().await.unwrap().is_locked());
+        let _: () = server.cmd(&["SCRIPT", "FLUSH"]);
+        again.unlock().await.unwrap();
+        let _: () = server.cmd(&["SCRIPT", "FLUSH"]);
+        guard.unlock().await.unwrap();
+    }
+    assert_clean(&server, "flush");
+}
+
+/// Redis restarts (no persistence) while a waiter waits: the waiter recovers
+/// within its budget and acquires; the holder's guard reports the loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restart_while_waiting() {
+    let mut server = RedisServer::start();
+    let adjust = |c: ClientConfig| {
+        c.lease(Duration::from_millis(900))
+            .retry_budget(Duration::from_secs(8))
+    };
+    let a = client_with(&server, adjust).await;
+    let b = client_with(&server, adjust).await;
+    let holder = a.fair_lock("restart").unwrap().lock().await.unwrap();
+    let waiter = {
+        let lock = b.fair_lock("restart").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    eventually(Duration::from_secs(5), "queued", || {
+        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{restart}"]) == 1
+    })
+    .await;
+    let lost = holder.lost();
+    server.restart();
+    let restarted = Instant::now();
+    let guard = tokio::time::timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("the waiter recovers within its budget")
+        .unwrap()
+        .expect("acquired after the restart");
+    tokio::time::timeout(Duration::from_secs(5), lost)
+        .await
+        .expect("the holder learns it lost the lock");
+    assert!(!holder.is_held());
+    assert!(restarted.elapsed() < Duration::from_secs(15));
+    assert!(holder.unlock().await.unwrap_err().is_lock_lost());
+    guard.unlock().await.unwrap();
+}
+
+/// Redis goes away for good while a waiter waits: an error within the retry
+/// budget, never a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_gone_while_waiting_is_an_error_not_a_hang() {
+    let mut server = RedisServer::start();
+    let adjust = |c: ClientConfig| c.retry_budget(Duration::from_secs(1));
+    let a = client_with(&server, adjust).await;
+    let b = client_with(&server, adjust).await;
+    let holder = a.fair_lock("gone").unwrap().lock().await.unwrap();
+    let waiter = {
+        let lock = b.fair_lock("gone").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    eventually(Duration::from_secs(5), "queued", || {
+        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{gone}"]) == 1
+    })
+    .await;
+    server.stop();
+    let stopped = Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("no hang")
+        .unwrap()
+        .unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    assert!(err.to_string().contains(&server.addr()), "{err}");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        stopped.elapsed()
+    );
+    drop(holder);
+}
+
+/// Every client connection is killed while a waiter waits: it reconnects and
+/// is granted the lock when the holder releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_connections_mid_wait_recover() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let holder = a.fair_lock("killed").unwrap().lock().await.unwrap();
+    let waiter = {
+        let lock = b.fair_lock("killed").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    eventually(Duration::from_secs(5), "queued", || {
+        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{killed}"]) == 1
+    })
+    .await;
+    let killed: i64 = server.cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
+    let _: i64 = server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    assert!(killed >= 2);
+    // The holder's next call reconnects transparently.
+    holder.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter recovers")
+        .unwrap()
+        .unwrap();
+    guard.unlock().await.unwrap();
+    assert_clean(&server, "killed");
+}
