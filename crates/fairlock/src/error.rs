@@ -8,8 +8,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong when taking, holding or releasing a lock.
 ///
 /// The enum is `#[non_exhaustive]`: match the variants you handle and keep a
-/// wildcard arm. The predicates ([`is_timeout`](Error::is_timeout),
-/// [`is_lock_lost`](Error::is_lock_lost), [`is_connection`](Error::is_connection))
+/// wildcard arm. The predicates ([`is_lock_lost`](Error::is_lock_lost),
+/// [`is_connection`](Error::is_connection), [`is_auth`](Error::is_auth),
+/// [`is_invalid_input`](Error::is_invalid_input))
 /// are the stable way to branch on a class of errors.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -38,16 +39,6 @@ pub enum Error {
     /// The configuration or URL is unusable.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
-
-    /// `try_lock_for` ran out of its wait budget before the lock was granted.
-    /// The waiter has left the queue.
-    #[error("timed out after {waited:?} waiting for lock {name:?}")]
-    Timeout {
-        /// The lock name.
-        name: String,
-        /// How long the call waited.
-        waited: Duration,
-    },
 
     /// The lock was no longer held by this owner: its lease ran out, another
     /// client force-unlocked it, or Redis lost it.
@@ -118,11 +109,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// `true` for [`Error::Timeout`].
-    pub fn is_timeout(&self) -> bool {
-        matches!(self, Error::Timeout { .. })
-    }
-
     /// `true` for [`Error::LockLost`].
     pub fn is_lock_lost(&self) -> bool {
         matches!(self, Error::LockLost { .. })

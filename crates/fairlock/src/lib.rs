@@ -68,8 +68,9 @@
 //! # Errors
 //!
 //! One [`Error`] type, `#[non_exhaustive]`, with predicates
-//! ([`is_timeout`](Error::is_timeout), [`is_lock_lost`](Error::is_lock_lost),
-//! [`is_connection`](Error::is_connection)). Bad input is refused before
+//! ([`is_lock_lost`](Error::is_lock_lost), [`is_connection`](Error::is_connection),
+//! [`is_auth`](Error::is_auth), [`is_invalid_input`](Error::is_invalid_input)).
+//! Running out of a wait budget is not an error: `try_lock*` answer `None`. Bad input is refused before
 //! anything is sent: empty names, names over [`MAX_NAME_LEN`], names whose
 //! braces do not form a cluster hash tag (Redisson wraps a name without `{` as
 //! `prefix:{NAME}` and uses a name with `{` as it is, so a name with braces

@@ -15,6 +15,7 @@ use crate::guard::{Lease, LockGuard};
 use crate::owner::Owner;
 use crate::protocol::redisson::RedissonLock;
 use crate::protocol::{Acquire, LockInfo, Release};
+use crate::wakeup::Subscription;
 
 mod sealed {
     pub trait Sealed {}
@@ -546,7 +547,7 @@ impl Attempt {
     }
 
     fn guard(self, sent_at: Instant, token: Option<u64>) -> LockGuard {
-        info!(lock = %self.shared.name, owner = %self.owner, "granted");
+        debug!(lock = %self.shared.name, owner = %self.owner, "granted");
         LockGuard::new(self.shared, self.owner, self.lease, token, sent_at)
     }
 
@@ -560,26 +561,30 @@ impl Attempt {
     }
 
     async fn run(self, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
-        let channel = self.shared.redisson.wake_channel(self.owner.as_str());
         let config = self.shared.client.config();
-        let mut subscription = self
-            .shared
-            .client
-            .inner
-            .wakeups
-            .subscribe(&channel, config.response_timeout)
-            .await;
         // Only a fair lock has a queue to leave.
         let mut leave_queue = LeaveQueueOnDrop {
-            shared: self.shared.redisson.fair.then(|| Arc::clone(&self.shared)),
+            shared: self
+                .shared
+                .redisson
+                .fair
+                .then(|| Arc::clone(&self.shared)),
             owner: self.owner.clone(),
             slot: self.slot,
         };
+        // The first attempt goes out before subscribing, so an uncontended
+        // lock costs one round trip. When it is not granted, the waiter
+        // subscribes and attempts again at once: a release between the two
+        // attempts is seen by the second, so no wake-up is lost. Every later
+        // attempt marks the channel seen before it is sent.
+        let mut subscription: Option<Subscription> = None;
         let mut failing_since: Option<Instant> = None;
         let mut backoff = Duration::from_millis(20);
         let mut idle_poll = Duration::from_millis(10);
         loop {
-            subscription.mark_seen();
+            if let Some(subscription) = subscription.as_mut() {
+                subscription.mark_seen();
+            }
             let sent_at = Instant::now();
             let reply = self.send(true).await;
             let pause = match reply {
@@ -624,6 +629,12 @@ impl Attempt {
                     continue;
                 }
                 Err(err) => return Err(err),
+            };
+            let Some(subscription) = subscription.as_mut() else {
+                let channel = self.shared.redisson.wake_channel(self.owner.as_str());
+                let wakeups = &self.shared.client.inner.wakeups;
+                subscription = Some(wakeups.subscribe(&channel, config.response_timeout).await);
+                continue;
             };
             let pause = match deadline {
                 Some(deadline) => {
