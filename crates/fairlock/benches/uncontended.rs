@@ -42,7 +42,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let server = support::RedisServer::start();
-    let client = fairlock::LockClient::connect(&server.url()).await.expect("connect");
+    let client = fairlock::LockClient::connect(&server.url())
+        .await
+        .expect("connect");
     let redis = redis::Client::open(server.url()).expect("client");
     let mut conn = redis
         .get_multiplexed_async_connection()
@@ -60,7 +62,10 @@ async fn main() {
             rate(|| {
                 let mut conn = conn.clone();
                 async move {
-                    redis::cmd("PING").query_async::<()>(&mut conn).await.expect("ping");
+                    redis::cmd("PING")
+                        .query_async::<()>(&mut conn)
+                        .await
+                        .expect("ping");
                 }
             })
             .await,
@@ -83,13 +88,24 @@ async fn main() {
         );
         fair_rates.push(
             rate(|| async {
-                fair.lock().await.expect("lock").unlock().await.expect("unlock");
+                fair.lock()
+                    .await
+                    .expect("lock")
+                    .unlock()
+                    .await
+                    .expect("unlock");
             })
             .await,
         );
         plain_rates.push(
             rate(|| async {
-                plain.lock().await.expect("lock").unlock().await.expect("unlock");
+                plain
+                    .lock()
+                    .await
+                    .expect("lock")
+                    .unlock()
+                    .await
+                    .expect("unlock");
             })
             .await,
         );

@@ -43,6 +43,16 @@ pub struct ClientConfig {
     pub(crate) response_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) retry_budget: Duration,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<TlsFiles>,
+}
+
+/// Certificates for `rediss://` connections beyond the system's roots.
+#[cfg(feature = "tls")]
+#[derive(Clone)]
+pub(crate) struct TlsFiles {
+    pub(crate) root_cert: Option<Vec<u8>>,
+    pub(crate) client: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl ClientConfig {
@@ -69,6 +79,8 @@ impl ClientConfig {
             response_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(3),
             retry_budget: Duration::from_secs(10),
+            #[cfg(feature = "tls")]
+            tls: None,
         })
     }
 
@@ -119,6 +131,34 @@ impl ClientConfig {
     /// [`Error::Connection`]. Default: 10 s.
     pub fn retry_budget(mut self, budget: Duration) -> Self {
         self.retry_budget = budget;
+        self
+    }
+
+    /// Trust the CA certificate `pem` (PEM) for `rediss://` connections,
+    /// instead of the built-in webpki roots (for servers with a private CA).
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        let tls = self.tls.get_or_insert(TlsFiles {
+            root_cert: None,
+            client: None,
+        });
+        tls.root_cert = Some(pem.into());
+        self
+    }
+
+    /// Present a client certificate and key (both PEM) on `rediss://`
+    /// connections (mutual TLS).
+    #[cfg(feature = "tls")]
+    pub fn tls_client_certificate(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        let tls = self.tls.get_or_insert(TlsFiles {
+            root_cert: None,
+            client: None,
+        });
+        tls.client = Some((cert_pem.into(), key_pem.into()));
         self
     }
 
@@ -180,7 +220,55 @@ impl fmt::Debug for ClientConfig {
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("retry_budget", &self.retry_budget)
+            .field("tls_files", &self.tls_files_summary())
             .finish()
+    }
+}
+
+impl ClientConfig {
+    /// What TLS material is configured, without showing any of it.
+    fn tls_files_summary(&self) -> &'static str {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            return match (tls.root_cert.is_some(), tls.client.is_some()) {
+                (true, true) => "root certificate, client certificate",
+                (true, false) => "root certificate",
+                (false, true) => "client certificate",
+                (false, false) => "none",
+            };
+        }
+        "none"
+    }
+
+    /// The redis-rs client for these settings.
+    pub(crate) fn redis_client(&self) -> Result<redis::Client> {
+        // rustls needs a process-wide crypto provider; install ring's unless
+        // the application installed one already.
+        #[cfg(feature = "tls")]
+        if matches!(self.connection.addr(), redis::ConnectionAddr::TcpTls { .. })
+            && rustls::crypto::CryptoProvider::get_default().is_none()
+        {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let certs = redis::TlsCertificates {
+                client_tls: tls
+                    .client
+                    .as_ref()
+                    .map(|(cert, key)| redis::ClientTlsConfig {
+                        client_cert: cert.clone(),
+                        client_key: key.clone(),
+                    }),
+                root_cert: tls.root_cert.clone(),
+            };
+            return redis::Client::build_with_tls(self.connection.clone(), certs).map_err(|e| {
+                Error::InvalidConfig(format!("bad TLS settings for {}: {e}", self.address()))
+            });
+        }
+        redis::Client::open(self.connection.clone()).map_err(|e| {
+            Error::InvalidConfig(format!("cannot use Redis at {}: {e}", self.address()))
+        })
     }
 }
 

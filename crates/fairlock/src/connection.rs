@@ -30,8 +30,7 @@ impl Connection {
     /// is down or refuses the credentials.
     pub(crate) async fn connect(config: &ClientConfig) -> Result<(Self, redis::Client)> {
         let addr: Arc<str> = config.address().into();
-        let client = redis::Client::open(config.connection.clone())
-            .map_err(|e| Error::InvalidConfig(format!("cannot use Redis at {addr}: {e}")))?;
+        let client = config.redis_client()?;
         let probe_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.response_timeout));

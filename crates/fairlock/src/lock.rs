@@ -564,11 +564,7 @@ impl Attempt {
         let config = self.shared.client.config();
         // Only a fair lock has a queue to leave.
         let mut leave_queue = LeaveQueueOnDrop {
-            shared: self
-                .shared
-                .redisson
-                .fair
-                .then(|| Arc::clone(&self.shared)),
+            shared: self.shared.redisson.fair.then(|| Arc::clone(&self.shared)),
             owner: self.owner.clone(),
             slot: self.slot,
         };

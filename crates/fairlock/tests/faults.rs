@@ -293,6 +293,18 @@ async fn dropped_connections_mid_wait_recover() {
     let killed: i64 = server.cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
     let _: i64 = server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     assert!(killed >= 2);
+    // The waiter's channel is subscribed again on a new connection.
+    let channel = format!(
+        "redisson_lock__channel:{{killed}}:{}",
+        server.cmd::<Vec<String>>(&["LRANGE", "redisson_lock_queue:{killed}", "0", "0"])[0]
+    );
+    eventually(Duration::from_secs(5), "resubscribed", || {
+        server
+            .cmd::<(String, i64)>(&["PUBSUB", "NUMSUB", &channel])
+            .1
+            == 1
+    })
+    .await;
     // The holder's next call reconnects transparently.
     holder.unlock().await.unwrap();
     let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
@@ -302,4 +314,23 @@ async fn dropped_connections_mid_wait_recover() {
         .unwrap();
     guard.unlock().await.unwrap();
     assert_clean(&server, "killed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_private_ca() {
+    let server = RedisServer::start_tls();
+    let tls = server.tls().unwrap();
+    let url = format!("rediss://127.0.0.1:{}", tls.port);
+    // Without trusting the private CA the handshake fails, as it should.
+    let err = LockClient::connect(&url).await.unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    let config = ClientConfig::from_url(&url)
+        .unwrap()
+        .tls_root_certificate(tls.ca_pem());
+    assert!(!format!("{config:?}").contains("BEGIN CERTIFICATE"));
+    let client = LockClient::with_config(config).await.unwrap();
+    let guard = client.fair_lock("over-tls").unwrap().lock().await.unwrap();
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "over-tls"]), 1);
+    guard.unlock().await.unwrap();
+    assert_clean(&server, "over-tls");
 }

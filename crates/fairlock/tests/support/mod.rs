@@ -14,6 +14,88 @@ pub struct RedisServer {
     dir: tempfile::TempDir,
     child: Option<Child>,
     extra: Vec<String>,
+    tls: Option<TlsMaterial>,
+}
+
+/// A private CA and a server certificate for 127.0.0.1, made with openssl.
+pub struct TlsMaterial {
+    dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl TlsMaterial {
+    fn generate() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("fairlock-tls-")
+            .tempdir()
+            .expect("temp dir");
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .expect("run openssl");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        std::fs::write(dir.path().join("san.ext"), "subjectAltName=IP:127.0.0.1\n").expect("write");
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=fairlock test CA",
+        ]);
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ]);
+        Self { dir, port: 0 }
+    }
+
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(self.dir.path().join("ca.crt")).expect("ca.crt")
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
 }
 
 fn free_port() -> u16 {
@@ -44,13 +126,55 @@ impl RedisServer {
             dir,
             child: None,
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            tls: None,
         };
+        server.boot();
+        server
+    }
+
+    /// Start a server that also listens with TLS (certificates from a private
+    /// CA, see [`TlsMaterial`]); clients need not present certificates.
+    pub fn start_tls() -> Self {
+        let mut tls = TlsMaterial::generate();
+        tls.port = free_port();
+        let extra = vec![
+            "--tls-port".to_owned(),
+            tls.port.to_string(),
+            "--tls-cert-file".to_owned(),
+            tls.file("server.crt"),
+            "--tls-key-file".to_owned(),
+            tls.file("server.key"),
+            "--tls-ca-cert-file".to_owned(),
+            tls.file("ca.crt"),
+            "--tls-auth-clients".to_owned(),
+            "no".to_owned(),
+        ];
+        let mut server = Self {
+            port: 0,
+            dir: tempfile::Builder::new()
+                .prefix("fairlock-redis-")
+                .tempdir()
+                .expect("temp dir"),
+            child: None,
+            extra,
+            tls: Some(tls),
+        };
+        server.boot();
+        server
+    }
+
+    pub fn tls(&self) -> Option<&TlsMaterial> {
+        self.tls.as_ref()
+    }
+
+    fn boot(&mut self) {
+        let server = self;
         // A port that was free when probed can be taken before redis binds
         // it; try a few.
         for _ in 0..5 {
             server.port = free_port();
             if server.spawn() {
-                return server;
+                return;
             }
         }
         panic!("could not start redis-server:\n{}", server.log());
