@@ -40,7 +40,22 @@ pub(crate) struct ClientInner {
     next_owner: AtomicU64,
     pub(crate) wakeups: WakeupRouter,
     pub(crate) watchdog: Watchdog,
-    pub(crate) runtime: tokio::runtime::Handle,
+    runtime: tokio::runtime::Handle,
+    /// Clean-up work in flight: releases of dropped guards, queue exits of
+    /// cancelled waiters, undoing of grants that raced a cancellation.
+    background: tokio_util::task::TaskTracker,
+}
+
+impl ClientInner {
+    /// Run clean-up work in the background, tracked so that
+    /// [`LockClient::flush`] can wait for it.
+    pub(crate) fn spawn_cleanup<F>(&self, work: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.background.spawn_on(work, &self.runtime)
+    }
 }
 
 impl LockClient {
@@ -88,6 +103,7 @@ impl LockClient {
                 wakeups,
                 watchdog,
                 runtime,
+                background: tokio_util::task::TaskTracker::new(),
             }),
         })
     }
@@ -117,6 +133,21 @@ impl LockClient {
             &self.inner.id,
             self.inner.next_owner.fetch_add(1, Ordering::Relaxed),
         )
+    }
+
+    /// Wait until the clean-up work this client does in the background has
+    /// finished: releases of dropped guards, queue exits of cancelled
+    /// waiters, release of grants that raced a cancellation. Call it before
+    /// the process exits (or the runtime shuts down, which would cut that
+    /// work short). The client stays usable.
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops waiting; the work goes on.
+    pub async fn flush(&self) {
+        let background = &self.inner.background;
+        background.close();
+        background.wait().await;
+        background.reopen();
     }
 
     /// This client's UUID: the first part of every owner id it makes.

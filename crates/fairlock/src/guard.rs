@@ -169,21 +169,25 @@ impl LockGuard {
     /// budget (the lock then expires with its lease).
     ///
     /// # Cancel safety
-    /// Renewal stops at the first poll. Dropping the future after that may
-    /// leave the release unsent; the lock then expires with its lease.
+    /// The release runs in a task of its own: dropping the future does not
+    /// stop it (only its result is lost).
     pub async fn unlock(mut self) -> Result<()> {
         self.armed = false;
         let held = &self.held;
         held.stop_renewing();
-        let reply = held
-            .shared
-            .release(&held.owner, held.lease_duration())
-            .await?;
-        check_release(&held.shared, &held.owner, reply).map_err(|err| match err {
-            // We held it: another owner holding it now means ours was lost.
-            Error::NotOwner { name, owner } => Error::LockLost { name, owner },
-            other => other,
-        })
+        let shared = Arc::clone(&held.shared);
+        let owner = held.owner.clone();
+        let lease = held.lease_duration();
+        let inner = Arc::clone(&shared.client.inner);
+        let release = inner.spawn_cleanup(async move {
+            let reply = shared.release(&owner, lease).await?;
+            check_release(&shared, &owner, reply).map_err(|err| match err {
+                // We held it: another owner holding it now means ours was lost.
+                Error::NotOwner { name, owner } => Error::LockLost { name, owner },
+                other => other,
+            })
+        });
+        release.await.map_err(|_| Error::Closed)?
     }
 }
 
@@ -226,8 +230,8 @@ impl Drop for LockGuard {
         let shared = Arc::clone(&held.shared);
         let owner = held.owner.clone();
         let lease = held.lease_duration();
-        let runtime = shared.client.inner.runtime.clone();
-        runtime.spawn(async move {
+        let inner = Arc::clone(&shared.client.inner);
+        inner.spawn_cleanup(async move {
             match shared.release(&owner, lease).await {
                 Ok(reply) => debug!(lock = %shared.name, %owner, ?reply, "released on drop"),
                 Err(err) => warn!(lock = %shared.name, %owner, error = %err, "release on drop failed; the lock expires with its lease"),

@@ -348,14 +348,18 @@ impl<K: LockKind> LockHandle<K> {
     /// [`Error::LockLost`] when nobody does, [`Error::Connection`].
     ///
     /// # Cancel safety
-    /// The release may or may not have run when the future is dropped.
+    /// The release runs in a task of its own: dropping the future does not
+    /// stop it (only its result is lost).
     pub async fn unlock_as(&self, owner: &Owner) -> Result<()> {
-        let lease = self.shared.client.config().lease;
-        check_release(
-            &self.shared,
-            owner,
-            self.shared.release(owner, lease).await?,
-        )
+        let shared = Arc::clone(&self.shared);
+        let owner = owner.clone();
+        let inner = Arc::clone(&shared.client.inner);
+        let release = inner.spawn_cleanup(async move {
+            let lease = shared.client.config().lease;
+            let reply = shared.release(&owner, lease).await?;
+            check_release(&shared, &owner, reply)
+        });
+        release.await.map_err(|_| Error::Closed)?
     }
 
     /// `true` when somebody holds the lock.
@@ -519,8 +523,47 @@ impl Drop for LeaveQueueOnDrop {
         if let Some(shared) = self.shared.take() {
             let owner = self.owner.clone();
             let slot = self.slot;
-            let runtime = shared.client.inner.runtime.clone();
-            runtime.spawn(async move { shared.give_up(&owner, slot).await });
+            let inner = Arc::clone(&shared.client.inner);
+            inner.spawn_cleanup(async move { shared.give_up(&owner, slot).await });
+        }
+    }
+}
+
+/// What is needed to undo an attempt whose caller went away.
+#[derive(Clone)]
+struct Undo {
+    shared: Arc<LockShared>,
+    owner: Owner,
+    lease: Duration,
+    slot: Duration,
+    fresh: bool,
+}
+
+impl Undo {
+    async fn run(&self, reply: &Result<Acquire>) {
+        self.shared
+            .undo(&self.owner, reply, self.lease, self.slot, self.fresh)
+            .await;
+    }
+}
+
+/// The caller's end of an attempt. Exactly one side undoes an attempt whose
+/// reply nobody took: the sender when the receiver was already gone, or this
+/// receiver's `drop` when a reply had arrived but was never read.
+struct PendingReply {
+    rx: oneshot::Receiver<Result<Acquire>>,
+    undo: Option<Undo>,
+}
+
+impl Drop for PendingReply {
+    fn drop(&mut self) {
+        let Some(undo) = self.undo.take() else { return };
+        // After close(), a send fails (and the sender undoes) or has already
+        // happened (and the reply is here to undo).
+        self.rx.close();
+        if let Ok(reply) = self.rx.try_recv() {
+            let inner = Arc::clone(&undo.shared.client.inner);
+            inner.spawn_cleanup(async move { undo.run(&reply).await });
         }
     }
 }
@@ -530,20 +573,47 @@ impl Attempt {
     /// the script runs, the task still sees the reply and undoes it.
     async fn send(&self, queue: bool) -> Result<Acquire> {
         let (tx, rx) = oneshot::channel();
-        let shared = Arc::clone(&self.shared);
-        let owner = self.owner.clone();
-        let (lease, slot, fresh) = (self.lease.duration(), self.slot, self.fresh);
-        let reconcile = fresh.then_some(0);
-        self.shared.client.inner.runtime.spawn(async move {
+        let undo = Undo {
+            shared: Arc::clone(&self.shared),
+            owner: self.owner.clone(),
+            lease: self.lease.duration(),
+            slot: self.slot,
+            fresh: self.fresh,
+        };
+        let sender_undo = undo.clone();
+        let reconcile = self.fresh.then_some(0);
+        self.shared.client.inner.spawn_cleanup(async move {
+            let Undo {
+                shared,
+                owner,
+                lease,
+                slot,
+                ..
+            } = &sender_undo;
             let reply = shared
                 .redisson
-                .acquire(shared.conn(), owner.as_str(), lease, slot, queue, reconcile)
+                .acquire(
+                    shared.conn(),
+                    owner.as_str(),
+                    *lease,
+                    *slot,
+                    queue,
+                    reconcile,
+                )
                 .await;
+            // The caller is gone: undo what the attempt did.
             if let Err(reply) = tx.send(reply) {
-                shared.undo(&owner, &reply, lease, slot, fresh).await;
+                sender_undo.run(&reply).await;
             }
         });
-        rx.await.map_err(|_| Error::Closed)?
+        let mut pending = PendingReply {
+            rx,
+            undo: Some(undo),
+        };
+        let reply = (&mut pending.rx).await;
+        // Taken: nothing to undo on drop.
+        pending.undo = None;
+        reply.map_err(|_| Error::Closed)?
     }
 
     fn guard(self, sent_at: Instant, token: Option<u64>) -> LockGuard {

@@ -127,16 +127,11 @@ async fn cancellation_storm(fair: bool) {
     for task in tasks {
         let _ = task.await;
     }
-    // Cleanup runs in background tasks; observe its effect in Redis.
-    eventually(Duration::from_secs(10), "no holder, no queue", || {
-        server.cmd::<i64>(&[
-            "EXISTS",
-            name,
-            &format!("redisson_lock_queue:{{{name}}}"),
-            &format!("redisson_lock_timeout:{{{name}}}"),
-        ]) == 0
-    })
-    .await;
+    // Cleanup runs in background tasks: wait for them, then look.
+    for client in &clients {
+        client.flush().await;
+    }
+    assert_clean(&server, name);
     eventually(Duration::from_secs(10), "no subscriptions", || {
         server
             .cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
@@ -181,10 +176,8 @@ async fn grant_racing_a_cancellation_is_released() {
             guard.unwrap().unlock().await.unwrap();
         }
     }
-    eventually(Duration::from_secs(10), "no leaked hold", || {
-        server.cmd::<i64>(&["EXISTS", "race", "redisson_lock_queue:{race}"]) == 0
-    })
-    .await;
+    client.flush().await;
+    assert_clean(&server, "race");
     assert!(
         lock.try_lock().await.unwrap().is_some(),
         "free ({granted} of 300 were granted in time)"

@@ -1,0 +1,379 @@
+//! The `fairlock` binary against harness-started Redis servers.
+
+#[path = "../../fairlock/tests/support/mod.rs"]
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::RedisServer;
+
+fn fairlock(server: &RedisServer) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairlock"));
+    cmd.arg("--redis").arg(server.url()).env_remove("REDIS_URL");
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("run fairlock")
+}
+
+fn inspect(server: &RedisServer, name: &str) -> Value {
+    let out = run(fairlock(server).args(["inspect", name, "--json"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("inspect --json prints JSON")
+}
+
+/// Poll `condition` every 20 ms for at most `limit` (state in other processes).
+fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_child(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("fairlock did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+#[test]
+fn five_execs_run_in_queue_order_without_overlap() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let marks = dir.path().join("marks");
+    let holder = fairlock::blocking::LockClient::connect(&server.url()).unwrap();
+    let lock = holder.fair_lock("deploy").unwrap();
+    let guard = lock.lock().unwrap();
+    let mut children = Vec::new();
+    for i in 0..5 {
+        let script = format!(
+            "echo start {i} >> {m}; sleep 0.05; echo end {i} >> {m}",
+            m = marks.display()
+        );
+        children.push(
+            fairlock(&server)
+                .args(["exec", "deploy", "--", "sh", "-c", &script])
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        // The next one starts only once this one is visibly queued.
+        wait_until(Duration::from_secs(10), "queued", || {
+            inspect(&server, "deploy")["queue"].as_array().map(Vec::len) == Some(i + 1)
+        });
+    }
+    let queue = inspect(&server, "deploy");
+    assert_eq!(queue["locked"], true);
+    guard.unlock().unwrap();
+    for child in &mut children {
+        assert!(wait_child(child, Duration::from_secs(20)).success());
+    }
+    let expected: String = (0..5).map(|i| format!("start {i}\nend {i}\n")).collect();
+    assert_eq!(read(&marks), expected, "in queue order, never overlapping");
+    let after = inspect(&server, "deploy");
+    assert_eq!(after["locked"], false);
+    assert_eq!(after["queue"], Value::Array(vec![]));
+}
+
+#[test]
+fn wait_timeout_exits_75_and_leaves_no_queue_entry() {
+    let server = RedisServer::start();
+    let holder = fairlock::blocking::LockClient::connect(&server.url()).unwrap();
+    let guard = holder.fair_lock("cron").unwrap().lock().unwrap();
+    let started = Instant::now();
+    let out = run(fairlock(&server).args(["exec", "cron", "--wait", "300ms", "--", "true"]));
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not acquired within"));
+    let state = inspect(&server, "cron");
+    assert_eq!(state["queue"], Value::Array(vec![]));
+    assert_eq!(state["holders"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        server.cmd::<i64>(&[
+            "EXISTS",
+            "redisson_lock_queue:{cron}",
+            "redisson_lock_timeout:{cron}"
+        ]),
+        0
+    );
+    guard.unlock().unwrap();
+}
+
+#[test]
+fn lost_lock_stops_the_command_and_exits_71() {
+    let server = RedisServer::start();
+    let mut exec = fairlock(&server)
+        .args([
+            "--lease", "900ms", "exec", "busy", "--grace", "2s", "--", "sleep", "30",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), "exec holds the lock", || {
+        inspect(&server, "busy")["locked"] == true
+    });
+    let out = run(fairlock(&server).args(["force-unlock", "busy", "--yes"]));
+    assert!(out.status.success());
+    let started = Instant::now();
+    let status = wait_child(&mut exec, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(71));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(exec.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("lost the lock"), "{stderr}");
+}
+
+#[test]
+fn sigterm_reaches_the_child_and_the_lock_is_released() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let marks = dir.path().join("marks");
+    let script = format!(
+        "trap 'echo got-term >> {m}; exit 3' TERM; echo ready >> {m}; while true; do sleep 0.02; done",
+        m = marks.display()
+    );
+    let mut exec = fairlock(&server)
+        .args(["exec", "sig", "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), "child ready", || {
+        read(&marks).contains("ready")
+    });
+    let pid = nix::unistd::Pid::from_raw(exec.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = wait_child(&mut exec, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(3), "the child's own exit code");
+    assert!(read(&marks).contains("got-term"));
+    assert_eq!(inspect(&server, "sig")["locked"], false);
+}
+
+#[test]
+fn exit_codes_of_the_command_pass_through() {
+    let server = RedisServer::start();
+    let out = run(fairlock(&server).args(["exec", "codes", "--", "sh", "-c", "exit 7"]));
+    assert_eq!(out.status.code(), Some(7));
+    let out = run(fairlock(&server).args(["exec", "codes", "--", "sh", "-c", "kill -KILL $$"]));
+    assert_eq!(out.status.code(), Some(128 + 9));
+    let out = run(fairlock(&server).args([
+        "exec",
+        "codes",
+        "--",
+        "sh",
+        "-c",
+        "test -n \"$FAIRLOCK_OWNER\" && test \"$FAIRLOCK_NAME\" = codes && test -z \"$FAIRLOCK_TOKEN\"",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "environment for the child");
+    let out = run(fairlock(&server).args(["exec", "codes", "--", "/nonexistent/cmd"]));
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(inspect(&server, "codes")["locked"], false);
+}
+
+#[test]
+fn redis_down_exits_69_and_bad_usage_64() {
+    let mut server = RedisServer::start();
+    let addr = server.addr();
+    server.stop();
+    let out = run(fairlock(&server).args(["exec", "x", "--", "true"]));
+    assert_eq!(out.status.code(), Some(69));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&addr));
+    let out = run(fairlock(&server).args(["inspect", "x"]));
+    assert_eq!(out.status.code(), Some(69));
+
+    let live = RedisServer::start();
+    for args in [
+        vec!["exec", "x", "--bogus", "--", "true"],
+        vec!["exec", "x", "--wait", "5", "--", "true"],
+        vec!["exec", "x"],
+        vec!["--protocol", "zookeeper", "inspect", "x"],
+        vec!["--lease", "0ms", "inspect", "x"],
+        vec!["inspect", "a}b"],
+        vec!["nonsense"],
+    ] {
+        let out = run(fairlock(&live).args(&args));
+        assert_eq!(
+            out.status.code(),
+            Some(64),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = run(fairlock(&live).arg("--help"));
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Exit codes") && help.contains("75"));
+}
+
+#[test]
+fn inspect_json_matches_the_state() {
+    let server = RedisServer::start();
+    let client = fairlock::blocking::LockClient::connect(&server.url()).unwrap();
+    let lock = client.fair_lock("shown").unwrap();
+    let free = inspect(&server, "shown");
+    assert_eq!(free["name"], "shown");
+    assert_eq!(free["protocol"], "redisson");
+    assert_eq!(free["locked"], false);
+    assert_eq!(free["lease_ms"], Value::Null);
+    assert_eq!(free["token"], Value::Null);
+
+    let guard = lock.lock().unwrap();
+    let again = lock.lock().unwrap();
+    let mut waiter = fairlock(&server)
+        .args(["exec", "shown", "--", "true"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Collect the waiter's stderr as it comes.
+    let progress = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    {
+        let progress = std::sync::Arc::clone(&progress);
+        let stderr = waiter.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                progress.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+    }
+    wait_until(Duration::from_secs(10), "queued", || {
+        inspect(&server, "shown")["queue"].as_array().map(Vec::len) == Some(1)
+    });
+    // Not a terminal: one line per change of position.
+    wait_until(Duration::from_secs(10), "progress line", || {
+        progress
+            .lock()
+            .unwrap()
+            .contains("waiting for shown: position 1 of 1")
+    });
+    let held = inspect(&server, "shown");
+    assert_eq!(held["locked"], true);
+    let holders = held["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0]["owner"], guard.owner().unwrap().as_str());
+    assert_eq!(holders[0]["count"], 2);
+    let lease = held["lease_ms"].as_u64().unwrap();
+    assert!(lease > 20_000 && lease <= 30_000, "{lease}");
+    let queue = held["queue"].as_array().unwrap();
+    assert_eq!(queue[0]["position"], 1);
+    let raw: Vec<String> = server.cmd(&["LRANGE", "redisson_lock_queue:{shown}", "0", "-1"]);
+    assert_eq!(queue[0]["owner"], raw[0].as_str());
+    let expires = queue[0]["expires_in_ms"].as_u64().unwrap();
+    assert!(expires > 300_000 && expires < 331_000, "{expires}");
+
+    again.unlock().unwrap();
+    guard.unlock().unwrap();
+    assert!(wait_child(&mut waiter, Duration::from_secs(10)).success());
+    assert_eq!(
+        progress.lock().unwrap().matches("position 1 of 1").count(),
+        1
+    );
+}
+
+#[test]
+fn redisson_keys_are_written() {
+    let server = RedisServer::start();
+    let holder = fairlock::blocking::LockClient::connect(&server.url()).unwrap();
+    let guard = holder.fair_lock("java-shared").unwrap().lock().unwrap();
+    let mut waiter = fairlock(&server)
+        .args([
+            "--protocol",
+            "redisson",
+            "exec",
+            "java-shared",
+            "--",
+            "true",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), "queued", || {
+        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{java-shared}"]) == 1
+    });
+    // Exactly Redisson's keys: the lock hash, the queue, the deadline set,
+    // and the waiter's channel.
+    let mut keys: Vec<String> = server.cmd(&["KEYS", "*"]);
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "java-shared",
+            "redisson_lock_queue:{java-shared}",
+            "redisson_lock_timeout:{java-shared}"
+        ]
+    );
+    let owner: Vec<String> =
+        server.cmd(&["LRANGE", "redisson_lock_queue:{java-shared}", "0", "-1"]);
+    let (uuid, thread) = owner[0].rsplit_once(':').unwrap();
+    assert_eq!(uuid.len(), 36);
+    assert!(thread.parse::<u64>().is_ok());
+    let channels: Vec<String> = server.cmd(&["PUBSUB", "CHANNELS", "*"]);
+    assert_eq!(
+        channels,
+        [format!(
+            "redisson_lock__channel:{{java-shared}}:{}",
+            owner[0]
+        )]
+    );
+    guard.unlock().unwrap();
+    assert!(wait_child(&mut waiter, Duration::from_secs(10)).success());
+}
+
+#[test]
+fn demo_finishes_without_violations() {
+    let server = RedisServer::start();
+    let out =
+        run(fairlock(&server).args(["demo", "--clients", "4", "--rounds", "10", "--hold", "2ms"]));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("order violations:   0"), "{stdout}");
+    assert!(stdout.contains("overlap violations: 0"), "{stdout}");
+    assert!(stdout.contains("summary: 40 acquisitions"), "{stdout}");
+    // A private server when no URL is given.
+    let out = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["demo", "--clients", "2", "--rounds", "3", "--hold", "1ms"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("started a private redis-server"),
+        "{stdout}"
+    );
+}
