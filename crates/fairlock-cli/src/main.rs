@@ -54,9 +54,10 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_name = "URL")]
     redis: Option<String>,
 
-    /// Lock protocol: `redisson` shares locks with Java services that use
-    /// Redisson's getFairLock/getLock.
-    #[arg(long, global = true, default_value = "redisson", value_parser = parse_protocol)]
+    /// Lock protocol: `native` (fencing tokens, server time, direct handoff)
+    /// or `redisson` (shares locks with Java services using Redisson's
+    /// getFairLock/getLock). The two never exclude each other on one name.
+    #[arg(long, global = true, default_value = "native", value_parser = parse_protocol)]
     protocol: Protocol,
 
     /// Lease of a held lock (renewed every lease/3 while held), e.g. 500ms, 30s, 5m.

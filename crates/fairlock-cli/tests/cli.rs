@@ -7,8 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use fairlock::Protocol;
 use serde_json::Value;
-use support::RedisServer;
+use support::{PROTOCOLS, RedisServer};
 
 fn fairlock(server: &RedisServer) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairlock"));
@@ -16,12 +17,31 @@ fn fairlock(server: &RedisServer) -> Command {
     cmd
 }
 
+/// `fairlock --protocol PROTOCOL` against `server`.
+fn fairlock_with(server: &RedisServer, protocol: Protocol) -> Command {
+    let mut cmd = fairlock(server);
+    cmd.args(["--protocol", protocol.as_str()]);
+    cmd
+}
+
+/// A blocking library client speaking `protocol`.
+fn library_client(server: &RedisServer, protocol: Protocol) -> fairlock::blocking::LockClient {
+    let config = fairlock::ClientConfig::from_url(&server.url())
+        .unwrap()
+        .protocol(protocol);
+    fairlock::blocking::LockClient::with_config(config).unwrap()
+}
+
 fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("run fairlock")
 }
 
 fn inspect(server: &RedisServer, name: &str) -> Value {
-    let out = run(fairlock(server).args(["inspect", name, "--json"]));
+    inspect_with(server, Protocol::Native, name)
+}
+
+fn inspect_with(server: &RedisServer, protocol: Protocol, name: &str) -> Value {
+    let out = run(fairlock_with(server, protocol).args(["inspect", name, "--json"]));
     assert!(
         out.status.success(),
         "{}",
@@ -59,10 +79,16 @@ fn read(path: &Path) -> String {
 
 #[test]
 fn five_execs_run_in_queue_order_without_overlap() {
+    for protocol in PROTOCOLS {
+        five_execs(protocol);
+    }
+}
+
+fn five_execs(protocol: Protocol) {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let marks = dir.path().join("marks");
-    let holder = fairlock::blocking::LockClient::connect(&server.url()).unwrap();
+    let holder = library_client(&server, protocol);
     let lock = holder.fair_lock("deploy").unwrap();
     let guard = lock.lock().unwrap();
     let mut children = Vec::new();
@@ -72,7 +98,7 @@ fn five_execs_run_in_queue_order_without_overlap() {
             m = marks.display()
         );
         children.push(
-            fairlock(&server)
+            fairlock_with(&server, protocol)
                 .args(["exec", "deploy", "--", "sh", "-c", &script])
                 .stderr(Stdio::null())
                 .spawn()
@@ -80,10 +106,13 @@ fn five_execs_run_in_queue_order_without_overlap() {
         );
         // The next one starts only once this one is visibly queued.
         wait_until(Duration::from_secs(10), "queued", || {
-            inspect(&server, "deploy")["queue"].as_array().map(Vec::len) == Some(i + 1)
+            inspect_with(&server, protocol, "deploy")["queue"]
+                .as_array()
+                .map(Vec::len)
+                == Some(i + 1)
         });
     }
-    let queue = inspect(&server, "deploy");
+    let queue = inspect_with(&server, protocol, "deploy");
     assert_eq!(queue["locked"], true);
     guard.unlock().unwrap();
     for child in &mut children {
@@ -91,18 +120,26 @@ fn five_execs_run_in_queue_order_without_overlap() {
     }
     let expected: String = (0..5).map(|i| format!("start {i}\nend {i}\n")).collect();
     assert_eq!(read(&marks), expected, "in queue order, never overlapping");
-    let after = inspect(&server, "deploy");
+    let after = inspect_with(&server, protocol, "deploy");
     assert_eq!(after["locked"], false);
     assert_eq!(after["queue"], Value::Array(vec![]));
 }
 
 #[test]
 fn wait_timeout_exits_75_and_leaves_no_queue_entry() {
+    for protocol in PROTOCOLS {
+        wait_timeout(protocol);
+    }
+}
+
+fn wait_timeout(protocol: Protocol) {
     let server = RedisServer::start();
-    let holder = fairlock::blocking::LockClient::connect(&server.url()).unwrap();
+    let holder = library_client(&server, protocol);
     let guard = holder.fair_lock("cron").unwrap().lock().unwrap();
     let started = Instant::now();
-    let out = run(fairlock(&server).args(["exec", "cron", "--wait", "300ms", "--", "true"]));
+    let out =
+        run(fairlock_with(&server, protocol)
+            .args(["exec", "cron", "--wait", "300ms", "--", "true"]));
     assert_eq!(
         out.status.code(),
         Some(75),
@@ -111,17 +148,10 @@ fn wait_timeout_exits_75_and_leaves_no_queue_entry() {
     );
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not acquired within"));
-    let state = inspect(&server, "cron");
+    let state = inspect_with(&server, protocol, "cron");
     assert_eq!(state["queue"], Value::Array(vec![]));
     assert_eq!(state["holders"].as_array().unwrap().len(), 1);
-    assert_eq!(
-        server.cmd::<i64>(&[
-            "EXISTS",
-            "redisson_lock_queue:{cron}",
-            "redisson_lock_timeout:{cron}"
-        ]),
-        0
-    );
+    assert_eq!(support::queue_len(&server, protocol, "cron"), 0);
     guard.unlock().unwrap();
 }
 
@@ -184,15 +214,22 @@ fn exit_codes_of_the_command_pass_through() {
     assert_eq!(out.status.code(), Some(7));
     let out = run(fairlock(&server).args(["exec", "codes", "--", "sh", "-c", "kill -KILL $$"]));
     assert_eq!(out.status.code(), Some(128 + 9));
-    let out = run(fairlock(&server).args([
-        "exec",
-        "codes",
-        "--",
-        "sh",
-        "-c",
-        "test -n \"$FAIRLOCK_OWNER\" && test \"$FAIRLOCK_NAME\" = codes && test -z \"$FAIRLOCK_TOKEN\"",
-    ]));
-    assert_eq!(out.status.code(), Some(0), "environment for the child");
+    for (protocol, token_test) in [
+        (Protocol::Native, "test \"$FAIRLOCK_TOKEN\" -gt 0"),
+        (Protocol::Redisson, "test -z \"$FAIRLOCK_TOKEN\""),
+    ] {
+        let script = format!(
+            "test -n \"$FAIRLOCK_OWNER\" && test \"$FAIRLOCK_NAME\" = codes && {token_test}"
+        );
+        let out = run(
+            fairlock_with(&server, protocol).args(["exec", "codes", "--", "sh", "-c", &script])
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "environment for the child ({protocol})"
+        );
+    }
     let out = run(fairlock(&server).args(["exec", "codes", "--", "/nonexistent/cmd"]));
     assert_eq!(out.status.code(), Some(127));
     assert_eq!(inspect(&server, "codes")["locked"], false);
@@ -235,19 +272,26 @@ fn redis_down_exits_69_and_bad_usage_64() {
 
 #[test]
 fn inspect_json_matches_the_state() {
+    for protocol in PROTOCOLS {
+        inspect_json(protocol);
+    }
+}
+
+fn inspect_json(protocol: Protocol) {
     let server = RedisServer::start();
-    let client = fairlock::blocking::LockClient::connect(&server.url()).unwrap();
+    let client = library_client(&server, protocol);
     let lock = client.fair_lock("shown").unwrap();
+    let inspect = |server: &RedisServer, name: &str| inspect_with(server, protocol, name);
     let free = inspect(&server, "shown");
     assert_eq!(free["name"], "shown");
-    assert_eq!(free["protocol"], "redisson");
+    assert_eq!(free["protocol"], protocol.as_str());
     assert_eq!(free["locked"], false);
     assert_eq!(free["lease_ms"], Value::Null);
     assert_eq!(free["token"], Value::Null);
 
     let guard = lock.lock().unwrap();
     let again = lock.lock().unwrap();
-    let mut waiter = fairlock(&server)
+    let mut waiter = fairlock_with(&server, protocol)
         .args(["exec", "shown", "--", "true"])
         .stderr(Stdio::piped())
         .spawn()
@@ -287,10 +331,26 @@ fn inspect_json_matches_the_state() {
     assert!(lease > 20_000 && lease <= 30_000, "{lease}");
     let queue = held["queue"].as_array().unwrap();
     assert_eq!(queue[0]["position"], 1);
-    let raw: Vec<String> = server.cmd(&["LRANGE", "redisson_lock_queue:{shown}", "0", "-1"]);
-    assert_eq!(queue[0]["owner"], raw[0].as_str());
     let expires = queue[0]["expires_in_ms"].as_u64().unwrap();
-    assert!(expires > 300_000 && expires < 331_000, "{expires}");
+    match protocol {
+        Protocol::Redisson => {
+            let raw: Vec<String> =
+                server.cmd(&["LRANGE", "redisson_lock_queue:{shown}", "0", "-1"]);
+            assert_eq!(queue[0]["owner"], raw[0].as_str());
+            // Redisson: the lock's remaining lease + the 300 s waiter slot.
+            assert!(expires > 300_000 && expires < 331_000, "{expires}");
+            assert_eq!(held["token"], Value::Null);
+        }
+        _ => {
+            let raw: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{shown}:queue", "0", "-1"]);
+            assert_eq!(queue[0]["owner"], raw[0].as_str());
+            // Native: the waiter ttl (6 s), refreshed every 2 s.
+            assert!(expires > 3_000 && expires <= 6_000, "{expires}");
+            let token: u64 = server.cmd(&["HGET", "fairlock:{shown}:lock", "token"]);
+            assert_eq!(held["token"], token);
+            assert_eq!(guard.token(), Some(token));
+        }
+    }
 
     again.unlock().unwrap();
     guard.unlock().unwrap();
@@ -304,7 +364,7 @@ fn inspect_json_matches_the_state() {
 #[test]
 fn redisson_keys_are_written() {
     let server = RedisServer::start();
-    let holder = fairlock::blocking::LockClient::connect(&server.url()).unwrap();
+    let holder = library_client(&server, Protocol::Redisson);
     let guard = holder.fair_lock("java-shared").unwrap().lock().unwrap();
     let mut waiter = fairlock(&server)
         .args([

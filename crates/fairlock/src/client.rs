@@ -89,6 +89,7 @@ impl LockClient {
         let (conn, redis_client) = Connection::connect(&config).await?;
         let wakeups = WakeupRouter::start(redis_client, config.connect_timeout, &runtime);
         let watchdog = Watchdog::start(
+            config.protocol,
             conn.clone(),
             config.lease,
             config.renew_interval(),

@@ -40,6 +40,8 @@ pub struct ClientConfig {
     pub(crate) lease: Duration,
     pub(crate) renew_interval: Option<Duration>,
     pub(crate) waiter_slot: Duration,
+    pub(crate) waiter_ttl: Duration,
+    pub(crate) clock_offset_ms: i64,
     pub(crate) response_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) retry_budget: Duration,
@@ -61,6 +63,8 @@ impl ClientConfig {
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
     /// Default waiter slot (Redisson's `fairLockWaitTimeout`): 300 s.
     pub const DEFAULT_WAITER_SLOT: Duration = Duration::from_secs(300);
+    /// Default waiter ttl of the native protocol: 6 s.
+    pub const DEFAULT_WAITER_TTL: Duration = Duration::from_secs(6);
 
     /// Parse a Redis URL and take every other setting's default.
     ///
@@ -76,6 +80,8 @@ impl ClientConfig {
             lease: Self::DEFAULT_LEASE,
             renew_interval: None,
             waiter_slot: Self::DEFAULT_WAITER_SLOT,
+            waiter_ttl: Self::DEFAULT_WAITER_TTL,
+            clock_offset_ms: 0,
             response_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(3),
             retry_budget: Duration::from_secs(10),
@@ -84,7 +90,8 @@ impl ClientConfig {
         })
     }
 
-    /// The wire protocol. Default: [`Protocol::Redisson`].
+    /// The wire protocol. Default: [`Protocol::Native`]; choose
+    /// [`Protocol::Redisson`] to share locks with Java services using Redisson.
     pub fn protocol(mut self, protocol: Protocol) -> Self {
         self.protocol = protocol;
         self
@@ -104,12 +111,32 @@ impl ClientConfig {
         self
     }
 
-    /// How long a queued waiter's place in a fair lock stays valid beyond the
-    /// waiter ahead of it (Redisson's `fairLockWaitTimeout`). A waiter that
-    /// dies is purged once its slot runs out. `try_lock_for(wait)` uses `wait`
-    /// instead, as Redisson does. Default: 300 s.
+    /// `redisson` protocol only: how long a queued waiter's place in a fair
+    /// lock stays valid beyond the waiter ahead of it (Redisson's
+    /// `fairLockWaitTimeout`). A waiter that dies is purged once its slot runs
+    /// out; so is a live one that waits longer (Redisson's rule).
+    /// `try_lock_for(wait)` uses `wait` instead, as Redisson does. Default: 300 s.
     pub fn waiter_slot(mut self, slot: Duration) -> Self {
         self.waiter_slot = slot;
+        self
+    }
+
+    /// `native` protocol only: a waiter refreshes its place every third of
+    /// this; a waiter that stops refreshing (its process died) is skipped
+    /// once it ran out, and a lock handed to a waiter that turns out dead
+    /// passes on after it. Live waiters are never dropped, however long they
+    /// wait. Default: 6 s.
+    pub fn waiter_ttl(mut self, ttl: Duration) -> Self {
+        self.waiter_ttl = ttl;
+        self
+    }
+
+    /// Test hook: shift the clock this client reports to Redis by `offset_ms`
+    /// (Redisson's deadlines come from client clocks; the native protocol
+    /// sends no time at all). Not for production use.
+    #[doc(hidden)]
+    pub fn clock_offset_ms(mut self, offset_ms: i64) -> Self {
+        self.clock_offset_ms = offset_ms;
         self
     }
 
@@ -182,6 +209,11 @@ impl ClientConfig {
         self.waiter_slot
     }
 
+    /// The configured waiter ttl.
+    pub fn get_waiter_ttl(&self) -> Duration {
+        self.waiter_ttl
+    }
+
     /// `host:port` (or socket path) of the server, for messages.
     pub fn address(&self) -> String {
         self.connection.addr().to_string()
@@ -191,6 +223,14 @@ impl ClientConfig {
         check_duration("lease", self.lease)?;
         check_duration("renew interval", self.renew_interval())?;
         check_duration("waiter slot", self.waiter_slot)?;
+        check_duration("waiter ttl", self.waiter_ttl)?;
+        if self.waiter_ttl < Duration::from_millis(30) {
+            return Err(Error::InvalidDuration {
+                what: "waiter ttl",
+                value: self.waiter_ttl,
+                reason: "must be at least 30 ms (waiters refresh every third of it)",
+            });
+        }
         check_duration("response timeout", self.response_timeout)?;
         check_duration("connect timeout", self.connect_timeout)?;
         check_duration("retry budget", self.retry_budget)?;
@@ -217,6 +257,7 @@ impl fmt::Debug for ClientConfig {
             .field("lease", &self.lease)
             .field("renew_interval", &self.renew_interval())
             .field("waiter_slot", &self.waiter_slot)
+            .field("waiter_ttl", &self.waiter_ttl)
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("retry_budget", &self.retry_budget)

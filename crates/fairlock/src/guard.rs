@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -48,29 +49,38 @@ struct Held {
     /// End of an explicit lease (the local estimate, from when the acquiring
     /// call was sent); `None` under the watchdog.
     expires: Option<Instant>,
+    /// Set when this guard released (or forgot) its hold: a claim still in
+    /// flight then no longer matters.
+    released: Arc<AtomicBool>,
 }
 
 impl LockGuard {
+    /// A new hold that expires at `expires` unless renewed. `claim`: the
+    /// lock was handed over with a short lease; extend it right away.
     pub(crate) fn new(
         shared: Arc<LockShared>,
         owner: Owner,
         lease: Lease,
         token: Option<u64>,
-        sent_at: Instant,
+        expires: Instant,
+        claim: bool,
     ) -> Self {
-        let (state, expires) = match lease {
-            Lease::Watchdog(d) => (
+        let (state, explicit_expiry) = match lease {
+            Lease::Watchdog(_) => (
                 shared.client.inner.watchdog.register(
                     shared.lock_key(),
                     owner.as_str(),
                     &shared.name,
-                    sent_at,
-                    d,
+                    expires,
                 ),
                 None,
             ),
-            Lease::Explicit(d) => (HeldState::new(), Some(sent_at + d)),
+            Lease::Explicit(_) => (HeldState::new(), Some(expires)),
         };
+        let released = Arc::new(AtomicBool::new(false));
+        if claim {
+            claim_in_background(&shared, &owner, lease, &state, expires, &released);
+        }
         Self {
             held: Held {
                 shared,
@@ -78,7 +88,8 @@ impl LockGuard {
                 lease,
                 token,
                 state,
-                expires,
+                expires: explicit_expiry,
+                released,
             },
             armed: true,
         }
@@ -202,8 +213,17 @@ impl LockGuard {
     }
 }
 
+impl Lease {
+    pub(crate) fn duration(&self) -> Duration {
+        match *self {
+            Lease::Watchdog(d) | Lease::Explicit(d) => d,
+        }
+    }
+}
+
 impl Held {
     fn stop_renewing(&self) {
+        self.released.store(true, Ordering::SeqCst);
         if let Lease::Watchdog(_) = self.lease {
             self.shared
                 .client
@@ -214,10 +234,59 @@ impl Held {
     }
 
     fn lease_duration(&self) -> Duration {
-        match self.lease {
-            Lease::Watchdog(d) | Lease::Explicit(d) => d,
-        }
+        self.lease.duration()
     }
+}
+
+/// Extend a handed-over grant to the holder's lease, retrying until the
+/// short handoff lease (`until`) runs out; the hold is lost if that fails.
+fn claim_in_background(
+    shared: &Arc<LockShared>,
+    owner: &Owner,
+    lease: Lease,
+    state: &Arc<HeldState>,
+    until: Instant,
+    released: &Arc<AtomicBool>,
+) {
+    let (shared, owner, state) = (Arc::clone(shared), owner.clone(), Arc::clone(state));
+    let released = Arc::clone(released);
+    let inner = Arc::clone(&shared.client.inner);
+    inner.spawn_cleanup(async move {
+        let protocol = shared.client.config().protocol;
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            if released.load(Ordering::SeqCst) {
+                return;
+            }
+            let sent_at = Instant::now();
+            let pair = [(shared.lock_key(), owner.as_str())];
+            match crate::protocol::renew(protocol, shared.conn(), &pair, lease.duration()).await {
+                Ok(held) if held == [true] => {
+                    if let Lease::Watchdog(d) = lease {
+                        let watchdog = &shared.client.inner.watchdog;
+                        watchdog.confirm(shared.lock_key(), owner.as_str(), sent_at + d);
+                    }
+                    return;
+                }
+                Ok(_) if released.load(Ordering::SeqCst) => return,
+                Ok(_) => {
+                    warn!(lock = %shared.name, %owner, "lock lost: the handed-over grant was gone before it was claimed");
+                    state.mark_lost();
+                    return;
+                }
+                Err(err) if Instant::now() + backoff < until => {
+                    debug!(lock = %shared.name, %owner, error = %err, "claim failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                Err(err) => {
+                    warn!(lock = %shared.name, %owner, error = %err, "lock lost: could not claim the handed-over grant in time");
+                    state.mark_lost();
+                    return;
+                }
+            }
+        }
+    });
 }
 
 impl Drop for LockGuard {

@@ -13,9 +13,9 @@ use crate::config::check_duration;
 use crate::error::{Error, Result};
 use crate::guard::{Lease, LockGuard};
 use crate::owner::Owner;
-use crate::protocol::redisson::RedissonLock;
-use crate::protocol::{Acquire, LockInfo, Release};
-use crate::wakeup::Subscription;
+use crate::protocol::native::parse_grant;
+use crate::protocol::{Acquire, AcquireArgs, LockInfo, ProtocolLock, Release};
+use crate::wakeup::{Subscription, Woken};
 
 mod sealed {
     pub trait Sealed {}
@@ -56,7 +56,7 @@ pub type Lock = LockHandle<NonFair>;
 pub(crate) struct LockShared {
     pub(crate) client: LockClient,
     pub(crate) name: String,
-    pub(crate) redisson: RedissonLock,
+    pub(crate) protocol: ProtocolLock,
 }
 
 impl LockShared {
@@ -65,7 +65,11 @@ impl LockShared {
     }
 
     pub(crate) fn lock_key(&self) -> &str {
-        &self.redisson.keys.lock
+        self.protocol.lock_key()
+    }
+
+    fn waiter_ttl(&self) -> Duration {
+        self.client.config().waiter_ttl
     }
 
     /// Release one hold of `owner`, retrying through connection errors within
@@ -78,8 +82,14 @@ impl LockShared {
         let mut backoff = Duration::from_millis(20);
         loop {
             match self
-                .redisson
-                .release(self.conn(), owner.as_str(), lease, &request)
+                .protocol
+                .release(
+                    self.conn(),
+                    owner.as_str(),
+                    lease,
+                    self.waiter_ttl(),
+                    &request,
+                )
                 .await
             {
                 Err(err) if err.is_connection() && started.elapsed() + backoff < budget => {
@@ -96,7 +106,7 @@ impl LockShared {
     /// purged once its deadline passes).
     async fn give_up(&self, owner: &Owner, slot: Duration) {
         if let Err(err) = self
-            .redisson
+            .protocol
             .give_up(self.conn(), owner.as_str(), slot)
             .await
         {
@@ -213,11 +223,13 @@ impl<K: LockKind> std::fmt::Debug for LockHandle<K> {
 
 impl<K: LockKind> LockHandle<K> {
     pub(crate) fn new(client: LockClient, name: &str) -> Self {
+        let config = client.config();
+        let protocol = ProtocolLock::new(config.protocol, name, K::FAIR, config.clock_offset_ms);
         Self {
             shared: Arc::new(LockShared {
                 client,
                 name: name.to_owned(),
-                redisson: RedissonLock::new(name, K::FAIR),
+                protocol,
             }),
             _kind: PhantomData,
         }
@@ -333,8 +345,8 @@ impl<K: LockKind> LockHandle<K> {
     pub async fn force_unlock(&self) -> Result<bool> {
         let released = self
             .shared
-            .redisson
-            .force_release(self.shared.conn())
+            .protocol
+            .force_release(self.shared.conn(), self.shared.waiter_ttl())
             .await?;
         info!(lock = %self.shared.name, released, "force unlock");
         Ok(released)
@@ -412,17 +424,10 @@ impl<K: LockKind> LockHandle<K> {
     /// # Cancel safety
     /// Read-only; safe to drop.
     pub async fn hold_count(&self, owner: &Owner) -> Result<u32> {
-        let count: Option<u32> = self
-            .shared
-            .conn()
-            .command(
-                &self.shared.name,
-                "HGET",
-                self.shared.lock_key(),
-                &[owner.as_str()],
-            )
-            .await?;
-        Ok(count.unwrap_or(0))
+        self.shared
+            .protocol
+            .hold_count(self.shared.conn(), owner.as_str())
+            .await
     }
 
     /// The lock's whole state (holders, lease, queue) at one instant.
@@ -433,7 +438,7 @@ impl<K: LockKind> LockHandle<K> {
     /// # Cancel safety
     /// Read-only; safe to drop.
     pub async fn inspect(&self) -> Result<LockInfo> {
-        self.shared.redisson.inspect(self.shared.conn()).await
+        self.shared.protocol.inspect(self.shared.conn()).await
     }
 }
 
@@ -458,12 +463,15 @@ pub(crate) async fn acquire_with(
         }
         _ => None,
     };
-    // Redisson gives a waiter that passes a wait time that wait as its slot.
-    let slot = wait.unwrap_or(config.waiter_slot);
+    let slot = if shared.protocol.is_native() {
+        config.waiter_ttl
+    } else {
+        // Redisson gives a waiter that passes a wait time that wait as its slot.
+        wait.unwrap_or(config.waiter_slot)
+    };
     let fresh = options.owner.is_none();
     let owner = options.owner.unwrap_or_else(|| shared.client.new_owner());
-    let span =
-        debug_span!("acquire", lock = %shared.name, owner = %owner, fair = shared.redisson.fair);
+    let span = debug_span!("acquire", lock = %shared.name, owner = %owner, fair = shared.protocol.fair(), protocol = %config.protocol);
     let attempt = Attempt {
         shared,
         owner,
@@ -571,7 +579,7 @@ impl Drop for PendingReply {
 impl Attempt {
     /// Send one attempt from a task of its own: if the caller is dropped while
     /// the script runs, the task still sees the reply and undoes it.
-    async fn send(&self, queue: bool) -> Result<Acquire> {
+    async fn send(&self, queue: bool, first: bool) -> Result<Acquire> {
         let (tx, rx) = oneshot::channel();
         let undo = Undo {
             shared: Arc::clone(&self.shared),
@@ -581,26 +589,23 @@ impl Attempt {
             fresh: self.fresh,
         };
         let sender_undo = undo.clone();
-        let reconcile = self.fresh.then_some(0);
         self.shared.client.inner.spawn_cleanup(async move {
             let Undo {
                 shared,
                 owner,
                 lease,
                 slot,
-                ..
+                fresh,
             } = &sender_undo;
-            let reply = shared
-                .redisson
-                .acquire(
-                    shared.conn(),
-                    owner.as_str(),
-                    *lease,
-                    *slot,
-                    queue,
-                    reconcile,
-                )
-                .await;
+            let args = AcquireArgs {
+                owner: owner.as_str(),
+                lease: *lease,
+                slot: *slot,
+                queue,
+                fresh: *fresh,
+                first,
+            };
+            let reply = shared.protocol.acquire(shared.conn(), &args).await;
             // The caller is gone: undo what the attempt did.
             if let Err(reply) = tx.send(reply) {
                 sender_undo.run(&reply).await;
@@ -616,16 +621,35 @@ impl Attempt {
         reply.map_err(|_| Error::Closed)?
     }
 
+    /// The guard of a grant confirmed by a script reply sent at `sent_at`.
     fn guard(self, sent_at: Instant, token: Option<u64>) -> LockGuard {
-        debug!(lock = %self.shared.name, owner = %self.owner, "granted");
-        LockGuard::new(self.shared, self.owner, self.lease, token, sent_at)
+        debug!(lock = %self.shared.name, owner = %self.owner, ?token, "granted");
+        let expires = sent_at + self.lease.duration();
+        LockGuard::new(self.shared, self.owner, self.lease, token, expires, false)
+    }
+
+    /// The guard of a lock handed over by a release (native): the new holder
+    /// proceeds at once and claims the grant (extends it from the short
+    /// handoff lease to its own) in the background.
+    fn handed_over(self, token: u64) -> LockGuard {
+        debug!(lock = %self.shared.name, owner = %self.owner, token, "handed over");
+        let handoff = self.lease.duration().min(self.shared.waiter_ttl());
+        let expires = Instant::now() + handoff;
+        LockGuard::new(
+            self.shared,
+            self.owner,
+            self.lease,
+            Some(token),
+            expires,
+            true,
+        )
     }
 
     async fn run_once(self) -> Result<Option<LockGuard>> {
         let sent_at = Instant::now();
-        match self.send(false).await? {
+        match self.send(false, true).await? {
             Acquire::Acquired { token } => Ok(Some(self.guard(sent_at, token))),
-            Acquire::Reentered { .. } => Ok(Some(self.guard(sent_at, None))),
+            Acquire::Reentered { token, .. } => Ok(Some(self.guard(sent_at, token))),
             Acquire::Busy | Acquire::Queued { .. } => Ok(None),
         }
     }
@@ -634,7 +658,11 @@ impl Attempt {
         let config = self.shared.client.config();
         // Only a fair lock has a queue to leave.
         let mut leave_queue = LeaveQueueOnDrop {
-            shared: self.shared.redisson.fair.then(|| Arc::clone(&self.shared)),
+            shared: self
+                .shared
+                .protocol
+                .fair()
+                .then(|| Arc::clone(&self.shared)),
             owner: self.owner.clone(),
             slot: self.slot,
         };
@@ -647,20 +675,22 @@ impl Attempt {
         let mut failing_since: Option<Instant> = None;
         let mut backoff = Duration::from_millis(20);
         let mut idle_poll = Duration::from_millis(10);
+        let mut first = true;
         loop {
             if let Some(subscription) = subscription.as_mut() {
                 subscription.mark_seen();
             }
             let sent_at = Instant::now();
-            let reply = self.send(true).await;
+            let reply = self.send(true, first).await;
+            first = false;
             let pause = match reply {
                 Ok(Acquire::Acquired { token }) => {
                     leave_queue.shared = None;
                     return Ok(Some(self.guard(sent_at, token)));
                 }
-                Ok(Acquire::Reentered { .. }) => {
+                Ok(Acquire::Reentered { token, .. }) => {
                     leave_queue.shared = None;
-                    return Ok(Some(self.guard(sent_at, None)));
+                    return Ok(Some(self.guard(sent_at, token)));
                 }
                 Ok(Acquire::Queued { ttl, position }) => {
                     failing_since = None;
@@ -697,7 +727,7 @@ impl Attempt {
                 Err(err) => return Err(err),
             };
             let Some(subscription) = subscription.as_mut() else {
-                let channel = self.shared.redisson.wake_channel(self.owner.as_str());
+                let channel = self.shared.protocol.wake_channel(self.owner.as_str());
                 let wakeups = &self.shared.client.inner.wakeups;
                 subscription = Some(wakeups.subscribe(&channel, config.response_timeout).await);
                 continue;
@@ -715,15 +745,13 @@ impl Attempt {
                 }
                 None => pause,
             };
-            subscription.wait(pause).await;
-        }
-    }
-}
-
-impl Lease {
-    pub(crate) fn duration(&self) -> Duration {
-        match *self {
-            Lease::Watchdog(d) | Lease::Explicit(d) => d,
+            if let Woken::Message(payload) = subscription.wait(pause).await {
+                // Direct handoff (native): the lock is ours, no call needed.
+                if let Some(token) = parse_grant(&payload) {
+                    leave_queue.shared = None;
+                    return Ok(Some(self.handed_over(token)));
+                }
+            }
         }
     }
 }

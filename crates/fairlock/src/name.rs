@@ -97,6 +97,41 @@ impl RedissonKeys {
     }
 }
 
+/// The keys of one lock under the `native` protocol: `fairlock:{NAME}:...`.
+/// Every key starts with the same `fairlock:{` prefix up to the name's first
+/// `}`, so they all share one cluster slot whatever the name contains.
+#[derive(Debug, Clone)]
+pub(crate) struct NativeKeys {
+    /// KEYS[1..5] of every native script: lock, queue, liveness, meta, leases.
+    pub(crate) all: [String; 5],
+    /// Channel prefix: `fairlock:{NAME}:wake`; a fair waiter listens on
+    /// `...:wake:OWNER`, non-fair waiters on the prefix itself.
+    pub(crate) channel: String,
+    /// Prefix of the release result cache; `:REQUEST` is appended per call.
+    pub(crate) release_cache: String,
+}
+
+impl NativeKeys {
+    pub(crate) fn new(name: &str) -> Self {
+        let key = |suffix: &str| format!("fairlock:{{{name}}}:{suffix}");
+        Self {
+            all: [
+                key("lock"),
+                key("queue"),
+                key("alive"),
+                key("meta"),
+                key("leases"),
+            ],
+            channel: key("wake"),
+            release_cache: key("release"),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> &str {
+        &self.all[0]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +152,21 @@ mod tests {
         let k = RedissonKeys::new("job{7}");
         assert_eq!(k.queue, "redisson_lock_queue:job{7}");
         assert_eq!(k.channel, "redisson_lock__channel:job{7}");
+    }
+
+    #[test]
+    fn native_keys_share_a_prefix() {
+        let k = NativeKeys::new("orders");
+        assert_eq!(k.lock(), "fairlock:{orders}:lock");
+        assert_eq!(k.all[1], "fairlock:{orders}:queue");
+        assert_eq!(k.channel, "fairlock:{orders}:wake");
+        let tagged = NativeKeys::new("a{b}c");
+        assert!(
+            tagged
+                .all
+                .iter()
+                .all(|key| key.starts_with("fairlock:{a{b}"))
+        );
     }
 
     #[test]

@@ -32,8 +32,27 @@ struct Shared {
 }
 
 struct Channel {
-    generation: watch::Sender<u64>,
+    latest: watch::Sender<Wake>,
     waiters: usize,
+}
+
+/// The latest wake-up of a channel: a generation number and the message
+/// payload (`None` for a wake-up caused by a reconnect).
+#[derive(Debug, Clone, Default)]
+struct Wake {
+    generation: u64,
+    payload: Option<Arc<str>>,
+}
+
+/// Why a wait ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// A message arrived on the channel.
+    Message(Arc<str>),
+    /// The pub/sub connection was re-established; messages may have been lost.
+    Reconnected,
+    /// The wait's bound ran out.
+    Timeout,
 }
 
 enum Command {
@@ -48,15 +67,21 @@ impl Shared {
         self.channels.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn bump(&self, channel: &str) {
+    fn bump(&self, channel: &str, payload: Option<Arc<str>>) {
         if let Some(entry) = self.channels().get(channel) {
-            entry.generation.send_modify(|g| *g = g.wrapping_add(1));
+            entry.latest.send_modify(|wake| {
+                wake.generation = wake.generation.wrapping_add(1);
+                wake.payload = payload;
+            });
         }
     }
 
     fn bump_all(&self) {
         for entry in self.channels().values() {
-            entry.generation.send_modify(|g| *g = g.wrapping_add(1));
+            entry.latest.send_modify(|wake| {
+                wake.generation = wake.generation.wrapping_add(1);
+                wake.payload = None;
+            });
         }
     }
 }
@@ -87,14 +112,14 @@ impl WakeupRouter {
             match channels.get_mut(channel) {
                 Some(entry) => {
                     entry.waiters += 1;
-                    (entry.generation.subscribe(), false)
+                    (entry.latest.subscribe(), false)
                 }
                 None => {
-                    let (tx, rx) = watch::channel(0);
+                    let (tx, rx) = watch::channel(Wake::default());
                     channels.insert(
                         channel.to_owned(),
                         Channel {
-                            generation: tx,
+                            latest: tx,
                             waiters: 1,
                         },
                     );
@@ -105,7 +130,7 @@ impl WakeupRouter {
         let subscription = Subscription {
             router: self.clone(),
             channel: channel.to_owned(),
-            generation: rx,
+            latest: rx,
         };
         if first {
             let (ack, confirmed) = oneshot::channel();
@@ -136,22 +161,29 @@ impl WakeupRouter {
 pub(crate) struct Subscription {
     router: WakeupRouter,
     channel: String,
-    generation: watch::Receiver<u64>,
+    latest: watch::Receiver<Wake>,
 }
 
 impl Subscription {
     /// Mark every wake-up so far as seen. Call before each attempt.
     pub(crate) fn mark_seen(&mut self) {
-        self.generation.borrow_and_update();
+        self.latest.borrow_and_update();
     }
 
     /// Wait until a wake-up arrives after the last `mark_seen`, or `timeout`.
-    /// Returns `true` when woken by a message (or a reconnect).
-    pub(crate) async fn wait(&mut self, timeout: Duration) -> bool {
-        matches!(
-            tokio::time::timeout(timeout, self.generation.changed()).await,
-            Ok(Ok(()))
-        )
+    pub(crate) async fn wait(&mut self, timeout: Duration) -> Woken {
+        match tokio::time::timeout(timeout, self.latest.changed()).await {
+            Ok(Ok(())) => match self.latest.borrow_and_update().payload.clone() {
+                Some(payload) => Woken::Message(payload),
+                None => Woken::Reconnected,
+            },
+            // The router is gone (client dropped): nothing will wake us.
+            Ok(Err(_)) => {
+                tokio::time::sleep(timeout).await;
+                Woken::Timeout
+            }
+            Err(_) => Woken::Timeout,
+        }
     }
 }
 
@@ -205,7 +237,10 @@ async fn run(
         loop {
             tokio::select! {
                 message = stream.next() => match message {
-                    Some(message) => shared.bump(message.get_channel_name()),
+                    Some(message) => {
+                        let payload: Arc<str> = String::from_utf8_lossy(message.get_payload_bytes()).into();
+                        shared.bump(message.get_channel_name(), Some(payload));
+                    }
                     None => break,
                 },
                 command = commands.recv() => match command {

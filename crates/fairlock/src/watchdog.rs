@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::connection::Connection;
-use crate::protocol::redisson::{self, RENEW_BATCH};
+use crate::protocol::{self, Protocol, RENEW_BATCH};
 
 /// The lost-lock signal shared by the guards of one hold.
 #[derive(Debug)]
@@ -66,25 +66,31 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Watchdog {
     /// Start the renewal task on `runtime`; it ends when the watchdog is dropped.
     pub(crate) fn start(
+        protocol: Protocol,
         conn: Connection,
         lease: Duration,
         interval: Duration,
         runtime: &tokio::runtime::Handle,
     ) -> Self {
         let entries = Arc::new(Mutex::new(HashMap::new()));
-        runtime.spawn(run(Arc::downgrade(&entries), conn, lease, interval));
+        runtime.spawn(run(
+            Arc::downgrade(&entries),
+            protocol,
+            conn,
+            lease,
+            interval,
+        ));
         Self { entries }
     }
 
     /// Start renewing `lock_key` for `owner` (or count one more hold of it).
-    /// `sent_at`: when the acquiring call was sent.
+    /// `expires`: when the lease the server granted runs out.
     pub(crate) fn register(
         &self,
         lock_key: &str,
         owner: &str,
         name: &str,
-        sent_at: Instant,
-        lease: Duration,
+        expires: Instant,
     ) -> Arc<HeldState> {
         let mut entries = locked(&self.entries);
         let entry = entries
@@ -93,10 +99,18 @@ impl Watchdog {
                 name: name.to_owned(),
                 holds: 0,
                 state: HeldState::new(),
-                expires: sent_at + lease,
+                expires,
             });
         entry.holds += 1;
         Arc::clone(&entry.state)
+    }
+
+    /// A renewal outside the batch (a claim) confirmed the lease until `expires`.
+    pub(crate) fn confirm(&self, lock_key: &str, owner: &str, expires: Instant) {
+        let mut entries = locked(&self.entries);
+        if let Some(entry) = entries.get_mut(&(lock_key.to_owned(), owner.to_owned())) {
+            entry.expires = entry.expires.max(expires);
+        }
     }
 
     /// One hold ends; renewal stops when none is left.
@@ -114,6 +128,7 @@ impl Watchdog {
 
 async fn run(
     entries: Weak<Mutex<HashMap<Key, Entry>>>,
+    protocol: Protocol,
     conn: Connection,
     lease: Duration,
     interval: Duration,
@@ -134,7 +149,7 @@ async fn run(
                 .map(|(k, o)| (k.as_str(), o.as_str()))
                 .collect();
             let sent_at = Instant::now();
-            let result = redisson::renew(&conn, &pairs, lease).await;
+            let result = protocol::renew(protocol, &conn, &pairs, lease).await;
             let mut map = locked(&entries);
             match result {
                 Ok(renewed) => {

@@ -4,14 +4,23 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use fairlock::Protocol;
 use rand::RngExt;
-use support::{RedisServer, assert_clean, client, eventually};
+use support::{
+    PROTOCOLS, RedisServer, assert_clean_for, client_for, eventually, lock_keys, queue_len,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_lock_for_timeout_leaves_the_queue_clean() {
+    for protocol in PROTOCOLS {
+        try_lock_for_timeout(protocol).await;
+    }
+}
+
+async fn try_lock_for_timeout(protocol: Protocol) {
     let server = RedisServer::start();
-    let a = client(&server).await;
-    let b = client(&server).await;
+    let a = client_for(&server, protocol).await;
+    let b = client_for(&server, protocol).await;
     let holder = a.fair_lock("tl").unwrap().lock().await.unwrap();
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -30,14 +39,9 @@ async fn try_lock_for_timeout_leaves_the_queue_clean() {
         "{waited:?}"
     );
     // Only the holder is left: no queue entry, no deadline.
-    assert_eq!(
-        server.cmd::<i64>(&[
-            "EXISTS",
-            "redisson_lock_queue:{tl}",
-            "redisson_lock_timeout:{tl}"
-        ]),
-        0
-    );
+    assert_eq!(queue_len(&server, protocol, "tl"), 0);
+    let (_, _, deadlines) = lock_keys(protocol, "tl");
+    assert_eq!(server.cmd::<i64>(&["EXISTS", &deadlines[0]]), 0);
     eventually(Duration::from_secs(3), "waiters unsubscribed", || {
         server
             .cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
@@ -53,25 +57,28 @@ async fn try_lock_for_timeout_leaves_the_queue_clean() {
             .unwrap()
             .is_none()
     );
-    assert_eq!(
-        server.cmd::<i64>(&["EXISTS", "redisson_lock_queue:{tl}"]),
-        0
-    );
+    assert_eq!(queue_len(&server, protocol, "tl"), 0);
     holder.unlock().await.unwrap();
-    assert_clean(&server, "tl");
+    assert_clean_for(&server, protocol, "tl");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_lock_for_gets_the_lock_when_released_in_time() {
+    for protocol in PROTOCOLS {
+        try_lock_for_in_time(protocol).await;
+    }
+}
+
+async fn try_lock_for_in_time(protocol: Protocol) {
     let server = RedisServer::start();
-    let a = client(&server).await;
+    let a = client_for(&server, protocol).await;
     let holder = a.fair_lock("tl2").unwrap().lock().await.unwrap();
     let waiter = {
         let lock = a.fair_lock("tl2").unwrap();
         tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(10)).await })
     };
     eventually(Duration::from_secs(5), "queued", || {
-        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{tl2}"]) == 1
+        queue_len(&server, protocol, "tl2") == 1
     })
     .await;
     holder.unlock().await.unwrap();
@@ -81,14 +88,17 @@ async fn try_lock_for_gets_the_lock_when_released_in_time() {
         .unwrap()
         .expect("granted within the wait");
     guard.unlock().await.unwrap();
-    assert_clean(&server, "tl2");
+    assert_clean_for(&server, protocol, "tl2");
 }
 
 /// Hundreds of waiting futures aborted at random moments, while the lock
 /// changes hands: afterwards no queue entry, no hold, no subscription.
-async fn cancellation_storm(fair: bool) {
+async fn cancellation_storm(protocol: Protocol, fair: bool) {
     let server = RedisServer::start();
-    let clients = [client(&server).await, client(&server).await];
+    let clients = [
+        client_for(&server, protocol).await,
+        client_for(&server, protocol).await,
+    ];
     let name = if fair { "storm-fair" } else { "storm-plain" };
     let holder = clients[0].fair_lock(name).unwrap();
     let first = if fair {
@@ -131,7 +141,7 @@ async fn cancellation_storm(fair: bool) {
     for client in &clients {
         client.flush().await;
     }
-    assert_clean(&server, name);
+    assert_clean_for(&server, protocol, name);
     eventually(Duration::from_secs(10), "no subscriptions", || {
         server
             .cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
@@ -152,20 +162,28 @@ async fn cancellation_storm(fair: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_storm_fair() {
-    cancellation_storm(true).await;
+    cancellation_storm(Protocol::Native, true).await;
+    cancellation_storm(Protocol::Redisson, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_storm_nonfair() {
-    cancellation_storm(false).await;
+    cancellation_storm(Protocol::Native, false).await;
+    cancellation_storm(Protocol::Redisson, false).await;
 }
 
 /// Timeouts so short that the acquire script is still in flight when the
 /// future is dropped: a grant that races the drop is released, not leaked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grant_racing_a_cancellation_is_released() {
+    for protocol in PROTOCOLS {
+        grant_racing_a_cancellation(protocol).await;
+    }
+}
+
+async fn grant_racing_a_cancellation(protocol: Protocol) {
     let server = RedisServer::start();
-    let client = client(&server).await;
+    let client = client_for(&server, protocol).await;
     let lock = client.fair_lock("race").unwrap();
     let mut rng = rand::rng();
     let mut granted = 0;
@@ -177,7 +195,7 @@ async fn grant_racing_a_cancellation_is_released() {
         }
     }
     client.flush().await;
-    assert_clean(&server, "race");
+    assert_clean_for(&server, protocol, "race");
     assert!(
         lock.try_lock().await.unwrap().is_some(),
         "free ({granted} of 300 were granted in time)"

@@ -6,13 +6,24 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fairlock::{AcquireOptions, ClientConfig, LockClient};
-use support::{RedisServer, client, eventually};
+use fairlock::{AcquireOptions, ClientConfig, LockClient, Protocol};
+use support::{
+    PROTOCOLS, RedisServer, assert_clean_for, client, client_for, eventually, queue_len,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifo_order_across_two_clients() {
+    for protocol in PROTOCOLS {
+        fifo_order(protocol).await;
+    }
+}
+
+async fn fifo_order(protocol: Protocol) {
     let server = RedisServer::start();
-    let clients = [client(&server).await, client(&server).await];
+    let clients = [
+        client_for(&server, protocol).await,
+        client_for(&server, protocol).await,
+    ];
     let holder = clients[0].fair_lock("fifo").unwrap().lock().await.unwrap();
 
     const WAITERS: usize = 12;
@@ -28,7 +39,7 @@ async fn fifo_order_across_two_clients() {
         }));
         // Enqueue in a known order: the next waiter starts once this one is queued.
         eventually(Duration::from_secs(5), "waiter queued", || {
-            server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{fifo}"]) == i + 1
+            queue_len(&server, protocol, "fifo") == i + 1
         })
         .await;
     }
@@ -36,23 +47,22 @@ async fn fifo_order_across_two_clients() {
     for task in tasks {
         task.await.unwrap();
     }
-    assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
     assert_eq!(
-        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{fifo}"]),
-        0
+        *order.lock().unwrap(),
+        (0..WAITERS).collect::<Vec<_>>(),
+        "{protocol}"
     );
-    assert_eq!(
-        server.cmd::<usize>(&["ZCARD", "redisson_lock_timeout:{fifo}"]),
-        0
-    );
-    assert_eq!(server.cmd::<i64>(&["EXISTS", "fifo"]), 0);
+    assert_clean_for(&server, protocol, "fifo");
 }
 
 /// 8 tasks over 2 clients, each doing 1,000 non-atomic GET/SET increments
 /// under the lock: the counter is exact only if no two ever overlap.
-async fn mutual_exclusion(fair: bool, rounds: usize) {
+async fn mutual_exclusion(protocol: Protocol, fair: bool, rounds: usize) {
     let server = RedisServer::start();
-    let clients = [client(&server).await, client(&server).await];
+    let clients = [
+        client_for(&server, protocol).await,
+        client_for(&server, protocol).await,
+    ];
     const TASKS: usize = 8;
     let mut tasks = Vec::new();
     for t in 0..TASKS {
@@ -91,94 +101,108 @@ async fn mutual_exclusion(fair: bool, rounds: usize) {
     for task in tasks {
         task.await.unwrap();
     }
-    assert_eq!(server.cmd::<usize>(&["GET", "counter"]), TASKS * rounds);
-    assert_eq!(server.cmd::<i64>(&["EXISTS", "counter-lock"]), 0);
     assert_eq!(
-        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{counter-lock}"]),
-        0
+        server.cmd::<usize>(&["GET", "counter"]),
+        TASKS * rounds,
+        "{protocol}"
     );
+    assert_clean_for(&server, protocol, "counter-lock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mutual_exclusion_fair() {
-    mutual_exclusion(true, 1000).await;
+async fn mutual_exclusion_fair_native() {
+    mutual_exclusion(Protocol::Native, true, 1000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mutual_exclusion_nonfair() {
-    mutual_exclusion(false, 1000).await;
+async fn mutual_exclusion_fair_redisson() {
+    mutual_exclusion(Protocol::Redisson, true, 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_nonfair_native() {
+    mutual_exclusion(Protocol::Native, false, 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_nonfair_redisson() {
+    mutual_exclusion(Protocol::Redisson, false, 1000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrancy_counts() {
     let server = RedisServer::start();
-    let client = client(&server).await;
-    for fair in [true, false] {
-        let name = if fair { "re-fair" } else { "re-plain" };
-        let (first, lock_owner_count) = if fair {
-            let lock = client.fair_lock(name).unwrap();
-            let first = lock.lock().await.unwrap();
-            (
-                first,
-                lock.clone().hold_count(&client.new_owner()).await.unwrap(),
-            )
-        } else {
-            let lock = client.lock(name).unwrap();
-            let first = lock.lock().await.unwrap();
-            (first, lock.hold_count(&client.new_owner()).await.unwrap())
-        };
-        assert_eq!(lock_owner_count, 0, "a different owner holds nothing");
-        let owner = first.owner().clone();
-        let second = first.reenter().await.unwrap().expect("re-entry");
-        let third = second.reenter().await.unwrap().expect("re-entry");
-        let field: u32 = server.cmd(&["HGET", name, owner.as_str()]);
-        assert_eq!(field, 3);
-        // Another owner cannot take it meanwhile.
-        let other = client.fair_lock(name).unwrap();
-        if fair {
-            assert!(other.try_lock().await.unwrap().is_none());
-        } else {
-            assert!(
-                client
-                    .lock(name)
-                    .unwrap()
-                    .try_lock()
-                    .await
-                    .unwrap()
-                    .is_none()
+    for protocol in PROTOCOLS {
+        let client = client_for(&server, protocol).await;
+        for fair in [true, false] {
+            let name = format!("re-{protocol}-{fair}");
+            let (fair_lock, plain_lock) = (
+                client.fair_lock(&name).unwrap(),
+                client.lock(&name).unwrap(),
             );
+            let first = if fair {
+                fair_lock.lock().await
+            } else {
+                plain_lock.lock().await
+            }
+            .unwrap();
+            assert_eq!(
+                fair_lock.hold_count(&client.new_owner()).await.unwrap(),
+                0,
+                "another owner holds nothing"
+            );
+            let owner = first.owner().clone();
+            let second = first.reenter().await.unwrap().expect("re-entry");
+            let third = second.reenter().await.unwrap().expect("re-entry");
+            assert_eq!(fair_lock.hold_count(&owner).await.unwrap(), 3, "{protocol}");
+            // Re-entry keeps the acquisition's fencing token (native).
+            assert_eq!(third.token(), first.token());
+            assert_eq!(first.token().is_some(), protocol == Protocol::Native);
+            // Another owner cannot take it meanwhile.
+            let other = if fair {
+                fair_lock.try_lock().await
+            } else {
+                plain_lock.try_lock().await
+            };
+            assert!(other.unwrap().is_none());
+            third.unlock().await.unwrap();
+            assert_eq!(fair_lock.hold_count(&owner).await.unwrap(), 2);
+            second.unlock().await.unwrap();
+            assert_eq!(fair_lock.hold_count(&owner).await.unwrap(), 1);
+            first.unlock().await.unwrap();
+            assert!(!fair_lock.is_locked().await.unwrap());
         }
-        third.unlock().await.unwrap();
-        assert_eq!(server.cmd::<u32>(&["HGET", name, owner.as_str()]), 2);
-        second.unlock().await.unwrap();
-        assert_eq!(server.cmd::<u32>(&["HGET", name, owner.as_str()]), 1);
-        first.unlock().await.unwrap();
-        assert_eq!(server.cmd::<i64>(&["EXISTS", name]), 0);
-    }
 
-    // Explicit owner through AcquireOptions re-enters too.
-    let lock = client.fair_lock("re-owner").unwrap();
-    let owner = client.new_owner();
-    let a = lock
-        .acquire(AcquireOptions::new().owner(owner.clone()))
-        .await
-        .unwrap()
-        .unwrap();
-    let b = lock
-        .acquire(AcquireOptions::new().owner(owner.clone()))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(lock.hold_count(&owner).await.unwrap(), 2);
-    drop(b);
-    a.unlock().await.unwrap();
-    assert!(!lock.is_locked().await.unwrap());
+        // An explicit owner through AcquireOptions re-enters too.
+        let lock = client.fair_lock("re-owner").unwrap();
+        let owner = client.new_owner();
+        let a = lock
+            .acquire(AcquireOptions::new().owner(owner.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        let b = lock
+            .acquire(AcquireOptions::new().owner(owner.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(lock.hold_count(&owner).await.unwrap(), 2);
+        b.unlock().await.unwrap();
+        a.unlock().await.unwrap();
+        assert!(!lock.is_locked().await.unwrap());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_is_locked_remaining_lease() {
+    for protocol in PROTOCOLS {
+        force_unlock_status(protocol).await;
+    }
+}
+
+async fn force_unlock_status(protocol: Protocol) {
     let server = RedisServer::start();
-    let client = client(&server).await;
+    let client = client_for(&server, protocol).await;
     let lock = client.fair_lock("status").unwrap();
     assert!(!lock.is_locked().await.unwrap());
     assert_eq!(lock.remaining_lease().await.unwrap(), None);
@@ -198,7 +222,7 @@ async fn force_unlock_is_locked_remaining_lease() {
         tokio::spawn(async move { lock.lock().await.unwrap() })
     };
     eventually(Duration::from_secs(5), "waiter queued", || {
-        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{status}"]) == 1
+        queue_len(&server, protocol, "status") == 1
     })
     .await;
     assert!(lock.force_unlock().await.unwrap());
@@ -222,8 +246,14 @@ async fn force_unlock_is_locked_remaining_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_by_non_owner_is_refused() {
+    for protocol in PROTOCOLS {
+        unlock_by_non_owner(protocol).await;
+    }
+}
+
+async fn unlock_by_non_owner(protocol: Protocol) {
     let server = RedisServer::start();
-    let client = client(&server).await;
+    let client = client_for(&server, protocol).await;
     let lock = client.fair_lock("mine").unwrap();
     let guard = lock.lock().await.unwrap();
     let stranger = client.new_owner();
@@ -241,6 +271,7 @@ async fn raw_layout_matches_redisson() {
     let server = RedisServer::start();
     let config = ClientConfig::from_url(&server.url())
         .unwrap()
+        .protocol(Protocol::Redisson)
         .waiter_slot(Duration::from_secs(300));
     let a = LockClient::with_config(config.clone()).await.unwrap();
     let b = LockClient::with_config(config).await.unwrap();

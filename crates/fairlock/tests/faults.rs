@@ -129,7 +129,10 @@ async fn credentials_password_acl_user_and_db() {
         .unwrap()
         .get_connection()
         .unwrap();
-    let exists: i64 = redis::cmd("EXISTS").arg("db3").query(&mut conn).unwrap();
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(support::lock_keys(fairlock::Protocol::Native, "db3").0)
+        .query(&mut conn)
+        .unwrap();
     assert_eq!(exists, 1);
     guard.unlock().await.unwrap();
     let by_user = LockClient::connect(&format!("redis://alice:wonder@127.0.0.1:{port}"))
@@ -207,20 +210,26 @@ async fn script_flush_between_calls() {
 /// within its budget and acquires; the holder's guard reports the loss.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restart_while_waiting() {
+    for protocol in support::PROTOCOLS {
+        redis_restart(protocol).await;
+    }
+}
+
+async fn redis_restart(protocol: fairlock::Protocol) {
     let mut server = RedisServer::start();
     let adjust = |c: ClientConfig| {
         c.lease(Duration::from_millis(900))
             .retry_budget(Duration::from_secs(8))
     };
-    let a = client_with(&server, adjust).await;
-    let b = client_with(&server, adjust).await;
+    let a = client_with(&server, |c| adjust(c).protocol(protocol)).await;
+    let b = client_with(&server, |c| adjust(c).protocol(protocol)).await;
     let holder = a.fair_lock("restart").unwrap().lock().await.unwrap();
     let waiter = {
         let lock = b.fair_lock("restart").unwrap();
         tokio::spawn(async move { lock.lock().await })
     };
     eventually(Duration::from_secs(5), "queued", || {
-        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{restart}"]) == 1
+        support::queue_len(&server, protocol, "restart") == 1
     })
     .await;
     let lost = holder.lost();
@@ -244,17 +253,23 @@ async fn redis_restart_while_waiting() {
 /// budget, never a hang.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_gone_while_waiting_is_an_error_not_a_hang() {
+    for protocol in support::PROTOCOLS {
+        redis_gone(protocol).await;
+    }
+}
+
+async fn redis_gone(protocol: fairlock::Protocol) {
     let mut server = RedisServer::start();
     let adjust = |c: ClientConfig| c.retry_budget(Duration::from_secs(1));
-    let a = client_with(&server, adjust).await;
-    let b = client_with(&server, adjust).await;
+    let a = client_with(&server, |c| adjust(c).protocol(protocol)).await;
+    let b = client_with(&server, |c| adjust(c).protocol(protocol)).await;
     let holder = a.fair_lock("gone").unwrap().lock().await.unwrap();
     let waiter = {
         let lock = b.fair_lock("gone").unwrap();
         tokio::spawn(async move { lock.lock().await })
     };
     eventually(Duration::from_secs(5), "queued", || {
-        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{gone}"]) == 1
+        support::queue_len(&server, protocol, "gone") == 1
     })
     .await;
     server.stop();
@@ -278,30 +293,32 @@ async fn redis_gone_while_waiting_is_an_error_not_a_hang() {
 /// is granted the lock when the holder releases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_connections_mid_wait_recover() {
+    for protocol in support::PROTOCOLS {
+        dropped_connections(protocol).await;
+    }
+}
+
+async fn dropped_connections(protocol: fairlock::Protocol) {
     let server = RedisServer::start();
-    let a = client(&server).await;
-    let b = client(&server).await;
+    let a = support::client_for(&server, protocol).await;
+    let b = support::client_for(&server, protocol).await;
     let holder = a.fair_lock("killed").unwrap().lock().await.unwrap();
     let waiter = {
         let lock = b.fair_lock("killed").unwrap();
         tokio::spawn(async move { lock.lock().await })
     };
     eventually(Duration::from_secs(5), "queued", || {
-        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{killed}"]) == 1
+        support::queue_len(&server, protocol, "killed") == 1
     })
     .await;
     let killed: i64 = server.cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
     let _: i64 = server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     assert!(killed >= 2);
     // The waiter's channel is subscribed again on a new connection.
-    let channel = format!(
-        "redisson_lock__channel:{{killed}}:{}",
-        server.cmd::<Vec<String>>(&["LRANGE", "redisson_lock_queue:{killed}", "0", "0"])[0]
-    );
     eventually(Duration::from_secs(5), "resubscribed", || {
         server
-            .cmd::<(String, i64)>(&["PUBSUB", "NUMSUB", &channel])
-            .1
+            .cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
+            .len()
             == 1
     })
     .await;
@@ -313,7 +330,7 @@ async fn dropped_connections_mid_wait_recover() {
         .unwrap()
         .unwrap();
     guard.unlock().await.unwrap();
-    assert_clean(&server, "killed");
+    support::assert_clean_for(&server, protocol, "killed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -330,7 +347,11 @@ async fn tls_with_a_private_ca() {
     assert!(!format!("{config:?}").contains("BEGIN CERTIFICATE"));
     let client = LockClient::with_config(config).await.unwrap();
     let guard = client.fair_lock("over-tls").unwrap().lock().await.unwrap();
-    assert_eq!(server.cmd::<i64>(&["EXISTS", "over-tls"]), 1);
+    assert!(support::is_held(
+        &server,
+        fairlock::Protocol::Native,
+        "over-tls"
+    ));
     guard.unlock().await.unwrap();
-    assert_clean(&server, "over-tls");
+    support::assert_clean_for(&server, fairlock::Protocol::Native, "over-tls");
 }

@@ -1,148 +1,165 @@
-//! Leases, the watchdog and the lost-lock signal.
+//! Leases, the watchdog and the lost-lock signal, under both protocols.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{RedisServer, client, client_with};
+use fairlock::{LockClient, LockGuard, Protocol};
+use support::{PROTOCOLS, RedisServer, client_with, lock_keys};
+
+async fn client(server: &RedisServer, protocol: Protocol, lease: Option<Duration>) -> LockClient {
+    client_with(server, |c| {
+        let c = c.protocol(protocol);
+        match lease {
+            Some(lease) => c.lease(lease),
+            None => c,
+        }
+    })
+    .await
+}
+
+async fn take(client: &LockClient, name: &str, fair: bool) -> LockGuard {
+    if fair {
+        client.fair_lock(name).unwrap().lock().await.unwrap()
+    } else {
+        client.lock(name).unwrap().lock().await.unwrap()
+    }
+}
+
+fn pttl(server: &RedisServer, protocol: Protocol, name: &str) -> i64 {
+    server.cmd(&["PTTL", &lock_keys(protocol, name).0])
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explicit_lease_expires_and_is_not_renewed() {
-    let server = RedisServer::start();
-    // A short watchdog lease, so a wrongly renewed explicit lease would show.
-    let a = client_with(&server, |c| c.lease(Duration::from_millis(300))).await;
-    let b = client(&server).await;
-    let lock = a.fair_lock("explicit").unwrap();
-    let started = Instant::now();
-    let guard = lock
-        .lock_with_lease(Duration::from_millis(800))
-        .await
-        .unwrap();
-    assert!(guard.is_held());
-    let pttl: i64 = server.cmd(&["PTTL", "explicit"]);
-    assert!(pttl > 500 && pttl <= 800, "{pttl}");
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        // A short watchdog lease, so a wrongly renewed explicit lease would show.
+        let a = client(&server, protocol, Some(Duration::from_millis(300))).await;
+        let b = client(&server, protocol, None).await;
+        let lock = a.fair_lock("explicit").unwrap();
+        let started = Instant::now();
+        let guard = lock
+            .lock_with_lease(Duration::from_millis(800))
+            .await
+            .unwrap();
+        assert!(guard.is_held());
+        let left = pttl(&server, protocol, "explicit");
+        assert!(left > 500 && left <= 800, "{protocol}: {left}");
 
-    // lost() resolves when the lease runs out.
-    tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        // lost() resolves when the lease runs out.
+        tokio::time::timeout(Duration::from_secs(3), guard.lost())
+            .await
+            .expect("lost() fires when an explicit lease runs out");
+        assert!(started.elapsed() >= Duration::from_millis(790));
+        assert!(!guard.is_held());
+        // The key expired on the server: another client takes the lock at once.
+        let other = tokio::time::timeout(
+            Duration::from_secs(2),
+            b.fair_lock("explicit").unwrap().lock(),
+        )
         .await
-        .expect("lost() fires when an explicit lease runs out");
-    assert!(
-        started.elapsed() >= Duration::from_millis(790),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(!guard.is_held());
-    // The key expired on the server: another client takes the lock at once.
-    let other = tokio::time::timeout(
-        Duration::from_secs(2),
-        b.fair_lock("explicit").unwrap().lock(),
-    )
-    .await
-    .expect("free after the lease")
-    .unwrap();
-    let err = guard.unlock().await.unwrap_err();
-    assert!(err.is_lock_lost(), "{err}");
-    other.unlock().await.unwrap();
+        .expect("free after the lease")
+        .unwrap();
+        let err = guard.unlock().await.unwrap_err();
+        assert!(err.is_lock_lost(), "{err}");
+        other.unlock().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_keeps_the_lock_past_three_leases() {
-    let server = RedisServer::start();
-    let lease = Duration::from_millis(400);
-    let a = client_with(&server, |c| c.lease(lease)).await;
-    let b = client(&server).await;
-    for fair in [true, false] {
-        let name = if fair { "dog-fair" } else { "dog-plain" };
-        let guard = if fair {
-            a.fair_lock(name).unwrap().lock().await.unwrap()
-        } else {
-            a.lock(name).unwrap().lock().await.unwrap()
-        };
-        // Time passing is the point here: 4 leases.
-        tokio::time::sleep(lease * 4).await;
-        assert!(guard.is_held());
-        let pttl: i64 = server.cmd(&["PTTL", name]);
-        assert!(pttl > 0, "renewed: {pttl}");
-        let stolen = if fair {
-            b.fair_lock(name).unwrap().try_lock().await.unwrap()
-        } else {
-            b.lock(name).unwrap().try_lock().await.unwrap()
-        };
-        assert!(stolen.is_none(), "still held after 4 leases");
-        guard.unlock().await.unwrap();
-        assert_eq!(server.cmd::<i64>(&["EXISTS", name]), 0);
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let lease = Duration::from_millis(400);
+        let a = client(&server, protocol, Some(lease)).await;
+        let b = client(&server, protocol, None).await;
+        for fair in [true, false] {
+            let name = if fair { "dog-fair" } else { "dog-plain" };
+            let guard = take(&a, name, fair).await;
+            // Time passing is the point here: 4 leases.
+            tokio::time::sleep(lease * 4).await;
+            assert!(guard.is_held(), "{protocol}");
+            assert!(pttl(&server, protocol, name) > 0, "renewed");
+            let stolen = if fair {
+                b.fair_lock(name).unwrap().try_lock().await.unwrap()
+            } else {
+                b.lock(name).unwrap().try_lock().await.unwrap()
+            };
+            assert!(stolen.is_none(), "still held after 4 leases");
+            guard.unlock().await.unwrap();
+            assert!(!support::is_held(&server, protocol, name));
+        }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_stops_renewing_after_release() {
-    let server = RedisServer::start();
-    let lease = Duration::from_millis(300);
-    let a = client_with(&server, |c| c.lease(lease)).await;
-    let lock = a.fair_lock("stop").unwrap();
-    let owner = {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let a = client(&server, protocol, Some(Duration::from_millis(300))).await;
+        let lock = a.fair_lock("stop").unwrap();
         let guard = lock.lock().await.unwrap();
         let owner = guard.owner().clone();
-        // Leak the hold on purpose: forget() stops renewal without releasing.
+        // forget() stops renewal without releasing.
         guard.forget();
-        owner
-    };
-    assert_eq!(lock.hold_count(&owner).await.unwrap(), 1);
-    // Not renewed any more: it expires within about one lease.
-    support::eventually(Duration::from_secs(3), "forgotten hold expires", || {
-        server.cmd::<i64>(&["EXISTS", "stop"]) == 0
-    })
-    .await;
+        assert_eq!(lock.hold_count(&owner).await.unwrap(), 1);
+        // Not renewed any more: it expires within about one lease.
+        support::eventually(Duration::from_secs(3), "forgotten hold expires", || {
+            !support::is_held(&server, protocol, "stop")
+        })
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_fires_when_another_client_force_unlocks() {
-    let server = RedisServer::start();
-    let a = client_with(&server, |c| c.lease(Duration::from_millis(600))).await;
-    let b = client(&server).await;
-    for fair in [true, false] {
-        let name = if fair { "lost-fair" } else { "lost-plain" };
-        let guard = if fair {
-            a.fair_lock(name).unwrap().lock().await.unwrap()
-        } else {
-            a.lock(name).unwrap().lock().await.unwrap()
-        };
-        let lost = guard.lost();
-        let forced = if fair {
-            b.fair_lock(name).unwrap().force_unlock().await.unwrap()
-        } else {
-            b.lock(name).unwrap().force_unlock().await.unwrap()
-        };
-        assert!(forced);
-        let started = Instant::now();
-        tokio::time::timeout(Duration::from_secs(3), lost)
-            .await
-            .expect("lost() fires at the next renewal");
-        // Renewal runs every 200 ms.
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{:?}",
-            started.elapsed()
-        );
-        assert!(!guard.is_held());
-        assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let a = client(&server, protocol, Some(Duration::from_millis(600))).await;
+        let b = client(&server, protocol, None).await;
+        for fair in [true, false] {
+            let name = if fair { "lost-fair" } else { "lost-plain" };
+            let guard = take(&a, name, fair).await;
+            let lost = guard.lost();
+            let forced = if fair {
+                b.fair_lock(name).unwrap().force_unlock().await.unwrap()
+            } else {
+                b.lock(name).unwrap().force_unlock().await.unwrap()
+            };
+            assert!(forced);
+            let started = Instant::now();
+            tokio::time::timeout(Duration::from_secs(3), lost)
+                .await
+                .expect("lost() fires at the next renewal");
+            // Renewal runs every 200 ms.
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "{:?}",
+                started.elapsed()
+            );
+            assert!(!guard.is_held());
+            assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+        }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_fires_when_taken_over_after_expiry() {
-    let server = RedisServer::start();
-    let a = client_with(&server, |c| c.lease(Duration::from_millis(600))).await;
-    let b = client(&server).await;
-    let guard = a.fair_lock("takeover").unwrap().lock().await.unwrap();
-    // Simulate an expiry the watchdog could not prevent.
-    let _: () = server.cmd(&["DEL", "takeover"]);
-    let other = b.fair_lock("takeover").unwrap().lock().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(3), guard.lost())
-        .await
-        .expect("lost() fires when another owner holds the lock");
-    let err = guard.unlock().await.unwrap_err();
-    assert!(err.is_lock_lost(), "{err}");
-    assert!(other.is_held());
-    other.unlock().await.unwrap();
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let a = client(&server, protocol, Some(Duration::from_millis(600))).await;
+        let b = client(&server, protocol, None).await;
+        let guard = a.fair_lock("takeover").unwrap().lock().await.unwrap();
+        // Simulate an expiry the watchdog could not prevent.
+        let _: () = server.cmd(&["DEL", &lock_keys(protocol, "takeover").0]);
+        let other = b.fair_lock("takeover").unwrap().lock().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(3), guard.lost())
+            .await
+            .expect("lost() fires when another owner holds the lock");
+        let err = guard.unlock().await.unwrap_err();
+        assert!(err.is_lock_lost(), "{err}");
+        assert!(other.is_held());
+        other.unlock().await.unwrap();
+    }
 }

@@ -4,29 +4,44 @@
 //! decodes their replies into the enums below; nothing above this module
 //! sees a raw `redis::Value`.
 
+pub(crate) mod native;
 pub(crate) mod redisson;
 
 use std::time::Duration;
 
+use crate::connection::Connection;
+use crate::error::Result;
+use native::NativeLock;
+use redisson::RedissonLock;
+
 /// The wire protocol a client speaks.
 ///
 /// Locks taken under different protocols never exclude each other, even
-/// with the same name: a deployment picks one protocol per lock name.
+/// with the same name (their keys differ): a deployment picks one protocol
+/// per lock name, and every client of that lock must use it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Protocol {
+    /// fairlock's own protocol (the default): all time from the Redis
+    /// server, live waiters never evicted, dead waiters skipped after
+    /// [`waiter_ttl`](crate::ClientConfig::waiter_ttl), O(log N) scripts,
+    /// direct handoff to the next waiter, and a fencing token for every
+    /// acquisition. Keys `fairlock:{NAME}:*`; see `docs/native-protocol.md`.
+    #[default]
+    Native,
     /// Redisson's `RFairLock` / `RLock` protocol, byte for byte: a Java
     /// service using `redisson.getFairLock(name)` or `getLock(name)` shares
-    /// the lock with this client. Inherits Redisson's weaknesses (deadlines
-    /// from client clocks, no fencing tokens).
-    #[default]
+    /// the lock with this client. Choose it for mixed Java/Rust fleets. It
+    /// inherits Redisson's weaknesses (deadlines from client clocks, live
+    /// waiters evicted after their slot, O(N) handoffs, no fencing tokens).
     Redisson,
 }
 
 impl Protocol {
-    /// The protocol's name as used on the command line: `"redisson"`.
+    /// The protocol's name as used on the command line: `"native"` or `"redisson"`.
     pub fn as_str(self) -> &'static str {
         match self {
+            Protocol::Native => "native",
             Protocol::Redisson => "redisson",
         }
     }
@@ -43,21 +58,176 @@ impl std::str::FromStr for Protocol {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
+            "native" => Ok(Protocol::Native),
             "redisson" => Ok(Protocol::Redisson),
             other => Err(crate::Error::InvalidConfig(format!(
-                "unknown protocol {other:?} (expected \"redisson\")"
+                "unknown protocol {other:?} (expected \"native\" or \"redisson\")"
             ))),
         }
     }
 }
+
+/// One acquire attempt's inputs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AcquireArgs<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) lease: Duration,
+    /// Redisson: the waiter slot. Native: the waiter ttl.
+    pub(crate) slot: Duration,
+    /// Wait in line when busy (else a one-shot attempt).
+    pub(crate) queue: bool,
+    /// The owner held nothing before this acquisition.
+    pub(crate) fresh: bool,
+    /// The first attempt of this acquisition.
+    pub(crate) first: bool,
+}
+
+/// One lock under one protocol: the dispatch point of the seam.
+#[derive(Debug, Clone)]
+pub(crate) enum ProtocolLock {
+    Redisson(RedissonLock),
+    Native(NativeLock),
+}
+
+impl ProtocolLock {
+    pub(crate) fn new(protocol: Protocol, name: &str, fair: bool, clock_offset_ms: i64) -> Self {
+        match protocol {
+            Protocol::Redisson => {
+                ProtocolLock::Redisson(RedissonLock::new(name, fair, clock_offset_ms))
+            }
+            Protocol::Native => ProtocolLock::Native(NativeLock::new(name, fair)),
+        }
+    }
+
+    pub(crate) fn fair(&self) -> bool {
+        match self {
+            ProtocolLock::Redisson(lock) => lock.fair,
+            ProtocolLock::Native(lock) => lock.fair,
+        }
+    }
+
+    /// The key the watchdog renews and `is_locked` looks at.
+    pub(crate) fn lock_key(&self) -> &str {
+        match self {
+            ProtocolLock::Redisson(lock) => &lock.keys.lock,
+            ProtocolLock::Native(lock) => lock.keys.lock(),
+        }
+    }
+
+    pub(crate) fn is_native(&self) -> bool {
+        matches!(self, ProtocolLock::Native(_))
+    }
+
+    /// How many holds `owner` has.
+    pub(crate) async fn hold_count(&self, conn: &Connection, owner: &str) -> Result<u32> {
+        match self {
+            ProtocolLock::Redisson(lock) => {
+                let count: Option<u32> = conn
+                    .command(&lock.name, "HGET", &lock.keys.lock, &[owner])
+                    .await?;
+                Ok(count.unwrap_or(0))
+            }
+            ProtocolLock::Native(lock) => {
+                let (holder, count): (Option<String>, Option<u32>) = conn
+                    .command(&lock.name, "HMGET", lock.keys.lock(), &["owner", "count"])
+                    .await?;
+                Ok(if holder.as_deref() == Some(owner) {
+                    count.unwrap_or(0)
+                } else {
+                    0
+                })
+            }
+        }
+    }
+
+    pub(crate) fn wake_channel(&self, owner: &str) -> String {
+        match self {
+            ProtocolLock::Redisson(lock) => lock.wake_channel(owner),
+            ProtocolLock::Native(lock) => lock.wake_channel(owner),
+        }
+    }
+
+    pub(crate) async fn acquire(
+        &self,
+        conn: &Connection,
+        args: &AcquireArgs<'_>,
+    ) -> Result<Acquire> {
+        match self {
+            ProtocolLock::Redisson(lock) => lock.acquire(conn, args).await,
+            ProtocolLock::Native(lock) => lock.acquire(conn, args).await,
+        }
+    }
+
+    /// Leave the queue. `slot`: Redisson's waiter slot, or the native waiter ttl.
+    pub(crate) async fn give_up(
+        &self,
+        conn: &Connection,
+        owner: &str,
+        slot: Duration,
+    ) -> Result<bool> {
+        match self {
+            ProtocolLock::Redisson(lock) => lock.give_up(conn, owner, slot).await,
+            ProtocolLock::Native(lock) => lock.give_up(conn, owner, slot).await,
+        }
+    }
+
+    pub(crate) async fn release(
+        &self,
+        conn: &Connection,
+        owner: &str,
+        lease: Duration,
+        waiter_ttl: Duration,
+        request: &str,
+    ) -> Result<Release> {
+        match self {
+            ProtocolLock::Redisson(lock) => lock.release(conn, owner, lease, request).await,
+            ProtocolLock::Native(lock) => lock.release(conn, owner, waiter_ttl, request).await,
+        }
+    }
+
+    pub(crate) async fn force_release(
+        &self,
+        conn: &Connection,
+        waiter_ttl: Duration,
+    ) -> Result<bool> {
+        match self {
+            ProtocolLock::Redisson(lock) => lock.force_release(conn).await,
+            ProtocolLock::Native(lock) => lock.force_release(conn, waiter_ttl).await,
+        }
+    }
+
+    pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {
+        match self {
+            ProtocolLock::Redisson(lock) => lock.inspect(conn).await,
+            ProtocolLock::Native(lock) => lock.inspect(conn).await,
+        }
+    }
+}
+
+/// Renew a batch of watchdog-leased locks of one protocol.
+pub(crate) async fn renew(
+    protocol: Protocol,
+    conn: &Connection,
+    batch: &[(&str, &str)],
+    lease: Duration,
+) -> Result<Vec<bool>> {
+    match protocol {
+        Protocol::Redisson => redisson::renew(conn, batch, lease).await,
+        Protocol::Native => native::renew(conn, batch, lease).await,
+    }
+}
+
+/// Locks renewed per script call (Redisson's batch size).
+pub(crate) const RENEW_BATCH: usize = 100;
 
 /// Outcome of one acquire attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Acquire {
     /// Granted to an owner that did not hold it.
     Acquired { token: Option<u64> },
-    /// The owner already held it; its hold count is now `count`.
-    Reentered { count: u32 },
+    /// The owner already held it; its hold count is now `count`. `token`:
+    /// the fencing token of the acquisition it re-entered, where there is one.
+    Reentered { count: u32, token: Option<u64> },
     /// Held by someone else (or not our turn); we are queued. Try again
     /// after a wake-up or `ttl`. `position` is 1-based when just enqueued.
     Queued {

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Script;
 
-use super::{Acquire, Holder, LockInfo, Protocol, QueuedWaiter, Release};
+use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, QueuedWaiter, Release};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::name::RedissonKeys;
@@ -19,6 +19,7 @@ macro_rules! script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
+                include_str!("common.lua"),
                 include_str!("redisson/prelude.lua"),
                 include_str!(concat!("redisson/", $file))
             ))
@@ -39,19 +40,18 @@ static INSPECT: LazyLock<Script> = script!("inspect.lua");
 /// How long a release's result stays cached for retries (Redisson: ~20 s).
 const UNLOCK_CACHE_MS: u64 = 20_000;
 
-/// Redisson renews at most this many locks per script call.
-pub(crate) const RENEW_BATCH: usize = 100;
-
 /// One lock under the redisson protocol.
 #[derive(Debug, Clone)]
 pub(crate) struct RedissonLock {
     pub(crate) name: String,
     pub(crate) fair: bool,
     pub(crate) keys: RedissonKeys,
+    /// Test hook: shifts this client's clock (see `ClientConfig::clock_offset_ms`).
+    clock_offset_ms: i64,
 }
 
-/// Milliseconds since the Unix epoch by this client's clock (Redisson's `now`).
-fn now_ms() -> i64 {
+/// Milliseconds since the Unix epoch by this machine's clock.
+fn wall_clock_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -67,12 +67,18 @@ fn unexpected(what: &str, reply: impl std::fmt::Debug) -> Error {
 }
 
 impl RedissonLock {
-    pub(crate) fn new(name: &str, fair: bool) -> Self {
+    pub(crate) fn new(name: &str, fair: bool, clock_offset_ms: i64) -> Self {
         Self {
             name: name.to_owned(),
             fair,
             keys: RedissonKeys::new(name),
+            clock_offset_ms,
         }
+    }
+
+    /// This client's `now` (Redisson's deadlines come from client clocks).
+    fn now_ms(&self) -> i64 {
+        wall_clock_ms() + self.clock_offset_ms
     }
 
     /// The channel on which `owner` is woken while it waits.
@@ -84,20 +90,23 @@ impl RedissonLock {
         }
     }
 
-    /// One attempt. `queue`: take a place in line when busy (fair lock).
-    /// `reconcile`: the owner's hold count before this call, when retrying
-    /// after a reply was lost (a grant by the lost attempt is then reported
-    /// as acquired instead of re-entered a second time).
+    /// One attempt. A fresh owner passes `reconcile` = 0: a hold count of 1
+    /// then means a grant by an earlier attempt whose reply was lost, which
+    /// is reported as acquired instead of re-entered a second time.
     pub(crate) async fn acquire(
         &self,
         conn: &Connection,
-        owner: &str,
-        lease: Duration,
-        slot: Duration,
-        queue: bool,
-        reconcile: Option<u32>,
+        args: &AcquireArgs<'_>,
     ) -> Result<Acquire> {
-        let reconcile = reconcile.map(|c| c.to_string()).unwrap_or_default();
+        let AcquireArgs {
+            owner,
+            lease,
+            slot,
+            queue,
+            fresh,
+            ..
+        } = *args;
+        let reconcile = if fresh { "0".to_owned() } else { String::new() };
         let reply: Vec<i64> = if self.fair {
             let keys = [
                 self.keys.lock.as_str(),
@@ -108,7 +117,7 @@ impl RedissonLock {
                 ms(lease),
                 owner.to_owned(),
                 ms(slot),
-                now_ms().to_string(),
+                self.now_ms().to_string(),
                 if queue { "queue" } else { "once" }.to_owned(),
                 reconcile,
             ];
@@ -123,6 +132,7 @@ impl RedissonLock {
             [1, _] => Ok(Acquire::Acquired { token: None }),
             [2, count] => Ok(Acquire::Reentered {
                 count: u32::try_from(*count).map_err(|_| unexpected("acquire", &reply))?,
+                token: None,
             }),
             [3, t] if !queue || !self.fair => {
                 if queue {
@@ -190,7 +200,7 @@ impl RedissonLock {
             let args = [
                 owner.to_owned(),
                 ms(lease),
-                now_ms().to_string(),
+                self.now_ms().to_string(),
                 UNLOCK_CACHE_MS.to_string(),
             ];
             conn.script(&FAIR_RELEASE, &self.name, &keys, &args).await?
@@ -222,7 +232,7 @@ impl RedissonLock {
                 &FAIR_FORCE_RELEASE,
                 &self.name,
                 &keys,
-                &[now_ms().to_string()],
+                &[self.now_ms().to_string()],
             )
             .await?
         } else {
@@ -254,7 +264,7 @@ impl RedissonLock {
                 });
             }
         }
-        let now = now_ms();
+        let now = self.now_ms();
         let deadline_of = |owner: &str| {
             deadlines
                 .chunks(2)

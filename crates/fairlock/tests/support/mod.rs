@@ -337,34 +337,90 @@ pub fn init_tracing() {
         .try_init();
 }
 
-/// A client for `server` with default settings.
+/// Both protocols, for tests that must hold under each.
+pub const PROTOCOLS: [fairlock::Protocol; 2] =
+    [fairlock::Protocol::Native, fairlock::Protocol::Redisson];
+
+/// A `redisson`-protocol client for `server` with default settings (tests of
+/// Redisson's exact key layout use it).
 pub async fn client(server: &RedisServer) -> fairlock::LockClient {
-    client_with(server, |c| c).await
+    client_for(server, fairlock::Protocol::Redisson).await
 }
 
-/// A client for `server`, its config adjusted by `adjust`.
+/// A client for `server` speaking `protocol`, default settings.
+pub async fn client_for(
+    server: &RedisServer,
+    protocol: fairlock::Protocol,
+) -> fairlock::LockClient {
+    client_with(server, |c| c.protocol(protocol)).await
+}
+
+/// A `redisson` client for `server`, its config adjusted by `adjust`
+/// (which may change the protocol).
 pub async fn client_with(
     server: &RedisServer,
     adjust: impl FnOnce(fairlock::ClientConfig) -> fairlock::ClientConfig,
 ) -> fairlock::LockClient {
     init_tracing();
-    let config = adjust(fairlock::ClientConfig::from_url(&server.url()).expect("url"));
-    fairlock::LockClient::with_config(config)
+    let config = fairlock::ClientConfig::from_url(&server.url())
+        .expect("url")
+        .protocol(fairlock::Protocol::Redisson);
+    fairlock::LockClient::with_config(adjust(config))
         .await
         .expect("connect")
 }
 
-/// Queue, deadline set and lock key of a fair lock are all gone.
-pub fn assert_clean(server: &RedisServer, name: &str) {
-    let queue = format!("redisson_lock_queue:{{{name}}}");
-    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
-    let present: i64 = server.cmd(&["EXISTS", name, &queue, &timeouts]);
+/// The keys a lock uses under `protocol`: (lock, queue, other queue keys).
+pub fn lock_keys(protocol: fairlock::Protocol, name: &str) -> (String, String, Vec<String>) {
+    match protocol {
+        fairlock::Protocol::Redisson => (
+            name.to_owned(),
+            format!("redisson_lock_queue:{{{name}}}"),
+            vec![format!("redisson_lock_timeout:{{{name}}}")],
+        ),
+        _ => (
+            format!("fairlock:{{{name}}}:lock"),
+            format!("fairlock:{{{name}}}:queue"),
+            vec![
+                format!("fairlock:{{{name}}}:alive"),
+                format!("fairlock:{{{name}}}:leases"),
+            ],
+        ),
+    }
+}
+
+/// Number of waiters queued for a fair lock.
+pub fn queue_len(server: &RedisServer, protocol: fairlock::Protocol, name: &str) -> usize {
+    let (_, queue, _) = lock_keys(protocol, name);
+    match protocol {
+        fairlock::Protocol::Redisson => server.cmd(&["LLEN", &queue]),
+        _ => server.cmd(&["ZCARD", &queue]),
+    }
+}
+
+/// Whether the lock key exists (somebody holds the lock).
+pub fn is_held(server: &RedisServer, protocol: fairlock::Protocol, name: &str) -> bool {
+    server.cmd::<i64>(&["EXISTS", &lock_keys(protocol, name).0]) == 1
+}
+
+/// The lock is free and nobody is queued: no lock key, no queue entry, no
+/// deadline left behind.
+pub fn assert_clean_for(server: &RedisServer, protocol: fairlock::Protocol, name: &str) {
+    let (lock, queue, others) = lock_keys(protocol, name);
+    let mut keys = vec![lock.as_str(), queue.as_str()];
+    keys.extend(others.iter().map(String::as_str));
+    let mut args = vec!["EXISTS"];
+    args.extend(&keys);
+    let present: i64 = server.cmd(&args);
     assert_eq!(
         present,
         0,
-        "lock {name}: hash {:?}, queue {:?}, deadlines {:?}",
-        server.cmd::<Vec<String>>(&["HGETALL", name]),
-        server.cmd::<Vec<String>>(&["LRANGE", &queue, "0", "-1"]),
-        server.cmd::<Vec<String>>(&["ZRANGE", &timeouts, "0", "-1"]),
+        "{protocol} lock {name}: keys left among {keys:?}: {:?}",
+        server.cmd::<Vec<String>>(&["KEYS", "*"])
     );
+}
+
+/// As [`assert_clean_for`] under the `redisson` protocol.
+pub fn assert_clean(server: &RedisServer, name: &str) {
+    assert_clean_for(server, fairlock::Protocol::Redisson, name);
 }

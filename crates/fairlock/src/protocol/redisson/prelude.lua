@@ -1,14 +1,5 @@
 -- fairlock prelude, prepended to every redisson-protocol script.
 
--- Refuse, before any write, to touch a key that holds another Redis type.
-local function wrong_type(key, expected)
-  local actual = redis.call('type', key)['ok']
-  if actual ~= 'none' and actual ~= expected then
-    return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. actual .. ', expected a ' .. expected)
-  end
-  return false
-end
-
 -- Drop queued owners from the head of the queue while their deadline has passed.
 -- Only the head is examined, as Redisson does. A head without a deadline is
 -- inconsistent state left by a crash between two writes; it is dropped too.

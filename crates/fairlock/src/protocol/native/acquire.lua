@@ -1,0 +1,56 @@
+-- Native lock: acquire, re-enter, claim a grant, or wait in line (and keep
+-- the place alive: a waiter calls this at least every waiter_ttl / 3).
+-- KEYS[1..5] see the prelude
+-- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] waiter ttl ms, ARGV[4] channel prefix,
+-- ARGV[5] 'fair' or 'nonfair', ARGV[6] 'queue' (wait in line) or 'once',
+-- ARGV[7] '1' when the owner may already hold the lock (re-entry allowed), else '0'
+-- Returns {1, token} acquired (or claimed a grant made while it waited),
+-- {2, count, token} re-entered, {3, lock pttl, position} waiting (position 0
+-- for the non-fair lock), {4} busy (mode 'once').
+-- Cost: O(log N) in the number of waiters (plus dead waiters dropped, each once).
+local err = check_types()
+if err then
+  return err
+end
+local owner, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local fair, queue = ARGV[5] == 'fair', ARGV[6] == 'queue'
+local now, now_us = server_now()
+purge_dead(now)
+
+local holder = redis.call('hget', KEYS[1], 'owner')
+if holder == owner then
+  if ARGV[7] == '1' then
+    local count = redis.call('hincrby', KEYS[1], 'count', 1)
+    redis.call('pexpire', KEYS[1], lease)
+    return {2, count, tonumber(redis.call('hget', KEYS[1], 'token'))}
+  end
+  -- Handed to this waiter while it waited (its wake-up may be lost): claim it.
+  leave_queue(owner)
+  redis.call('pexpire', KEYS[1], lease)
+  return {1, tonumber(redis.call('hget', KEYS[1], 'token'))}
+end
+
+if not holder then
+  local head = fair and redis.call('zrange', KEYS[2], 0, 0)[1]
+  if head and head ~= owner then
+    -- Free (its lease ran out), but a live waiter is first in line.
+    hand_off(prefix, waiter_ttl, now_us)
+  else
+    leave_queue(owner)
+    return {1, take(owner, lease, now_us)}
+  end
+end
+
+if not queue then
+  return {4}
+end
+local pttl = redis.call('pttl', KEYS[1])
+if not fair then
+  return {3, pttl, 0}
+end
+if not redis.call('zscore', KEYS[2], owner) then
+  redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), owner)
+  redis.call('hset', KEYS[5], owner, lease)
+end
+redis.call('zadd', KEYS[3], now + waiter_ttl, owner)
+return {3, pttl, redis.call('zrank', KEYS[2], owner) + 1}

@@ -1,0 +1,19 @@
+-- Native lock: a waiter stops waiting (timeout, cancellation, error). If the
+-- lock was handed to it meanwhile and it never took it, it is passed on.
+-- KEYS[1..5] see the prelude
+-- ARGV[1] owner, ARGV[2] waiter ttl ms, ARGV[3] channel prefix
+-- Returns 0 not queued, 1 left the queue, 2 passed on a grant it had not taken.
+-- Cost: O(log N).
+local err = check_types()
+if err then
+  return err
+end
+local owner = ARGV[1]
+local queued = redis.call('zrem', KEYS[2], owner)
+leave_queue(owner)
+if redis.call('hget', KEYS[1], 'owner') == owner then
+  local now, now_us = server_now()
+  release_fully(ARGV[3], tonumber(ARGV[2]), now, now_us)
+  return 2
+end
+return queued

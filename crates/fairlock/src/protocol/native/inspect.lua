@@ -1,0 +1,16 @@
+-- Native lock: the whole state at one instant (read-only; O(N), for diagnostics).
+-- KEYS[1..5] see the prelude
+-- Returns {lock fields (HGETALL), lock pttl, queue owners in order,
+-- liveness (ZRANGE WITHSCORES), server now ms}.
+local err = check_types()
+if err then
+  return err
+end
+local now = server_now()
+return {
+  redis.call('hgetall', KEYS[1]),
+  redis.call('pttl', KEYS[1]),
+  redis.call('zrange', KEYS[2], 0, -1),
+  redis.call('zrange', KEYS[3], 0, -1, 'withscores'),
+  now,
+}
