@@ -64,6 +64,16 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_name = "DUR", default_value = "30s", value_parser = duration::parse)]
     lease: Duration,
 
+    /// native: a waiter refreshes its place every third of this and is
+    /// skipped once it stopped refreshing for this long (its process died).
+    #[arg(long, global = true, value_name = "DUR", default_value = "6s", value_parser = duration::parse)]
+    waiter_ttl: Duration,
+
+    /// redisson: how long a queued waiter's place lasts beyond the waiter
+    /// ahead of it (Redisson's fairLockWaitTimeout); --wait replaces it.
+    #[arg(long, global = true, value_name = "DUR", default_value = "300s", value_parser = duration::parse)]
+    waiter_slot: Duration,
+
     /// Log level for fairlock's own diagnostics on stderr (error, warn, info,
     /// debug, trace).
     #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
@@ -119,7 +129,9 @@ impl Cli {
     fn config(&self, url: &str) -> Result<ClientConfig, Failure> {
         Ok(ClientConfig::from_url(url)?
             .protocol(self.protocol)
-            .lease(self.lease))
+            .lease(self.lease)
+            .waiter_ttl(self.waiter_ttl)
+            .waiter_slot(self.waiter_slot))
     }
 
     async fn connect(&self, url: &str) -> Result<LockClient, Failure> {

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::error::{Error, Result};
-use crate::lock::{AcquireOptions, LockShared, check_release};
+use crate::lock::{AcquireOptions, LockShared, ReleaseOnDrop, check_release};
 use crate::owner::Owner;
 use crate::watchdog::HeldState;
 
@@ -180,25 +180,19 @@ impl LockGuard {
     /// budget (the lock then expires with its lease).
     ///
     /// # Cancel safety
-    /// The release runs in a task of its own: dropping the future does not
-    /// stop it (only its result is lost).
+    /// Dropping the future does not stop the release: it is sent again from
+    /// the background under the same request id (which makes it count once).
     pub async fn unlock(mut self) -> Result<()> {
         self.armed = false;
         let held = &self.held;
         held.stop_renewing();
-        let shared = Arc::clone(&held.shared);
-        let owner = held.owner.clone();
-        let lease = held.lease_duration();
-        let inner = Arc::clone(&shared.client.inner);
-        let release = inner.spawn_cleanup(async move {
-            let reply = shared.release(&owner, lease).await?;
-            check_release(&shared, &owner, reply).map_err(|err| match err {
-                // We held it: another owner holding it now means ours was lost.
-                Error::NotOwner { name, owner } => Error::LockLost { name, owner },
-                other => other,
-            })
-        });
-        release.await.map_err(|_| Error::Closed)?
+        let mut release = ReleaseOnDrop::new(&held.shared, &held.owner, held.lease_duration());
+        let reply = release.run().await?;
+        check_release(&held.shared, &held.owner, reply).map_err(|err| match err {
+            // We held it: another owner holding it now means ours was lost.
+            Error::NotOwner { name, owner } => Error::LockLost { name, owner },
+            other => other,
+        })
     }
 }
 

@@ -76,7 +76,18 @@ impl LockShared {
     /// the retry budget with one request id (the unlock cache makes the
     /// retry answer what the first call did).
     pub(crate) async fn release(&self, owner: &Owner, lease: Duration) -> Result<Release> {
-        let request = uuid::Uuid::new_v4().simple().to_string();
+        let request = new_request_id();
+        self.release_as_request(owner, lease, &request).await
+    }
+
+    /// [`release`](Self::release) under a given request id: a second call
+    /// with the same id answers what the first did and changes nothing.
+    pub(crate) async fn release_as_request(
+        &self,
+        owner: &Owner,
+        lease: Duration,
+        request: &str,
+    ) -> Result<Release> {
         let budget = self.client.config().retry_budget;
         let started = Instant::now();
         let mut backoff = Duration::from_millis(20);
@@ -88,7 +99,7 @@ impl LockShared {
                     owner.as_str(),
                     lease,
                     self.waiter_ttl(),
-                    &request,
+                    request,
                 )
                 .await
             {
@@ -360,18 +371,13 @@ impl<K: LockKind> LockHandle<K> {
     /// [`Error::LockLost`] when nobody does, [`Error::Connection`].
     ///
     /// # Cancel safety
-    /// The release runs in a task of its own: dropping the future does not
-    /// stop it (only its result is lost).
+    /// Dropping the future does not stop the release: it is sent again from
+    /// the background under the same request id (which makes it count once).
     pub async fn unlock_as(&self, owner: &Owner) -> Result<()> {
-        let shared = Arc::clone(&self.shared);
-        let owner = owner.clone();
-        let inner = Arc::clone(&shared.client.inner);
-        let release = inner.spawn_cleanup(async move {
-            let lease = shared.client.config().lease;
-            let reply = shared.release(&owner, lease).await?;
-            check_release(&shared, &owner, reply)
-        });
-        release.await.map_err(|_| Error::Closed)?
+        let lease = self.shared.client.config().lease;
+        let mut release = ReleaseOnDrop::new(&self.shared, owner, lease);
+        let reply = release.run().await?;
+        check_release(&self.shared, owner, reply)
     }
 
     /// `true` when somebody holds the lock.
@@ -534,6 +540,60 @@ impl Drop for LeaveQueueOnDrop {
             let inner = Arc::clone(&shared.client.inner);
             inner.spawn_cleanup(async move { shared.give_up(&owner, slot).await });
         }
+    }
+}
+
+/// A fresh id for one release request (32 hex digits, Redisson's format).
+pub(crate) fn new_request_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Sends a release again from the background if the future that sent it is
+/// dropped before it finished. The same request id makes the second send
+/// answer what the first did, so the hold is released exactly once.
+pub(crate) struct ReleaseOnDrop {
+    pub(crate) shared: Arc<LockShared>,
+    pub(crate) owner: Owner,
+    pub(crate) lease: Duration,
+    pub(crate) request: String,
+    pub(crate) armed: bool,
+}
+
+impl ReleaseOnDrop {
+    pub(crate) fn new(shared: &Arc<LockShared>, owner: &Owner, lease: Duration) -> Self {
+        Self {
+            shared: Arc::clone(shared),
+            owner: owner.clone(),
+            lease,
+            request: new_request_id(),
+            armed: true,
+        }
+    }
+
+    /// Release (retrying through connection errors); disarms on completion.
+    pub(crate) async fn run(&mut self) -> Result<Release> {
+        let reply = self
+            .shared
+            .release_as_request(&self.owner, self.lease, &self.request)
+            .await;
+        self.armed = false;
+        reply
+    }
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (shared, owner, lease) = (Arc::clone(&self.shared), self.owner.clone(), self.lease);
+        let request = std::mem::take(&mut self.request);
+        let inner = Arc::clone(&shared.client.inner);
+        inner.spawn_cleanup(async move {
+            if let Err(err) = shared.release_as_request(&owner, lease, &request).await {
+                warn!(lock = %shared.name, %owner, error = %err, "release failed; the lock expires with its lease");
+            }
+        });
     }
 }
 

@@ -1,0 +1,192 @@
+//! Clients that die: `fairlock exec` processes killed with SIGKILL while they
+//! wait or hold, under both protocols.
+
+#[path = "../../fairlock/tests/support/mod.rs"]
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fairlock::{ClientConfig, Protocol};
+use support::{RedisServer, queue_len};
+
+fn exec(
+    server: &RedisServer,
+    protocol: Protocol,
+    extra: &[&str],
+    name: &str,
+    cmd: &[&str],
+) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", &server.url(), "--protocol", protocol.as_str()])
+        .args(extra)
+        .args(["exec", name, "--"])
+        .args(cmd)
+        .env_remove("REDIS_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn fairlock")
+}
+
+fn kill9(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn library(
+    server: &RedisServer,
+    protocol: Protocol,
+    adjust: impl FnOnce(ClientConfig) -> ClientConfig,
+) -> fairlock::blocking::LockClient {
+    let config = adjust(
+        ClientConfig::from_url(&server.url())
+            .unwrap()
+            .protocol(protocol),
+    );
+    fairlock::blocking::LockClient::with_config(config).unwrap()
+}
+
+/// Five waiters whose processes are killed sit ahead of a live one. Native:
+/// after the release the live one acquires within waiter_ttl + one refresh
+/// interval. Redisson: each dead waiter costs its slot.
+#[test]
+fn dead_waiters_are_skipped() {
+    // Native.
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(600);
+    let holder = library(&server, Protocol::Native, |c| c.waiter_ttl(ttl));
+    let guard = holder.fair_lock("crowd").unwrap().lock().unwrap();
+    let mut dead = Vec::new();
+    for i in 0..5 {
+        dead.push(exec(
+            &server,
+            Protocol::Native,
+            &["--waiter-ttl", "600ms"],
+            "crowd",
+            &["true"],
+        ));
+        wait_until(Duration::from_secs(10), "queued", || {
+            queue_len(&server, Protocol::Native, "crowd") == i + 1
+        });
+    }
+    let live = std::thread::spawn({
+        let client = library(&server, Protocol::Native, |c| c.waiter_ttl(ttl));
+        move || {
+            let guard = client.fair_lock("crowd").unwrap().lock().unwrap();
+            let at = Instant::now();
+            guard.unlock().unwrap();
+            at
+        }
+    });
+    wait_until(Duration::from_secs(10), "live queued", || {
+        queue_len(&server, Protocol::Native, "crowd") == 6
+    });
+    for child in &mut dead {
+        kill9(child);
+    }
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let acquired = live.join().unwrap();
+    let waited = acquired - released;
+    eprintln!("native: live waiter behind 5 dead ones acquired {waited:?} after the release");
+    // waiter_ttl + refresh interval = 800 ms; five times anything would be 3 s.
+    assert!(
+        waited < Duration::from_millis(1600),
+        "native: live waiter waited {waited:?}"
+    );
+
+    // Redisson: dead waiters hold the line for their slots.
+    let server = RedisServer::start();
+    let slot = Duration::from_millis(500);
+    let holder = library(&server, Protocol::Redisson, |c| c.waiter_slot(slot));
+    let guard = holder
+        .fair_lock("crowd")
+        .unwrap()
+        .lock_with_lease(Duration::from_secs(1))
+        .unwrap();
+    let mut dead = Vec::new();
+    for i in 0..5 {
+        dead.push(exec(
+            &server,
+            Protocol::Redisson,
+            &["--waiter-slot", "500ms"],
+            "crowd",
+            &["true"],
+        ));
+        wait_until(Duration::from_secs(10), "queued", || {
+            queue_len(&server, Protocol::Redisson, "crowd") == i + 1
+        });
+    }
+    let live = std::thread::spawn({
+        let client = library(&server, Protocol::Redisson, |c| c.waiter_slot(slot));
+        move || {
+            let guard = client.fair_lock("crowd").unwrap().lock().unwrap();
+            let at = Instant::now();
+            guard.unlock().unwrap();
+            at
+        }
+    });
+    wait_until(Duration::from_secs(10), "live queued", || {
+        queue_len(&server, Protocol::Redisson, "crowd") == 6
+    });
+    for child in &mut dead {
+        kill9(child);
+    }
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let waited = live.join().unwrap() - released;
+    assert!(
+        waited >= slot * 3,
+        "redisson: dead waiters cost a slot each, waited only {waited:?}"
+    );
+}
+
+/// A holder process killed with SIGKILL: the next waiter acquires within
+/// the lease + one refresh interval, under both protocols.
+#[test]
+fn dead_holder_passes_the_lock_on() {
+    for protocol in support::PROTOCOLS {
+        let server = RedisServer::start();
+        let mut holder = exec(
+            &server,
+            protocol,
+            &["--lease", "1s", "--waiter-ttl", "600ms"],
+            "held",
+            &["sleep", "30"],
+        );
+        wait_until(Duration::from_secs(10), "held", || {
+            support::is_held(&server, protocol, "held")
+        });
+        let waiter = library(&server, protocol, |c| {
+            c.waiter_ttl(Duration::from_millis(600))
+        });
+        let lock = waiter.fair_lock("held").unwrap();
+        let waiting = std::thread::spawn(move || {
+            let guard = lock.lock().unwrap();
+            let at = Instant::now();
+            guard.unlock().unwrap();
+            at
+        });
+        wait_until(Duration::from_secs(10), "queued", || {
+            queue_len(&server, protocol, "held") == 1
+        });
+        kill9(&mut holder);
+        let killed = Instant::now();
+        let waited = waiting.join().unwrap() - killed;
+        eprintln!("{protocol}: next waiter acquired {waited:?} after the holder was killed");
+        // Lease 1 s + refresh 200 ms, with room for a slow machine.
+        assert!(
+            waited < Duration::from_millis(2500),
+            "{protocol}: waited {waited:?}"
+        );
+    }
+}
