@@ -125,9 +125,17 @@ async fn run(protocol: Protocol, waiters: usize, handoffs: usize) -> Outcome {
         assert!(Instant::now() < deadline, "waiters did not queue");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Let the enqueue traffic settle before measuring.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let before = script_stats(&server);
+    // Let the enqueue traffic (each waiter's second attempt) settle: measure
+    // only once no script ran for 300 ms.
+    let mut before = script_stats(&server);
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = script_stats(&server);
+        if now.0 == before.0 {
+            break;
+        }
+        before = now;
+    }
     let finished = chain.finished.notified();
     *chain.released_at.lock().unwrap() = Some(Instant::now());
     first.unlock().await.expect("unlock");

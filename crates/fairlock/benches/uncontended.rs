@@ -50,11 +50,21 @@ async fn main() {
         .get_multiplexed_async_connection()
         .await
         .expect("connect");
+    let redisson = fairlock::LockClient::with_config(
+        fairlock::ClientConfig::from_url(&server.url())
+            .expect("url")
+            .protocol(fairlock::Protocol::Redisson),
+    )
+    .await
+    .expect("connect");
     let fair = client.fair_lock("bench-fair").expect("name");
     let plain = client.lock("bench-plain").expect("name");
+    let r_fair = redisson.fair_lock("bench-r-fair").expect("name");
+    let r_plain = redisson.lock("bench-r-plain").expect("name");
 
     let trivial = redis::Script::new("return redis.call('exists', KEYS[1])");
     let (mut ping, mut fair_rates, mut plain_rates) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut r_fair_rates, mut r_plain_rates) = (Vec::new(), Vec::new());
     let mut two_scripts = Vec::new();
     // Interleave the measurements so that machine noise hits all alike.
     for _ in 0..ROUNDS {
@@ -113,19 +123,24 @@ async fn main() {
     let _ = &mut conn;
     let (ping, fair_rate, plain_rate) = (median(ping), median(fair_rates), median(plain_rates));
     println!("uncontended, sequential, one task, medians of {ROUNDS} x {PER_ROUND:?}:");
-    println!("  PING round trips            {ping:>9.0}/s");
+    println!("  {:<32} {ping:>9.0}/s", "PING round trips");
     let two = median(two_scripts);
     println!(
-        "  2 x trivial EVALSHA         {two:>9.0}/s   = {:.2} x PING time per op",
+        "  {:<32} {two:>9.0}/s   = {:.2} x PING time per op",
+        "2 x trivial EVALSHA",
         ping / two
     );
-    println!(
-        "  fair lock + unlock          {fair_rate:>9.0}/s   = {:.2} x PING time per op",
-        ping / fair_rate
-    );
-    println!(
-        "  non-fair lock + unlock      {plain_rate:>9.0}/s   = {:.2} x PING time per op",
-        ping / plain_rate
-    );
+    let rows = [
+        ("native fair lock + unlock", fair_rate),
+        ("native non-fair lock + unlock", plain_rate),
+        ("redisson fair lock + unlock", median(r_fair_rates)),
+        ("redisson non-fair lock + unlock", median(r_plain_rates)),
+    ];
+    for (label, r) in rows {
+        println!(
+            "  {label:<32} {r:>9.0}/s   = {:.2} x PING time per op",
+            ping / r
+        );
+    }
     println!("  (a lock + unlock pair is two round trips: 2.00 is the floor)");
 }

@@ -1,5 +1,7 @@
-//! Distributed fair (FIFO) and reentrant locks on Redis, wire-compatible
-//! with Redisson's `RFairLock` and `RLock`.
+//! Distributed fair (FIFO) and reentrant locks on Redis: fairlock's own
+//! `native` protocol (server time, direct handoff, fencing tokens), or
+//! Redisson's `RFairLock` / `RLock` protocol, byte for byte, to share locks
+//! with Java services.
 //!
 //! ```no_run
 //! # async fn demo() -> fairlock::Result<()> {
@@ -28,11 +30,31 @@
 //! A [`FairLock`] grants the lock to waiters in the order in which their
 //! first attempt reached Redis, across clients, processes and machines. A
 //! [`Lock`] is not fair: a released lock goes to whichever waiter retries
-//! first. Under the `redisson` protocol a queued waiter keeps its place for
-//! its *waiter slot* ([`ClientConfig::waiter_slot`], 300 s by default, or the
-//! wait of `try_lock_for`) beyond the waiter ahead of it; a waiter whose
-//! process dies is skipped once that runs out. This is Redisson's rule,
-//! including its known weaknesses (deadlines come from client clocks).
+//! first.
+//!
+//! Under the [`native`](Protocol::Native) protocol (the default) a live
+//! waiter keeps its place however long it waits; it refreshes its place
+//! every third of [`ClientConfig::waiter_ttl`] (6 s by default), and a waiter
+//! whose process died is skipped once that ran out. A release hands the lock
+//! directly to the next waiter, which proceeds without another round trip.
+//!
+//! Under the [`redisson`](Protocol::Redisson) protocol a queued waiter keeps
+//! its place for its *waiter slot* ([`ClientConfig::waiter_slot`], 300 s by
+//! default, or the wait of `try_lock_for`) beyond the waiter ahead of it:
+//! Redisson's rule, with its known weaknesses (deadlines come from client
+//! clocks, live waiters are dropped once their slot ran out).
+//!
+//! The two protocols never exclude each other, even on the same name: all
+//! clients of one lock must use the same protocol.
+//!
+//! # Fencing tokens
+//!
+//! Under `native`, every acquisition (not re-entry) carries a 64-bit token,
+//! [`LockGuard::token`], strictly greater than every earlier token of that
+//! lock, also after its keys expired or Redis lost its data. Pass it with
+//! every write to the resource the lock protects, and have the resource
+//! refuse a token lower than the highest it has seen: a holder that was
+//! paused past its lease can then no longer overwrite its successor's work.
 //!
 //! # Reentrancy
 //!

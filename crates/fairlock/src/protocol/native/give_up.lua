@@ -9,8 +9,7 @@ if err then
   return err
 end
 local owner = ARGV[1]
-local queued = redis.call('zrem', KEYS[2], owner)
-leave_queue(owner)
+local queued = leave_queue(owner)
 if redis.call('hget', KEYS[1], 'owner') == owner then
   local now, now_us = server_now()
   release_fully(ARGV[3], tonumber(ARGV[2]), now, now_us)

@@ -38,24 +38,30 @@ local function next_counter(field, now_us)
   return value
 end
 
+-- Remove `owner` from the queue (and its liveness and lease); 1 if it was queued.
 local function leave_queue(owner)
-  redis.call('zrem', KEYS[2], owner)
+  if redis.call('zrem', KEYS[2], owner) == 0 then
+    return 0
+  end
   redis.call('zrem', KEYS[3], owner)
   redis.call('hdel', KEYS[5], owner)
+  return 1
 end
 
 -- Drop waiters whose liveness deadline passed, wherever they are in line.
 local function purge_dead(now)
   local dead = redis.call('zrange', KEYS[3], '-inf', now, 'byscore', 'limit', 0, PURGE_LIMIT)
   for _, owner in ipairs(dead) do
-    leave_queue(owner)
+    redis.call('zrem', KEYS[2], owner)
+    redis.call('zrem', KEYS[3], owner)
+    redis.call('hdel', KEYS[5], owner)
   end
 end
 
--- Make `owner` the holder under a new fencing token, expiring after `expire_ms`.
+-- Make `owner` the holder of the free lock (no lock key) under a new fencing
+-- token, expiring after `expire_ms`.
 local function take(owner, expire_ms, now_us)
   local token = next_counter('token', now_us)
-  redis.call('del', KEYS[1])
   redis.call('hset', KEYS[1], 'owner', owner, 'count', 1, 'token', decimal(token))
   redis.call('pexpire', KEYS[1], expire_ms)
   return token
