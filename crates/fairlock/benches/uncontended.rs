@@ -119,6 +119,30 @@ async fn main() {
             })
             .await,
         );
+        r_fair_rates.push(
+            rate(|| async {
+                r_fair
+                    .lock()
+                    .await
+                    .expect("lock")
+                    .unlock()
+                    .await
+                    .expect("unlock");
+            })
+            .await,
+        );
+        r_plain_rates.push(
+            rate(|| async {
+                r_plain
+                    .lock()
+                    .await
+                    .expect("lock")
+                    .unlock()
+                    .await
+                    .expect("unlock");
+            })
+            .await,
+        );
     }
     let _ = &mut conn;
     let (ping, fair_rate, plain_rate) = (median(ping), median(fair_rates), median(plain_rates));
