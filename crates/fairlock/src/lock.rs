@@ -193,6 +193,12 @@ impl AcquireOptions {
 
     /// Acquire as `owner`: when it already holds the lock, this re-enters
     /// (the hold count goes up). Default: a fresh owner.
+    ///
+    /// One owner must not wait for the same lock in two places at once (as
+    /// a Redisson thread cannot): both would take the one grant as theirs.
+    /// If the reply to a re-entry is lost to a connection error, the extra
+    /// hold may stay counted until the lease runs out; fresh owners are
+    /// reconciled exactly.
     pub fn owner(mut self, owner: Owner) -> Self {
         self.owner = Some(owner);
         self
