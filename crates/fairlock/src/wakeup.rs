@@ -228,12 +228,16 @@ async fn run(
         if !wanted.is_empty() {
             if let Err(err) = bounded(connect_timeout, sink.subscribe(&wanted)).await {
                 debug!(error = %err, "resubscribe failed");
+                if !sleep_or_drain(&mut commands, backoff).await {
+                    return;
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
                 continue;
             }
             // Messages may have been missed while disconnected.
             shared.bump_all();
         }
-        backoff = Duration::from_millis(50);
+        let connected_at = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 message = stream.next() => match message {
@@ -265,6 +269,16 @@ async fn run(
         }
         warn!("pub/sub connection lost; waking all waiters and reconnecting");
         shared.bump_all();
+        // A connection that keeps failing at once (a refused SUBSCRIBE, say)
+        // must not turn into a busy loop.
+        if connected_at.elapsed() > Duration::from_secs(5) {
+            backoff = Duration::from_millis(50);
+        } else {
+            if !sleep_or_drain(&mut commands, backoff).await {
+                return;
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
     }
 }
 
