@@ -46,9 +46,6 @@ struct Held {
     lease: Lease,
     token: Option<u64>,
     state: Arc<HeldState>,
-    /// End of an explicit lease (the local estimate, from when the acquiring
-    /// call was sent); `None` under the watchdog.
-    expires: Option<Instant>,
     /// Set when this guard released (or forgot) its hold: a claim still in
     /// flight then no longer matters.
     released: Arc<AtomicBool>,
@@ -65,17 +62,14 @@ impl LockGuard {
         expires: Instant,
         claim: bool,
     ) -> Self {
-        let (state, explicit_expiry) = match lease {
-            Lease::Watchdog(_) => (
-                shared.client.inner.watchdog.register(
-                    shared.lock_key(),
-                    owner.as_str(),
-                    &shared.name,
-                    expires,
-                ),
-                None,
+        let state = match lease {
+            Lease::Watchdog(_) => shared.client.inner.watchdog.register(
+                shared.lock_key(),
+                owner.as_str(),
+                &shared.name,
+                expires,
             ),
-            Lease::Explicit(_) => (HeldState::new(), Some(expires)),
+            Lease::Explicit(_) => HeldState::new(expires),
         };
         let released = Arc::new(AtomicBool::new(false));
         if claim {
@@ -88,7 +82,6 @@ impl LockGuard {
                 lease,
                 token,
                 state,
-                expires: explicit_expiry,
                 released,
             },
             armed: true,
@@ -115,16 +108,19 @@ impl LockGuard {
         self.held().token
     }
 
-    /// `false` once the hold is known lost (see [`lost`](Self::lost)) or an
-    /// explicit lease has run out.
+    /// `false` once the hold is known lost (see [`lost`](Self::lost)) or its
+    /// lease may have run out: the lease the server last confirmed (measured
+    /// from when the confirming call was sent) has passed without a renewal,
+    /// as after a process pause longer than the lease.
     pub fn is_held(&self) -> bool {
-        let held = self.held();
-        !held.state.is_lost() && held.expires.is_none_or(|e| Instant::now() < e)
+        self.held().state.status().is_held()
     }
 
-    /// A future that resolves when this hold is known lost: a renewal found
-    /// the lock gone or held by another owner (force-unlocked, expired), the
-    /// lease ran out while renewals failed, or an explicit lease ran out.
+    /// A future that resolves when this hold is lost or may be: a renewal
+    /// found the lock gone or held by another owner (force-unlocked,
+    /// expired), or the last confirmed lease ran out without a renewal
+    /// (renewals failing, the process paused past its lease, an explicit
+    /// lease ending).
     ///
     /// The future is `'static`: spawn it, or `select!` on it next to the work
     /// the lock protects. It also resolves once the hold is released.
@@ -132,19 +128,21 @@ impl LockGuard {
     /// # Cancel safety
     /// Dropping it has no effect.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let held = self.held();
-        let mut lost = held.state.subscribe();
-        let expires = held.expires;
+        let mut status = self.held().state.subscribe();
         async move {
-            let signalled = async move {
-                let _ = lost.wait_for(|lost| *lost).await;
-            };
-            match expires {
-                Some(at) => tokio::select! {
-                    () = signalled => {}
-                    () = tokio::time::sleep_until(at) => {}
-                },
-                None => signalled.await,
+            loop {
+                let now = *status.borrow_and_update();
+                if !now.is_held() {
+                    return;
+                }
+                tokio::select! {
+                    changed = status.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                    }
+                    () = tokio::time::sleep_until(now.expires) => {}
+                }
             }
         }
     }
@@ -256,10 +254,7 @@ fn claim_in_background(
             let pair = [(shared.lock_key(), owner.as_str())];
             match crate::protocol::renew(protocol, shared.conn(), &pair, lease.duration()).await {
                 Ok(held) if held == [true] => {
-                    if let Lease::Watchdog(d) = lease {
-                        let watchdog = &shared.client.inner.watchdog;
-                        watchdog.confirm(shared.lock_key(), owner.as_str(), sent_at + d);
-                    }
+                    state.extend(sent_at + lease.duration());
                     return;
                 }
                 Ok(_) if released.load(Ordering::SeqCst) => return,

@@ -17,29 +17,59 @@ use tracing::{debug, warn};
 use crate::connection::Connection;
 use crate::protocol::{self, Protocol, RENEW_BATCH};
 
+/// What is known about one hold: lost for sure, and until when the lease
+/// the server last confirmed lasts (a local estimate, measured from when the
+/// confirming call was sent, so never later than the server's).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HoldStatus {
+    pub(crate) lost: bool,
+    pub(crate) expires: Instant,
+}
+
+impl HoldStatus {
+    /// Held as far as this process can know: not lost and within the lease.
+    pub(crate) fn is_held(&self) -> bool {
+        !self.lost && Instant::now() < self.expires
+    }
+}
+
 /// The lost-lock signal shared by the guards of one hold.
 #[derive(Debug)]
 pub(crate) struct HeldState {
-    lost: watch::Sender<bool>,
+    status: watch::Sender<HoldStatus>,
 }
 
 impl HeldState {
-    pub(crate) fn new() -> Arc<Self> {
+    pub(crate) fn new(expires: Instant) -> Arc<Self> {
         Arc::new(Self {
-            lost: watch::Sender::new(false),
+            status: watch::Sender::new(HoldStatus {
+                lost: false,
+                expires,
+            }),
         })
     }
 
     pub(crate) fn mark_lost(&self) {
-        self.lost.send_replace(true);
+        self.status.send_modify(|status| status.lost = true);
     }
 
-    pub(crate) fn is_lost(&self) -> bool {
-        *self.lost.borrow()
+    /// A renewal confirmed the lease until `expires`.
+    pub(crate) fn extend(&self, expires: Instant) {
+        self.status.send_if_modified(|status| {
+            let later = expires > status.expires;
+            if later {
+                status.expires = expires;
+            }
+            later
+        });
     }
 
-    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
-        self.lost.subscribe()
+    pub(crate) fn status(&self) -> HoldStatus {
+        *self.status.borrow()
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<HoldStatus> {
+        self.status.subscribe()
     }
 }
 
@@ -49,9 +79,6 @@ struct Entry {
     name: String,
     holds: usize,
     state: Arc<HeldState>,
-    /// When the lease the server last confirmed runs out (local estimate,
-    /// measured from when the confirming call was sent).
-    expires: Instant,
 }
 
 pub(crate) struct Watchdog {
@@ -98,19 +125,10 @@ impl Watchdog {
             .or_insert_with(|| Entry {
                 name: name.to_owned(),
                 holds: 0,
-                state: HeldState::new(),
-                expires,
+                state: HeldState::new(expires),
             });
         entry.holds += 1;
         Arc::clone(&entry.state)
-    }
-
-    /// A renewal outside the batch (a claim) confirmed the lease until `expires`.
-    pub(crate) fn confirm(&self, lock_key: &str, owner: &str, expires: Instant) {
-        let mut entries = locked(&self.entries);
-        if let Some(entry) = entries.get_mut(&(lock_key.to_owned(), owner.to_owned())) {
-            entry.expires = entry.expires.max(expires);
-        }
     }
 
     /// One hold ends; renewal stops when none is left.
@@ -159,7 +177,7 @@ async fn run(
                             continue;
                         };
                         if still_held {
-                            entry.expires = sent_at + lease;
+                            entry.state.extend(sent_at + lease);
                         } else {
                             warn!(lock = %entry.name, owner = %key.1, "lock lost: renewal found it gone or held by another owner");
                             entry.state.mark_lost();
@@ -172,7 +190,7 @@ async fn run(
                     let now = Instant::now();
                     for key in chunk {
                         let Some(entry) = map.get(key) else { continue };
-                        if now >= entry.expires {
+                        if now >= entry.state.status().expires {
                             warn!(lock = %entry.name, owner = %key.1, error = %err, "lock lost: lease ran out while renewals failed");
                             entry.state.mark_lost();
                             map.remove(key);
