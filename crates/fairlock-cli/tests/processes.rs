@@ -190,3 +190,149 @@ fn dead_holder_passes_the_lock_on() {
         );
     }
 }
+
+fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).expect("signal");
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            kill9(child);
+            panic!("fairlock did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A holder paused (SIGSTOP) past its lease: the lock passes on; when the
+/// holder resumes, it learns at once that it lost the lock and stops its
+/// command (exit 71); under native, the command's fencing token is lower than
+/// the new holder's, so a resource checking tokens rejects its writes.
+#[test]
+fn paused_holder_loses_the_lock_and_its_token_is_stale() {
+    use nix::sys::signal::Signal;
+    for protocol in support::PROTOCOLS {
+        let server = RedisServer::start();
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("token");
+        let script = format!(
+            "echo \"$FAIRLOCK_TOKEN\" > {}; sleep 30",
+            token_file.display()
+        );
+        let mut holder = exec(
+            &server,
+            protocol,
+            &["--lease", "1s"],
+            "paused",
+            &["sh", "-c", &script],
+        );
+        wait_until(Duration::from_secs(10), "command started", || {
+            std::fs::read_to_string(&token_file).is_ok_and(|t| t.ends_with('\n'))
+        });
+        signal(&holder, Signal::SIGSTOP);
+        let stopped = Instant::now();
+        // Another client gets the lock once the paused holder's lease ran out.
+        let client = library(&server, protocol, |c| c);
+        let guard = client.fair_lock("paused").unwrap().lock().unwrap();
+        let waited = stopped.elapsed();
+        assert!(waited < Duration::from_secs(4), "{protocol}: {waited:?}");
+        signal(&holder, Signal::SIGCONT);
+        let resumed = Instant::now();
+        let status = wait_exit(&mut holder, Duration::from_secs(15));
+        assert_eq!(
+            status.code(),
+            Some(71),
+            "{protocol}: the resumed holder reports the loss"
+        );
+        assert!(
+            resumed.elapsed() < Duration::from_secs(12),
+            "{:?}",
+            resumed.elapsed()
+        );
+        let stale = std::fs::read_to_string(&token_file).unwrap();
+        match protocol {
+            Protocol::Native => {
+                let stale: u64 = stale.trim().parse().expect("a token");
+                let current = guard.token().expect("a token");
+                assert!(
+                    stale < current,
+                    "stale {stale} must be below current {current}"
+                );
+            }
+            _ => assert_eq!(stale.trim(), "", "redisson has no token"),
+        }
+        guard.unlock().unwrap();
+    }
+}
+
+/// A waiter paused (SIGSTOP) while queued. Native: it is skipped once its
+/// waiter ttl ran out, and when resumed it queues again and gets the lock.
+/// Redisson: it keeps its place until its slot runs out, so the waiter behind
+/// it waits (documented weakness); once resumed it is served first.
+#[test]
+fn paused_waiter_is_skipped_then_rejoins() {
+    use nix::sys::signal::Signal;
+    for protocol in support::PROTOCOLS {
+        let server = RedisServer::start();
+        let ttl = Duration::from_millis(600);
+        let holder = library(&server, protocol, |c| c.waiter_ttl(ttl));
+        let guard = holder.fair_lock("nap").unwrap().lock().unwrap();
+        let mut sleeper = exec(
+            &server,
+            protocol,
+            &["--waiter-ttl", "600ms"],
+            "nap",
+            &["true"],
+        );
+        wait_until(Duration::from_secs(10), "queued", || {
+            queue_len(&server, protocol, "nap") == 1
+        });
+        let live = std::thread::spawn({
+            let client = library(&server, protocol, |c| c.waiter_ttl(ttl));
+            move || {
+                let guard = client.fair_lock("nap").unwrap().lock().unwrap();
+                let at = Instant::now();
+                std::thread::sleep(Duration::from_millis(200));
+                guard.unlock().unwrap();
+                at
+            }
+        });
+        wait_until(Duration::from_secs(10), "live queued", || {
+            queue_len(&server, protocol, "nap") == 2
+        });
+        signal(&sleeper, Signal::SIGSTOP);
+        // Time passing is the point: longer than the waiter ttl.
+        std::thread::sleep(ttl * 2);
+        let released = Instant::now();
+        guard.unlock().unwrap();
+        if protocol == Protocol::Native {
+            let acquired = live.join().unwrap();
+            let waited = acquired - released;
+            assert!(
+                waited < Duration::from_millis(1500),
+                "native: skipped the paused waiter, waited {waited:?}"
+            );
+            signal(&sleeper, Signal::SIGCONT);
+        } else {
+            std::thread::sleep(Duration::from_millis(800));
+            assert!(
+                !live.is_finished(),
+                "redisson: the paused waiter still holds its place"
+            );
+            signal(&sleeper, Signal::SIGCONT);
+            live.join().unwrap();
+        }
+        let status = wait_exit(&mut sleeper, Duration::from_secs(20));
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{protocol}: the resumed waiter got the lock and ran"
+        );
+        assert!(!support::is_held(&server, protocol, "nap"));
+    }
+}
