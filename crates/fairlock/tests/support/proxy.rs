@@ -1,0 +1,130 @@
+//! A small loopback TCP proxy for fault injection: forwards to a target
+//! port, and on command stalls all traffic, cuts every connection, or
+//! refuses new ones.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const PASS: u8 = 0;
+const STALL: u8 = 1;
+const REFUSE: u8 = 2;
+
+struct State {
+    mode: AtomicU8,
+    stopped: AtomicBool,
+    /// Both ends of every live connection, to cut them.
+    connections: Mutex<Vec<(TcpStream, TcpStream)>>,
+}
+
+pub struct Proxy {
+    port: u16,
+    state: Arc<State>,
+}
+
+impl Proxy {
+    /// Listen on a free loopback port and forward to `127.0.0.1:target`.
+    pub fn start(target: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+        let port = listener.local_addr().expect("addr").port();
+        let state = Arc::new(State {
+            mode: AtomicU8::new(PASS),
+            stopped: AtomicBool::new(false),
+            connections: Mutex::new(Vec::new()),
+        });
+        let accept_state = Arc::clone(&state);
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if accept_state.stopped.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                if accept_state.mode.load(Ordering::SeqCst) == REFUSE {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                if let (Ok(c), Ok(s)) = (client.try_clone(), server.try_clone()) {
+                    accept_state.connections.lock().unwrap().push((c, s));
+                }
+                pump(&accept_state, &client, &server);
+                pump(&accept_state, &server, &client);
+            }
+        });
+        Self { port, state }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Forward normally.
+    pub fn pass(&self) {
+        self.state.mode.store(PASS, Ordering::SeqCst);
+    }
+
+    /// Hold all bytes in both directions (connections stay open).
+    pub fn stall(&self) {
+        self.state.mode.store(STALL, Ordering::SeqCst);
+    }
+
+    /// Close new connections at once.
+    pub fn refuse(&self) {
+        self.state.mode.store(REFUSE, Ordering::SeqCst);
+    }
+
+    /// Cut every open connection.
+    pub fn cut_all(&self) {
+        for (a, b) in self.state.connections.lock().unwrap().drain(..) {
+            let _ = a.shutdown(Shutdown::Both);
+            let _ = b.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.state.stopped.store(true, Ordering::SeqCst);
+        self.cut_all();
+        // Wake the accept loop so it sees `stopped`.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// Copy `from` -> `to` on a thread of its own, holding bytes while stalled.
+fn pump(state: &Arc<State>, from: &TcpStream, to: &TcpStream) {
+    let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
+        return;
+    };
+    let state = Arc::clone(state);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            while state.mode.load(Ordering::SeqCst) == STALL
+                && !state.stopped.load(Ordering::SeqCst)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(Shutdown::Write);
+        let _ = from.shutdown(Shutdown::Read);
+    });
+}
