@@ -7,8 +7,10 @@
 mod demo;
 mod duration;
 mod exec;
+mod history;
 mod inspect;
 mod private_redis;
+mod torture;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -61,8 +63,9 @@ pub(crate) struct Cli {
     protocol: Protocol,
 
     /// Lease of a held lock (renewed every lease/3 while held), e.g. 500ms, 30s, 5m.
-    #[arg(long, global = true, value_name = "DUR", default_value = "30s", value_parser = duration::parse)]
-    lease: Duration,
+    /// Default: 30s (torture: 1s, so that faults play out quickly).
+    #[arg(long, global = true, value_name = "DUR", value_parser = duration::parse)]
+    lease: Option<Duration>,
 
     /// native: a waiter refreshes its place every third of this and is
     /// skipped once it stopped refreshing for this long (its process died).
@@ -106,6 +109,16 @@ enum Command {
     /// Without --redis or $REDIS_URL, starts a private redis-server from PATH
     /// on a free port and stops it at the end.
     Demo(demo::DemoArgs),
+    /// A randomized multi-process workload with fault injection, checked for
+    /// overlaps, FIFO order, fencing tokens and liveness; prints a summary.
+    ///
+    /// Without --redis or $REDIS_URL, starts a private redis-server. A soak:
+    ///   fairlock torture --duration 20m
+    /// Exit 0 when no violation was found, 1 otherwise.
+    Torture(torture::TortureArgs),
+    /// One worker process of `torture` (internal).
+    #[command(hide = true)]
+    TortureWorker(torture::WorkerArgs),
 }
 
 fn parse_protocol(text: &str) -> Result<Protocol, String> {
@@ -126,10 +139,15 @@ impl Cli {
             .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()))
     }
 
+    /// The lease: `--lease`, else 30 s (`torture` picks its own default).
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease.unwrap_or(ClientConfig::DEFAULT_LEASE)
+    }
+
     fn config(&self, url: &str) -> Result<ClientConfig, Failure> {
         Ok(ClientConfig::from_url(url)?
             .protocol(self.protocol)
-            .lease(self.lease)
+            .lease(self.lease())
             .waiter_ttl(self.waiter_ttl)
             .waiter_slot(self.waiter_slot))
     }
@@ -201,6 +219,8 @@ fn main() -> ExitCode {
             Command::Inspect(args) => inspect::inspect(&cli, args).await,
             Command::ForceUnlock(args) => inspect::force_unlock(&cli, args).await,
             Command::Demo(args) => demo::run(&cli, args).await,
+            Command::Torture(args) => torture::run(&cli, args).await,
+            Command::TortureWorker(args) => torture::worker(&cli, args).await,
         }
     });
     // Background releases get a moment to finish; the runtime then stops.

@@ -1,0 +1,406 @@
+//! `fairlock torture`: a randomized multi-process workload with fault
+//! injection, checked against the history checker (see `history.rs`).
+//!
+//! The orchestrator starts worker processes (`fairlock torture-worker`,
+//! hidden), each running several tasks that take a fair and a non-fair lock
+//! with random hold times, random `try_lock_for` timeouts and random
+//! cancellations, and print one JSON line per hold or failed wait. Meanwhile
+//! it samples the fair lock's queue and injects faults: SIGKILL a worker
+//! (and start a new one), or SIGSTOP it past its lease and SIGCONT it.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fairlock::{AcquireOptions, LockClient, Protocol};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::history::{self, Bounds, Event, QueueLog};
+use crate::private_redis::PrivateRedis;
+use crate::{Cli, Failure, duration, exit};
+
+const FAIR: &str = "torture-fair";
+const PLAIN: &str = "torture-plain";
+const MAX_HOLD_MS: u64 = 15;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct TortureArgs {
+    /// How long to run, e.g. 30s, 20m.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = duration::parse)]
+    duration: Duration,
+    /// Worker processes (at least 1).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=32))]
+    processes: u16,
+    /// Tasks per worker process.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    tasks: u16,
+    /// Do not inject faults (kills and pauses of workers).
+    #[arg(long)]
+    no_faults: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct WorkerArgs {
+    #[arg(long)]
+    tasks: u16,
+    #[arg(long, value_parser = duration::parse)]
+    duration: Duration,
+    #[arg(long)]
+    seed: u64,
+}
+
+/// A small xorshift generator: reproducible from the seed, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+async fn server_time_us(conn: &mut redis::aio::MultiplexedConnection) -> Result<u64, Failure> {
+    let (sec, usec): (u64, u64) = redis::cmd("TIME")
+        .query_async(conn)
+        .await
+        .map_err(|e| Failure::new(exit::UNAVAILABLE, format!("TIME: {e}")))?;
+    Ok(sec * 1_000_000 + usec)
+}
+
+async fn raw_connection(url: &str) -> Result<redis::aio::MultiplexedConnection, Failure> {
+    redis::Client::open(url)
+        .map_err(|e| Failure::new(exit::USAGE, format!("bad URL: {e}")))?
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| Failure::new(exit::UNAVAILABLE, format!("cannot reach Redis: {e}")))
+}
+
+/// One worker process: tasks taking the locks until the duration is over.
+pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> {
+    let url = cli.url();
+    let client = cli.connect(&url).await?;
+    let out = Arc::new(Mutex::new(std::io::stdout()));
+    let deadline = Instant::now() + args.duration;
+    let mut tasks = Vec::new();
+    for t in 0..args.tasks {
+        let client = client.clone();
+        let out = Arc::clone(&out);
+        let mut conn = raw_connection(&url).await?;
+        let mut rng = Rng(args.seed.wrapping_mul(31).wrapping_add(u64::from(t)) | 1);
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                let event = match one_round(&client, &mut conn, &mut rng).await {
+                    Ok(event) => event,
+                    Err(_) => continue,
+                };
+                let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = writeln!(out, "{}", event.to_json());
+                let _ = out.flush();
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    client.flush().await;
+    Ok(0)
+}
+
+async fn one_round(
+    client: &LockClient,
+    conn: &mut redis::aio::MultiplexedConnection,
+    rng: &mut Rng,
+) -> Result<Event, Failure> {
+    let fair = rng.below(10) < 7;
+    let name = if fair { FAIR } else { PLAIN };
+    let requested = server_time_us(conn).await?;
+    let opts = options(rng);
+    let cancel = rng.below(100) < 15;
+    let limit = Duration::from_millis(rng.below(50));
+    let acquire = async {
+        if fair {
+            client.fair_lock(name)?.acquire(opts).await
+        } else {
+            client.lock(name)?.acquire(opts).await
+        }
+    };
+    let outcome = if cancel {
+        // Cancelled at a random moment.
+        match tokio::time::timeout(limit, acquire).await {
+            Ok(result) => result,
+            Err(_) => {
+                return Ok(Event::NoGrant {
+                    lock: name.into(),
+                    outcome: "cancelled".into(),
+                });
+            }
+        }
+    } else {
+        acquire.await
+    };
+    let guard = match outcome {
+        Ok(Some(guard)) => guard,
+        Ok(None) => {
+            return Ok(Event::NoGrant {
+                lock: name.into(),
+                outcome: "timeout".into(),
+            });
+        }
+        Err(_) => {
+            return Ok(Event::NoGrant {
+                lock: name.into(),
+                outcome: "error".into(),
+            });
+        }
+    };
+    let start = server_time_us(conn).await?;
+    tokio::time::sleep(Duration::from_millis(rng.below(MAX_HOLD_MS))).await;
+    let end = server_time_us(conn).await?;
+    let valid = guard.is_held();
+    let event = Event::Hold {
+        lock: name.into(),
+        owner: guard.owner().to_string(),
+        token: guard.token(),
+        requested,
+        start,
+        end,
+        valid,
+    };
+    let _ = guard.unlock().await;
+    Ok(event)
+}
+
+fn options(rng: &mut Rng) -> AcquireOptions {
+    if rng.below(100) < 25 {
+        AcquireOptions::new().wait(Duration::from_millis(20 + rng.below(400)))
+    } else {
+        AcquireOptions::new()
+    }
+}
+
+/// The workers' lease: `--lease`, else 1 s so that faults play out quickly.
+fn lease(cli: &Cli) -> Duration {
+    cli.lease.unwrap_or(Duration::from_secs(1))
+}
+
+struct Worker {
+    child: Child,
+    reader: std::thread::JoinHandle<()>,
+}
+
+fn spawn_worker(
+    cli: &Cli,
+    url: &str,
+    tasks: u16,
+    left: Duration,
+    seed: u64,
+    lines: &Arc<Mutex<Vec<String>>>,
+) -> Result<Worker, Failure> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot find myself: {e}")))?;
+    let mut child = Command::new(exe)
+        .args(["--redis", url, "--protocol", cli.protocol.as_str()])
+        .args(["--lease", &format!("{}ms", lease(cli).as_millis())])
+        .args(["--waiter-ttl", &format!("{}ms", cli.waiter_ttl.as_millis())])
+        .args([
+            "--waiter-slot",
+            &format!("{}ms", cli.waiter_slot.as_millis()),
+        ])
+        .arg("torture-worker")
+        .args(["--tasks", &tasks.to_string()])
+        .args(["--duration", &format!("{}ms", left.as_millis().max(1))])
+        .args(["--seed", &seed.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot start a worker: {e}")))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| Failure::new(exit::SOFTWARE, "worker without stdout"))?;
+    let lines = Arc::clone(lines);
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            lines.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+        }
+    });
+    Ok(Worker { child, reader })
+}
+
+fn signal(worker: &Worker, sig: Signal) {
+    let _ = kill(Pid::from_raw(worker.child.id() as i32), sig);
+}
+
+pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
+    let (url, _server) = match cli.explicit_url() {
+        Some(url) => (url, None),
+        None => {
+            let server = PrivateRedis::start().map_err(|e| Failure::new(exit::UNAVAILABLE, e))?;
+            let url = server.url();
+            (url, Some(server))
+        }
+    };
+    let observer = cli.connect(&url).await?;
+    let mut conn = raw_connection(&url).await?;
+    for key in [FAIR, PLAIN] {
+        let _ = observer.fair_lock(key)?.force_unlock().await;
+    }
+    println!(
+        "torture: {} ({} protocol), {} processes x {} tasks, faults {}, lease {}",
+        duration::format(args.duration),
+        cli.protocol,
+        args.processes,
+        args.tasks,
+        if args.no_faults { "off" } else { "on" },
+        duration::format(lease(cli)),
+    );
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let started = Instant::now();
+    let deadline = started + args.duration;
+    let mut seed = u64::from(std::process::id()) << 16 | 1;
+    let mut workers = Vec::new();
+    for _ in 0..args.processes {
+        seed += 1;
+        workers.push(spawn_worker(
+            cli,
+            &url,
+            args.tasks,
+            args.duration,
+            seed,
+            &lines,
+        )?);
+    }
+    let mut rng = Rng(seed | 1);
+    let lock = observer.fair_lock(FAIR)?;
+    let mut queue = QueueLog::default();
+    let mut faults = Vec::new();
+    let (mut kills, mut pauses) = (0u32, 0u32);
+    let mut next_fault = Instant::now() + Duration::from_millis(1500);
+    let pause_for = lease(cli) + Duration::from_millis(300);
+    while Instant::now() < deadline {
+        if let Ok(info) = lock.inspect().await {
+            let owners: Vec<String> = info.queue.into_iter().map(|w| w.owner).collect();
+            if queue.snapshots.last() != Some(&owners) {
+                queue.snapshots.push(owners);
+            }
+        }
+        if !args.no_faults && Instant::now() >= next_fault && deadline > Instant::now() + pause_for
+        {
+            let victim = rng.below(workers.len() as u64) as usize;
+            faults.push(server_time_us(&mut conn).await?);
+            if rng.below(2) == 0 {
+                signal(&workers[victim], Signal::SIGKILL);
+                kills += 1;
+                seed += 1;
+                let left = deadline.saturating_duration_since(Instant::now());
+                let fresh = spawn_worker(cli, &url, args.tasks, left, seed, &lines)?;
+                let mut dead = std::mem::replace(&mut workers[victim], fresh);
+                let _ = dead.child.wait();
+            } else {
+                signal(&workers[victim], Signal::SIGSTOP);
+                pauses += 1;
+                let until = Instant::now() + pause_for;
+                while Instant::now() < until {
+                    if let Ok(info) = lock.inspect().await {
+                        let owners: Vec<String> = info.queue.into_iter().map(|w| w.owner).collect();
+                        if queue.snapshots.last() != Some(&owners) {
+                            queue.snapshots.push(owners);
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                signal(&workers[victim], Signal::SIGCONT);
+            }
+            next_fault = Instant::now() + Duration::from_millis(1500 + rng.below(1500));
+        }
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    // Workers stop by themselves; give them time to release and flush.
+    for mut worker in workers {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            match worker.child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = worker.child.kill();
+                    let _ = worker.child.wait();
+                    break;
+                }
+            }
+        }
+        let _ = worker.reader.join();
+    }
+    let lines = lines.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let events: Vec<Event> = lines.iter().filter_map(|l| Event::parse(l)).collect();
+    let mut outcomes: HashMap<String, usize> = HashMap::new();
+    for event in &events {
+        if let Event::NoGrant { outcome, .. } = event {
+            *outcomes.entry(outcome.clone()).or_default() += 1;
+        }
+    }
+    let slot = if cli.protocol == Protocol::Redisson {
+        cli.waiter_slot
+    } else {
+        cli.waiter_ttl
+    };
+    let bounds = Bounds {
+        max_hold_us: MAX_HOLD_MS * 1000,
+        handoff_us: 300_000,
+        per_fault_us: (lease(cli) + slot + pause_for + Duration::from_secs(1)).as_micros() as u64,
+        base_us: 3_000_000,
+    };
+    let queues = HashMap::from([(FAIR.to_owned(), queue)]);
+    let report = history::check(
+        &events,
+        &queues,
+        cli.protocol == Protocol::Native,
+        &faults,
+        bounds,
+    );
+    println!(
+        "operations: {} holds, {} timeouts, {} cancellations, {} errors in {:.1}s",
+        report.holds,
+        outcomes.get("timeout").unwrap_or(&0),
+        outcomes.get("cancelled").unwrap_or(&0),
+        outcomes.get("error").unwrap_or(&0),
+        started.elapsed().as_secs_f64()
+    );
+    println!("faults injected: {kills} SIGKILL, {pauses} SIGSTOP past the lease");
+    println!(
+        "checks: overlaps {}, FIFO {} (of {} queue-order pairs), requeued live waiters {}{}, tokens {}, liveness {}",
+        report.overlaps,
+        report.fifo_violations,
+        report.fifo_pairs_checked,
+        report.requeued,
+        if report.strict_order {
+            ""
+        } else {
+            " (allowed: Redisson drops waiters past their slot)"
+        },
+        if cli.protocol == Protocol::Native {
+            report.token_violations.to_string()
+        } else {
+            "n/a".to_owned()
+        },
+        report.liveness_violations
+    );
+    for example in &report.examples {
+        println!("  {example}");
+    }
+    println!("violations: {}", report.violations());
+    observer.flush().await;
+    Ok(if report.violations() == 0 { 0 } else { 1 })
+}
