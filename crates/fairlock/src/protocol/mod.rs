@@ -7,6 +7,9 @@
 pub(crate) mod native;
 pub(crate) mod redisson;
 
+#[cfg(test)]
+mod model_tests;
+
 use std::time::Duration;
 
 use crate::connection::Connection;

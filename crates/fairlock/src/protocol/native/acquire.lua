@@ -26,6 +26,7 @@ if holder == owner then
   end
   -- Handed to this waiter while it waited (its wake-up may be lost): claim it.
   leave_queue(owner)
+  redis.call('hset', KEYS[1], 'claimed', 1)
   redis.call('pexpire', KEYS[1], lease)
   return {1, tonumber(redis.call('hget', KEYS[1], 'token'))}
 end
@@ -37,7 +38,7 @@ if not holder then
     hand_off(prefix, waiter_ttl, now_us)
   else
     leave_queue(owner)
-    return {1, take(owner, lease, now_us)}
+    return {1, take(owner, lease, now_us, 1)}
   end
 end
 

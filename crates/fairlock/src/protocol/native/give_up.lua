@@ -1,5 +1,5 @@
 -- Native lock: a waiter stops waiting (timeout, cancellation, error). If the
--- lock was handed to it meanwhile and it never took it, it is passed on.
+-- lock was handed to it meanwhile and it never claimed it, it is passed on.
 -- KEYS[1..5] see the prelude
 -- ARGV[1] owner, ARGV[2] waiter ttl ms, ARGV[3] channel prefix
 -- Returns 0 not queued, 1 left the queue, 2 passed on a grant it had not taken.
@@ -10,7 +10,8 @@ if err then
 end
 local owner = ARGV[1]
 local queued = leave_queue(owner)
-if redis.call('hget', KEYS[1], 'owner') == owner then
+local holder = redis.call('hmget', KEYS[1], 'owner', 'claimed')
+if holder[1] == owner and holder[2] == '0' then
   local now, now_us = server_now()
   release_fully(ARGV[3], tonumber(ARGV[2]), now, now_us)
   return 2

@@ -1,7 +1,8 @@
 -- fairlock native prelude, prepended to every native-protocol script.
 --
 -- Every script passes the lock's keys in this order:
---   KEYS[1] lock hash: owner, count (holds), token (fencing token)
+--   KEYS[1] lock hash: owner, count (holds), token (fencing token),
+--           claimed (0 while a handoff waits for its new holder's claim)
 --   KEYS[2] queue: sorted set, owner -> arrival number (FIFO order)
 --   KEYS[3] liveness: sorted set, owner -> deadline (server ms); a waiter
 --           refreshes it while it waits and is skipped once it passed
@@ -59,10 +60,11 @@ local function purge_dead(now)
 end
 
 -- Make `owner` the holder of the free lock (no lock key) under a new fencing
--- token, expiring after `expire_ms`.
-local function take(owner, expire_ms, now_us)
+-- token, expiring after `expire_ms`. `claimed`: 1 when the caller itself
+-- takes it, 0 for a handoff its new holder has not acted on yet.
+local function take(owner, expire_ms, now_us, claimed)
   local token = next_counter('token', now_us)
-  redis.call('hset', KEYS[1], 'owner', owner, 'count', 1, 'token', decimal(token))
+  redis.call('hset', KEYS[1], 'owner', owner, 'count', 1, 'token', decimal(token), 'claimed', claimed)
   redis.call('pexpire', KEYS[1], expire_ms)
   return token
 end
@@ -78,7 +80,7 @@ local function hand_off(channel_prefix, waiter_ttl, now_us)
   end
   local lease = tonumber(redis.call('hget', KEYS[5], head) or waiter_ttl)
   leave_queue(head)
-  local token = take(head, math.min(lease, waiter_ttl), now_us)
+  local token = take(head, math.min(lease, waiter_ttl), now_us, 0)
   redis.call('publish', channel_prefix .. ':' .. head, 'grant:' .. decimal(token))
   return head
 end

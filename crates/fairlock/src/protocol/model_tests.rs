@@ -1,0 +1,272 @@
+//! Model-based tests: random sequences of single script calls from several
+//! owners run against the real scripts on a real Redis and against a pure
+//! in-memory model of each protocol's state machine; after every step the
+//! raw Redis state must equal the model's.
+//!
+//! Leases and waiter slots are an hour, so nothing expires during a case:
+//! the model is about who holds, how often, and who waits in which order.
+
+#[path = "../../tests/support/server.rs"]
+mod server;
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::{Acquire, AcquireArgs, Protocol, ProtocolLock, Release};
+use crate::config::ClientConfig;
+use crate::connection::Connection;
+
+const OWNERS: [&str; 4] = ["m:1", "m:2", "m:3", "m:4"];
+const LONG: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    /// A one-shot attempt (`try_lock`).
+    Once(usize),
+    /// An attempt that queues when busy (one step of `lock()`).
+    Queue(usize),
+    /// Leave the queue (timeout, cancellation).
+    GiveUp(usize),
+    /// Release one hold.
+    Release(usize),
+    /// Release whoever holds it.
+    Force,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let owner = 0..OWNERS.len();
+    prop_oneof![
+        1 => owner.clone().prop_map(Op::Once),
+        3 => owner.clone().prop_map(Op::Queue),
+        1 => owner.clone().prop_map(Op::GiveUp),
+        2 => owner.prop_map(Op::Release),
+        1 => Just(Op::Force),
+    ]
+}
+
+/// The state both protocols share, abstracted from time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Model {
+    /// (owner, hold count, claimed): a native handoff is unclaimed until
+    /// the new holder's next call.
+    holder: Option<(usize, u32, bool)>,
+    queue: Vec<usize>,
+}
+
+impl Model {
+    fn leave(&mut self, o: usize) {
+        self.queue.retain(|q| *q != o);
+    }
+
+    /// Native: hand the free lock to the first waiter.
+    fn hand_off(&mut self) {
+        if self.queue.is_empty() {
+            self.holder = None;
+        } else {
+            let head = self.queue.remove(0);
+            self.holder = Some((head, 1, false));
+        }
+    }
+
+    fn apply(&mut self, protocol: Protocol, op: Op) {
+        let native = protocol == Protocol::Native;
+        match op {
+            Op::Once(o) | Op::Queue(o) => {
+                let queue = matches!(op, Op::Queue(_));
+                match self.holder {
+                    Some((h, count, claimed)) if h == o => {
+                        // Re-entry, or (native) the claim of a handoff.
+                        self.holder = Some((h, if claimed { count + 1 } else { count }, true));
+                        return;
+                    }
+                    Some(_) => {}
+                    None => {
+                        let head = self.queue.first().copied();
+                        match head {
+                            Some(head) if head != o => {
+                                if native {
+                                    // Free with a live waiter first: it gets the lock.
+                                    self.leave(head);
+                                    self.holder = Some((head, 1, false));
+                                }
+                            }
+                            _ => {
+                                self.leave(o);
+                                self.holder = Some((o, 1, true));
+                                return;
+                            }
+                        }
+                    }
+                }
+                if queue && !self.queue.contains(&o) {
+                    self.queue.push(o);
+                }
+            }
+            Op::GiveUp(o) => {
+                self.leave(o);
+                // Native: a handoff this owner never took passes on.
+                if native && matches!(self.holder, Some((h, _, false)) if h == o) {
+                    self.hand_off();
+                }
+            }
+            Op::Release(o) => {
+                if let Some((h, count, claimed)) = self.holder {
+                    if h == o {
+                        if count > 1 {
+                            self.holder = Some((h, count - 1, claimed));
+                        } else if native {
+                            self.hand_off();
+                        } else {
+                            self.holder = None;
+                        }
+                    }
+                }
+            }
+            Op::Force => {
+                if native && self.holder.is_some() {
+                    self.hand_off();
+                } else {
+                    self.holder = None;
+                }
+            }
+        }
+    }
+}
+
+/// Run one step against Redis.
+async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op) {
+    match op {
+        Op::Once(o) | Op::Queue(o) => {
+            // A real waiter's later attempts pass first = false; an
+            // unclaimed handoff is only ever claimed by such an attempt.
+            let unclaimed = matches!(model.holder, Some((h, _, false)) if h == o);
+            let args = AcquireArgs {
+                owner: OWNERS[o],
+                lease: LONG,
+                slot: LONG,
+                queue: matches!(op, Op::Queue(_)),
+                fresh: false,
+                first: !unclaimed,
+            };
+            let reply = lock.acquire(conn, &args).await.expect("acquire");
+            assert!(!matches!(reply, Acquire::Busy) || !args.queue, "{reply:?}");
+        }
+        Op::GiveUp(o) => {
+            lock.give_up(conn, OWNERS[o], LONG).await.expect("give up");
+        }
+        Op::Release(o) => {
+            let request = crate::lock::new_request_id();
+            let reply = lock
+                .release(conn, OWNERS[o], LONG, LONG, &request)
+                .await
+                .expect("release");
+            let held_by_o = matches!(model.holder, Some((h, _, _)) if h == o);
+            assert_eq!(
+                held_by_o,
+                matches!(reply, Release::Released | Release::StillHeld),
+                "{reply:?}"
+            );
+        }
+        Op::Force => {
+            lock.force_release(conn, LONG).await.expect("force");
+        }
+    }
+}
+
+/// The abstract state read back from Redis: (holder, count), queue order.
+fn observed(
+    server: &server::RedisServer,
+    protocol: Protocol,
+) -> (Option<(usize, u32)>, Vec<usize>) {
+    let index = |o: &str| OWNERS.iter().position(|x| *x == o).expect("known owner");
+    match protocol {
+        Protocol::Redisson => {
+            let fields: Vec<String> = server.cmd(&["HGETALL", "m"]);
+            assert!(fields.len() <= 2, "one holder at most: {fields:?}");
+            let holder = fields
+                .chunks(2)
+                .next()
+                .map(|p| (index(&p[0]), p[1].parse().expect("count")));
+            let queue: Vec<String> = server.cmd(&["LRANGE", "redisson_lock_queue:{m}", "0", "-1"]);
+            // Deadlines rise along the queue and cover exactly its members.
+            let by_deadline: Vec<String> =
+                server.cmd(&["ZRANGE", "redisson_lock_timeout:{m}", "0", "-1"]);
+            assert_eq!(by_deadline, queue, "deadline order is queue order");
+            (holder, queue.iter().map(|o| index(o)).collect())
+        }
+        _ => {
+            let (owner, count): (Option<String>, Option<u32>) = {
+                let v: Vec<Option<String>> =
+                    server.cmd(&["HMGET", "fairlock:{m}:lock", "owner", "count"]);
+                (
+                    v[0].clone(),
+                    v[1].as_ref().map(|c| c.parse().expect("count")),
+                )
+            };
+            let holder = owner.map(|o| (index(&o), count.expect("count with owner")));
+            let queue: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{m}:queue", "0", "-1"]);
+            let mut alive: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{m}:alive", "0", "-1"]);
+            let mut leases: Vec<String> = server.cmd(&["HKEYS", "fairlock:{m}:leases"]);
+            let mut members = queue.clone();
+            members.sort();
+            alive.sort();
+            leases.sort();
+            assert_eq!(alive, members, "liveness entries = queue");
+            assert_eq!(leases, members, "lease entries = queue");
+            (holder, queue.iter().map(|o| index(o)).collect())
+        }
+    }
+}
+
+fn run_case(
+    server: &server::RedisServer,
+    runtime: &tokio::runtime::Runtime,
+    protocol: Protocol,
+    ops: &[Op],
+) {
+    let _: () = server.cmd(&["FLUSHALL"]);
+    runtime.block_on(async {
+        let config = ClientConfig::from_url(&server.url()).expect("url");
+        let (conn, _) = Connection::connect(&config).await.expect("connect");
+        let lock = ProtocolLock::new(protocol, "m", true, 0);
+        let mut model = Model::default();
+        let mut last_token = 0u64;
+        for (i, op) in ops.iter().enumerate() {
+            step(&lock, &conn, &model, *op).await;
+            model.apply(protocol, *op);
+            let (holder, queue) = observed(server, protocol);
+            let expected = model.holder.map(|(h, c, _)| (h, c));
+            assert_eq!(
+                (holder, &queue),
+                (expected, &model.queue),
+                "{protocol} after step {i} {op:?} of {ops:?}"
+            );
+            if protocol == Protocol::Native && holder.is_some() {
+                let token: u64 = server.cmd(&["HGET", "fairlock:{m}:lock", "token"]);
+                assert!(token >= last_token, "tokens never go back");
+                last_token = token;
+            }
+        }
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn scripts_match_the_model(ops in proptest::collection::vec(op(), 1..40)) {
+        thread_local! {
+            static SERVER: server::RedisServer = server::RedisServer::start();
+            static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+        }
+        SERVER.with(|server| RUNTIME.with(|runtime| {
+            for protocol in [Protocol::Native, Protocol::Redisson] {
+                run_case(server, runtime, protocol, &ops);
+            }
+        }));
+    }
+}

@@ -1,0 +1,321 @@
+//! The harness's core: a real `redis-server` on a free loopback port, in a
+//! temp dir, without persistence; killed on drop, its log printed when the
+//! owning test panicked. Knows nothing of fairlock (the crate's own unit
+//! tests include this file too).
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct RedisServer {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    extra: Vec<String>,
+    tls: Option<TlsMaterial>,
+}
+
+/// A private CA and a server certificate for 127.0.0.1, made with openssl.
+pub struct TlsMaterial {
+    dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl TlsMaterial {
+    fn generate() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("fairlock-tls-")
+            .tempdir()
+            .expect("temp dir");
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .expect("run openssl");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        std::fs::write(dir.path().join("san.ext"), "subjectAltName=IP:127.0.0.1\n").expect("write");
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=fairlock test CA",
+        ]);
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ]);
+        Self { dir, port: 0 }
+    }
+
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(self.dir.path().join("ca.crt")).expect("ca.crt")
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+}
+
+fn free_port() -> u16 {
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = listener.local_addr().expect("local addr").port();
+        if port != 6379 {
+            return port;
+        }
+    }
+}
+
+impl RedisServer {
+    /// Start a server with default settings.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Start a server with extra `redis-server` arguments (e.g.
+    /// `["--requirepass", "secret"]`).
+    pub fn start_with(extra: &[&str]) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("fairlock-redis-")
+            .tempdir()
+            .expect("temp dir");
+        let mut server = Self {
+            port: 0,
+            dir,
+            child: None,
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            tls: None,
+        };
+        server.boot();
+        server
+    }
+
+    /// Start a server that also listens with TLS (certificates from a private
+    /// CA, see [`TlsMaterial`]); clients need not present certificates.
+    pub fn start_tls() -> Self {
+        let mut tls = TlsMaterial::generate();
+        tls.port = free_port();
+        let extra = vec![
+            "--tls-port".to_owned(),
+            tls.port.to_string(),
+            "--tls-cert-file".to_owned(),
+            tls.file("server.crt"),
+            "--tls-key-file".to_owned(),
+            tls.file("server.key"),
+            "--tls-ca-cert-file".to_owned(),
+            tls.file("ca.crt"),
+            "--tls-auth-clients".to_owned(),
+            "no".to_owned(),
+        ];
+        let mut server = Self {
+            port: 0,
+            dir: tempfile::Builder::new()
+                .prefix("fairlock-redis-")
+                .tempdir()
+                .expect("temp dir"),
+            child: None,
+            extra,
+            tls: Some(tls),
+        };
+        server.boot();
+        server
+    }
+
+    pub fn tls(&self) -> Option<&TlsMaterial> {
+        self.tls.as_ref()
+    }
+
+    fn boot(&mut self) {
+        let server = self;
+        // A port that was free when probed can be taken before redis binds
+        // it; try a few.
+        for _ in 0..5 {
+            server.port = free_port();
+            if server.spawn() {
+                return;
+            }
+        }
+        panic!("could not start redis-server:\n{}", server.log());
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("redis.log")
+    }
+
+    /// Spawn on `self.port`; `true` once it answers PING.
+    fn spawn(&mut self) -> bool {
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.log_path())
+            .args(["--daemonize", "no"])
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(err) => panic!("cannot run redis-server (is it installed?): {err}"),
+        };
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    self.child = None;
+                    return false;
+                }
+            }
+            // Ready when the server on the port answers and is ours (another
+            // test may have raced us to the same port).
+            if let Some(pid) = self.server_pid() {
+                if Some(pid) == self.child.as_ref().map(Child::id) {
+                    return true;
+                }
+                self.stop();
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// `process_id` from INFO of whatever answers on the port.
+    fn server_pid(&self) -> Option<u32> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        if let Some(i) = self.extra.iter().position(|a| a == "--requirepass") {
+            let password = self.extra.get(i + 1)?;
+            stream
+                .write_all(format!("AUTH {password}\r\n").as_bytes())
+                .ok()?;
+        }
+        stream.write_all(b"INFO server\r\n").ok()?;
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !reply.windows(11).any(|w| w == b"process_id:") || !reply.ends_with(b"\r\n\r\n") {
+            let n = stream.read(&mut buf).ok()?;
+            if n == 0 {
+                break;
+            }
+            reply.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&reply);
+        let line = text.lines().find(|l| l.starts_with("process_id:"))?;
+        line["process_id:".len()..].trim().parse().ok()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The pid of the server process.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).expect("server running")
+    }
+
+    /// Kill the server (SIGKILL) and wait for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kill and start again on the same port, with no data (no persistence).
+    pub fn restart(&mut self) {
+        self.stop();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.spawn() {
+            assert!(Instant::now() < deadline, "restart failed:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A plain synchronous connection for inspecting raw state.
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .expect("client")
+            .get_connection()
+            .expect("connect to test redis")
+    }
+
+    /// Run one command and decode the reply.
+    pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut self.conn())
+            .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("---- redis-server :{} log ----\n{}", self.port, self.log());
+        }
+        self.stop();
+    }
+}
