@@ -162,7 +162,8 @@ impl LockGuard {
         let held = self.held();
         let mut options = AcquireOptions::new()
             .wait(Duration::ZERO)
-            .owner(held.owner.clone());
+            .owner(held.owner.clone())
+            .reenter_only();
         if let Lease::Explicit(lease) = held.lease {
             options = options.lease(lease);
         }
@@ -184,6 +185,14 @@ impl LockGuard {
         self.armed = false;
         let held = &self.held;
         held.stop_renewing();
+        // Known lost: a release now could only hit a later hold of the same
+        // owner.
+        if held.state.status().lost {
+            return Err(Error::LockLost {
+                name: held.shared.name.clone(),
+                owner: held.owner.to_string(),
+            });
+        }
         let mut release = ReleaseOnDrop::new(&held.shared, &held.owner, held.lease_duration());
         let reply = release.run().await?;
         check_release(&held.shared, &held.owner, reply).map_err(|err| match err {
@@ -217,11 +226,11 @@ impl Held {
     fn stop_renewing(&self) {
         self.released.store(true, Ordering::SeqCst);
         if let Lease::Watchdog(_) = self.lease {
-            self.shared
-                .client
-                .inner
-                .watchdog
-                .unregister(self.shared.lock_key(), self.owner.as_str());
+            self.shared.client.inner.watchdog.unregister(
+                self.shared.lock_key(),
+                self.owner.as_str(),
+                &self.state,
+            );
         }
     }
 
@@ -285,6 +294,9 @@ impl Drop for LockGuard {
         }
         let held = &self.held;
         held.stop_renewing();
+        if held.state.status().lost {
+            return;
+        }
         let shared = Arc::clone(&held.shared);
         let owner = held.owner.clone();
         let lease = held.lease_duration();

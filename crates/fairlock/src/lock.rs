@@ -113,15 +113,29 @@ impl LockShared {
         }
     }
 
-    /// Leave the queue, best effort; logged when it fails (a dead entry is
-    /// purged once its deadline passes).
+    /// Leave the queue, retrying through connection errors within the retry
+    /// budget; logged when it still fails (the entry then expires: native
+    /// after the waiter ttl, redisson after its slot).
     async fn give_up(&self, owner: &Owner, slot: Duration) {
-        if let Err(err) = self
-            .protocol
-            .give_up(self.conn(), owner.as_str(), slot)
-            .await
-        {
-            warn!(lock = %self.name, %owner, error = %err, "could not leave the queue; the entry expires with its waiter slot");
+        let budget = self.client.config().retry_budget;
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            match self
+                .protocol
+                .give_up(self.conn(), owner.as_str(), slot)
+                .await
+            {
+                Ok(_) => return,
+                Err(err) if err.is_connection() && started.elapsed() + backoff < budget => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                Err(err) => {
+                    warn!(lock = %self.name, %owner, error = %err, "could not leave the queue; the entry expires on its own");
+                    return;
+                }
+            }
         }
     }
 
@@ -132,7 +146,7 @@ impl LockShared {
         reply: &Result<Acquire>,
         lease: Duration,
         slot: Duration,
-        fresh: bool,
+        base: Option<u32>,
     ) {
         match reply {
             Ok(Acquire::Acquired { .. } | Acquire::Reentered { .. }) => {
@@ -144,11 +158,16 @@ impl LockShared {
             Ok(Acquire::Queued { .. }) => self.give_up(owner, slot).await,
             Ok(Acquire::Busy) => {}
             Err(_) => {
-                // Unknown outcome: leave the queue, and a fresh owner (which
-                // held nothing before) releases whatever it may have got.
+                // Unknown outcome: leave the queue, and release the hold the
+                // attempt may have added (the count is above its base).
                 self.give_up(owner, slot).await;
-                if fresh {
-                    let _ = self.release(owner, lease).await;
+                if let Some(base) = base {
+                    match self.protocol.hold_count(self.conn(), owner.as_str()).await {
+                        Ok(count) if count > base => {
+                            let _ = self.release(owner, lease).await;
+                        }
+                        _ => {}
+                    }
                 }
             }
         }
@@ -169,6 +188,8 @@ pub struct AcquireOptions {
     wait: Option<Duration>,
     lease: Option<Duration>,
     owner: Option<Owner>,
+    /// Only a re-entry counts: a fresh grant is undone (`LockGuard::reenter`).
+    reenter_only: bool,
 }
 
 impl AcquireOptions {
@@ -191,14 +212,20 @@ impl AcquireOptions {
         self
     }
 
+    /// Only accept a re-entry; a grant of a lock the owner no longer held is
+    /// released again and reported as `None`.
+    pub(crate) fn reenter_only(mut self) -> Self {
+        self.reenter_only = true;
+        self
+    }
+
     /// Acquire as `owner`: when it already holds the lock, this re-enters
     /// (the hold count goes up). Default: a fresh owner.
     ///
+    /// The owner's hold count is read first (one more round trip), so that a
+    /// retry after a lost reply neither counts a hold twice nor misses one.
     /// One owner must not wait for the same lock in two places at once (as
     /// a Redisson thread cannot): both would take the one grant as theirs.
-    /// If the reply to a re-entry is lost to a connection error, the extra
-    /// hold may stay counted until the lease runs out; fresh owners are
-    /// reconciled exactly.
     pub fn owner(mut self, owner: Owner) -> Self {
         self.owner = Some(owner);
         self
@@ -481,19 +508,31 @@ pub(crate) async fn acquire_with(
         // Redisson gives a waiter that passes a wait time that wait as its slot.
         wait.unwrap_or(config.waiter_slot)
     };
-    let fresh = options.owner.is_none();
-    let owner = options.owner.unwrap_or_else(|| shared.client.new_owner());
+    // The owner's hold count before this acquisition: 0 for a fresh owner,
+    // read for an explicit one (a retry after a lost reply then neither
+    // counts a hold twice nor misses one).
+    let (owner, base) = match options.owner {
+        Some(owner) => {
+            let base = shared
+                .protocol
+                .hold_count(shared.conn(), owner.as_str())
+                .await?;
+            (owner, base)
+        }
+        None => (shared.client.new_owner(), 0),
+    };
+    let reenter_only = options.reenter_only;
     let span = debug_span!("acquire", lock = %shared.name, owner = %owner, fair = shared.protocol.fair(), protocol = %config.protocol);
     let attempt = Attempt {
         shared,
         owner,
         lease,
         slot,
-        fresh,
+        base,
     };
     async move {
         if once {
-            attempt.run_once().await
+            attempt.run_once(reenter_only).await
         } else {
             attempt.run(wait.map(|w| Instant::now() + w)).await
         }
@@ -526,8 +565,8 @@ struct Attempt {
     owner: Owner,
     lease: Lease,
     slot: Duration,
-    /// The owner is new: it held nothing before this acquisition.
-    fresh: bool,
+    /// The owner's hold count before this acquisition.
+    base: u32,
 }
 
 /// Takes the waiter out of the queue if the acquire future is dropped
@@ -610,13 +649,13 @@ struct Undo {
     owner: Owner,
     lease: Duration,
     slot: Duration,
-    fresh: bool,
+    base: u32,
 }
 
 impl Undo {
     async fn run(&self, reply: &Result<Acquire>) {
         self.shared
-            .undo(&self.owner, reply, self.lease, self.slot, self.fresh)
+            .undo(&self.owner, reply, self.lease, self.slot, Some(self.base))
             .await;
     }
 }
@@ -645,14 +684,14 @@ impl Drop for PendingReply {
 impl Attempt {
     /// Send one attempt from a task of its own: if the caller is dropped while
     /// the script runs, the task still sees the reply and undoes it.
-    async fn send(&self, queue: bool, first: bool) -> Result<Acquire> {
+    async fn send(&self, queue: bool) -> Result<Acquire> {
         let (tx, rx) = oneshot::channel();
         let undo = Undo {
             shared: Arc::clone(&self.shared),
             owner: self.owner.clone(),
             lease: self.lease.duration(),
             slot: self.slot,
-            fresh: self.fresh,
+            base: self.base,
         };
         let sender_undo = undo.clone();
         self.shared.client.inner.spawn_cleanup(async move {
@@ -661,15 +700,14 @@ impl Attempt {
                 owner,
                 lease,
                 slot,
-                fresh,
+                base,
             } = &sender_undo;
             let args = AcquireArgs {
                 owner: owner.as_str(),
                 lease: *lease,
                 slot: *slot,
                 queue,
-                fresh: *fresh,
-                first,
+                base: Some(*base),
             };
             let reply = shared.protocol.acquire(shared.conn(), &args).await;
             // The caller is gone: undo what the attempt did.
@@ -711,9 +749,18 @@ impl Attempt {
         )
     }
 
-    async fn run_once(self) -> Result<Option<LockGuard>> {
+    async fn run_once(self, reenter_only: bool) -> Result<Option<LockGuard>> {
         let sent_at = Instant::now();
-        match self.send(false, true).await? {
+        match self.send(false).await? {
+            Acquire::Acquired { .. } if reenter_only => {
+                // The hold to re-enter was lost; this is a new grant nobody asked for.
+                let reply = self
+                    .shared
+                    .release(&self.owner, self.lease.duration())
+                    .await;
+                debug!(lock = %self.shared.name, owner = %self.owner, ?reply, "re-entry found the hold lost");
+                Ok(None)
+            }
             Acquire::Acquired { token } => Ok(Some(self.guard(sent_at, token))),
             Acquire::Reentered { token, .. } => Ok(Some(self.guard(sent_at, token))),
             Acquire::Busy | Acquire::Queued { .. } => Ok(None),
@@ -741,14 +788,12 @@ impl Attempt {
         let mut failing_since: Option<Instant> = None;
         let mut backoff = Duration::from_millis(20);
         let mut idle_poll = Duration::from_millis(10);
-        let mut first = true;
         loop {
             if let Some(subscription) = subscription.as_mut() {
                 subscription.mark_seen();
             }
             let sent_at = Instant::now();
-            let reply = self.send(true, first).await;
-            first = false;
+            let reply = self.send(true).await;
             let pause = match reply {
                 Ok(Acquire::Acquired { token }) => {
                     leave_queue.shared = None;

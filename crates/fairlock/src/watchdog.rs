@@ -120,22 +120,30 @@ impl Watchdog {
         expires: Instant,
     ) -> Arc<HeldState> {
         let mut entries = locked(&self.entries);
-        let entry = entries
-            .entry((lock_key.to_owned(), owner.to_owned()))
-            .or_insert_with(|| Entry {
-                name: name.to_owned(),
-                holds: 0,
-                state: HeldState::new(expires),
-            });
+        let key = (lock_key.to_owned(), owner.to_owned());
+        // A hold already known lost is not shared with a new acquisition.
+        if entries.get(&key).is_some_and(|e| e.state.status().lost) {
+            entries.remove(&key);
+        }
+        let entry = entries.entry(key).or_insert_with(|| Entry {
+            name: name.to_owned(),
+            holds: 0,
+            state: HeldState::new(expires),
+        });
         entry.holds += 1;
         Arc::clone(&entry.state)
     }
 
-    /// One hold ends; renewal stops when none is left.
-    pub(crate) fn unregister(&self, lock_key: &str, owner: &str) {
+    /// One hold of `state` ends; renewal stops when none is left. A hold
+    /// that was lost and replaced by a new acquisition of the same owner
+    /// leaves the new one alone.
+    pub(crate) fn unregister(&self, lock_key: &str, owner: &str, state: &Arc<HeldState>) {
         let mut entries = locked(&self.entries);
         let key = (lock_key.to_owned(), owner.to_owned());
-        if let Some(entry) = entries.get_mut(&key) {
+        if let Some(entry) = entries
+            .get_mut(&key)
+            .filter(|e| Arc::ptr_eq(&e.state, state))
+        {
             entry.holds -= 1;
             if entry.holds == 0 {
                 entries.remove(&key);
@@ -160,20 +168,24 @@ async fn run(
         let Some(entries) = entries.upgrade() else {
             return;
         };
-        let batch: Vec<Key> = locked(&entries).keys().cloned().collect();
+        let batch: Vec<(Key, Arc<HeldState>)> = locked(&entries)
+            .iter()
+            .map(|(key, entry)| (key.clone(), Arc::clone(&entry.state)))
+            .collect();
         for chunk in batch.chunks(RENEW_BATCH) {
             let pairs: Vec<(&str, &str)> = chunk
                 .iter()
-                .map(|(k, o)| (k.as_str(), o.as_str()))
+                .map(|((k, o), _)| (k.as_str(), o.as_str()))
                 .collect();
             let sent_at = Instant::now();
             let result = protocol::renew(protocol, &conn, &pairs, lease).await;
             let mut map = locked(&entries);
             match result {
                 Ok(renewed) => {
-                    for (key, still_held) in chunk.iter().zip(renewed) {
-                        // Released meanwhile: the answer no longer matters.
-                        let Some(entry) = map.get_mut(key) else {
+                    for ((key, state), still_held) in chunk.iter().zip(renewed) {
+                        // Released (or replaced) meanwhile: the answer no longer matters.
+                        let Some(entry) = map.get_mut(key).filter(|e| Arc::ptr_eq(&e.state, state))
+                        else {
                             continue;
                         };
                         if still_held {
@@ -188,8 +200,11 @@ async fn run(
                 Err(err) => {
                     delay = retry;
                     let now = Instant::now();
-                    for key in chunk {
-                        let Some(entry) = map.get(key) else { continue };
+                    for (key, state) in chunk {
+                        let Some(entry) = map.get(key).filter(|e| Arc::ptr_eq(&e.state, state))
+                        else {
+                            continue;
+                        };
                         if now >= entry.state.status().expires {
                             warn!(lock = %entry.name, owner = %key.1, error = %err, "lock lost: lease ran out while renewals failed");
                             entry.state.mark_lost();

@@ -79,10 +79,11 @@ pub(crate) struct AcquireArgs<'a> {
     pub(crate) slot: Duration,
     /// Wait in line when busy (else a one-shot attempt).
     pub(crate) queue: bool,
-    /// The owner held nothing before this acquisition.
-    pub(crate) fresh: bool,
-    /// The first attempt of this acquisition.
-    pub(crate) first: bool,
+    /// The owner's hold count before this acquisition (0 for a fresh owner),
+    /// when known. Finding `base + 1` means an earlier attempt of this
+    /// acquisition already succeeded (its reply was lost) or, under native,
+    /// the lock was handed over: it is taken as is, not counted again.
+    pub(crate) base: Option<u32>,
 }
 
 /// One lock under one protocol: the dispatch point of the seam.

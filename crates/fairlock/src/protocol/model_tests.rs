@@ -138,16 +138,18 @@ impl Model {
 async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op) {
     match op {
         Op::Once(o) | Op::Queue(o) => {
-            // A real waiter's later attempts pass first = false; an
-            // unclaimed handoff is only ever claimed by such an attempt.
-            let unclaimed = matches!(model.holder, Some((h, _, false)) if h == o);
+            // The owner's hold count before this acquisition, as a real
+            // client passes it (an unclaimed handoff counts as not held yet).
+            let base = match model.holder {
+                Some((h, count, true)) if h == o => count,
+                _ => 0,
+            };
             let args = AcquireArgs {
                 owner: OWNERS[o],
                 lease: LONG,
                 slot: LONG,
                 queue: matches!(op, Op::Queue(_)),
-                fresh: false,
-                first: !unclaimed,
+                base: Some(base),
             };
             let reply = lock.acquire(conn, &args).await.expect("acquire");
             assert!(!matches!(reply, Acquire::Busy) || !args.queue, "{reply:?}");

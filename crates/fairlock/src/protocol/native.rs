@@ -100,9 +100,7 @@ impl NativeLock {
             self.keys.channel.clone(),
             if self.fair { "fair" } else { "nonfair" }.to_owned(),
             if args.queue { "queue" } else { "once" }.to_owned(),
-            // A fresh owner holds nothing: finding it as the holder means a
-            // grant (or a lost reply of its own attempt), never a re-entry.
-            if args.first && !args.fresh { "1" } else { "0" }.to_owned(),
+            args.base.map(|b| b.to_string()).unwrap_or_default(),
         ];
         let reply: Vec<i64> = conn
             .script(&ACQUIRE, &self.name, &self.keys(), &script_args)

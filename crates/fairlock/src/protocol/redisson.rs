@@ -90,9 +90,9 @@ impl RedissonLock {
         }
     }
 
-    /// One attempt. A fresh owner passes `reconcile` = 0: a hold count of 1
-    /// then means a grant by an earlier attempt whose reply was lost, which
-    /// is reported as acquired instead of re-entered a second time.
+    /// One attempt. `base` (the owner's hold count before this acquisition)
+    /// is passed as `reconcile`: finding `base + 1` means an earlier attempt
+    /// whose reply was lost already succeeded; it is not counted again.
     pub(crate) async fn acquire(
         &self,
         conn: &Connection,
@@ -103,10 +103,9 @@ impl RedissonLock {
             lease,
             slot,
             queue,
-            fresh,
-            ..
+            base,
         } = *args;
-        let reconcile = if fresh { "0".to_owned() } else { String::new() };
+        let reconcile = base.map(|b| b.to_string()).unwrap_or_default();
         let reply: Vec<i64> = if self.fair {
             let keys = [
                 self.keys.lock.as_str(),

@@ -11,6 +11,8 @@ use std::time::Duration;
 const PASS: u8 = 0;
 const STALL: u8 = 1;
 const REFUSE: u8 = 2;
+/// Requests go through, replies are held.
+const HOLD_REPLIES: u8 = 3;
 
 struct State {
     mode: AtomicU8,
@@ -54,8 +56,8 @@ impl Proxy {
                 if let (Ok(c), Ok(s)) = (client.try_clone(), server.try_clone()) {
                     accept_state.connections.lock().unwrap().push((c, s));
                 }
-                pump(&accept_state, &client, &server);
-                pump(&accept_state, &server, &client);
+                pump(&accept_state, &client, &server, false);
+                pump(&accept_state, &server, &client, true);
             }
         });
         Self { port, state }
@@ -77,6 +79,12 @@ impl Proxy {
     /// Hold all bytes in both directions (connections stay open).
     pub fn stall(&self) {
         self.state.mode.store(STALL, Ordering::SeqCst);
+    }
+
+    /// Forward requests but hold every reply (a reply "lost" in flight once
+    /// the connections are cut).
+    pub fn hold_replies(&self) {
+        self.state.mode.store(HOLD_REPLIES, Ordering::SeqCst);
     }
 
     /// Close new connections at once.
@@ -102,8 +110,9 @@ impl Drop for Proxy {
     }
 }
 
-/// Copy `from` -> `to` on a thread of its own, holding bytes while stalled.
-fn pump(state: &Arc<State>, from: &TcpStream, to: &TcpStream) {
+/// Copy `from` -> `to` on a thread of its own, holding bytes while stalled
+/// (and, for the reply direction, while replies are held).
+fn pump(state: &Arc<State>, from: &TcpStream, to: &TcpStream, replies: bool) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };

@@ -3,7 +3,7 @@
 -- KEYS[1..5] see the prelude
 -- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] waiter ttl ms, ARGV[4] channel prefix,
 -- ARGV[5] 'fair' or 'nonfair', ARGV[6] 'queue' (wait in line) or 'once',
--- ARGV[7] '1' when the owner may already hold the lock (re-entry allowed), else '0'
+-- ARGV[7] the owner's hold count before this acquisition, or '' when unknown
 -- Returns {1, token} acquired (or claimed a grant made while it waited),
 -- {2, count, token} re-entered, {3, lock pttl, position} waiting (position 0
 -- for the non-fair lock), {4} busy (mode 'once').
@@ -19,16 +19,23 @@ purge_dead(now)
 
 local holder = redis.call('hget', KEYS[1], 'owner')
 if holder == owner then
-  if ARGV[7] == '1' then
-    local count = redis.call('hincrby', KEYS[1], 'count', 1)
+  local token = tonumber(redis.call('hget', KEYS[1], 'token'))
+  local count = tonumber(redis.call('hget', KEYS[1], 'count'))
+  if ARGV[7] ~= '' and count == tonumber(ARGV[7]) + 1 then
+    -- Already done: handed to this waiter while it waited (its wake-up may
+    -- be lost), or an earlier attempt whose reply was lost. Claim it.
+    leave_queue(owner)
+    redis.call('hset', KEYS[1], 'claimed', 1)
     redis.call('pexpire', KEYS[1], lease)
-    return {2, count, tonumber(redis.call('hget', KEYS[1], 'token'))}
+    if count == 1 then
+      return {1, token}
+    end
+    return {2, count, token}
   end
-  -- Handed to this waiter while it waited (its wake-up may be lost): claim it.
-  leave_queue(owner)
-  redis.call('hset', KEYS[1], 'claimed', 1)
+  -- Re-entry.
+  count = redis.call('hincrby', KEYS[1], 'count', 1)
   redis.call('pexpire', KEYS[1], lease)
-  return {1, tonumber(redis.call('hget', KEYS[1], 'token'))}
+  return {2, count, token}
 end
 
 if not holder then

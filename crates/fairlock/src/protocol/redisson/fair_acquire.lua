@@ -2,7 +2,8 @@
 -- KEYS[1] lock hash, KEYS[2] queue list, KEYS[3] waiter deadlines (sorted set)
 -- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] waiter slot ms, ARGV[4] now (client clock, ms),
 -- ARGV[5] 'queue' (enqueue when busy) or 'once' (never enqueue),
--- ARGV[6] hold count before this call when retrying after a lost reply, else ''
+-- ARGV[6] the owner's hold count before this acquisition (finding one more means an
+--   earlier attempt whose reply was lost succeeded), or '' when unknown
 -- Returns {1, 1} acquired, {2, count} re-entered, {3, ttl, position} queued
 -- (position 0 when already queued), {4, ttl} busy (mode 'once').
 local err = wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'list') or wrong_type(KEYS[3], 'zset')
@@ -15,7 +16,10 @@ local lease, owner, slot, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), t
 if ARGV[6] ~= '' then
   local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
   if held == tonumber(ARGV[6]) + 1 then
-    return {1, held}
+    if held == 1 then
+      return {1, 1}
+    end
+    return {2, held}
   end
 end
 

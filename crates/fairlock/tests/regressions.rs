@@ -1,0 +1,116 @@
+//! Regressions for bugs found in review: a lost hold must not release a
+//! later hold of the same owner, re-entry must not turn into a new grant, and
+//! a retried acquire after a lost reply must count its hold once.
+
+mod support;
+
+use std::time::Duration;
+
+use fairlock::{AcquireOptions, ClientConfig, LockClient, Protocol};
+use support::proxy::Proxy;
+use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_hold_spares_the_next_hold_of_its_owner() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let client = client_with(&server, |c| {
+            c.protocol(protocol).lease(Duration::from_millis(600))
+        })
+        .await;
+        let lock = client.fair_lock("again").unwrap();
+        let old = lock.lock().await.unwrap();
+        let owner = old.owner().clone();
+        let _: () = server.cmd(&["DEL", &lock_keys(protocol, "again").0]);
+        tokio::time::timeout(Duration::from_secs(3), old.lost())
+            .await
+            .expect("loss noticed");
+        // Re-entering a lost hold is not a new grant.
+        assert!(old.reenter().await.unwrap().is_none(), "{protocol}");
+        assert!(
+            !lock.is_locked().await.unwrap(),
+            "the stray grant was released"
+        );
+        // The same owner acquires again; the old guard must leave it alone.
+        let new = lock
+            .acquire(AcquireOptions::new().owner(owner.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        let err = old.unlock().await.unwrap_err();
+        assert!(err.is_lock_lost(), "{err}");
+        assert_eq!(
+            lock.hold_count(&owner).await.unwrap(),
+            1,
+            "{protocol}: the new hold is intact"
+        );
+        // And it is still renewed: alive after several leases.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(new.is_held(), "{protocol}");
+        assert_eq!(lock.hold_count(&owner).await.unwrap(), 1);
+        new.unlock().await.unwrap();
+        assert!(!lock.is_locked().await.unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retried_reentry_after_a_lost_reply_counts_once() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let proxy = Proxy::start(server.port());
+        support::init_tracing();
+        let config = ClientConfig::from_url(&proxy.url())
+            .unwrap()
+            .protocol(protocol)
+            .response_timeout(Duration::from_millis(300))
+            .retry_budget(Duration::from_secs(5));
+        let client = LockClient::with_config(config).await.unwrap();
+        let lock = client.fair_lock("twice").unwrap();
+        let owner = client.new_owner();
+        let first = lock
+            .acquire(AcquireOptions::new().owner(owner.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        // The re-entry runs on the server, but its reply never comes back.
+        proxy.hold_replies();
+        let again = {
+            let lock = lock.clone();
+            let owner = owner.clone();
+            tokio::spawn(async move { lock.acquire(AcquireOptions::new().owner(owner)).await })
+        };
+        let count_key = match protocol {
+            Protocol::Redisson => vec!["HGET".to_owned(), "twice".to_owned(), owner.to_string()],
+            _ => vec![
+                "HGET".to_owned(),
+                "fairlock:{twice}:lock".to_owned(),
+                "count".to_owned(),
+            ],
+        };
+        let count = |server: &RedisServer| {
+            let args: Vec<&str> = count_key.iter().map(String::as_str).collect();
+            server.cmd::<u32>(&args)
+        };
+        eventually(Duration::from_secs(5), "re-entry ran on the server", || {
+            count(&server) == 2
+        })
+        .await;
+        proxy.cut_all();
+        proxy.pass();
+        let second = tokio::time::timeout(Duration::from_secs(10), again)
+            .await
+            .expect("retried within the budget")
+            .unwrap()
+            .unwrap()
+            .expect("re-entered");
+        assert_eq!(
+            count(&server),
+            2,
+            "{protocol}: the lost reply's hold is not counted twice"
+        );
+        second.unlock().await.unwrap();
+        assert_eq!(count(&server), 1);
+        first.unlock().await.unwrap();
+        assert!(!lock.is_locked().await.unwrap());
+    }
+}
