@@ -38,6 +38,16 @@ pub(crate) enum Event {
     },
     /// A wait that ended without a grant: "timeout", "cancelled" or "error".
     NoGrant { lock: String, outcome: String },
+    /// A worker process announces its client id (the prefix of its owners).
+    Client { pid: u32, id: String },
+}
+
+/// A fault injected into one worker process, at a server time (µs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fault {
+    pub(crate) at: u64,
+    /// The client id of the process hit (`""` when unknown).
+    pub(crate) client: String,
 }
 
 impl Event {
@@ -56,6 +66,7 @@ impl Event {
             Event::NoGrant { lock, outcome } => {
                 json!({"kind": "no_grant", "lock": lock, "outcome": outcome})
             }
+            Event::Client { pid, id } => json!({"kind": "client", "pid": pid, "id": id}),
         }
     }
 
@@ -77,6 +88,10 @@ impl Event {
             "no_grant" => Some(Event::NoGrant {
                 lock: text("lock")?,
                 outcome: text("outcome")?,
+            }),
+            "client" => Some(Event::Client {
+                pid: u32::try_from(num("pid")?).ok()?,
+                id: text("id")?,
             }),
             _ => None,
         }
@@ -145,7 +160,7 @@ pub(crate) fn check(
     events: &[Event],
     queues: &HashMap<String, QueueLog>,
     native: bool,
-    faults: &[u64],
+    faults: &[Fault],
     bounds: Bounds,
 ) -> Report {
     let tokens = native;
@@ -163,7 +178,7 @@ pub(crate) fn check(
     for (lock, mut holds) in by_lock {
         holds.sort_by_key(|e| match e {
             Event::Hold { start, .. } => *start,
-            Event::NoGrant { .. } => 0,
+            _ => 0,
         });
         let valid: Vec<(u64, u64, Option<u64>, &str)> = holds
             .iter()
@@ -221,7 +236,7 @@ pub(crate) fn check(
             .iter()
             .filter_map(|e| match e {
                 Event::Hold { start, .. } => Some(*start),
-                Event::NoGrant { .. } => None,
+                _ => None,
             })
             .collect();
         for event in &holds {
@@ -239,7 +254,7 @@ pub(crate) fn check(
                 let faults_meanwhile = faults
                     .iter()
                     .filter(|f| {
-                        **f >= requested.saturating_sub(bounds.per_fault_us) && **f <= *start
+                        f.at >= requested.saturating_sub(bounds.per_fault_us) && f.at <= *start
                     })
                     .count() as u64;
                 let bound = (granted_meanwhile + 1) * (bounds.max_hold_us + bounds.handoff_us)
@@ -254,19 +269,45 @@ pub(crate) fn check(
                 }
             }
         }
-        check_fifo(lock, &holds, &queues[lock], &mut report);
+        check_fifo(lock, &holds, &queues[lock], faults, bounds, &mut report);
     }
     report
 }
 
 /// Pairs (a ahead of b) seen in a snapshot taken after both last (re)joined
-/// the queue must be granted a before b.
-fn check_fifo(lock: &str, holds: &[&Event], log: &QueueLog, report: &mut Report) {
+/// the queue must be granted a before b. Waiters whose process was paused or
+/// killed while they waited did not stay alive: they are left out (under
+/// Redisson, every waiter that waited through a fault: a stall anywhere can
+/// push it past its slot).
+fn check_fifo(
+    lock: &str,
+    holds: &[&Event],
+    log: &QueueLog,
+    faults: &[Fault],
+    bounds: Bounds,
+    report: &mut Report,
+) {
     let granted: HashMap<&str, u64> = holds
         .iter()
         .filter_map(|e| match e {
-            Event::Hold { owner, start, .. } => Some((owner.as_str(), *start)),
-            Event::NoGrant { .. } => None,
+            Event::Hold {
+                owner,
+                start,
+                requested,
+                ..
+            } => {
+                // Native: only the paused or killed process's own waiters.
+                // Redisson: any fault while it waited, since a stall anywhere
+                // can push a live waiter past its slot (Redisson then drops it).
+                let hit = faults.iter().any(|f| {
+                    let ours = !f.client.is_empty() && owner.starts_with(f.client.as_str());
+                    (ours || !report.strict_order)
+                        && f.at + bounds.per_fault_us >= *requested
+                        && f.at <= *start
+                });
+                (!hit).then_some((owner.as_str(), *start))
+            }
+            _ => None,
         })
         .collect();
     // For each owner, the snapshot index of its latest (re)arrival: a
@@ -418,6 +459,27 @@ mod tests {
         assert_eq!(report.token_violations, 0, "{report:?}");
         // The pair (b2, c) seen before b2 left does not count.
         assert_eq!(report.fifo_violations, 0, "{report:?}");
+    }
+
+    #[test]
+    fn waiters_hit_by_a_fault_are_left_out_of_fifo() {
+        // p:1 was queued ahead of q:1 but its process was paused while it
+        // waited: it did not stay alive, so the order does not count.
+        let events = vec![hold("q:1", 1, 0, 10, 20), hold("p:1", 2, 0, 30, 40)];
+        let queues = HashMap::from([(
+            "l".to_owned(),
+            QueueLog {
+                snapshots: vec![vec!["p:1".into(), "q:1".into()]],
+            },
+        )]);
+        let faults = [Fault {
+            at: 5,
+            client: "p".into(),
+        }];
+        let report = check(&events, &queues, true, &faults, BOUNDS);
+        assert_eq!(report.fifo_violations, 0, "{report:?}");
+        let unfaulted = check(&events, &queues, true, &[], BOUNDS);
+        assert_eq!(unfaulted.fifo_violations, 1, "{unfaulted:?}");
     }
 
     #[test]

@@ -89,6 +89,15 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     let url = cli.url();
     let client = cli.connect(&url).await?;
     let out = Arc::new(Mutex::new(std::io::stdout()));
+    {
+        let hello = Event::Client {
+            pid: std::process::id(),
+            id: client.id().to_owned(),
+        };
+        let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(out, "{}", hello.to_json());
+        let _ = out.flush();
+    }
     let deadline = Instant::now() + args.duration;
     let mut tasks = Vec::new();
     for t in 0..args.tasks {
@@ -299,7 +308,7 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
         if !args.no_faults && Instant::now() >= next_fault && deadline > Instant::now() + pause_for
         {
             let victim = rng.below(workers.len() as u64) as usize;
-            faults.push(server_time_us(&mut conn).await?);
+            faults.push((server_time_us(&mut conn).await?, workers[victim].child.id()));
             if rng.below(2) == 0 {
                 signal(&workers[victim], Signal::SIGKILL);
                 kills += 1;
@@ -345,6 +354,20 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     }
     let lines = lines.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let events: Vec<Event> = lines.iter().filter_map(|l| Event::parse(l)).collect();
+    let clients: HashMap<u32, String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Client { pid, id } => Some((*pid, id.clone())),
+            _ => None,
+        })
+        .collect();
+    let faults: Vec<history::Fault> = faults
+        .into_iter()
+        .map(|(at, pid)| history::Fault {
+            at,
+            client: clients.get(&pid).cloned().unwrap_or_default(),
+        })
+        .collect();
     let mut outcomes: HashMap<String, usize> = HashMap::new();
     for event in &events {
         if let Event::NoGrant { outcome, .. } = event {

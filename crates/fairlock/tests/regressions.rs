@@ -73,7 +73,7 @@ async fn retried_reentry_after_a_lost_reply_counts_once() {
             .unwrap()
             .unwrap();
         // The re-entry runs on the server, but its reply never comes back.
-        proxy.hold_replies();
+        proxy.hold_script_replies();
         let again = {
             let lock = lock.clone();
             let owner = owner.clone();

@@ -11,12 +11,15 @@ use std::time::Duration;
 const PASS: u8 = 0;
 const STALL: u8 = 1;
 const REFUSE: u8 = 2;
-/// Requests go through, replies are held.
-const HOLD_REPLIES: u8 = 3;
+/// Requests go through; once a script call (EVALSHA) went through, replies
+/// are held.
+const HOLD_SCRIPT_REPLIES: u8 = 3;
 
 struct State {
     mode: AtomicU8,
     stopped: AtomicBool,
+    /// A script call went through while replies to scripts are held.
+    script_sent: AtomicBool,
     /// Both ends of every live connection, to cut them.
     connections: Mutex<Vec<(TcpStream, TcpStream)>>,
 }
@@ -34,6 +37,7 @@ impl Proxy {
         let state = Arc::new(State {
             mode: AtomicU8::new(PASS),
             stopped: AtomicBool::new(false),
+            script_sent: AtomicBool::new(false),
             connections: Mutex::new(Vec::new()),
         });
         let accept_state = Arc::clone(&state);
@@ -81,10 +85,12 @@ impl Proxy {
         self.state.mode.store(STALL, Ordering::SeqCst);
     }
 
-    /// Forward requests but hold every reply (a reply "lost" in flight once
-    /// the connections are cut).
-    pub fn hold_replies(&self) {
-        self.state.mode.store(HOLD_REPLIES, Ordering::SeqCst);
+    /// Forward requests, but from the next script call (EVALSHA) on hold
+    /// every reply: the script runs, its reply is "lost" in flight once the
+    /// connections are cut.
+    pub fn hold_script_replies(&self) {
+        self.state.script_sent.store(false, Ordering::SeqCst);
+        self.state.mode.store(HOLD_SCRIPT_REPLIES, Ordering::SeqCst);
     }
 
     /// Close new connections at once.
@@ -124,9 +130,22 @@ fn pump(state: &Arc<State>, from: &TcpStream, to: &TcpStream, replies: bool) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            while state.mode.load(Ordering::SeqCst) == STALL
-                && !state.stopped.load(Ordering::SeqCst)
+            let mode = state.mode.load(Ordering::SeqCst);
+            if !replies
+                && mode == HOLD_SCRIPT_REPLIES
+                && buf[..n].windows(7).any(|w| w == b"EVALSHA")
             {
+                state.script_sent.store(true, Ordering::SeqCst);
+            }
+            loop {
+                let mode = state.mode.load(Ordering::SeqCst);
+                let held = mode == STALL
+                    || (replies
+                        && mode == HOLD_SCRIPT_REPLIES
+                        && state.script_sent.load(Ordering::SeqCst));
+                if !held || state.stopped.load(Ordering::SeqCst) {
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(5));
             }
             if to.write_all(&buf[..n]).is_err() {
