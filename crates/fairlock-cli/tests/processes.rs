@@ -336,3 +336,59 @@ fn paused_waiter_is_skipped_then_rejoins() {
         assert!(!support::is_held(&server, protocol, "nap"));
     }
 }
+
+/// Native: a waiter paused while the lock is handed to it reads the grant
+/// late; by then the short handoff lease passed the lock on. It must confirm
+/// instead of trusting the stale message: its command runs only after the
+/// waiter that got the lock released it.
+#[test]
+fn late_handoff_is_not_trusted() {
+    use nix::sys::signal::Signal;
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let marks = dir.path().join("marks");
+    let ttl = Duration::from_millis(600);
+    let holder = library(&server, Protocol::Native, |c| c.waiter_ttl(ttl));
+    let guard = holder.fair_lock("late").unwrap().lock().unwrap();
+    let script = format!("echo ran >> {}", marks.display());
+    let mut paused = exec(
+        &server,
+        Protocol::Native,
+        &["--waiter-ttl", "600ms"],
+        "late",
+        &["sh", "-c", &script],
+    );
+    wait_until(Duration::from_secs(10), "queued", || {
+        queue_len(&server, Protocol::Native, "late") == 1
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let behind = std::thread::spawn({
+        let client = library(&server, Protocol::Native, |c| c.waiter_ttl(ttl));
+        move || {
+            let guard = client.fair_lock("late").unwrap().lock().unwrap();
+            tx.send(()).unwrap();
+            // Hold long enough for the paused waiter to resume and look.
+            std::thread::sleep(Duration::from_millis(1500));
+            guard.unlock().unwrap();
+        }
+    });
+    wait_until(Duration::from_secs(10), "behind queued", || {
+        queue_len(&server, Protocol::Native, "late") == 2
+    });
+    signal(&paused, Signal::SIGSTOP);
+    // The handoff goes to the paused waiter and, unclaimed, passes on.
+    guard.unlock().unwrap();
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("the waiter behind got the lock");
+    signal(&paused, Signal::SIGCONT);
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        std::fs::read_to_string(&marks).unwrap_or_default(),
+        "",
+        "ran while another held the lock"
+    );
+    behind.join().unwrap();
+    let status = wait_exit(&mut paused, Duration::from_secs(15));
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&marks).unwrap(), "ran\n");
+}

@@ -23,6 +23,18 @@ use crate::error::{Error, Result};
 pub(crate) struct Connection {
     manager: ConnectionManager,
     addr: Arc<str>,
+    /// Server clock minus this machine's clock (ms), measured once at
+    /// connect. Used only to tell whether a handoff message was read late;
+    /// no lock decision depends on it.
+    server_offset_ms: i64,
+}
+
+/// Milliseconds since the Unix epoch by this machine's clock.
+pub(crate) fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 impl Connection {
@@ -44,6 +56,13 @@ impl Connection {
             .query_async::<()>(&mut probe)
             .await
             .map_err(|e| Error::from_redis_conn(e, &addr))?;
+        let before = wall_clock_ms();
+        let (sec, usec): (i64, i64) = redis::cmd("TIME")
+            .query_async(&mut probe)
+            .await
+            .map_err(|e| Error::from_redis_conn(e, &addr))?;
+        let after = wall_clock_ms();
+        let server_offset_ms = sec * 1000 + usec / 1000 - (before + after) / 2;
         drop(probe);
 
         let manager_config = ConnectionManagerConfig::new()
@@ -55,7 +74,19 @@ impl Connection {
         let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
             .await
             .map_err(|e| Error::from_redis_conn(e, &addr))?;
-        Ok((Self { manager, addr }, client))
+        Ok((
+            Self {
+                manager,
+                addr,
+                server_offset_ms,
+            },
+            client,
+        ))
+    }
+
+    /// An estimate of the server's clock now (ms since the epoch).
+    pub(crate) fn server_now_estimate_ms(&self) -> i64 {
+        wall_clock_ms() + self.server_offset_ms
     }
 
     /// Run `script` (EVALSHA, loading it once on NOSCRIPT). `name` and the

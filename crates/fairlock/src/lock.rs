@@ -735,10 +735,10 @@ impl Attempt {
     /// The guard of a lock handed over by a release (native): the new holder
     /// proceeds at once and claims the grant (extends it from the short
     /// handoff lease to its own) in the background.
-    fn handed_over(self, token: u64) -> LockGuard {
-        debug!(lock = %self.shared.name, owner = %self.owner, token, "handed over");
+    fn handed_over(self, token: u64, age: Duration) -> LockGuard {
+        debug!(lock = %self.shared.name, owner = %self.owner, token, ?age, "handed over");
         let handoff = self.lease.duration().min(self.shared.waiter_ttl());
-        let expires = Instant::now() + handoff;
+        let expires = Instant::now() + handoff.saturating_sub(age);
         LockGuard::new(
             self.shared,
             self.owner,
@@ -857,10 +857,19 @@ impl Attempt {
                 None => pause,
             };
             if let Woken::Message(payload) = subscription.wait(pause).await {
-                // Direct handoff (native): the lock is ours, no call needed.
-                if let Some(token) = parse_grant(&payload) {
-                    leave_queue.shared = None;
-                    return Ok(Some(self.handed_over(token)));
+                // Direct handoff (native): the lock is ours, no call needed,
+                // unless the message was read late (this process was paused,
+                // say): the short handoff lease may be over, so the next
+                // attempt confirms (and claims) it instead.
+                if let Some(grant) = parse_grant(&payload) {
+                    let handoff = self.lease.duration().min(self.shared.waiter_ttl());
+                    let age_ms = self.shared.conn().server_now_estimate_ms() - grant.granted_at_ms;
+                    if (-1000..(handoff.as_millis() as i64 / 2)).contains(&age_ms) {
+                        leave_queue.shared = None;
+                        let age = Duration::from_millis(age_ms.max(0) as u64);
+                        return Ok(Some(self.handed_over(grant.token, age)));
+                    }
+                    debug!(lock = %self.shared.name, owner = %self.owner, age_ms, "handoff read late; confirming it");
                 }
             }
         }

@@ -36,8 +36,15 @@ static INSPECT: LazyLock<Script> = script!("inspect.lua");
 /// How long a release's result stays cached for a retried release.
 const RELEASE_CACHE_MS: u64 = 20_000;
 
-/// The prefix of a grant message; the fencing token follows.
+/// The prefix of a grant message: `grant:TOKEN:SERVER_MS`.
 pub(crate) const GRANT_PREFIX: &str = "grant:";
+
+/// A grant message: the fencing token and the server time of the grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) token: u64,
+    pub(crate) granted_at_ms: i64,
+}
 
 fn ms(duration: Duration) -> String {
     duration.as_millis().to_string()
@@ -52,9 +59,13 @@ pub(crate) fn refresh_interval(waiter_ttl: Duration) -> Duration {
     (waiter_ttl / 3).max(Duration::from_millis(1))
 }
 
-/// The token in a grant message, if `payload` is one.
-pub(crate) fn parse_grant(payload: &str) -> Option<u64> {
-    payload.strip_prefix(GRANT_PREFIX)?.parse().ok()
+/// The grant in `payload`, if it is a grant message.
+pub(crate) fn parse_grant(payload: &str) -> Option<Grant> {
+    let (token, at) = payload.strip_prefix(GRANT_PREFIX)?.split_once(':')?;
+    Some(Grant {
+        token: token.parse().ok()?,
+        granted_at_ms: at.parse().ok()?,
+    })
 }
 
 /// One lock under the native protocol.
@@ -260,11 +271,15 @@ mod tests {
     #[test]
     fn grants() {
         assert_eq!(
-            parse_grant("grant:1763821234567890"),
-            Some(1_763_821_234_567_890)
+            parse_grant("grant:1763821234567890:1763821234567"),
+            Some(Grant {
+                token: 1_763_821_234_567_890,
+                granted_at_ms: 1_763_821_234_567
+            })
         );
         assert_eq!(parse_grant("free"), None);
-        assert_eq!(parse_grant("grant:x"), None);
+        assert_eq!(parse_grant("grant:x:1"), None);
+        assert_eq!(parse_grant("grant:1"), None);
         assert_eq!(parse_grant("0"), None);
     }
 }

@@ -6,12 +6,12 @@
 //! own, so that "released" and "was not held" are told apart.
 
 use std::sync::LazyLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use redis::Script;
 
 use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, QueuedWaiter, Release};
-use crate::connection::Connection;
+use crate::connection::{Connection, wall_clock_ms};
 use crate::error::{Error, Result};
 use crate::name::RedissonKeys;
 
@@ -48,14 +48,6 @@ pub(crate) struct RedissonLock {
     pub(crate) keys: RedissonKeys,
     /// Test hook: shifts this client's clock (see `ClientConfig::clock_offset_ms`).
     clock_offset_ms: i64,
-}
-
-/// Milliseconds since the Unix epoch by this machine's clock.
-fn wall_clock_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 fn ms(duration: Duration) -> String {

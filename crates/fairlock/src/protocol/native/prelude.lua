@@ -74,6 +74,8 @@ end
 -- `waiter_ttl`, so a grant to a waiter that just died is reclaimed quickly.
 -- Returns the new holder, or false when nobody waits.
 local function hand_off(channel_prefix, waiter_ttl, now_us)
+  -- The message carries the token and the server time of the grant (ms),
+  -- so that a waiter that reads it late (its process was paused) can tell.
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if not head then
     return false
@@ -81,7 +83,8 @@ local function hand_off(channel_prefix, waiter_ttl, now_us)
   local lease = tonumber(redis.call('hget', KEYS[5], head) or waiter_ttl)
   leave_queue(head)
   local token = take(head, math.min(lease, waiter_ttl), now_us, 0)
-  redis.call('publish', channel_prefix .. ':' .. head, 'grant:' .. decimal(token))
+  redis.call('publish', channel_prefix .. ':' .. head,
+    'grant:' .. decimal(token) .. ':' .. decimal(math.floor(now_us / 1000)))
   return head
 end
 
