@@ -275,10 +275,52 @@ pub struct LockInfo {
 }
 
 impl LockInfo {
+    /// Assemble from what an inspect script read (see [`waiters`]).
+    pub(crate) fn from_parts(
+        name: &str,
+        protocol: Protocol,
+        holders: Vec<Holder>,
+        pttl: i64,
+        token: Option<u64>,
+        queue: Vec<QueuedWaiter>,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            protocol,
+            remaining_lease: (pttl > 0 && !holders.is_empty())
+                .then(|| Duration::from_millis(pttl as u64)),
+            holders,
+            token,
+            queue,
+        }
+    }
+
     /// `true` when somebody holds the lock.
     pub fn is_locked(&self) -> bool {
         !self.holders.is_empty()
     }
+}
+
+/// The queue in order, with each waiter's time left from the flat
+/// `[owner, deadline ms, ...]` list of deadlines and `now_ms` on the same clock.
+pub(crate) fn waiters(queue: Vec<String>, deadlines: &[String], now_ms: i64) -> Vec<QueuedWaiter> {
+    let deadline_of = |owner: &str| {
+        deadlines
+            .chunks(2)
+            .find(|pair| pair[0] == owner)
+            .and_then(|pair| pair.get(1))
+            .and_then(|score| score.parse::<f64>().ok())
+    };
+    queue
+        .into_iter()
+        .enumerate()
+        .map(|(i, owner)| QueuedWaiter {
+            position: i + 1,
+            expires_in: deadline_of(&owner)
+                .map(|d| Duration::from_millis((d as i64 - now_ms).max(0) as u64)),
+            owner,
+        })
+        .collect()
 }
 
 /// An owner holding a lock, in a [`LockInfo`].

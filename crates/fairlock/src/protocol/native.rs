@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, QueuedWaiter, Release};
+use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, Release};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::name::NativeKeys;
@@ -217,32 +217,14 @@ impl NativeLock {
             Some(token) => Some(token.parse().map_err(|_| unexpected("inspect", &fields))?),
             None => None,
         };
-        let deadline_of = |owner: &str| {
-            alive
-                .chunks(2)
-                .find(|pair| pair[0] == owner)
-                .and_then(|pair| pair.get(1))
-                .and_then(|score| score.parse::<f64>().ok())
-        };
-        let queue = queue
-            .into_iter()
-            .enumerate()
-            .map(|(i, owner)| QueuedWaiter {
-                position: i + 1,
-                expires_in: deadline_of(&owner)
-                    .map(|d| Duration::from_millis((d as i64 - now).max(0) as u64)),
-                owner,
-            })
-            .collect();
-        Ok(LockInfo {
-            name: self.name.clone(),
-            protocol: Protocol::Native,
-            remaining_lease: (pttl > 0 && !holders.is_empty())
-                .then(|| Duration::from_millis(pttl as u64)),
+        Ok(LockInfo::from_parts(
+            &self.name,
+            Protocol::Native,
             holders,
+            pttl,
             token,
-            queue,
-        })
+            super::waiters(queue, &alive, now),
+        ))
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, QueuedWaiter, Release};
+use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, Release};
 use crate::connection::{Connection, wall_clock_ms};
 use crate::error::{Error, Result};
 use crate::name::RedissonKeys;
@@ -255,33 +255,14 @@ impl RedissonLock {
                 });
             }
         }
-        let now = self.now_ms();
-        let deadline_of = |owner: &str| {
-            deadlines
-                .chunks(2)
-                .find(|pair| pair[0] == owner)
-                .and_then(|pair| pair.get(1))
-                .and_then(|score| score.parse::<f64>().ok())
-        };
-        let queue = queue
-            .into_iter()
-            .enumerate()
-            .map(|(i, owner)| QueuedWaiter {
-                position: i + 1,
-                expires_in: deadline_of(&owner)
-                    .map(|d| Duration::from_millis((d as i64 - now).max(0) as u64)),
-                owner,
-            })
-            .collect();
-        Ok(LockInfo {
-            name: self.name.clone(),
-            protocol: Protocol::Redisson,
-            remaining_lease: (pttl > 0 && !holders.is_empty())
-                .then(|| Duration::from_millis(pttl as u64)),
+        Ok(LockInfo::from_parts(
+            &self.name,
+            Protocol::Redisson,
             holders,
-            token: None,
-            queue,
-        })
+            pttl,
+            None,
+            super::waiters(queue, &deadlines, self.now_ms()),
+        ))
     }
 }
 
