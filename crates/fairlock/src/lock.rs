@@ -88,53 +88,48 @@ impl LockShared {
         lease: Duration,
         request: &str,
     ) -> Result<Release> {
-        let budget = self.client.config().retry_budget;
-        let started = Instant::now();
-        let mut backoff = Duration::from_millis(20);
-        loop {
-            match self
-                .protocol
-                .release(
-                    self.conn(),
-                    owner.as_str(),
-                    lease,
-                    self.waiter_ttl(),
-                    request,
-                )
-                .await
-            {
-                Err(err) if err.is_connection() && started.elapsed() + backoff < budget => {
-                    debug!(lock = %self.name, %owner, error = %err, "release failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
-                }
-                other => return other,
-            }
-        }
+        self.retrying(|| {
+            self.protocol.release(
+                self.conn(),
+                owner.as_str(),
+                lease,
+                self.waiter_ttl(),
+                request,
+            )
+        })
+        .await
     }
 
     /// Leave the queue, retrying through connection errors within the retry
     /// budget; logged when it still fails (the entry then expires: native
     /// after the waiter ttl, redisson after its slot).
     async fn give_up(&self, owner: &Owner, slot: Duration) {
+        let left = self
+            .retrying(|| self.protocol.give_up(self.conn(), owner.as_str(), slot))
+            .await;
+        if let Err(err) = left {
+            warn!(lock = %self.name, %owner, error = %err, "could not leave the queue; the entry expires on its own");
+        }
+    }
+
+    /// Run `call` again after connection errors, with backoff, while the
+    /// retry budget lasts. Only for calls that are safe to repeat.
+    async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
         let budget = self.client.config().retry_budget;
         let started = Instant::now();
         let mut backoff = Duration::from_millis(20);
         loop {
-            match self
-                .protocol
-                .give_up(self.conn(), owner.as_str(), slot)
-                .await
-            {
-                Ok(_) => return,
+            match call().await {
                 Err(err) if err.is_connection() && started.elapsed() + backoff < budget => {
+                    debug!(lock = %self.name, error = %err, "call failed; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(500));
                 }
-                Err(err) => {
-                    warn!(lock = %self.name, %owner, error = %err, "could not leave the queue; the entry expires on its own");
-                    return;
-                }
+                other => return other,
             }
         }
     }

@@ -4,6 +4,20 @@
 //! decodes their replies into the enums below; nothing above this module
 //! sees a raw `redis::Value`.
 
+/// A protocol's script `$file` from `protocol/$dir/`, behind the common
+/// prelude and the protocol's own prelude; loaded once, run with EVALSHA.
+macro_rules! protocol_script {
+    ($dir:literal, $file:literal) => {
+        std::sync::LazyLock::new(|| {
+            redis::Script::new(concat!(
+                include_str!("common.lua"),
+                include_str!(concat!($dir, "/prelude.lua")),
+                include_str!(concat!($dir, "/", $file))
+            ))
+        })
+    };
+}
+
 pub(crate) mod native;
 pub(crate) mod redisson;
 
@@ -206,6 +220,16 @@ impl ProtocolLock {
             ProtocolLock::Native(lock) => lock.inspect(conn).await,
         }
     }
+}
+
+/// A duration as whole milliseconds, for a script argument.
+fn ms(duration: Duration) -> String {
+    duration.as_millis().to_string()
+}
+
+/// A script reply this version does not understand.
+fn unexpected(script: &str, reply: impl std::fmt::Debug) -> crate::Error {
+    crate::Error::Protocol(format!("{script} script answered {reply:?}"))
 }
 
 /// Renew a batch of watchdog-leased locks of one protocol.

@@ -9,29 +9,17 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, Release};
+use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, Release, ms, unexpected};
 use crate::connection::Connection;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::name::NativeKeys;
 
-macro_rules! script {
-    ($file:literal) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("common.lua"),
-                include_str!("native/prelude.lua"),
-                include_str!(concat!("native/", $file))
-            ))
-        })
-    };
-}
-
-static ACQUIRE: LazyLock<Script> = script!("acquire.lua");
-static RELEASE: LazyLock<Script> = script!("release.lua");
-static GIVE_UP: LazyLock<Script> = script!("give_up.lua");
-static FORCE_RELEASE: LazyLock<Script> = script!("force_release.lua");
-static RENEW: LazyLock<Script> = script!("renew.lua");
-static INSPECT: LazyLock<Script> = script!("inspect.lua");
+static ACQUIRE: LazyLock<Script> = protocol_script!("native", "acquire.lua");
+static RELEASE: LazyLock<Script> = protocol_script!("native", "release.lua");
+static GIVE_UP: LazyLock<Script> = protocol_script!("native", "give_up.lua");
+static FORCE_RELEASE: LazyLock<Script> = protocol_script!("native", "force_release.lua");
+static RENEW: LazyLock<Script> = protocol_script!("native", "renew.lua");
+static INSPECT: LazyLock<Script> = protocol_script!("native", "inspect.lua");
 
 /// How long a release's result stays cached for a retried release.
 const RELEASE_CACHE_MS: u64 = 20_000;
@@ -44,14 +32,6 @@ pub(crate) const GRANT_PREFIX: &str = "grant:";
 pub(crate) struct Grant {
     pub(crate) token: u64,
     pub(crate) granted_at_ms: i64,
-}
-
-fn ms(duration: Duration) -> String {
-    duration.as_millis().to_string()
-}
-
-fn unexpected(what: &str, reply: impl std::fmt::Debug) -> Error {
-    Error::Protocol(format!("native {what} script answered {reply:?}"))
 }
 
 /// How often a waiter refreshes its place: a third of `waiter_ttl`.
@@ -116,13 +96,13 @@ impl NativeLock {
         let reply: Vec<i64> = conn
             .script(&ACQUIRE, &self.name, &self.keys(), &script_args)
             .await?;
-        let token = |t: i64| u64::try_from(t).map_err(|_| unexpected("acquire", &reply));
+        let token = |t: i64| u64::try_from(t).map_err(|_| unexpected("native acquire", &reply));
         match reply.as_slice() {
             [1, t] => Ok(Acquire::Acquired {
                 token: Some(token(*t)?),
             }),
             [2, count, t] => Ok(Acquire::Reentered {
-                count: u32::try_from(*count).map_err(|_| unexpected("acquire", &reply))?,
+                count: u32::try_from(*count).map_err(|_| unexpected("native acquire", &reply))?,
                 token: Some(token(*t)?),
             }),
             [3, pttl, position] => {
@@ -141,7 +121,7 @@ impl NativeLock {
                 })
             }
             [4] => Ok(Acquire::Busy),
-            _ => Err(unexpected("acquire", &reply)),
+            _ => Err(unexpected("native acquire", &reply)),
         }
     }
 
@@ -180,7 +160,7 @@ impl NativeLock {
             0 => Ok(Release::StillHeld),
             -1 => Ok(Release::NotOwner),
             -2 => Ok(Release::NotHeld),
-            other => Err(unexpected("release", other)),
+            other => Err(unexpected("native release", other)),
         }
     }
 
@@ -209,12 +189,18 @@ impl NativeLock {
         let holders = match (field("owner"), field("count")) {
             (Some(owner), Some(count)) => vec![Holder {
                 owner: owner.clone(),
-                count: count.parse().map_err(|_| unexpected("inspect", &fields))?,
+                count: count
+                    .parse()
+                    .map_err(|_| unexpected("native inspect", &fields))?,
             }],
             _ => Vec::new(),
         };
         let token = match field("token") {
-            Some(token) => Some(token.parse().map_err(|_| unexpected("inspect", &fields))?),
+            Some(token) => Some(
+                token
+                    .parse()
+                    .map_err(|_| unexpected("native inspect", &fields))?,
+            ),
             None => None,
         };
         Ok(LockInfo::from_parts(
@@ -241,7 +227,7 @@ pub(crate) async fn renew(
     args.extend(batch.iter().map(|(_, owner)| (*owner).to_owned()));
     let reply: Vec<i64> = conn.script(&RENEW, "", &keys, &args).await?;
     if reply.len() != batch.len() {
-        return Err(unexpected("renew", reply));
+        return Err(unexpected("native renew", reply));
     }
     Ok(reply.into_iter().map(|r| r == 1).collect())
 }

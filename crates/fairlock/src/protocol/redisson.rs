@@ -10,32 +10,22 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, Release};
+use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, Release, ms, unexpected};
 use crate::connection::{Connection, wall_clock_ms};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::name::RedissonKeys;
 
-macro_rules! script {
-    ($file:literal) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("common.lua"),
-                include_str!("redisson/prelude.lua"),
-                include_str!(concat!("redisson/", $file))
-            ))
-        })
-    };
-}
-
-static FAIR_ACQUIRE: LazyLock<Script> = script!("fair_acquire.lua");
-static FAIR_GIVE_UP: LazyLock<Script> = script!("fair_give_up.lua");
-static FAIR_RELEASE: LazyLock<Script> = script!("fair_release.lua");
-static FAIR_FORCE_RELEASE: LazyLock<Script> = script!("fair_force_release.lua");
-static NONFAIR_ACQUIRE: LazyLock<Script> = script!("nonfair_acquire.lua");
-static NONFAIR_RELEASE: LazyLock<Script> = script!("nonfair_release.lua");
-static NONFAIR_FORCE_RELEASE: LazyLock<Script> = script!("nonfair_force_release.lua");
-static RENEW: LazyLock<Script> = script!("renew.lua");
-static INSPECT: LazyLock<Script> = script!("inspect.lua");
+static FAIR_ACQUIRE: LazyLock<Script> = protocol_script!("redisson", "fair_acquire.lua");
+static FAIR_GIVE_UP: LazyLock<Script> = protocol_script!("redisson", "fair_give_up.lua");
+static FAIR_RELEASE: LazyLock<Script> = protocol_script!("redisson", "fair_release.lua");
+static FAIR_FORCE_RELEASE: LazyLock<Script> =
+    protocol_script!("redisson", "fair_force_release.lua");
+static NONFAIR_ACQUIRE: LazyLock<Script> = protocol_script!("redisson", "nonfair_acquire.lua");
+static NONFAIR_RELEASE: LazyLock<Script> = protocol_script!("redisson", "nonfair_release.lua");
+static NONFAIR_FORCE_RELEASE: LazyLock<Script> =
+    protocol_script!("redisson", "nonfair_force_release.lua");
+static RENEW: LazyLock<Script> = protocol_script!("redisson", "renew.lua");
+static INSPECT: LazyLock<Script> = protocol_script!("redisson", "inspect.lua");
 
 /// How long a release's result stays cached for retries (Redisson: ~20 s).
 const UNLOCK_CACHE_MS: u64 = 20_000;
@@ -48,14 +38,6 @@ pub(crate) struct RedissonLock {
     pub(crate) keys: RedissonKeys,
     /// Test hook: shifts this client's clock (see `ClientConfig::clock_offset_ms`).
     clock_offset_ms: i64,
-}
-
-fn ms(duration: Duration) -> String {
-    duration.as_millis().to_string()
-}
-
-fn unexpected(what: &str, reply: impl std::fmt::Debug) -> Error {
-    Error::Protocol(format!("{what} script answered {reply:?}"))
 }
 
 impl RedissonLock {
