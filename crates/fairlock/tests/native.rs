@@ -46,8 +46,8 @@ async fn queue_waiter(
 
 /// Clients whose clocks are 10 minutes ahead and behind. Native sends no
 /// time at all: FIFO and liveness hold. Redisson computes deadlines from
-/// each client's clock: the client ahead purges the live waiters queued
-/// before it and jumps the line.
+/// each client's clock: clients with faster clocks purge live waiters
+/// queued before them, so the queue leaves arrival order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_skew() {
     const SKEW: i64 = 10 * 60 * 1000;
@@ -80,25 +80,29 @@ async fn clock_skew() {
             }
         }
         if protocol == Protocol::Redisson {
-            // The waiters with slower clocks were purged while alive: the
-            // client 10 minutes ahead is first in line.
+            // The client ahead purged live waiters queued before it (which
+            // one, and whether it re-queued in time, depends on timing): the
+            // queue is no longer the arrival order.
             let queue = queue_snapshot(&server, protocol, "skew");
-            assert!(queue[0].starts_with(ahead.id()), "{queue:?}");
+            let arrival: Vec<&str> = vec![behind.id(), normal.id(), ahead.id()];
+            let seen: Vec<&str> = queue
+                .iter()
+                .filter_map(|o| arrival.iter().find(|id| o.starts_with(**id)).copied())
+                .collect();
+            assert_ne!(
+                seen, arrival,
+                "redisson: a live waiter was evicted: {queue:?}"
+            );
         }
         holder.unlock().await.unwrap();
         if protocol == Protocol::Redisson {
-            // The client ahead is served first. The purged waiters re-queue
-            // with TTLs computed from skewed clocks and may sleep for minutes
+            // Someone is served; the purged waiters re-queue with TTLs
+            // computed from skewed clocks and may sleep for minutes
             // (Redisson's documented weakness): liveness is not asserted.
             eventually(Duration::from_secs(10), "first grant", || {
                 !order.lock().unwrap().is_empty()
             })
             .await;
-            assert_eq!(
-                order.lock().unwrap()[0],
-                2,
-                "redisson: the client ahead jumps the line"
-            );
             for task in tasks {
                 task.abort();
             }
