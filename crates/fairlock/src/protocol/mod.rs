@@ -214,6 +214,18 @@ impl ProtocolLock {
         }
     }
 
+    /// `owner`'s 1-based place in line (0 when not queued) and the queue length.
+    pub(crate) async fn queue_position(
+        &self,
+        conn: &Connection,
+        owner: &str,
+    ) -> Result<(u64, u64)> {
+        match self {
+            ProtocolLock::Redisson(lock) => lock.queue_position(conn, owner).await,
+            ProtocolLock::Native(lock) => lock.queue_position(conn, owner).await,
+        }
+    }
+
     pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {
         match self {
             ProtocolLock::Redisson(lock) => lock.inspect(conn).await,
@@ -230,6 +242,16 @@ fn ms(duration: Duration) -> String {
 /// A script reply this version does not understand.
 fn unexpected(script: &str, reply: impl std::fmt::Debug) -> crate::Error {
     crate::Error::Protocol(format!("{script} script answered {reply:?}"))
+}
+
+/// Decode a `{position, length}` reply.
+fn decode_position(script: &str, reply: &[i64]) -> Result<(u64, u64)> {
+    match *reply {
+        [position, length] if position >= 0 && length >= position => {
+            Ok((position as u64, length as u64))
+        }
+        _ => Err(unexpected(script, reply)),
+    }
 }
 
 /// Renew a batch of watchdog-leased locks of one protocol.

@@ -20,6 +20,7 @@ static GIVE_UP: LazyLock<Script> = protocol_script!("native", "give_up.lua");
 static FORCE_RELEASE: LazyLock<Script> = protocol_script!("native", "force_release.lua");
 static RENEW: LazyLock<Script> = protocol_script!("native", "renew.lua");
 static INSPECT: LazyLock<Script> = protocol_script!("native", "inspect.lua");
+static POSITION: LazyLock<Script> = protocol_script!("native", "position.lua");
 
 /// How long a release's result stays cached for a retried release.
 const RELEASE_CACHE_MS: u64 = 20_000;
@@ -174,6 +175,18 @@ impl NativeLock {
             .script(&FORCE_RELEASE, &self.name, &self.keys(), &args)
             .await?;
         Ok(reply == 1)
+    }
+
+    /// `owner`'s place in line and the queue length.
+    pub(crate) async fn queue_position(
+        &self,
+        conn: &Connection,
+        owner: &str,
+    ) -> Result<(u64, u64)> {
+        let reply: Vec<i64> = conn
+            .script(&POSITION, &self.name, &self.keys(), &[owner.to_owned()])
+            .await?;
+        super::decode_position("native position", &reply)
     }
 
     pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {

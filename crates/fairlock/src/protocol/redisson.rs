@@ -26,6 +26,7 @@ static NONFAIR_FORCE_RELEASE: LazyLock<Script> =
     protocol_script!("redisson", "nonfair_force_release.lua");
 static RENEW: LazyLock<Script> = protocol_script!("redisson", "renew.lua");
 static INSPECT: LazyLock<Script> = protocol_script!("redisson", "inspect.lua");
+static FAIR_POSITION: LazyLock<Script> = protocol_script!("redisson", "fair_position.lua");
 
 /// How long a release's result stays cached for retries (Redisson: ~20 s).
 const UNLOCK_CACHE_MS: u64 = 20_000;
@@ -214,6 +215,26 @@ impl RedissonLock {
                 .await?
         };
         Ok(reply == 1)
+    }
+
+    /// `owner`'s place in line and the queue length (the non-fair lock has no queue).
+    pub(crate) async fn queue_position(
+        &self,
+        conn: &Connection,
+        owner: &str,
+    ) -> Result<(u64, u64)> {
+        if !self.fair {
+            return Ok((0, 0));
+        }
+        let keys = [
+            self.keys.lock.as_str(),
+            &self.keys.queue,
+            &self.keys.timeouts,
+        ];
+        let reply: Vec<i64> = conn
+            .script(&FAIR_POSITION, &self.name, &keys, &[owner.to_owned()])
+            .await?;
+        super::decode_position("position", &reply)
     }
 
     /// Read the whole state at one instant.
