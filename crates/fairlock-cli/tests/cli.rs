@@ -398,7 +398,7 @@ fn redisson_keys_are_written() {
     let (uuid, thread) = owner[0].rsplit_once(':').unwrap();
     assert_eq!(uuid.len(), 36);
     assert!(thread.parse::<u64>().is_ok());
-    let channels: Vec<String> = server.cmd(&["PUBSUB", "CHANNELS", "*"]);
+    let channels: Vec<String> = server.wait_channels();
     assert_eq!(
         channels,
         [format!(

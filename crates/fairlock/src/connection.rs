@@ -23,10 +23,6 @@ use crate::error::{Error, Result};
 pub(crate) struct Connection {
     manager: ConnectionManager,
     addr: Arc<str>,
-    /// Server clock minus this machine's clock (ms), measured once at
-    /// connect. Used only to tell whether a handoff message was read late;
-    /// no lock decision depends on it.
-    server_offset_ms: i64,
 }
 
 /// Milliseconds since the Unix epoch by this machine's clock.
@@ -56,13 +52,6 @@ impl Connection {
             .query_async::<()>(&mut probe)
             .await
             .map_err(|e| Error::from_redis_conn(e, &addr))?;
-        let before = wall_clock_ms();
-        let (sec, usec): (i64, i64) = redis::cmd("TIME")
-            .query_async(&mut probe)
-            .await
-            .map_err(|e| Error::from_redis_conn(e, &addr))?;
-        let after = wall_clock_ms();
-        let server_offset_ms = sec * 1000 + usec / 1000 - (before + after) / 2;
         drop(probe);
 
         let manager_config = ConnectionManagerConfig::new()
@@ -74,19 +63,7 @@ impl Connection {
         let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
             .await
             .map_err(|e| Error::from_redis_conn(e, &addr))?;
-        Ok((
-            Self {
-                manager,
-                addr,
-                server_offset_ms,
-            },
-            client,
-        ))
-    }
-
-    /// An estimate of the server's clock now (ms since the epoch).
-    pub(crate) fn server_now_estimate_ms(&self) -> i64 {
-        wall_clock_ms() + self.server_offset_ms
+        Ok((Self { manager, addr }, client))
     }
 
     /// Run `script` (EVALSHA, loading it once on NOSCRIPT). `name` and the

@@ -84,6 +84,20 @@ pub enum Error {
         source: redis::RedisError,
     },
 
+    /// Redis answered that it cannot serve requests right now (`BUSY` running
+    /// a slow script, `LOADING` its data, `TRYAGAIN`, `MASTERDOWN`,
+    /// `READONLY` after a failover demoted it, `OOM` under `noeviction`) and
+    /// kept answering so for the retry budget. Nothing was changed by the
+    /// refused call; the message names the server's answer.
+    #[error("Redis at {addr} cannot serve requests now: {source}")]
+    Unavailable {
+        /// `host:port` (or socket path) of the server.
+        addr: String,
+        /// The server's answer.
+        #[source]
+        source: redis::RedisError,
+    },
+
     /// The server refused the credentials (wrong password or ACL user).
     #[error("authentication to Redis at {addr} failed: {source}")]
     Auth {
@@ -114,9 +128,11 @@ impl Error {
         matches!(self, Error::LockLost { .. })
     }
 
-    /// `true` when Redis could not be reached ([`Error::Connection`]).
+    /// `true` when Redis could not be reached ([`Error::Connection`]) or
+    /// could not serve requests ([`Error::Unavailable`]) for the retry budget:
+    /// the failures that retrying later can cure.
     pub fn is_connection(&self) -> bool {
-        matches!(self, Error::Connection { .. })
+        matches!(self, Error::Connection { .. } | Error::Unavailable { .. })
     }
 
     /// `true` when the credentials were refused ([`Error::Auth`]).
@@ -136,6 +152,12 @@ impl Error {
     pub(crate) fn from_redis(err: redis::RedisError, addr: &str, name: &str, key: &str) -> Self {
         if is_connection_error(&err) {
             return Error::Connection {
+                addr: addr.to_owned(),
+                source: err,
+            };
+        }
+        if is_unavailable_error(&err) {
+            return Error::Unavailable {
                 addr: addr.to_owned(),
                 source: err,
             };
@@ -173,14 +195,33 @@ pub(crate) fn is_connection_error(err: &redis::RedisError) -> bool {
         || err.is_connection_dropped()
         || err.is_connection_refusal()
         || err.is_timeout()
-        || matches!(
-            err.kind(),
-            redis::ErrorKind::Server(
-                redis::ServerErrorKind::BusyLoading
-                    | redis::ServerErrorKind::TryAgain
-                    | redis::ServerErrorKind::MasterDown
-            )
+}
+
+/// Server answers that refuse a command before it runs, for a while: a
+/// retry of the same call is safe and can succeed. A script refused with one
+/// of these did not run (Redis checks `OOM` before a script's first write,
+/// and never runs part of a script for the others).
+const UNAVAILABLE_CODES: [&str; 6] = [
+    "BUSY",
+    "LOADING",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "READONLY",
+    "OOM",
+];
+
+fn is_unavailable_error(err: &redis::RedisError) -> bool {
+    matches!(
+        err.kind(),
+        redis::ErrorKind::Server(
+            redis::ServerErrorKind::BusyLoading
+                | redis::ServerErrorKind::TryAgain
+                | redis::ServerErrorKind::MasterDown
+                | redis::ServerErrorKind::ReadOnly
         )
+    ) || err
+        .code()
+        .is_some_and(|code| UNAVAILABLE_CODES.contains(&code))
 }
 
 pub(crate) fn truncate_name(name: &str) -> String {

@@ -11,7 +11,7 @@ use tracing::{debug, warn};
 use crate::error::{Error, Result};
 use crate::lock::{AcquireOptions, LockShared, ReleaseOnDrop, check_release};
 use crate::owner::Owner;
-use crate::watchdog::HeldState;
+use crate::watchdog::{HeldState, HoldKind, NewHold};
 
 /// How a hold's lease is kept.
 #[derive(Debug, Clone, Copy)]
@@ -60,20 +60,22 @@ impl LockGuard {
         lease: Lease,
         token: Option<u64>,
         expires: Instant,
+        kind: HoldKind,
         claim: bool,
     ) -> Self {
-        let state = match lease {
-            Lease::Watchdog(_) => shared.client.inner.watchdog.register(
-                shared.lock_key(),
-                owner.as_str(),
-                &shared.name,
-                expires,
-            ),
-            Lease::Explicit(_) => HeldState::new(expires),
-        };
+        let state = shared.client.inner.watchdog.register(NewHold {
+            shared: &shared,
+            lock_key: shared.lock_key(),
+            owner: owner.as_str(),
+            name: &shared.name,
+            token,
+            expires,
+            kind,
+            renew: lease.is_watchdog(),
+        });
         let released = Arc::new(AtomicBool::new(false));
         if claim {
-            claim_in_background(&shared, &owner, lease, &state, expires, &released);
+            claim_in_background(&shared, &owner, lease, token, &state, expires, &released);
         }
         Self {
             held: Held {
@@ -193,7 +195,8 @@ impl LockGuard {
                 owner: held.owner.to_string(),
             });
         }
-        let mut release = ReleaseOnDrop::new(&held.shared, &held.owner, held.lease_duration());
+        let mut release =
+            ReleaseOnDrop::new(&held.shared, &held.owner, held.lease_duration(), held.token);
         let reply = release.run().await?;
         check_release(&held.shared, &held.owner, reply).map_err(|err| match err {
             // We held it: another owner holding it now means ours was lost.
@@ -220,18 +223,21 @@ impl Lease {
             Lease::Watchdog(d) | Lease::Explicit(d) => d,
         }
     }
+
+    pub(crate) fn is_watchdog(&self) -> bool {
+        matches!(self, Lease::Watchdog(_))
+    }
 }
 
 impl Held {
     fn stop_renewing(&self) {
         self.released.store(true, Ordering::SeqCst);
-        if let Lease::Watchdog(_) = self.lease {
-            self.shared.client.inner.watchdog.unregister(
-                self.shared.lock_key(),
-                self.owner.as_str(),
-                &self.state,
-            );
-        }
+        self.shared.client.inner.watchdog.unregister(
+            self.shared.lock_key(),
+            self.owner.as_str(),
+            &self.state,
+            self.lease.is_watchdog(),
+        );
     }
 
     fn lease_duration(&self) -> Duration {
@@ -245,6 +251,7 @@ fn claim_in_background(
     shared: &Arc<LockShared>,
     owner: &Owner,
     lease: Lease,
+    token: Option<u64>,
     state: &Arc<HeldState>,
     until: Instant,
     released: &Arc<AtomicBool>,
@@ -260,8 +267,9 @@ fn claim_in_background(
                 return;
             }
             let sent_at = Instant::now();
-            let pair = [(shared.lock_key(), owner.as_str())];
-            match crate::protocol::renew(protocol, shared.conn(), &pair, lease.duration()).await {
+            let hold = [(shared.lock_key(), owner.as_str(), token)];
+            let claim = crate::protocol::renew(protocol, shared.conn(), &hold, Some(lease.duration()));
+            match claim.await {
                 Ok(held) if held == [true] => {
                     state.extend(sent_at + lease.duration());
                     return;
@@ -299,10 +307,10 @@ impl Drop for LockGuard {
         }
         let shared = Arc::clone(&held.shared);
         let owner = held.owner.clone();
-        let lease = held.lease_duration();
+        let (lease, token) = (held.lease_duration(), held.token);
         let inner = Arc::clone(&shared.client.inner);
         inner.spawn_cleanup(async move {
-            match shared.release(&owner, lease).await {
+            match shared.release(&owner, lease, token).await {
                 Ok(reply) => debug!(lock = %shared.name, %owner, ?reply, "released on drop"),
                 Err(err) => warn!(lock = %shared.name, %owner, error = %err, "release on drop failed; the lock expires with its lease"),
             }

@@ -13,9 +13,10 @@ use crate::config::check_duration;
 use crate::error::{Error, Result};
 use crate::guard::{Lease, LockGuard};
 use crate::owner::Owner;
-use crate::protocol::native::parse_grant;
+use crate::protocol::native::{Grant, refresh_interval};
 use crate::protocol::{Acquire, AcquireArgs, LockInfo, ProtocolLock, Release};
 use crate::wakeup::{Subscription, Woken};
+use crate::watchdog::HoldKind;
 
 mod sealed {
     pub trait Sealed {}
@@ -72,12 +73,18 @@ impl LockShared {
         self.client.config().waiter_ttl
     }
 
-    /// Release one hold of `owner`, retrying through connection errors within
-    /// the retry budget with one request id (the unlock cache makes the
-    /// retry answer what the first call did).
-    pub(crate) async fn release(&self, owner: &Owner, lease: Duration) -> Result<Release> {
+    /// Release one hold of `owner` (under native, only of the acquisition
+    /// with `token`), retrying through connection errors within the retry
+    /// budget with one request id (the unlock cache makes the retry answer
+    /// what the first call did).
+    pub(crate) async fn release(
+        &self,
+        owner: &Owner,
+        lease: Duration,
+        token: Option<u64>,
+    ) -> Result<Release> {
         let request = new_request_id();
-        self.release_as_request(owner, lease, &request).await
+        self.release_as_request(owner, lease, &request, token).await
     }
 
     /// [`release`](Self::release) under a given request id: a second call
@@ -87,6 +94,7 @@ impl LockShared {
         owner: &Owner,
         lease: Duration,
         request: &str,
+        token: Option<u64>,
     ) -> Result<Release> {
         self.retrying(|| {
             self.protocol.release(
@@ -95,6 +103,7 @@ impl LockShared {
                 lease,
                 self.waiter_ttl(),
                 request,
+                token,
             )
         })
         .await
@@ -103,7 +112,7 @@ impl LockShared {
     /// Leave the queue, retrying through connection errors within the retry
     /// budget; logged when it still fails (the entry then expires: native
     /// after the waiter ttl, redisson after its slot).
-    async fn give_up(&self, owner: &Owner, slot: Duration) {
+    pub(crate) async fn give_up(&self, owner: &Owner, slot: Duration) {
         let left = self
             .retrying(|| self.protocol.give_up(self.conn(), owner.as_str(), slot))
             .await;
@@ -112,9 +121,10 @@ impl LockShared {
         }
     }
 
-    /// Run `call` again after connection errors, with backoff, while the
-    /// retry budget lasts. Only for calls that are safe to repeat.
-    async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<T>
+    /// Run `call` again after connection errors and refusals of a busy or
+    /// failing-over server, with backoff, while the retry budget lasts. Only
+    /// for calls that are safe to repeat.
+    pub(crate) async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
@@ -141,12 +151,12 @@ impl LockShared {
         reply: &Result<Acquire>,
         lease: Duration,
         slot: Duration,
-        base: Option<u32>,
+        base: u32,
     ) {
         match reply {
-            Ok(Acquire::Acquired { .. } | Acquire::Reentered { .. }) => {
+            Ok(Acquire::Acquired { token } | Acquire::Reentered { token, .. }) => {
                 debug!(lock = %self.name, %owner, "grant raced a cancellation; releasing it");
-                if let Err(err) = self.release(owner, lease).await {
+                if let Err(err) = self.release(owner, lease, *token).await {
                     warn!(lock = %self.name, %owner, error = %err, "could not release a cancelled grant; it expires with its lease");
                 }
             }
@@ -156,13 +166,11 @@ impl LockShared {
                 // Unknown outcome: leave the queue, and release the hold the
                 // attempt may have added (the count is above its base).
                 self.give_up(owner, slot).await;
-                if let Some(base) = base {
-                    match self.protocol.hold_count(self.conn(), owner.as_str()).await {
-                        Ok(count) if count > base => {
-                            let _ = self.release(owner, lease).await;
-                        }
-                        _ => {}
+                match self.protocol.hold_count(self.conn(), owner.as_str()).await {
+                    Ok(count) if count > base => {
+                        let _ = self.release(owner, lease, None).await;
                     }
+                    _ => {}
                 }
             }
         }
@@ -403,7 +411,7 @@ impl<K: LockKind> LockHandle<K> {
     /// the background under the same request id (which makes it count once).
     pub async fn unlock_as(&self, owner: &Owner) -> Result<()> {
         let lease = self.shared.client.config().lease;
-        let mut release = ReleaseOnDrop::new(&self.shared, owner, lease);
+        let mut release = ReleaseOnDrop::new(&self.shared, owner, lease, None);
         let reply = release.run().await?;
         check_release(&self.shared, owner, reply)
     }
@@ -501,6 +509,10 @@ pub(crate) async fn acquire_with(
     shared: Arc<LockShared>,
     options: AcquireOptions,
 ) -> Result<Option<LockGuard>> {
+    let inner = Arc::clone(&shared.client.inner);
+    // Counted until this acquisition is over, so that `shutdown` can wait
+    // for it to leave the queue or undo its grant.
+    let _active = inner.enter_acquisition()?;
     let config = shared.client.config();
     let lease = match options.lease {
         Some(lease) => {
@@ -517,6 +529,7 @@ pub(crate) async fn acquire_with(
         }
         _ => None,
     };
+    let started = Instant::now();
     let slot = if shared.protocol.is_native() {
         config.waiter_ttl
     } else {
@@ -544,16 +557,24 @@ pub(crate) async fn acquire_with(
         lease,
         slot,
         base,
+        nonce: new_request_id(),
     };
-    async move {
-        if once {
-            attempt.run_once(reenter_only).await
+    let acquired = async move {
+        let acquired = if once {
+            attempt.run_once(reenter_only).await?
         } else {
-            attempt.run(wait.map(|w| Instant::now() + w)).await
+            attempt.run(wait.map(|w| started + w)).await?
+        };
+        match acquired {
+            // Shut down meanwhile: the hold must not outlive `shutdown`.
+            Some(guard) if inner.is_closed() => {
+                let _ = guard.unlock().await;
+                Err(Error::Closed)
+            }
+            other => Ok(other),
         }
-    }
-    .instrument(span)
-    .await
+    };
+    acquired.instrument(span).await
 }
 
 /// Map a release reply for a caller that believed it held the lock.
@@ -582,28 +603,67 @@ struct Attempt {
     slot: Duration,
     /// The owner's hold count before this acquisition.
     base: u32,
+    /// This acquisition's secret: sent with its queue entry, it proves a
+    /// grant message genuine (native).
+    nonce: String,
+}
+
+/// A point on the server's clock and the local instant just before the
+/// script that read it was sent: the script ran at or after `sent_at`.
+/// Server times in later messages map to local instants no earlier than
+/// `sent_at + (t - server_ms)`, with no client clock involved.
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    server_ms: i64,
+    sent_at: Instant,
+}
+
+impl Anchor {
+    /// The earliest local instant at which `grant` may have expired on the
+    /// server (`None` when it had before the anchoring call ran).
+    fn grant_expiry(&self, grant: &Grant) -> Option<Instant> {
+        let ends_at = grant
+            .granted_at_ms
+            .checked_add(i64::try_from(grant.expire_ms).ok()?)?;
+        let after_anchor = u64::try_from(ends_at.checked_sub(self.server_ms)?).ok()?;
+        self.sent_at
+            .checked_add(Duration::from_millis(after_anchor))
+    }
 }
 
 /// Takes the waiter out of the queue if the acquire future is dropped
-/// between attempts.
+/// between attempts (cancelled, timed out, or the client shut down).
 struct LeaveQueueOnDrop {
     shared: Option<Arc<LockShared>>,
     owner: Owner,
     slot: Duration,
 }
 
-impl Drop for LeaveQueueOnDrop {
-    fn drop(&mut self) {
-        if let Some(shared) = self.shared.take() {
-            let owner = self.owner.clone();
-            let slot = self.slot;
-            let inner = Arc::clone(&shared.client.inner);
-            inner.spawn_cleanup(async move { shared.give_up(&owner, slot).await });
-        }
+impl LeaveQueueOnDrop {
+    /// The waiter left the queue by itself (it was granted the lock).
+    fn disarm(&mut self) {
+        self.shared = None;
+    }
+
+    /// Leave the queue now, from a background task (it goes on whatever
+    /// happens to the caller); `None` when there is nothing to leave.
+    fn leave(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+        let shared = self.shared.take()?;
+        let owner = self.owner.clone();
+        let slot = self.slot;
+        let inner = Arc::clone(&shared.client.inner);
+        Some(inner.spawn_cleanup(async move { shared.give_up(&owner, slot).await }))
     }
 }
 
-/// A fresh id for one release request (32 hex digits, Redisson's format).
+impl Drop for LeaveQueueOnDrop {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+/// A fresh id for one release request (32 hex digits, Redisson's format),
+/// also used as an acquisition's secret.
 pub(crate) fn new_request_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
@@ -612,19 +672,26 @@ pub(crate) fn new_request_id() -> String {
 /// dropped before it finished. The same request id makes the second send
 /// answer what the first did, so the hold is released exactly once.
 pub(crate) struct ReleaseOnDrop {
-    pub(crate) shared: Arc<LockShared>,
-    pub(crate) owner: Owner,
-    pub(crate) lease: Duration,
-    pub(crate) request: String,
-    pub(crate) armed: bool,
+    shared: Arc<LockShared>,
+    owner: Owner,
+    lease: Duration,
+    token: Option<u64>,
+    request: String,
+    armed: bool,
 }
 
 impl ReleaseOnDrop {
-    pub(crate) fn new(shared: &Arc<LockShared>, owner: &Owner, lease: Duration) -> Self {
+    pub(crate) fn new(
+        shared: &Arc<LockShared>,
+        owner: &Owner,
+        lease: Duration,
+        token: Option<u64>,
+    ) -> Self {
         Self {
             shared: Arc::clone(shared),
             owner: owner.clone(),
             lease,
+            token,
             request: new_request_id(),
             armed: true,
         }
@@ -634,7 +701,7 @@ impl ReleaseOnDrop {
     pub(crate) async fn run(&mut self) -> Result<Release> {
         let reply = self
             .shared
-            .release_as_request(&self.owner, self.lease, &self.request)
+            .release_as_request(&self.owner, self.lease, &self.request, self.token)
             .await;
         self.armed = false;
         reply
@@ -646,11 +713,15 @@ impl Drop for ReleaseOnDrop {
         if !self.armed {
             return;
         }
-        let (shared, owner, lease) = (Arc::clone(&self.shared), self.owner.clone(), self.lease);
+        let (shared, owner) = (Arc::clone(&self.shared), self.owner.clone());
+        let (lease, token) = (self.lease, self.token);
         let request = std::mem::take(&mut self.request);
         let inner = Arc::clone(&shared.client.inner);
         inner.spawn_cleanup(async move {
-            if let Err(err) = shared.release_as_request(&owner, lease, &request).await {
+            if let Err(err) = shared
+                .release_as_request(&owner, lease, &request, token)
+                .await
+            {
                 warn!(lock = %shared.name, %owner, error = %err, "release failed; the lock expires with its lease");
             }
         });
@@ -670,7 +741,7 @@ struct Undo {
 impl Undo {
     async fn run(&self, reply: &Result<Acquire>) {
         self.shared
-            .undo(&self.owner, reply, self.lease, self.slot, Some(self.base))
+            .undo(&self.owner, reply, self.lease, self.slot, self.base)
             .await;
     }
 }
@@ -709,6 +780,7 @@ impl Attempt {
             base: self.base,
         };
         let sender_undo = undo.clone();
+        let nonce = self.nonce.clone();
         self.shared.client.inner.spawn_cleanup(async move {
             let Undo {
                 shared,
@@ -722,7 +794,8 @@ impl Attempt {
                 lease: *lease,
                 slot: *slot,
                 queue,
-                base: Some(*base),
+                base: *base,
+                nonce: &nonce,
             };
             let reply = shared.protocol.acquire(shared.conn(), &args).await;
             // The caller is gone: undo what the attempt did.
@@ -741,25 +814,33 @@ impl Attempt {
     }
 
     /// The guard of a grant confirmed by a script reply sent at `sent_at`.
-    fn guard(self, sent_at: Instant, token: Option<u64>) -> LockGuard {
+    fn guard(&self, sent_at: Instant, token: Option<u64>, kind: HoldKind) -> LockGuard {
         debug!(lock = %self.shared.name, owner = %self.owner, ?token, "granted");
         let expires = sent_at + self.lease.duration();
-        LockGuard::new(self.shared, self.owner, self.lease, token, expires, false)
+        LockGuard::new(
+            Arc::clone(&self.shared),
+            self.owner.clone(),
+            self.lease,
+            token,
+            expires,
+            kind,
+            false,
+        )
     }
 
     /// The guard of a lock handed over by a release (native): the new holder
-    /// proceeds at once and claims the grant (extends it from the short
-    /// handoff lease to its own) in the background.
-    fn handed_over(self, token: u64, age: Duration) -> LockGuard {
-        debug!(lock = %self.shared.name, owner = %self.owner, token, ?age, "handed over");
-        let handoff = self.lease.duration().min(self.shared.waiter_ttl());
-        let expires = Instant::now() + handoff.saturating_sub(age);
+    /// proceeds at once, believing the grant no longer than `expires` (when
+    /// the server may let it expire), and claims it (extends it from the
+    /// short handoff lease to its own) in the background.
+    fn handed_over(&self, token: u64, expires: Instant) -> LockGuard {
+        debug!(lock = %self.shared.name, owner = %self.owner, token, "handed over");
         LockGuard::new(
-            self.shared,
-            self.owner,
+            Arc::clone(&self.shared),
+            self.owner.clone(),
             self.lease,
             Some(token),
             expires,
+            HoldKind::Fresh,
             true,
         )
     }
@@ -767,23 +848,30 @@ impl Attempt {
     async fn run_once(self, reenter_only: bool) -> Result<Option<LockGuard>> {
         let sent_at = Instant::now();
         match self.send(false).await? {
-            Acquire::Acquired { .. } if reenter_only => {
+            Acquire::Acquired { token } if reenter_only => {
                 // The hold to re-enter was lost; this is a new grant nobody asked for.
                 let reply = self
                     .shared
-                    .release(&self.owner, self.lease.duration())
+                    .release(&self.owner, self.lease.duration(), token)
                     .await;
                 debug!(lock = %self.shared.name, owner = %self.owner, ?reply, "re-entry found the hold lost");
                 Ok(None)
             }
-            Acquire::Acquired { token } => Ok(Some(self.guard(sent_at, token))),
-            Acquire::Reentered { token, .. } => Ok(Some(self.guard(sent_at, token))),
+            Acquire::Acquired { token } => Ok(Some(self.guard(sent_at, token, HoldKind::Fresh))),
+            Acquire::Reentered { token, .. } => {
+                Ok(Some(self.guard(sent_at, token, HoldKind::Reentry)))
+            }
             Acquire::Busy | Acquire::Queued { .. } => Ok(None),
         }
     }
 
+    /// Wait until granted, until `deadline`, or until the client shuts down.
+    /// The deadline bounds everything, the calls in flight and the
+    /// subscription included: when it passes, the wait is dropped where it
+    /// is, and leaving the queue (or undoing a grant that raced it) goes on
+    /// in the background.
     async fn run(self, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
-        let config = self.shared.client.config();
+        let closing = self.shared.client.inner.closing();
         // Only a fair lock has a queue to leave.
         let mut leave_queue = LeaveQueueOnDrop {
             shared: self
@@ -794,6 +882,49 @@ impl Attempt {
             owner: self.owner.clone(),
             slot: self.slot,
         };
+        // The last connection error, while attempts keep failing: a wait
+        // that runs out then reports it instead of a plain "not acquired".
+        let mut failing: Option<Error> = None;
+        let outcome = {
+            let waiting = async {
+                let wait = self.wait(&mut failing, &mut leave_queue);
+                match deadline {
+                    Some(deadline) => tokio::time::timeout_at(deadline, wait).await.ok(),
+                    None => Some(wait.await),
+                }
+            };
+            tokio::select! {
+                outcome = waiting => outcome,
+                () = closing.cancelled() => return Err(Error::Closed),
+            }
+        };
+        match outcome {
+            Some(granted) => granted.map(Some),
+            None => {
+                debug!(lock = %self.shared.name, owner = %self.owner, "wait budget ran out");
+                // Leave the queue: usually done within a round trip, but
+                // the caller waits one response timeout at most; the rest
+                // goes on in the background.
+                if let Some(leaving) = leave_queue.leave() {
+                    let limit = self.shared.client.config().response_timeout;
+                    let _ = tokio::time::timeout(limit, leaving).await;
+                }
+                match failing {
+                    Some(err) => Err(err),
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
+    async fn wait(
+        &self,
+        failing: &mut Option<Error>,
+        leave_queue: &mut LeaveQueueOnDrop,
+    ) -> Result<LockGuard> {
+        let config = self.shared.client.config();
+        // A lost wake-up costs at most this long, under every protocol.
+        let poll = refresh_interval(config.waiter_ttl);
         // The first attempt goes out before subscribing, so an uncontended
         // lock costs one round trip. When it is not granted, the waiter
         // subscribes and attempts again at once: a release between the two
@@ -803,6 +934,7 @@ impl Attempt {
         let mut failing_since: Option<Instant> = None;
         let mut backoff = Duration::from_millis(20);
         let mut idle_poll = Duration::from_millis(10);
+        let mut anchor: Option<Anchor> = None;
         loop {
             if let Some(subscription) = subscription.as_mut() {
                 subscription.mark_seen();
@@ -811,20 +943,26 @@ impl Attempt {
             let reply = self.send(true).await;
             let pause = match reply {
                 Ok(Acquire::Acquired { token }) => {
-                    leave_queue.shared = None;
-                    return Ok(Some(self.guard(sent_at, token)));
+                    leave_queue.disarm();
+                    return Ok(self.guard(sent_at, token, HoldKind::Fresh));
                 }
                 Ok(Acquire::Reentered { token, .. }) => {
-                    leave_queue.shared = None;
-                    return Ok(Some(self.guard(sent_at, token)));
+                    leave_queue.disarm();
+                    return Ok(self.guard(sent_at, token, HoldKind::Reentry));
                 }
-                Ok(Acquire::Queued { ttl, position }) => {
+                Ok(Acquire::Queued {
+                    ttl,
+                    position,
+                    server_ms,
+                }) => {
+                    *failing = None;
                     failing_since = None;
                     backoff = Duration::from_millis(20);
+                    anchor = server_ms.map(|server_ms| Anchor { server_ms, sent_at });
                     if let Some(position) = position {
                         debug!(lock = %self.shared.name, owner = %self.owner, position, "waiting in queue");
                     }
-                    if ttl.is_zero() {
+                    let pause = if ttl.is_zero() {
                         // Free but not our turn: the head is about to take it,
                         // or is dead and will be purged. Poll, backing off.
                         let pause = idle_poll;
@@ -833,18 +971,18 @@ impl Attempt {
                     } else {
                         idle_poll = Duration::from_millis(10);
                         ttl
-                    }
+                    };
+                    pause.min(poll)
                 }
                 Ok(Acquire::Busy) => Duration::from_millis(100),
                 Err(err) if err.is_connection() => {
                     let since = *failing_since.get_or_insert(sent_at);
-                    let out_of_budget = since.elapsed() + backoff >= config.retry_budget
-                        || deadline.is_some_and(|d| Instant::now() + backoff >= d);
-                    if out_of_budget {
-                        warn!(lock = %self.shared.name, owner = %self.owner, error = %err, "giving up: Redis unreachable");
+                    if since.elapsed() + backoff >= config.retry_budget {
+                        warn!(lock = %self.shared.name, owner = %self.owner, error = %err, "giving up: Redis unreachable or refusing service");
                         return Err(err);
                     }
                     debug!(lock = %self.shared.name, owner = %self.owner, error = %err, "attempt failed; retrying");
+                    *failing = Some(err);
                     let pause = backoff;
                     backoff = (backoff * 2).min(Duration::from_millis(500));
                     tokio::time::sleep(pause).await;
@@ -858,33 +996,26 @@ impl Attempt {
                 subscription = Some(wakeups.subscribe(&channel, config.response_timeout).await);
                 continue;
             };
-            let pause = match deadline {
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        leave_queue.shared = None;
-                        self.shared.give_up(&self.owner, self.slot).await;
-                        debug!(lock = %self.shared.name, owner = %self.owner, "wait budget ran out");
-                        return Ok(None);
-                    }
-                    pause.min(left)
-                }
-                None => pause,
-            };
             if let Woken::Message(payload) = subscription.wait(pause).await {
-                // Direct handoff (native): the lock is ours, no call needed,
-                // unless the message was read late (this process was paused,
-                // say): the short handoff lease may be over, so the next
-                // attempt confirms (and claims) it instead.
-                if let Some(grant) = parse_grant(&payload) {
-                    let handoff = self.lease.duration().min(self.shared.waiter_ttl());
-                    let age_ms = self.shared.conn().server_now_estimate_ms() - grant.granted_at_ms;
-                    if (-1000..(handoff.as_millis() as i64 / 2)).contains(&age_ms) {
-                        leave_queue.shared = None;
-                        let age = Duration::from_millis(age_ms.max(0) as u64);
-                        return Ok(Some(self.handed_over(grant.token, age)));
+                // Direct handoff (native): a grant message that proves it was
+                // written for this acquisition makes it the holder with no
+                // further call, unless it may be half over (read late: this
+                // process was paused, say, or pub/sub lagged); then the next
+                // attempt confirms (and claims) it instead. Forged or stale
+                // messages are only wake-ups.
+                if let Some(grant) = self.shared.protocol.verify_grant(&payload, &self.nonce) {
+                    let half = Duration::from_millis(grant.expire_ms / 2);
+                    match anchor.and_then(|anchor| anchor.grant_expiry(&grant)) {
+                        Some(expires)
+                            if expires.saturating_duration_since(Instant::now()) > half =>
+                        {
+                            leave_queue.disarm();
+                            return Ok(self.handed_over(grant.token, expires));
+                        }
+                        _ => {
+                            debug!(lock = %self.shared.name, owner = %self.owner, ?grant, "handoff read late; confirming it");
+                        }
                     }
-                    debug!(lock = %self.shared.name, owner = %self.owner, age_ms, "handoff read late; confirming it");
                 }
             }
         }

@@ -11,6 +11,13 @@
 //! wakes every waiter (they re-check the lock over the command connection),
 //! reconnects with backoff and subscribes again to every channel that still
 //! has waiters. A channel is unsubscribed when its last waiter leaves.
+//!
+//! A connection can also die silently (a dropped NAT entry, a peer that
+//! vanished without a FIN): the task PINGs it every [`HEALTH_INTERVAL`] and
+//! treats a PING unanswered within the response timeout as a broken
+//! connection. A dead subscription is thus replaced within
+//! `HEALTH_INTERVAL` + the response timeout; meanwhile every waiter still
+//! re-checks at least once per refresh interval.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,6 +26,9 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, warn};
+
+/// How often the pub/sub connection is checked with a PING.
+pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Routes pub/sub messages to the waiters of each channel.
 #[derive(Clone)]
@@ -92,13 +102,20 @@ impl WakeupRouter {
     pub(crate) fn start(
         client: redis::Client,
         connect_timeout: Duration,
+        response_timeout: Duration,
         runtime: &tokio::runtime::Handle,
     ) -> Self {
         let shared = Arc::new(Shared {
             channels: Mutex::new(HashMap::new()),
         });
         let (commands, rx) = mpsc::unbounded_channel();
-        runtime.spawn(run(client, connect_timeout, Arc::clone(&shared), rx));
+        runtime.spawn(run(
+            client,
+            connect_timeout,
+            response_timeout,
+            Arc::clone(&shared),
+            rx,
+        ));
         Self { shared, commands }
     }
 
@@ -198,6 +215,7 @@ impl Drop for Subscription {
 async fn run(
     client: redis::Client,
     connect_timeout: Duration,
+    response_timeout: Duration,
     shared: Arc<Shared>,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
@@ -226,7 +244,7 @@ async fn run(
         let (mut sink, mut stream) = pubsub.split();
         let wanted: Vec<String> = shared.channels().keys().cloned().collect();
         if !wanted.is_empty() {
-            if let Err(err) = bounded(connect_timeout, sink.subscribe(&wanted)).await {
+            if let Err(err) = bounded(response_timeout, sink.subscribe(&wanted)).await {
                 debug!(error = %err, "resubscribe failed");
                 if !sleep_or_drain(&mut commands, backoff).await {
                     return;
@@ -238,8 +256,18 @@ async fn run(
             shared.bump_all();
         }
         let connected_at = tokio::time::Instant::now();
+        let mut health = tokio::time::interval(HEALTH_INTERVAL);
+        health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        health.reset();
         loop {
             tokio::select! {
+                _ = health.tick() => {
+                    let ping = async { sink.ping::<redis::Value>().await.map(drop) };
+                    if let Err(err) = bounded(response_timeout, ping).await {
+                        warn!(error = %err, "pub/sub connection did not answer a PING");
+                        break;
+                    }
+                }
                 message = stream.next() => match message {
                     Some(message) => {
                         let payload: Arc<str> = String::from_utf8_lossy(message.get_payload_bytes()).into();
@@ -249,7 +277,7 @@ async fn run(
                 },
                 command = commands.recv() => match command {
                     Some(Command::Subscribe(channel, ack)) => {
-                        if let Err(err) = bounded(connect_timeout, sink.subscribe(&channel)).await {
+                        if let Err(err) = bounded(response_timeout, sink.subscribe(&channel)).await {
                             debug!(error = %err, %channel, "subscribe failed");
                             break;
                         }
@@ -258,7 +286,7 @@ async fn run(
                     Some(Command::Unsubscribe(channel)) => {
                         // A new waiter may have come back for it meanwhile.
                         if !shared.channels().contains_key(&channel)
-                            && bounded(connect_timeout, sink.unsubscribe(&channel)).await.is_err()
+                            && bounded(response_timeout, sink.unsubscribe(&channel)).await.is_err()
                         {
                             break;
                         }

@@ -1,21 +1,30 @@
-//! The watchdog: one task per client renews every watchdog-leased lock the
-//! client holds, in batches, every `renew_interval`.
+//! The holds registry and its watchdog: every hold this client has, and one
+//! task that renews the watchdog-leased ones in batches every
+//! `renew_interval`, and checks all of them at once when told that one was
+//! taken away (a revocation message).
 //!
-//! A renewal that finds the lock gone or owned by someone else, or renewals
-//! that keep failing until the lease the server last confirmed has run out,
-//! mark the lock lost: every guard of that hold sees `is_held() == false` and
-//! its `lost()` future resolves.
+//! A renewal or check that finds the lock gone, owned by someone else or
+//! (native) taken again under another token, or renewals that keep failing
+//! until the lease the server last confirmed has run out, mark the hold
+//! lost: every guard of that hold sees `is_held() == false` and its `lost()`
+//! future resolves.
+//!
+//! One entry per (lock key, owner): the guards of one acquisition and its
+//! re-entries share it. A fresh acquisition by the same owner retires the
+//! entry of an older one (marks it lost, so that its guards can no longer
+//! release or renew anything) and starts from its own lease.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::connection::Connection;
-use crate::protocol::{self, Protocol, RENEW_BATCH};
+use crate::lock::LockShared;
+use crate::protocol::{self, HoldRef, Protocol, RENEW_BATCH};
 
 /// What is known about one hold: lost for sure, and until when the lease
 /// the server last confirmed lasts (a local estimate, measured from when the
@@ -50,7 +59,8 @@ impl HeldState {
     }
 
     pub(crate) fn mark_lost(&self) {
-        self.status.send_modify(|status| status.lost = true);
+        self.status
+            .send_if_modified(|status| !std::mem::replace(&mut status.lost, true));
     }
 
     /// A renewal confirmed the lease until `expires`.
@@ -64,6 +74,11 @@ impl HeldState {
         });
     }
 
+    /// A re-entry set the lease to end at `expires` (it may be shorter).
+    pub(crate) fn confirm(&self, expires: Instant) {
+        self.status.send_modify(|status| status.expires = expires);
+    }
+
     pub(crate) fn status(&self) -> HoldStatus {
         *self.status.borrow()
     }
@@ -73,16 +88,58 @@ impl HeldState {
     }
 }
 
+/// (lock key, owner).
 type Key = (String, String);
 
 struct Entry {
     name: String,
+    /// The lock it holds (weak: the guards keep it alive), for `shutdown`.
+    shared: Weak<LockShared>,
+    /// The fencing token of the acquisition (native).
+    token: Option<u64>,
+    /// Live guards of this hold.
     holds: usize,
+    /// Those of them with a watchdog lease: renewed while above 0.
+    renewed: usize,
     state: Arc<HeldState>,
 }
 
+/// How a new hold relates to what the owner held before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldKind {
+    /// A new acquisition: the owner held nothing (any older entry is stale).
+    Fresh,
+    /// One more hold of the acquisition the owner holds.
+    Reentry,
+}
+
+/// One hold to register.
+pub(crate) struct NewHold<'a> {
+    pub(crate) shared: &'a Arc<LockShared>,
+    pub(crate) lock_key: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) token: Option<u64>,
+    pub(crate) expires: Instant,
+    pub(crate) kind: HoldKind,
+    /// Renewed by the watchdog (else an explicit lease that just expires).
+    pub(crate) renew: bool,
+}
+
+/// A hold still registered, for [`Watchdog::drain`].
+pub(crate) struct Registered {
+    pub(crate) shared: Option<Arc<LockShared>>,
+    pub(crate) owner: String,
+    pub(crate) token: Option<u64>,
+    pub(crate) holds: usize,
+}
+
+type Entries = Mutex<HashMap<Key, Entry>>;
+
 pub(crate) struct Watchdog {
-    entries: Arc<Mutex<HashMap<Key, Entry>>>,
+    entries: Arc<Entries>,
+    /// Wakes the task for an immediate check of every hold.
+    check_now: Arc<Notify>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -100,60 +157,104 @@ impl Watchdog {
         runtime: &tokio::runtime::Handle,
     ) -> Self {
         let entries = Arc::new(Mutex::new(HashMap::new()));
+        let check_now = Arc::new(Notify::new());
         runtime.spawn(run(
             Arc::downgrade(&entries),
+            Arc::downgrade(&check_now),
             protocol,
             conn,
             lease,
             interval,
         ));
-        Self { entries }
+        Self { entries, check_now }
     }
 
-    /// Start renewing `lock_key` for `owner` (or count one more hold of it).
-    /// `expires`: when the lease the server granted runs out.
-    pub(crate) fn register(
+    /// Register one hold; returns the state its guard shares.
+    pub(crate) fn register(&self, hold: NewHold<'_>) -> Arc<HeldState> {
+        let mut entries = locked(&self.entries);
+        let key = (hold.lock_key.to_owned(), hold.owner.to_owned());
+        if let Some(entry) = entries.get_mut(&key) {
+            let stale = hold.kind == HoldKind::Fresh
+                || entry.state.status().lost
+                || (hold.token.is_some() && entry.token != hold.token);
+            if !stale {
+                entry.holds += 1;
+                entry.renewed += usize::from(hold.renew);
+                entry.state.confirm(hold.expires);
+                return Arc::clone(&entry.state);
+            }
+            // An older acquisition of this owner is over (lost, or replaced
+            // by this one): retire its guards before they act on the new hold.
+            debug!(lock = %entry.name, owner = %hold.owner, "a new acquisition retires an older hold of the same owner");
+            entry.state.mark_lost();
+            entries.remove(&key);
+        }
+        let state = HeldState::new(hold.expires);
+        entries.insert(
+            key,
+            Entry {
+                name: hold.name.to_owned(),
+                shared: Arc::downgrade(hold.shared),
+                token: hold.token,
+                holds: 1,
+                renewed: usize::from(hold.renew),
+                state: Arc::clone(&state),
+            },
+        );
+        state
+    }
+
+    /// One hold of `state` ends; the entry goes when none is left. An entry
+    /// replaced by a newer acquisition is left alone.
+    pub(crate) fn unregister(
         &self,
         lock_key: &str,
         owner: &str,
-        name: &str,
-        expires: Instant,
-    ) -> Arc<HeldState> {
-        let mut entries = locked(&self.entries);
-        let key = (lock_key.to_owned(), owner.to_owned());
-        // A hold already known lost is not shared with a new acquisition.
-        if entries.get(&key).is_some_and(|e| e.state.status().lost) {
-            entries.remove(&key);
-        }
-        let entry = entries.entry(key).or_insert_with(|| Entry {
-            name: name.to_owned(),
-            holds: 0,
-            state: HeldState::new(expires),
-        });
-        entry.holds += 1;
-        Arc::clone(&entry.state)
-    }
-
-    /// One hold of `state` ends; renewal stops when none is left. A hold
-    /// that was lost and replaced by a new acquisition of the same owner
-    /// leaves the new one alone.
-    pub(crate) fn unregister(&self, lock_key: &str, owner: &str, state: &Arc<HeldState>) {
+        state: &Arc<HeldState>,
+        renew: bool,
+    ) {
         let mut entries = locked(&self.entries);
         let key = (lock_key.to_owned(), owner.to_owned());
         if let Some(entry) = entries
             .get_mut(&key)
             .filter(|e| Arc::ptr_eq(&e.state, state))
         {
-            entry.holds -= 1;
+            entry.holds = entry.holds.saturating_sub(1);
+            if renew {
+                entry.renewed = entry.renewed.saturating_sub(1);
+            }
             if entry.holds == 0 {
                 entries.remove(&key);
             }
         }
     }
+
+    /// What wakes the task for an immediate check (a revocation message arrived, or the wake-up connection came back and one may have been missed); calls made while a check runs are served by the next one.
+    pub(crate) fn check_handle(&self) -> Arc<Notify> {
+        Arc::clone(&self.check_now)
+    }
+
+    /// Take every hold out of the registry, marking each lost (so that no
+    /// guard releases or renews it any more), for the caller to release.
+    pub(crate) fn drain(&self) -> Vec<Registered> {
+        locked(&self.entries)
+            .drain()
+            .map(|((_, owner), entry)| {
+                entry.state.mark_lost();
+                Registered {
+                    shared: entry.shared.upgrade(),
+                    owner,
+                    token: entry.token,
+                    holds: entry.holds,
+                }
+            })
+            .collect()
+    }
 }
 
 async fn run(
-    entries: Weak<Mutex<HashMap<Key, Entry>>>,
+    entries: Weak<Entries>,
+    check_now: Weak<Notify>,
     protocol: Protocol,
     conn: Connection,
     lease: Duration,
@@ -163,44 +264,57 @@ async fn run(
     let retry = (interval / 4).max(Duration::from_millis(20));
     let mut delay = interval;
     loop {
-        tokio::time::sleep(delay).await;
-        delay = interval;
+        let Some(kick) = check_now.upgrade() else {
+            return;
+        };
+        // A check renews nothing: explicit leases must not be extended, and
+        // the renewal schedule goes on as it was.
+        let check_only = tokio::select! {
+            () = tokio::time::sleep(delay) => false,
+            () = kick.notified() => true,
+        };
+        drop(kick);
         let Some(entries) = entries.upgrade() else {
             return;
         };
-        let batch: Vec<(Key, Arc<HeldState>)> = locked(&entries)
+        if !check_only {
+            delay = interval;
+        }
+        let batch: Vec<(Key, Option<u64>, Arc<HeldState>)> = locked(&entries)
             .iter()
-            .map(|(key, entry)| (key.clone(), Arc::clone(&entry.state)))
+            .filter(|(_, entry)| check_only || entry.renewed > 0)
+            .map(|(key, entry)| (key.clone(), entry.token, Arc::clone(&entry.state)))
             .collect();
         for chunk in batch.chunks(RENEW_BATCH) {
-            let pairs: Vec<(&str, &str)> = chunk
+            let holds: Vec<HoldRef<'_>> = chunk
                 .iter()
-                .map(|((k, o), _)| (k.as_str(), o.as_str()))
+                .map(|((k, o), token, _)| (k.as_str(), o.as_str(), *token))
                 .collect();
             let sent_at = Instant::now();
-            let result = protocol::renew(protocol, &conn, &pairs, lease).await;
+            let renewal = (!check_only).then_some(lease);
+            let result = protocol::renew(protocol, &conn, &holds, renewal).await;
             let mut map = locked(&entries);
             match result {
-                Ok(renewed) => {
-                    for ((key, state), still_held) in chunk.iter().zip(renewed) {
+                Ok(held) => {
+                    for ((key, _, state), still_held) in chunk.iter().zip(held) {
                         // Released (or replaced) meanwhile: the answer no longer matters.
                         let Some(entry) = map.get_mut(key).filter(|e| Arc::ptr_eq(&e.state, state))
                         else {
                             continue;
                         };
-                        if still_held {
-                            entry.state.extend(sent_at + lease);
-                        } else {
-                            warn!(lock = %entry.name, owner = %key.1, "lock lost: renewal found it gone or held by another owner");
+                        if !still_held {
+                            warn!(lock = %entry.name, owner = %key.1, "lock lost: it is gone or held by another owner or acquisition");
                             entry.state.mark_lost();
                             map.remove(key);
+                        } else if !check_only {
+                            entry.state.extend(sent_at + lease);
                         }
                     }
                 }
                 Err(err) => {
                     delay = retry;
                     let now = Instant::now();
-                    for (key, state) in chunk {
+                    for (key, _, state) in chunk {
                         let Some(entry) = map.get(key).filter(|e| Arc::ptr_eq(&e.state, state))
                         else {
                             continue;

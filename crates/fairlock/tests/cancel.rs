@@ -43,9 +43,7 @@ async fn try_lock_for_timeout(protocol: Protocol) {
     let (_, _, deadlines) = lock_keys(protocol, "tl");
     assert_eq!(server.cmd::<i64>(&["EXISTS", &deadlines[0]]), 0);
     eventually(Duration::from_secs(3), "waiters unsubscribed", || {
-        server
-            .cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
-            .is_empty()
+        server.wait_channels().is_empty()
     })
     .await;
     // A one-shot try_lock never queues.
@@ -143,9 +141,7 @@ async fn cancellation_storm(protocol: Protocol, fair: bool) {
     }
     assert_clean_for(&server, protocol, name);
     eventually(Duration::from_secs(10), "no subscriptions", || {
-        server
-            .cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
-            .is_empty()
+        server.wait_channels().is_empty()
     })
     .await;
     // And the lock is usable at once.

@@ -392,8 +392,7 @@ async fn nonfair_layout_and_channel() {
         tokio::spawn(async move { lock.lock().await.unwrap() })
     };
     eventually(Duration::from_secs(5), "waiter subscribed", || {
-        server.cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
-            == vec!["redisson_lock__channel:{plain}".to_owned()]
+        server.wait_channels() == vec!["redisson_lock__channel:{plain}".to_owned()]
     })
     .await;
     // No queue keys for a non-fair lock.

@@ -316,10 +316,7 @@ async fn dropped_connections(protocol: fairlock::Protocol) {
     assert!(killed >= 2);
     // The waiter's channel is subscribed again on a new connection.
     eventually(Duration::from_secs(5), "resubscribed", || {
-        server
-            .cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "*"])
-            .len()
-            == 1
+        server.wait_channels().len() == 1
     })
     .await;
     // The holder's next call reconnects transparently.

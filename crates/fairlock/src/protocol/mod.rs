@@ -93,11 +93,14 @@ pub(crate) struct AcquireArgs<'a> {
     pub(crate) slot: Duration,
     /// Wait in line when busy (else a one-shot attempt).
     pub(crate) queue: bool,
-    /// The owner's hold count before this acquisition (0 for a fresh owner),
-    /// when known. Finding `base + 1` means an earlier attempt of this
-    /// acquisition already succeeded (its reply was lost) or, under native,
-    /// the lock was handed over: it is taken as is, not counted again.
-    pub(crate) base: Option<u32>,
+    /// The owner's hold count before this acquisition (0 for a fresh owner).
+    /// Finding `base + 1` means an earlier attempt of this acquisition
+    /// already succeeded (its reply was lost) or, under native, the lock was
+    /// handed over: it is taken as is, not counted again.
+    pub(crate) base: u32,
+    /// This acquisition's secret (native): stored with its queue entry, it
+    /// authenticates the grant message sent to it.
+    pub(crate) nonce: &'a str,
 }
 
 /// One lock under one protocol: the dispatch point of the seam.
@@ -189,6 +192,9 @@ impl ProtocolLock {
         }
     }
 
+    /// Release one hold of `owner`; under native only the hold of the
+    /// acquisition with `token` (a later acquisition by the same owner is
+    /// left alone).
     pub(crate) async fn release(
         &self,
         conn: &Connection,
@@ -196,10 +202,22 @@ impl ProtocolLock {
         lease: Duration,
         waiter_ttl: Duration,
         request: &str,
+        token: Option<u64>,
     ) -> Result<Release> {
         match self {
             ProtocolLock::Redisson(lock) => lock.release(conn, owner, lease, request).await,
-            ProtocolLock::Native(lock) => lock.release(conn, owner, waiter_ttl, request).await,
+            ProtocolLock::Native(lock) => {
+                lock.release(conn, owner, waiter_ttl, request, token).await
+            }
+        }
+    }
+
+    /// Decode a wake-up message for the waiter whose secret is `nonce`: the
+    /// grant it proves, if it is a grant to that waiter (native only).
+    pub(crate) fn verify_grant(&self, payload: &str, nonce: &str) -> Option<native::Grant> {
+        match self {
+            ProtocolLock::Redisson(_) => None,
+            ProtocolLock::Native(_) => native::verify_grant(payload, nonce),
         }
     }
 
@@ -254,17 +272,38 @@ fn decode_position(script: &str, reply: &[i64]) -> Result<(u64, u64)> {
     }
 }
 
-/// Renew a batch of watchdog-leased locks of one protocol.
+/// The channel prefix on which a client hears that one of its holds was
+/// taken away (force-unlocked): `fairlock:revoked:CLIENT_ID`, both protocols.
+pub(crate) const REVOKED_PREFIX: &str = "fairlock:revoked:";
+
+/// One hold in a renewal or check batch: lock key, owner, and the token of
+/// its acquisition (native; `None` matches any hold of the owner).
+pub(crate) type HoldRef<'a> = (&'a str, &'a str, Option<u64>);
+
+/// Renew (with `Some(lease)`) or only check (`None`) a batch of holds of one
+/// protocol. Returns, per hold, whether it is still held.
 pub(crate) async fn renew(
     protocol: Protocol,
     conn: &Connection,
-    batch: &[(&str, &str)],
-    lease: Duration,
+    batch: &[HoldRef<'_>],
+    lease: Option<Duration>,
 ) -> Result<Vec<bool>> {
-    match protocol {
-        Protocol::Redisson => redisson::renew(conn, batch, lease).await,
-        Protocol::Native => native::renew(conn, batch, lease).await,
+    let script = match protocol {
+        Protocol::Redisson => &*redisson::RENEW,
+        Protocol::Native => &*native::RENEW,
+    };
+    let keys: Vec<&str> = batch.iter().map(|(key, _, _)| *key).collect();
+    let mut args = Vec::with_capacity(2 * batch.len() + 1);
+    args.push(lease.map(ms).unwrap_or_default());
+    for (_, owner, token) in batch {
+        args.push((*owner).to_owned());
+        args.push(token.map(|t| t.to_string()).unwrap_or_default());
     }
+    let reply: Vec<i64> = conn.script(script, "", &keys, &args).await?;
+    if reply.len() != batch.len() {
+        return Err(unexpected("renew", reply));
+    }
+    Ok(reply.into_iter().map(|r| r == 1).collect())
 }
 
 /// Locks renewed per script call (Redisson's batch size).
@@ -279,10 +318,13 @@ pub(crate) enum Acquire {
     /// the fencing token of the acquisition it re-entered, where there is one.
     Reentered { count: u32, token: Option<u64> },
     /// Held by someone else (or not our turn); we are queued. Try again
-    /// after a wake-up or `ttl`. `position` is 1-based when just enqueued.
+    /// after a wake-up or `ttl`. `position` is 1-based when known.
+    /// `server_ms`: the server's clock when the script ran (native), which
+    /// dates a later grant message without trusting any client clock.
     Queued {
         ttl: Duration,
         position: Option<u64>,
+        server_ms: Option<i64>,
     },
     /// Held by someone else; not queued (one-shot attempt).
     Busy,
@@ -348,22 +390,24 @@ impl LockInfo {
 }
 
 /// The queue in order, with each waiter's time left from the flat
-/// `[owner, deadline ms, ...]` list of deadlines and `now_ms` on the same clock.
+/// `[owner, deadline ms, ...]` list of deadlines and `now_ms` on the same
+/// clock. O(N). Scores that are not numbers (or are infinite) give no time
+/// left rather than a panic.
 pub(crate) fn waiters(queue: Vec<String>, deadlines: &[String], now_ms: i64) -> Vec<QueuedWaiter> {
-    let deadline_of = |owner: &str| {
-        deadlines
-            .chunks(2)
-            .find(|pair| pair[0] == owner)
-            .and_then(|pair| pair.get(1))
-            .and_then(|score| score.parse::<f64>().ok())
-    };
+    let deadline_of: std::collections::HashMap<&str, f64> = deadlines
+        .chunks_exact(2)
+        .filter_map(|pair| Some((pair[0].as_str(), pair[1].parse::<f64>().ok()?)))
+        .collect();
     queue
         .into_iter()
         .enumerate()
         .map(|(i, owner)| QueuedWaiter {
             position: i + 1,
-            expires_in: deadline_of(&owner)
-                .map(|d| Duration::from_millis((d as i64 - now_ms).max(0) as u64)),
+            expires_in: deadline_of.get(owner.as_str()).map(|&deadline| {
+                // `as` saturates (NaN -> 0); the subtraction must too.
+                let left = (deadline as i64).saturating_sub(now_ms).max(0);
+                Duration::from_millis(left as u64)
+            }),
             owner,
         })
         .collect()

@@ -149,7 +149,8 @@ async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op) {
                 lease: LONG,
                 slot: LONG,
                 queue: matches!(op, Op::Queue(_)),
-                base: Some(base),
+                base,
+                nonce: "model",
             };
             let reply = lock.acquire(conn, &args).await.expect("acquire");
             assert!(!matches!(reply, Acquire::Busy) || !args.queue, "{reply:?}");
@@ -160,7 +161,7 @@ async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op) {
         Op::Release(o) => {
             let request = crate::lock::new_request_id();
             let reply = lock
-                .release(conn, OWNERS[o], LONG, LONG, &request)
+                .release(conn, OWNERS[o], LONG, LONG, &request, None)
                 .await
                 .expect("release");
             let held_by_o = matches!(model.holder, Some((h, _, _)) if h == o);

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, Release, ms, unexpected};
+use super::{
+    Acquire, AcquireArgs, Holder, LockInfo, Protocol, REVOKED_PREFIX, Release, ms, unexpected,
+};
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::name::NativeKeys;
@@ -18,21 +20,24 @@ static ACQUIRE: LazyLock<Script> = protocol_script!("native", "acquire.lua");
 static RELEASE: LazyLock<Script> = protocol_script!("native", "release.lua");
 static GIVE_UP: LazyLock<Script> = protocol_script!("native", "give_up.lua");
 static FORCE_RELEASE: LazyLock<Script> = protocol_script!("native", "force_release.lua");
-static RENEW: LazyLock<Script> = protocol_script!("native", "renew.lua");
+pub(crate) static RENEW: LazyLock<Script> = protocol_script!("native", "renew.lua");
 static INSPECT: LazyLock<Script> = protocol_script!("native", "inspect.lua");
 static POSITION: LazyLock<Script> = protocol_script!("native", "position.lua");
 
 /// How long a release's result stays cached for a retried release.
 const RELEASE_CACHE_MS: u64 = 20_000;
 
-/// The prefix of a grant message: `grant:TOKEN:SERVER_MS`.
+/// The prefix of a grant message: `grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC`.
 pub(crate) const GRANT_PREFIX: &str = "grant:";
 
-/// A grant message: the fencing token and the server time of the grant.
+/// A grant message, verified: the fencing token, the server time of the
+/// grant and how long the grant lasts unless claimed (the PEXPIRE the
+/// releasing script set), all as the server wrote them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Grant {
     pub(crate) token: u64,
     pub(crate) granted_at_ms: i64,
+    pub(crate) expire_ms: u64,
 }
 
 /// How often a waiter refreshes its place: a third of `waiter_ttl`.
@@ -40,13 +45,62 @@ pub(crate) fn refresh_interval(waiter_ttl: Duration) -> Duration {
     (waiter_ttl / 3).max(Duration::from_millis(1))
 }
 
-/// The grant in `payload`, if it is a grant message.
-pub(crate) fn parse_grant(payload: &str) -> Option<Grant> {
-    let (token, at) = payload.strip_prefix(GRANT_PREFIX)?.split_once(':')?;
-    Some(Grant {
-        token: token.parse().ok()?,
-        granted_at_ms: at.parse().ok()?,
-    })
+/// The grant in `payload` if it is a grant message authenticated with
+/// `nonce`: its MAC is the SHA-1 of `NONCE:grant:TOKEN:SERVER_MS:EXPIRE_MS`,
+/// which only the server (that stored the nonce when the waiter queued) and
+/// the waiter can compute. Anything else, forged or malformed, is `None`.
+pub(crate) fn verify_grant(payload: &str, nonce: &str) -> Option<Grant> {
+    let (signed, mac) = payload.rsplit_once(':')?;
+    let mut fields = signed.strip_prefix(GRANT_PREFIX)?.split(':');
+    let grant = Grant {
+        token: fields.next()?.parse().ok()?,
+        granted_at_ms: fields.next()?.parse().ok()?,
+        expire_ms: fields.next()?.parse().ok()?,
+    };
+    if fields.next().is_some() || nonce.is_empty() {
+        return None;
+    }
+    let mut sha = sha1_smol::Sha1::new();
+    sha.update(nonce.as_bytes());
+    sha.update(b":");
+    sha.update(signed.as_bytes());
+    // Both sides are lowercase hex of a fixed length.
+    (sha.digest().to_string() == mac).then_some(grant)
+}
+
+/// Decode an acquire reply (see `acquire.lua`).
+pub(crate) fn decode_acquire(fair: bool, waiter_ttl: Duration, reply: &[i64]) -> Result<Acquire> {
+    let bad = || unexpected("native acquire", reply);
+    let token = |t: i64| u64::try_from(t).map_err(|_| bad());
+    match *reply {
+        [1, t] => Ok(Acquire::Acquired {
+            token: Some(token(t)?),
+        }),
+        [2, count, t] => Ok(Acquire::Reentered {
+            count: u32::try_from(count).map_err(|_| bad())?,
+            token: Some(token(t)?),
+        }),
+        [3, pttl, position, server_ms] => {
+            let refresh = refresh_interval(waiter_ttl);
+            let lock_left = u64::try_from(pttl).ok().map(Duration::from_millis);
+            let ttl = match (fair, position, lock_left) {
+                // First in line: retry right when the lease runs out.
+                (true, 1, Some(left)) => left.min(refresh),
+                // Non-fair: retry when the lease runs out or on "free"; at
+                // least every refresh interval, as a lost message costs no more.
+                (false, _, Some(left)) => left.min(refresh),
+                _ => refresh,
+            }
+            .max(Duration::from_millis(1));
+            Ok(Acquire::Queued {
+                ttl,
+                position: u64::try_from(position).ok().filter(|p| *p > 0),
+                server_ms: Some(server_ms),
+            })
+        }
+        [4] => Ok(Acquire::Busy),
+        _ => Err(bad()),
+    }
 }
 
 /// One lock under the native protocol.
@@ -92,38 +146,13 @@ impl NativeLock {
             self.keys.channel.clone(),
             if self.fair { "fair" } else { "nonfair" }.to_owned(),
             if args.queue { "queue" } else { "once" }.to_owned(),
-            args.base.map(|b| b.to_string()).unwrap_or_default(),
+            args.base.to_string(),
+            args.nonce.to_owned(),
         ];
         let reply: Vec<i64> = conn
             .script(&ACQUIRE, &self.name, &self.keys(), &script_args)
             .await?;
-        let token = |t: i64| u64::try_from(t).map_err(|_| unexpected("native acquire", &reply));
-        match reply.as_slice() {
-            [1, t] => Ok(Acquire::Acquired {
-                token: Some(token(*t)?),
-            }),
-            [2, count, t] => Ok(Acquire::Reentered {
-                count: u32::try_from(*count).map_err(|_| unexpected("native acquire", &reply))?,
-                token: Some(token(*t)?),
-            }),
-            [3, pttl, position] => {
-                let refresh = refresh_interval(waiter_ttl);
-                let lock_left = u64::try_from(*pttl).ok().map(Duration::from_millis);
-                let ttl = match (self.fair, *position, lock_left) {
-                    // Non-fair: retry when the lease runs out or on "free".
-                    (false, _, Some(left)) => left.max(Duration::from_millis(1)),
-                    // First in line: retry right when the lease runs out.
-                    (true, 1, Some(left)) => left.min(refresh).max(Duration::from_millis(1)),
-                    _ => refresh,
-                };
-                Ok(Acquire::Queued {
-                    ttl,
-                    position: u64::try_from(*position).ok().filter(|p| *p > 0),
-                })
-            }
-            [4] => Ok(Acquire::Busy),
-            _ => Err(unexpected("native acquire", &reply)),
-        }
+        decode_acquire(self.fair, waiter_ttl, &reply)
     }
 
     pub(crate) async fn give_up(
@@ -145,6 +174,7 @@ impl NativeLock {
         owner: &str,
         waiter_ttl: Duration,
         request: &str,
+        token: Option<u64>,
     ) -> Result<Release> {
         let cache = format!("{}:{request}", self.keys.release_cache);
         let [k1, k2, k3, k4, k5] = self.keys();
@@ -154,6 +184,7 @@ impl NativeLock {
             ms(waiter_ttl),
             self.keys.channel.clone(),
             RELEASE_CACHE_MS.to_string(),
+            token.map(|t| t.to_string()).unwrap_or_default(),
         ];
         let reply: i64 = conn.script(&RELEASE, &self.name, &keys, &args).await?;
         match reply {
@@ -170,7 +201,11 @@ impl NativeLock {
         conn: &Connection,
         waiter_ttl: Duration,
     ) -> Result<bool> {
-        let args = [ms(waiter_ttl), self.keys.channel.clone()];
+        let args = [
+            ms(waiter_ttl),
+            self.keys.channel.clone(),
+            REVOKED_PREFIX.to_owned(),
+        ];
         let reply: i64 = conn
             .script(&FORCE_RELEASE, &self.name, &self.keys(), &args)
             .await?;
@@ -227,40 +262,47 @@ impl NativeLock {
     }
 }
 
-/// Renew (or claim) a batch of held locks. Returns, per lock, whether it is
-/// still held by its owner.
-pub(crate) async fn renew(
-    conn: &Connection,
-    batch: &[(&str, &str)],
-    lease: Duration,
-) -> Result<Vec<bool>> {
-    let keys: Vec<&str> = batch.iter().map(|(key, _)| *key).collect();
-    let mut args = Vec::with_capacity(batch.len() + 1);
-    args.push(ms(lease));
-    args.extend(batch.iter().map(|(_, owner)| (*owner).to_owned()));
-    let reply: Vec<i64> = conn.script(&RENEW, "", &keys, &args).await?;
-    if reply.len() != batch.len() {
-        return Err(unexpected("native renew", reply));
-    }
-    Ok(reply.into_iter().map(|r| r == 1).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn signed(nonce: &str, grant: &str) -> String {
+        let mut sha = sha1_smol::Sha1::new();
+        sha.update(format!("{nonce}:{grant}").as_bytes());
+        format!("{grant}:{}", sha.digest())
+    }
+
     #[test]
     fn grants() {
+        let message = signed("n0nce", "grant:1763821234567890:1763821234567:6000");
         assert_eq!(
-            parse_grant("grant:1763821234567890:1763821234567"),
+            verify_grant(&message, "n0nce"),
             Some(Grant {
                 token: 1_763_821_234_567_890,
-                granted_at_ms: 1_763_821_234_567
+                granted_at_ms: 1_763_821_234_567,
+                expire_ms: 6000,
             })
         );
-        assert_eq!(parse_grant("free"), None);
-        assert_eq!(parse_grant("grant:x:1"), None);
-        assert_eq!(parse_grant("grant:1"), None);
-        assert_eq!(parse_grant("0"), None);
+        // Another waiter's secret, a forged MAC, an empty secret, junk.
+        assert_eq!(verify_grant(&message, "other"), None);
+        assert_eq!(
+            verify_grant("grant:9000000000000000000:1:6000:00", "n0nce"),
+            None
+        );
+        assert_eq!(verify_grant(&signed("", "grant:1:1:1"), ""), None);
+        for junk in [
+            "free",
+            "grant:x:1:1:aa",
+            "grant:1",
+            "0",
+            "",
+            ":",
+            "grant:1:2:3:4:5",
+        ] {
+            assert_eq!(verify_grant(junk, "n0nce"), None, "{junk:?}");
+        }
+        // Extreme values decode without overflow.
+        let extreme = signed("k", "grant:18446744073709551615:-9223372036854775808:0");
+        assert!(verify_grant(&extreme, "k").is_some());
     }
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{Acquire, AcquireArgs, Holder, LockInfo, Protocol, Release, ms, unexpected};
+use super::{
+    Acquire, AcquireArgs, Holder, LockInfo, Protocol, REVOKED_PREFIX, Release, ms, unexpected,
+};
 use crate::connection::{Connection, wall_clock_ms};
 use crate::error::Result;
 use crate::name::RedissonKeys;
@@ -24,7 +26,7 @@ static NONFAIR_ACQUIRE: LazyLock<Script> = protocol_script!("redisson", "nonfair
 static NONFAIR_RELEASE: LazyLock<Script> = protocol_script!("redisson", "nonfair_release.lua");
 static NONFAIR_FORCE_RELEASE: LazyLock<Script> =
     protocol_script!("redisson", "nonfair_force_release.lua");
-static RENEW: LazyLock<Script> = protocol_script!("redisson", "renew.lua");
+pub(crate) static RENEW: LazyLock<Script> = protocol_script!("redisson", "renew.lua");
 static INSPECT: LazyLock<Script> = protocol_script!("redisson", "inspect.lua");
 static FAIR_POSITION: LazyLock<Script> = protocol_script!("redisson", "fair_position.lua");
 
@@ -79,8 +81,9 @@ impl RedissonLock {
             slot,
             queue,
             base,
+            nonce: _,
         } = *args;
-        let reconcile = base.map(|b| b.to_string()).unwrap_or_default();
+        let reconcile = base.to_string();
         let reply: Vec<i64> = if self.fair {
             let keys = [
                 self.keys.lock.as_str(),
@@ -101,30 +104,7 @@ impl RedissonLock {
             conn.script(&NONFAIR_ACQUIRE, &self.name, &[&self.keys.lock], &args)
                 .await?
         };
-        let ttl = |v: i64| Duration::from_millis(v.max(0) as u64);
-        match reply.as_slice() {
-            [1, _] => Ok(Acquire::Acquired { token: None }),
-            [2, count] => Ok(Acquire::Reentered {
-                count: u32::try_from(*count).map_err(|_| unexpected("acquire", &reply))?,
-                token: None,
-            }),
-            [3, t] if !queue || !self.fair => {
-                if queue {
-                    Ok(Acquire::Queued {
-                        ttl: ttl(*t),
-                        position: None,
-                    })
-                } else {
-                    Ok(Acquire::Busy)
-                }
-            }
-            [3, t, position] => Ok(Acquire::Queued {
-                ttl: ttl(*t),
-                position: (*position > 0).then_some(*position as u64),
-            }),
-            [4, _] => Ok(Acquire::Busy),
-            _ => Err(unexpected("acquire", &reply)),
-        }
+        decode_acquire(self.fair, queue, &reply)
     }
 
     /// Leave the queue (fair lock). `true` when the owner was queued.
@@ -202,17 +182,18 @@ impl RedissonLock {
                 &self.keys.timeouts,
                 &self.keys.channel,
             ];
-            conn.script(
-                &FAIR_FORCE_RELEASE,
-                &self.name,
-                &keys,
-                &[self.now_ms().to_string()],
-            )
-            .await?
+            let args = [self.now_ms().to_string(), REVOKED_PREFIX.to_owned()];
+            conn.script(&FAIR_FORCE_RELEASE, &self.name, &keys, &args)
+                .await?
         } else {
             let keys = [self.keys.lock.as_str(), &self.keys.channel];
-            conn.script(&NONFAIR_FORCE_RELEASE, &self.name, &keys, &[])
-                .await?
+            conn.script(
+                &NONFAIR_FORCE_RELEASE,
+                &self.name,
+                &keys,
+                &[REVOKED_PREFIX.to_owned()],
+            )
+            .await?
         };
         Ok(reply == 1)
     }
@@ -269,20 +250,35 @@ impl RedissonLock {
     }
 }
 
-/// Renew a batch of watchdog-leased locks (at most [`RENEW_BATCH`]).
-/// Returns, per lock, whether it is still held by its owner.
-pub(crate) async fn renew(
-    conn: &Connection,
-    batch: &[(&str, &str)],
-    lease: Duration,
-) -> Result<Vec<bool>> {
-    let keys: Vec<&str> = batch.iter().map(|(key, _)| *key).collect();
-    let mut args = Vec::with_capacity(batch.len() + 1);
-    args.push(ms(lease));
-    args.extend(batch.iter().map(|(_, owner)| (*owner).to_owned()));
-    let reply: Vec<i64> = conn.script(&RENEW, "", &keys, &args).await?;
-    if reply.len() != batch.len() {
-        return Err(unexpected("renew", reply));
+/// Decode an acquire reply (see `fair_acquire.lua`, `nonfair_acquire.lua`).
+/// Every wait is also bounded by `poll` (the caller caps it): Redisson
+/// waiters sleep until the lease or their slot ends, which a lost message
+/// would turn into minutes.
+pub(crate) fn decode_acquire(fair: bool, queue: bool, reply: &[i64]) -> Result<Acquire> {
+    let ttl = |v: i64| Duration::from_millis(v.max(0).unsigned_abs());
+    match *reply {
+        [1, _] => Ok(Acquire::Acquired { token: None }),
+        [2, count] => Ok(Acquire::Reentered {
+            count: u32::try_from(count).map_err(|_| unexpected("acquire", reply))?,
+            token: None,
+        }),
+        [3, t] if !queue || !fair => {
+            if queue {
+                Ok(Acquire::Queued {
+                    ttl: ttl(t),
+                    position: None,
+                    server_ms: None,
+                })
+            } else {
+                Ok(Acquire::Busy)
+            }
+        }
+        [3, t, position] => Ok(Acquire::Queued {
+            ttl: ttl(t),
+            position: u64::try_from(position).ok().filter(|p| *p > 0),
+            server_ms: None,
+        }),
+        [4, _] => Ok(Acquire::Busy),
+        _ => Err(unexpected("acquire", reply)),
     }
-    Ok(reply.into_iter().map(|r| r == 1).collect())
 }

@@ -306,6 +306,15 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
     }
 
+    /// The subscribed channels except each client's permanent revocation
+    /// channel (`fairlock:revoked:CLIENT_ID`): the wake-up channels of waiters.
+    pub fn wait_channels(&self) -> Vec<String> {
+        let mut channels: Vec<String> = self.cmd(&["PUBSUB", "CHANNELS", "*"]);
+        channels.retain(|c| !c.starts_with("fairlock:revoked:"));
+        channels.sort();
+        channels
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }

@@ -3,17 +3,18 @@
 -- KEYS[1..5] see the prelude
 -- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] waiter ttl ms, ARGV[4] channel prefix,
 -- ARGV[5] 'fair' or 'nonfair', ARGV[6] 'queue' (wait in line) or 'once',
--- ARGV[7] the owner's hold count before this acquisition, or '' when unknown
+-- ARGV[7] the owner's hold count before this acquisition, ARGV[8] the
+-- waiter's secret for its grant message (see hand_off)
 -- Returns {1, token} acquired (or claimed a grant made while it waited),
--- {2, count, token} re-entered, {3, lock pttl, position} waiting (position 0
--- for the non-fair lock), {4} busy (mode 'once').
+-- {2, count, token} re-entered, {3, lock pttl, position, server ms} waiting
+-- (position 0 for the non-fair lock), {4} busy (mode 'once').
 -- Cost: O(log N) in the number of waiters (plus dead waiters dropped, each once).
 local err = check_types()
 if err then
   return err
 end
 local owner, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local fair, queue = ARGV[5] == 'fair', ARGV[6] == 'queue'
+local fair, queue, base = ARGV[5] == 'fair', ARGV[6] == 'queue', tonumber(ARGV[7]) or -2
 local now, now_us = server_now()
 purge_dead(now)
 
@@ -21,7 +22,7 @@ local holder = redis.call('hget', KEYS[1], 'owner')
 if holder == owner then
   local token = tonumber(redis.call('hget', KEYS[1], 'token'))
   local count = tonumber(redis.call('hget', KEYS[1], 'count'))
-  if ARGV[7] ~= '' and count == tonumber(ARGV[7]) + 1 then
+  if count == base + 1 then
     -- Already done: handed to this waiter while it waited (its wake-up may
     -- be lost), or an earlier attempt whose reply was lost. Claim it.
     leave_queue(owner)
@@ -39,10 +40,10 @@ if holder == owner then
 end
 
 if not holder then
-  local head = fair and redis.call('zrange', KEYS[2], 0, 0)[1]
+  local head = fair and first_live(now)
   if head and head ~= owner then
     -- Free (its lease ran out), but a live waiter is first in line.
-    hand_off(prefix, waiter_ttl, now_us)
+    hand_off(prefix, waiter_ttl, now, now_us)
   else
     leave_queue(owner)
     return {1, take(owner, lease, now_us, 1)}
@@ -54,11 +55,16 @@ if not queue then
 end
 local pttl = redis.call('pttl', KEYS[1])
 if not fair then
-  return {3, pttl, 0}
+  return {3, pttl, 0, now}
 end
 if not redis.call('zscore', KEYS[2], owner) then
   redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), owner)
-  redis.call('hset', KEYS[5], owner, lease)
+  redis.call('hset', KEYS[5], owner, decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. ARGV[8])
 end
 redis.call('zadd', KEYS[3], now + waiter_ttl, owner)
-return {3, pttl, redis.call('zrank', KEYS[2], owner) + 1}
+-- The line's keys outlive the longest-lived waiter's place, and no more.
+keep(KEYS[2], waiter_ttl)
+keep(KEYS[3], waiter_ttl)
+keep(KEYS[5], waiter_ttl)
+keep(KEYS[4], waiter_ttl + META_GRACE_MS)
+return {3, pttl, redis.call('zrank', KEYS[2], owner) + 1, now}

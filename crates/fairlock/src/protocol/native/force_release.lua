@@ -1,14 +1,18 @@
--- Native lock: release whoever holds it and hand it to the next live waiter.
+-- Native lock: release whoever holds it, tell the holder's client, and hand
+-- the lock to the next live waiter.
 -- KEYS[1..5] see the prelude
--- ARGV[1] waiter ttl ms, ARGV[2] channel prefix
+-- ARGV[1] waiter ttl ms (for a waiter without a record), ARGV[2] channel
+-- prefix, ARGV[3] revocation channel prefix (the holder's client id is appended)
 -- Returns 1 when a holder was removed, else 0. Cost: O(log N).
 local err = check_types()
 if err then
   return err
 end
-if redis.call('exists', KEYS[1]) == 0 then
+local holder = redis.call('hget', KEYS[1], 'owner')
+if not holder then
   return 0
 end
 local now, now_us = server_now()
 release_fully(ARGV[2], tonumber(ARGV[1]), now, now_us)
+revoke(ARGV[3], holder)
 return 1

@@ -10,11 +10,13 @@
 --   KEYS[5] requested leases: hash, owner -> lease ms of each waiter
 -- All time is the Redis server's (TIME); no client clock is ever used.
 
--- How long the meta hash outlives its last use. Its counters also never fall
--- below the server clock, so they keep increasing after it expired.
-local META_TTL_MS = 7 * 24 * 3600 * 1000
--- At most this many dead waiters are dropped per call (bounded work per call;
--- each dead waiter is dropped once).
+-- How long the meta hash outlives the last use of the lock (the release
+-- result caches live as long). Its counters never fall below the server
+-- clock, so they keep increasing after it expired.
+local META_GRACE_MS = 20000
+-- At most this many dead waiters are dropped per call from the middle of
+-- the line (bounded work per call; each dead waiter is dropped once). Dead
+-- waiters at the head are always dropped, however many (see first_live).
 local PURGE_LIMIT = 64
 
 -- Server time in milliseconds and in microseconds.
@@ -35,8 +37,31 @@ local function next_counter(field, now_us)
   local last = tonumber(redis.call('hget', KEYS[4], field) or '0')
   local value = math.max(last + 1, now_us)
   redis.call('hset', KEYS[4], field, decimal(value))
-  redis.call('pexpire', KEYS[4], META_TTL_MS)
   return value
+end
+
+-- Make `key` live at least `ms` longer (never shortens a TTL; a key without
+-- one gets it). Every key of a lock thus expires once nobody uses the name.
+local function keep(key, ms)
+  local left = redis.call('pttl', key)
+  if left ~= -2 and left < ms then
+    redis.call('pexpire', key, ms)
+  end
+end
+
+-- A queued waiter's record: the lease it asked for, its own waiter ttl and
+-- the secret (nonce) that authenticates its grant message. Written as
+-- 'LEASE:TTL:NONCE'; anything else (a record from another version, or
+-- garbage) falls back to `default_ttl` and an empty nonce, which no waiter
+-- of this version accepts, so it confirms the grant with a call.
+local function waiter_record(owner, default_ttl)
+  local record = redis.call('hget', KEYS[5], owner) or ''
+  local lease, ttl, nonce = string.match(record, '^(%d+):(%d+):(.*)$')
+  lease, ttl = tonumber(lease), tonumber(ttl)
+  if not lease or not ttl then
+    return tonumber(record) or default_ttl, default_ttl, ''
+  end
+  return lease, ttl, nonce
 end
 
 -- Remove `owner` from the queue (and its liveness and lease); 1 if it was queued.
@@ -66,35 +91,70 @@ local function take(owner, expire_ms, now_us, claimed)
   local token = next_counter('token', now_us)
   redis.call('hset', KEYS[1], 'owner', owner, 'count', 1, 'token', decimal(token), 'claimed', claimed)
   redis.call('pexpire', KEYS[1], expire_ms)
+  keep(KEYS[4], expire_ms + META_GRACE_MS)
   return token
 end
 
--- Hand the free lock to the first waiter and tell it on its channel. Until
--- the new holder claims it (extends it to its lease), the grant lasts only
--- `waiter_ttl`, so a grant to a waiter that just died is reclaimed quickly.
--- Returns the new holder, or false when nobody waits.
-local function hand_off(channel_prefix, waiter_ttl, now_us)
-  -- The message carries the token and the server time of the grant (ms),
-  -- so that a waiter that reads it late (its process was paused) can tell.
-  local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+-- The first waiter in line whose liveness has not passed. Dead waiters
+-- ahead of it are dropped, each once, however many there are: a crashed
+-- process's thousand waiters cost the live one behind them nothing but
+-- this call's time.
+local function first_live(now)
+  while true do
+    local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+    if not head then
+      return nil
+    end
+    local alive_until = tonumber(redis.call('zscore', KEYS[3], head))
+    if alive_until and alive_until > now then
+      return head
+    end
+    leave_queue(head)
+  end
+end
+
+-- Hand the free lock to the first live waiter and tell it on its channel.
+-- The grant lasts min(its lease, its own waiter ttl) until the new holder
+-- claims it, so a grant to a waiter that just died is reclaimed quickly.
+-- The message 'grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC' carries the token, the
+-- server time of the grant and the PEXPIRE set, and MAC = sha1 of
+-- 'NONCE:grant:TOKEN:SERVER_MS:EXPIRE_MS' with the secret the waiter sent
+-- when it queued: only the server state and that waiter know it, so a
+-- message published by anyone else is not taken for a grant.
+-- Returns the new holder, or false when nobody (alive) waits.
+local function hand_off(channel_prefix, default_ttl, now, now_us)
+  local head = first_live(now)
   if not head then
     return false
   end
-  local lease = tonumber(redis.call('hget', KEYS[5], head) or waiter_ttl)
+  local lease, ttl, nonce = waiter_record(head, default_ttl)
   leave_queue(head)
-  local token = take(head, math.min(lease, waiter_ttl), now_us, 0)
-  redis.call('publish', channel_prefix .. ':' .. head,
-    'grant:' .. decimal(token) .. ':' .. decimal(math.floor(now_us / 1000)))
+  local expire = math.max(1, math.min(lease, ttl))
+  local token = take(head, expire, now_us, 0)
+  local grant = 'grant:' .. decimal(token) .. ':' .. decimal(now) .. ':' .. decimal(expire)
+  redis.call('publish', channel_prefix .. ':' .. head, grant .. ':' .. redis.sha1hex(nonce .. ':' .. grant))
   return head
 end
 
 -- The holder is gone: hand the lock to the next live waiter, or free it and
 -- wake the non-fair waiters.
-local function release_fully(channel_prefix, waiter_ttl, now, now_us)
+local function release_fully(channel_prefix, default_ttl, now, now_us)
   purge_dead(now)
   redis.call('del', KEYS[1])
-  if not hand_off(channel_prefix, waiter_ttl, now_us) then
+  if not hand_off(channel_prefix, default_ttl, now, now_us) then
+    -- Nobody waits: the name's last key goes with the release caches.
+    redis.call('pexpire', KEYS[4], META_GRACE_MS)
     redis.call('publish', channel_prefix, 'free')
+  end
+end
+
+-- Tell the client of `holder` (owner 'CLIENT:N') that a hold of this lock
+-- was taken away, on 'PREFIX:CLIENT'. The message only makes the client
+-- check its holds with a call; a forged one costs that call and nothing else.
+local function revoke(revoked_prefix, holder)
+  local client = string.match(holder, '^(.*):[^:]*$')
+  if client then
+    redis.call('publish', revoked_prefix .. client, KEYS[1])
   end
 end
 

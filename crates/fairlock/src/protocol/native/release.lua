@@ -1,8 +1,11 @@
 -- Native lock: release one hold; the last one hands the lock to the next
 -- live waiter directly (it proceeds on the message, with no further call).
 -- KEYS[1..5] see the prelude, KEYS[6] result cache of this request
--- ARGV[1] owner, ARGV[2] waiter ttl ms, ARGV[3] channel prefix, ARGV[4] cache ttl ms
--- Returns 1 released, 0 still held, -1 held by another owner, -2 not held.
+-- ARGV[1] owner, ARGV[2] waiter ttl ms (for a waiter without a record),
+-- ARGV[3] channel prefix, ARGV[4] cache ttl ms, ARGV[5] the token of the
+-- hold being released ('' for any hold of the owner)
+-- Returns 1 released, 0 still held, -1 held by another owner, -2 not held
+-- (nor by this acquisition: the same owner may hold it under a newer token).
 -- Cost: O(log N).
 local err = check_types() or wrong_type(KEYS[6], 'string')
 if err then
@@ -13,12 +16,16 @@ if cached then
   return tonumber(cached)
 end
 local owner = ARGV[1]
-local holder = redis.call('hget', KEYS[1], 'owner')
-if not holder then
+local holder = redis.call('hmget', KEYS[1], 'owner', 'token')
+if not holder[1] then
   return -2
 end
-if holder ~= owner then
+if holder[1] ~= owner then
   return -1
+end
+if ARGV[5] ~= '' and holder[2] ~= ARGV[5] then
+  -- A later acquisition of the same owner: not ours to release.
+  return -2
 end
 if redis.call('hincrby', KEYS[1], 'count', -1) > 0 then
   redis.call('set', KEYS[6], 0, 'px', ARGV[4])

@@ -1,13 +1,21 @@
--- Native lock: extend (or claim: mark claimed) the lease of every lock in the batch still
--- held by its owner.
--- KEYS[i] lock hash; ARGV[1] lease ms, ARGV[i + 1] owner of KEYS[i]
--- Returns one integer per key: 1 renewed, 0 not held by that owner (lost).
+-- Native lock: for every lock in the batch still held by its owner under
+-- its token, extend the lease (and mark a handed-over grant claimed), or
+-- only check it.
+-- KEYS[i] lock hash; ARGV[1] lease ms, or '' to check without extending;
+-- ARGV[2i] owner and ARGV[2i + 1] token ('' for any) of KEYS[i]
+-- Returns one integer per key: 1 held (renewed), 0 not held by that owner
+-- under that token (lost).
+local lease = ARGV[1]
 local renewed = {}
 for i, key in ipairs(KEYS) do
   -- pcall: a key of another type means the lock is not ours.
-  if redis.pcall('hget', key, 'owner') == ARGV[i + 1] then
-    redis.call('hset', key, 'claimed', 1)
-    redis.call('pexpire', key, ARGV[1])
+  local fields = redis.pcall('hmget', key, 'owner', 'token')
+  local token = ARGV[2 * i + 1]
+  if type(fields) == 'table' and fields[1] == ARGV[2 * i] and (token == '' or fields[2] == token) then
+    if lease ~= '' then
+      redis.call('hset', key, 'claimed', 1)
+      redis.call('pexpire', key, lease)
+    end
     renewed[i] = 1
   else
     renewed[i] = 0

@@ -20,7 +20,9 @@ purge_stale_heads(KEYS[2], KEYS[3], now)
 
 if redis.call('exists', KEYS[1]) == 0 then
   notify_head(KEYS[2], KEYS[4])
-  redis.call('set', KEYS[5], 1, 'px', cache_ttl)
+  -- Cache what is answered, so that a retry after a lost reply says the
+  -- same (only this client reads its own request's cache).
+  redis.call('set', KEYS[5], -2, 'px', cache_ttl)
   return -2
 end
 if redis.call('hexists', KEYS[1], owner) == 0 then

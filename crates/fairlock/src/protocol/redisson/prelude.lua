@@ -25,3 +25,16 @@ local function notify_head(queue, channel_prefix)
     redis.call('publish', channel_prefix .. ':' .. head, '0')
   end
 end
+
+-- Tell the client of every holder of `lock` (fields 'CLIENT:THREAD') that
+-- its hold was taken away, on 'PREFIX:CLIENT' (fairlock's channel; Redisson
+-- clients do not listen to it). The message only makes a fairlock client
+-- check its holds with a call; a forged one costs that call and nothing else.
+local function revoke_holders(lock, revoked_prefix)
+  for _, holder in ipairs(redis.call('hkeys', lock)) do
+    local client = string.match(holder, '^(.*):[^:]*$')
+    if client then
+      redis.call('publish', revoked_prefix .. client, lock)
+    end
+  end
+end

@@ -1,11 +1,16 @@
--- Watchdog: extend the lease of every lock in the batch still held by its owner.
--- KEYS[i] lock hash; ARGV[1] lease ms, ARGV[i + 1] owner of KEYS[i]
--- Returns one integer per key: 1 renewed, 0 not held by that owner (lost).
+-- Watchdog: extend the lease of every lock in the batch still held by its
+-- owner, or only check it.
+-- KEYS[i] lock hash; ARGV[1] lease ms, or '' to check without extending;
+-- ARGV[2i] owner of KEYS[i], ARGV[2i + 1] unused (the native protocol's token)
+-- Returns one integer per key: 1 held (renewed), 0 not held by that owner (lost).
+local lease = ARGV[1]
 local renewed = {}
 for i, key in ipairs(KEYS) do
-  local held = redis.pcall('hexists', key, ARGV[i + 1])
+  local held = redis.pcall('hexists', key, ARGV[2 * i])
   if held == 1 then
-    redis.call('pexpire', key, ARGV[1])
+    if lease ~= '' then
+      redis.call('pexpire', key, lease)
+    end
     renewed[i] = 1
   else
     -- Absent, another owner, or not a hash: the lock is not ours.
