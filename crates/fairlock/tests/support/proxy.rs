@@ -1,12 +1,14 @@
 //! A small loopback TCP proxy for fault injection: forwards to a target
-//! port, and on command stalls all traffic, cuts every connection, or
-//! refuses new ones.
+//! port, and on command stalls all traffic, cuts every connection, refuses
+//! new ones, delays replies, or (on pub/sub connections only: those that
+//! sent a SUBSCRIBE) delays messages or silently drops every byte.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 
 const PASS: u8 = 0;
 const STALL: u8 = 1;
@@ -17,11 +19,23 @@ const HOLD_SCRIPT_REPLIES: u8 = 3;
 
 struct State {
     mode: AtomicU8,
+    /// Every server-to-client byte is delivered this many ms late.
+    reply_delay_ms: AtomicU64,
+    /// The same, for pub/sub connections only.
+    pubsub_delay_ms: AtomicU64,
+    /// Per connection: (is pub/sub, swallows every byte).
+    flags: Mutex<Vec<Arc<ConnFlags>>>,
     stopped: AtomicBool,
     /// A script call went through while replies to scripts are held.
     script_sent: AtomicBool,
     /// Both ends of every live connection, to cut them.
     connections: Mutex<Vec<(TcpStream, TcpStream)>>,
+}
+
+#[derive(Default)]
+struct ConnFlags {
+    pubsub: AtomicBool,
+    dead: AtomicBool,
 }
 
 pub struct Proxy {
@@ -36,6 +50,9 @@ impl Proxy {
         let port = listener.local_addr().expect("addr").port();
         let state = Arc::new(State {
             mode: AtomicU8::new(PASS),
+            reply_delay_ms: AtomicU64::new(0),
+            pubsub_delay_ms: AtomicU64::new(0),
+            flags: Mutex::new(Vec::new()),
             stopped: AtomicBool::new(false),
             script_sent: AtomicBool::new(false),
             connections: Mutex::new(Vec::new()),
@@ -60,8 +77,10 @@ impl Proxy {
                 if let (Ok(c), Ok(s)) = (client.try_clone(), server.try_clone()) {
                     accept_state.connections.lock().unwrap().push((c, s));
                 }
-                pump(&accept_state, &client, &server, false);
-                pump(&accept_state, &server, &client, true);
+                let flags = Arc::new(ConnFlags::default());
+                accept_state.flags.lock().unwrap().push(Arc::clone(&flags));
+                pump(&accept_state, &client, &server, false, &flags);
+                pump(&accept_state, &server, &client, true, &flags);
             }
         });
         Self { port, state }
@@ -93,6 +112,31 @@ impl Proxy {
         self.state.mode.store(HOLD_SCRIPT_REPLIES, Ordering::SeqCst);
     }
 
+    /// Deliver every reply (all server-to-client bytes) `delay` late.
+    pub fn delay_replies(&self, delay: Duration) {
+        self.state
+            .reply_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Deliver pub/sub messages `delay` late (other connections untouched).
+    pub fn delay_pubsub(&self, delay: Duration) {
+        self.state
+            .pubsub_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Kill the open pub/sub connections silently: from now on every byte
+    /// either way is dropped, no FIN, no RST (a vanished peer or NAT entry).
+    /// Connections made later are not affected.
+    pub fn blackhole_pubsub(&self) {
+        for flags in self.state.flags.lock().unwrap().iter() {
+            if flags.pubsub.load(Ordering::SeqCst) {
+                flags.dead.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
     /// Close new connections at once.
     pub fn refuse(&self) {
         self.state.mode.store(REFUSE, Ordering::SeqCst);
@@ -116,13 +160,21 @@ impl Drop for Proxy {
     }
 }
 
-/// Copy `from` -> `to` on a thread of its own, holding bytes while stalled
-/// (and, for the reply direction, while replies are held).
-fn pump(state: &Arc<State>, from: &TcpStream, to: &TcpStream, replies: bool) {
+/// Copy `from` -> `to`: a reader thread timestamps each chunk, a writer
+/// thread delivers it (holding bytes while stalled, and, for the reply
+/// direction, while replies are held or until their delay passed).
+fn pump(
+    state: &Arc<State>,
+    from: &TcpStream,
+    to: &TcpStream,
+    replies: bool,
+    flags: &Arc<ConnFlags>,
+) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
-    let state = Arc::clone(state);
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    let (reader_state, reader_flags) = (Arc::clone(state), Arc::clone(flags));
     std::thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -130,13 +182,33 @@ fn pump(state: &Arc<State>, from: &TcpStream, to: &TcpStream, replies: bool) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            let mode = state.mode.load(Ordering::SeqCst);
-            if !replies
-                && mode == HOLD_SCRIPT_REPLIES
-                && buf[..n].windows(7).any(|w| w == b"EVALSHA")
-            {
-                state.script_sent.store(true, Ordering::SeqCst);
+            if !replies {
+                let chunk = &buf[..n];
+                if reader_state.mode.load(Ordering::SeqCst) == HOLD_SCRIPT_REPLIES
+                    && chunk.windows(7).any(|w| w == b"EVALSHA")
+                {
+                    reader_state.script_sent.store(true, Ordering::SeqCst);
+                }
+                if chunk
+                    .windows(9)
+                    .any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE"))
+                {
+                    reader_flags.pubsub.store(true, Ordering::SeqCst);
+                }
             }
+            if reader_flags.dead.load(Ordering::SeqCst) {
+                continue;
+            }
+            if tx.send((Instant::now(), buf[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+        let _ = from.shutdown(Shutdown::Read);
+    });
+    let state = Arc::clone(state);
+    let flags = Arc::clone(flags);
+    std::thread::spawn(move || {
+        for (read_at, chunk) in rx {
             loop {
                 let mode = state.mode.load(Ordering::SeqCst);
                 let held = mode == STALL
@@ -148,11 +220,24 @@ fn pump(state: &Arc<State>, from: &TcpStream, to: &TcpStream, replies: bool) {
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
-            if to.write_all(&buf[..n]).is_err() {
+            if replies {
+                let mut delay = state.reply_delay_ms.load(Ordering::SeqCst);
+                if flags.pubsub.load(Ordering::SeqCst) {
+                    delay = delay.max(state.pubsub_delay_ms.load(Ordering::SeqCst));
+                }
+                let due = read_at + Duration::from_millis(delay);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+            }
+            if flags.dead.load(Ordering::SeqCst) {
+                continue;
+            }
+            if to.write_all(&chunk).is_err() {
                 break;
             }
         }
         let _ = to.shutdown(Shutdown::Write);
-        let _ = from.shutdown(Shutdown::Read);
     });
 }
