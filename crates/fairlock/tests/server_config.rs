@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{AcquireOptions, ClientConfig, LockClient, Protocol};
+use fairlock::{AcquireOptions, ClientConfig, Error, LockClient, Protocol};
 use support::{PROTOCOLS, RedisServer};
 
 // ---------------------------------------------------------------------------
@@ -452,4 +452,123 @@ async fn config_get_lets_a_restricted_user_read_the_policy() {
         .await
         .expect("connect");
     assert_eq!(client.maxmemory_policy(), Some("volatile-lru"));
+}
+
+// ---------------------------------------------------------------------------
+// A rule missing
+
+/// Poll `probe` every 10 ms until it answers `true`, for at most `limit`.
+async fn until<F, Fut>(limit: Duration, what: &str, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while !probe().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Without `&fairlock:*` a native user may not publish wake-ups: the release
+/// script fails at its PUBLISH with an error naming the channel, *after* it
+/// freed the lock and handed it to the next waiter (Redis keeps the writes a
+/// script made before an error). The waiter, whose SUBSCRIBE is refused as
+/// well, is not woken but claims the grant at its next refresh. No hang.
+#[tokio::test]
+async fn native_user_without_the_channel_rule() {
+    support::init_tracing();
+    let server = RedisServer::start();
+    let (user, rules) = documented(Protocol::Native);
+    let rules = rules.replace(" &fairlock:*", "");
+    create_user(&server, user, &rules);
+    let config = config_for(&server, user, Protocol::Native);
+    let a = LockClient::with_config(config.clone())
+        .await
+        .expect("connect");
+    let b = LockClient::with_config(config).await.expect("connect");
+    let lock_a = a.fair_lock("no-channel").unwrap();
+    let lock_b = b.fair_lock("no-channel").unwrap();
+
+    let held = lock_a
+        .lock()
+        .await
+        .expect("an uncontended lock publishes nothing");
+    let mut waiter =
+        tokio::spawn(async move { lock_b.try_lock_for(Duration::from_secs(10)).await });
+    while_waiting(&mut waiter, "the waiter queued", || async {
+        lock_a.inspect().await.unwrap().queue.len() == 1
+    })
+    .await;
+
+    let unlocked = Instant::now();
+    let err = held.unlock().await.expect_err("the release cannot publish");
+    assert!(
+        matches!(&err, Error::Redis(_)) && !err.is_connection() && !err.is_auth(),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("publish to the channel"),
+        "the error names the cause: {err}"
+    );
+    // Yet the lock was passed on: the waiter claims it by polling (it
+    // refreshes every waiter_ttl / 3 = 2 s).
+    let got = waiter.await.unwrap().expect("waiter").expect("granted");
+    assert!(
+        unlocked.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        unlocked.elapsed()
+    );
+    got.forget();
+
+    let denials = acl_denials(&server);
+    assert!(
+        denials
+            .iter()
+            .any(|d| d.starts_with("channel ") && d.ends_with("(toplevel)")),
+        "SUBSCRIBE refused: {denials:?}"
+    );
+    assert!(
+        denials
+            .iter()
+            .any(|d| d.starts_with("channel ") && d.ends_with("(lua)")),
+        "PUBLISH in the script refused: {denials:?}"
+    );
+}
+
+/// Redisson passes its wake-up channel to the release scripts as a *key*,
+/// so a redisson user also needs `~redisson_lock__channel:*`. Without it the
+/// server refuses the release before running it: a NOPERM error, nothing
+/// changed, and the lock stays held until its lease runs out.
+#[tokio::test]
+async fn redisson_user_without_the_channel_key_rule() {
+    support::init_tracing();
+    let server = RedisServer::start();
+    let (user, rules) = documented(Protocol::Redisson);
+    let rules = rules.replace(" ~redisson_lock__channel:*", "");
+    create_user(&server, user, &rules);
+    let config = config_for(&server, user, Protocol::Redisson).lease(Duration::from_millis(300));
+    let client = LockClient::with_config(config).await.expect("connect");
+    let lock = client.fair_lock("locks:no-channel-key").unwrap();
+
+    let held = lock.lock().await.expect("acquiring passes no channel");
+    let owner = held.owner().clone();
+    let err = held
+        .unlock()
+        .await
+        .expect_err("the release names the channel");
+    match &err {
+        Error::Redis(source) => assert_eq!(source.code(), Some("NOPERM"), "{err:?}"),
+        other => panic!("expected Error::Redis(NOPERM), got {other:?}"),
+    }
+    assert_eq!(lock.hold_count(&owner).await.unwrap(), 1, "nothing changed");
+    // The watchdog stopped renewing it at the unlock: it expires.
+    until(Duration::from_secs(3), "the lease ran out", || async {
+        !lock.is_locked().await.unwrap()
+    })
+    .await;
+    assert_eq!(
+        acl_denials(&server),
+        vec!["key redisson_lock__channel:{locks:no-channel-key} (toplevel)".to_owned()]
+    );
 }
