@@ -154,12 +154,12 @@ const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
 const REDISSON_RULES: &str = "-@all +ping +time +evalsha +script|load \
     +subscribe +unsubscribe +publish \
     +exists +pttl +hget +type +get +set +del +pexpire \
-    +hset +hexists +hincrby +hgetall \
+    +hset +hexists +hincrby +hgetall +hkeys \
     +lindex +lpop +rpush +lrange +lrem +lpos +llen \
     +zadd +zrem +zrange +zscore +zincrby \
     ~locks:* ~redisson_lock_queue:* ~redisson_lock_timeout:* \
     ~redisson_unlock_latch:* ~redisson_lock__channel:* \
-    &redisson_lock__channel:*";
+    &redisson_lock__channel:* &fairlock:revoked:*";
 
 /// The documented user name and rules of `protocol`.
 fn documented(protocol: Protocol) -> (&'static str, &'static str) {
