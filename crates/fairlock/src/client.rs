@@ -291,6 +291,16 @@ impl LockClient {
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
     }
+
+    /// The server's `maxmemory-policy` as read when this client connected
+    /// (`CONFIG GET`), e.g. `"noeviction"` or `"allkeys-lru"`. Any policy
+    /// other than `noeviction` lets Redis evict lock keys, and an evicted
+    /// lock can be taken by a second holder; connecting logs a warning then
+    /// (see `docs/deployment.md`). `None` when the server would not say: the
+    /// user lacks `+config|get`, or the service renamed or disabled `CONFIG`.
+    pub fn maxmemory_policy(&self) -> Option<&str> {
+        self.inner.conn.maxmemory_policy()
+    }
 }
 
 /// Checks every hold when a revocation message (or a reconnect, after which

@@ -10,11 +10,17 @@
 //!   [`Error::Connection`]. It may or may not have run on the server; the
 //!   scripts are written so that a retry is safe (see `reconcile` in the
 //!   acquire scripts and the unlock result cache).
+//! - At connect the server's `maxmemory-policy` is read (`CONFIG GET`); a
+//!   policy under which Redis may evict lock keys is logged as a warning
+//!   (see `docs/deployment.md`). A server that refuses `CONFIG` is not
+//!   checked, and the connect goes on.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, FromRedisValue, Script, ToRedisArgs};
+use tracing::{debug, warn};
 
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
@@ -23,6 +29,9 @@ use crate::error::{Error, Result};
 pub(crate) struct Connection {
     manager: ConnectionManager,
     addr: Arc<str>,
+    /// The server's `maxmemory-policy` as read at connect; `None` when the
+    /// server would not say (CONFIG refused or renamed).
+    maxmemory_policy: Option<Arc<str>>,
 }
 
 /// Milliseconds since the Unix epoch by this machine's clock.
@@ -31,6 +40,42 @@ pub(crate) fn wall_clock_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Read the server's `maxmemory-policy` and warn when it lets Redis evict
+/// lock keys: every lock key has a TTL, so `volatile-*` policies can evict
+/// them as well as `allkeys-*`; only `noeviction` never does. An evicted lock
+/// key is a free lock, and a second client takes a lock that is still held.
+///
+/// `None` when the server does not answer: an ACL user without
+/// `+config|get` (NOPERM), or a managed service that renamed or disabled
+/// `CONFIG` (unknown command). The check is advice, never a reason to fail
+/// the connect.
+async fn check_eviction_policy(probe: &mut MultiplexedConnection, addr: &str) -> Option<Arc<str>> {
+    let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query_async(probe)
+        .await;
+    let policy = match reply {
+        Ok(mut settings) => settings.remove("maxmemory-policy"),
+        Err(err) => {
+            debug!(%addr, error = %err, "cannot read maxmemory-policy; eviction check skipped");
+            return None;
+        }
+    };
+    match policy.as_deref() {
+        None => debug!(%addr, "no maxmemory-policy reported; eviction check skipped"),
+        Some("noeviction") => debug!(%addr, "maxmemory-policy is noeviction"),
+        Some(policy) => warn!(
+            %addr,
+            %policy,
+            "this maxmemory-policy lets Redis evict lock keys under memory pressure, and a lock \
+             whose key was evicted can be taken by a second holder while the first still holds \
+             it: set maxmemory-policy noeviction on servers that hold locks"
+        ),
+    }
+    policy.map(Arc::from)
 }
 
 impl Connection {
@@ -52,6 +97,7 @@ impl Connection {
             .query_async::<()>(&mut probe)
             .await
             .map_err(|e| Error::from_redis_conn(e, &addr))?;
+        let maxmemory_policy = check_eviction_policy(&mut probe, &addr).await;
         drop(probe);
 
         let manager_config = ConnectionManagerConfig::new()
@@ -63,7 +109,19 @@ impl Connection {
         let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
             .await
             .map_err(|e| Error::from_redis_conn(e, &addr))?;
-        Ok((Self { manager, addr }, client))
+        Ok((
+            Self {
+                manager,
+                addr,
+                maxmemory_policy,
+            },
+            client,
+        ))
+    }
+
+    /// The server's `maxmemory-policy` as read at connect, if it could be read.
+    pub(crate) fn maxmemory_policy(&self) -> Option<&str> {
+        self.maxmemory_policy.as_deref()
     }
 
     /// Run `script` (EVALSHA, loading it once on NOSCRIPT). `name` and the

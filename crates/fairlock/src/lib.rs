@@ -99,6 +99,15 @@
 //! must contain one non-empty `{tag}`), durations under 1 ms or over
 //! [`MAX_DURATION`].
 //!
+//! # Deployment
+//!
+//! Keep locks on a Redis with `maxmemory-policy noeviction`: under any other
+//! policy Redis may evict a held lock's key (every lock key has a TTL, so
+//! `volatile-*` policies too), and a second client then takes the lock.
+//! Connecting logs a warning when the policy is another one;
+//! [`LockClient::maxmemory_policy`] returns what was read. The minimal ACL
+//! rules of each protocol are in `docs/deployment.md`.
+//!
 //! # Feature flags
 //!
 //! - `tls` (default): `rediss://` URLs, through rustls with the webpki roots.

@@ -1,0 +1,574 @@
+//! What fairlock needs from the server (`docs/deployment.md`): the
+//! eviction-policy check at connect, and the minimal ACL rules of each
+//! protocol, tried with users that have exactly those rules.
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fairlock::{AcquireOptions, ClientConfig, Error, LockClient, Protocol};
+use support::{PROTOCOLS, RedisServer};
+
+// ---------------------------------------------------------------------------
+// Log capture
+
+/// What was logged on this test's thread, as plain text.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    /// Capture every event (DEBUG and up) emitted on this thread until the
+    /// guard is dropped. `#[tokio::test]` runs its tasks on this thread too.
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let sink = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// The lines logged at WARN.
+    fn warnings(&self) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter(|line| line.contains(" WARN "))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// maxmemory-policy
+
+#[tokio::test]
+async fn evicting_policies_are_reported_and_warned_about() {
+    let server =
+        RedisServer::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"]);
+    for policy in [
+        "allkeys-lru",
+        "allkeys-lfu",
+        "volatile-ttl",
+        "allkeys-random",
+    ] {
+        let _: () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", policy]);
+        let logs = Logs::default();
+        let client = {
+            let _capture = logs.capture();
+            LockClient::connect(&server.url()).await.expect("connect")
+        };
+        assert_eq!(client.maxmemory_policy(), Some(policy));
+        let warnings = logs.warnings();
+        assert_eq!(warnings.len(), 1, "one warning per connect: {warnings:#?}");
+        let warning = &warnings[0];
+        for needle in [
+            server.addr().as_str(),
+            policy,
+            "set maxmemory-policy noeviction on servers that hold locks",
+        ] {
+            assert!(warning.contains(needle), "{needle:?} missing in {warning}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn noeviction_is_reported_without_a_warning() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let logs = Logs::default();
+    let client = {
+        let _capture = logs.capture();
+        LockClient::connect(&server.url()).await.expect("connect")
+    };
+    assert_eq!(client.maxmemory_policy(), Some("noeviction"));
+    assert!(logs.warnings().is_empty(), "{}", logs.text());
+}
+
+#[tokio::test]
+async fn a_disabled_config_command_is_skipped() {
+    // Managed services rename or disable CONFIG; the server then answers
+    // "unknown command".
+    let server = RedisServer::start_with(&[
+        "--maxmemory-policy",
+        "allkeys-lru",
+        "--rename-command",
+        "CONFIG",
+        "",
+    ]);
+    let logs = Logs::default();
+    let client = {
+        let _capture = logs.capture();
+        LockClient::connect(&server.url()).await.expect("connect")
+    };
+    assert_eq!(client.maxmemory_policy(), None);
+    assert!(logs.warnings().is_empty(), "{}", logs.text());
+    assert!(
+        logs.text().contains("cannot read maxmemory-policy"),
+        "{}",
+        logs.text()
+    );
+    // The client works as usual.
+    let guard = client
+        .fair_lock("after-config")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    guard.unlock().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// ACL rules
+
+/// The password of the example users in `docs/deployment.md`.
+const PASSWORD: &str = "change-this-password";
+
+/// The rules of `docs/deployment.md` for a `native` user, word for word.
+const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
+    +subscribe +unsubscribe +publish \
+    +exists +pttl +hmget +type +get +set +del +pexpire \
+    +hget +hset +hdel +hincrby +hgetall \
+    +zadd +zrem +zrange +zrank +zscore +zcard \
+    ~fairlock:* &fairlock:*";
+
+/// The rules of `docs/deployment.md` for a `redisson` user whose lock names
+/// all start with `locks:`, word for word.
+const REDISSON_RULES: &str = "-@all +ping +time +evalsha +script|load \
+    +subscribe +unsubscribe +publish \
+    +exists +pttl +hget +type +get +set +del +pexpire \
+    +hset +hexists +hincrby +hgetall +hkeys \
+    +lindex +lpop +rpush +lrange +lrem +lpos +llen \
+    +zadd +zrem +zrange +zscore +zincrby \
+    ~locks:* ~redisson_lock_queue:* ~redisson_lock_timeout:* \
+    ~redisson_unlock_latch:* ~redisson_lock__channel:* \
+    &redisson_lock__channel:* &fairlock:revoked:*";
+
+/// The documented user name and rules of `protocol`.
+fn documented(protocol: Protocol) -> (&'static str, &'static str) {
+    match protocol {
+        Protocol::Redisson => ("fairlock-redisson", REDISSON_RULES),
+        _ => ("fairlock-native", NATIVE_RULES),
+    }
+}
+
+/// The rules as words, as `ACL SETUSER` takes them.
+fn words(rules: &str) -> Vec<&str> {
+    rules.split_whitespace().collect()
+}
+
+/// The `ACL SETUSER` line of the deployment guide for `user` with `rules`.
+fn setuser_line(user: &str, rules: &str) -> String {
+    format!(
+        "ACL SETUSER {user} reset on >{PASSWORD} {}",
+        words(rules).join(" ")
+    )
+}
+
+#[test]
+fn the_guide_shows_exactly_these_rules() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/deployment.md");
+    let guide = std::fs::read_to_string(path).expect("read docs/deployment.md");
+    for protocol in PROTOCOLS {
+        let (user, rules) = documented(protocol);
+        let line = setuser_line(user, rules);
+        assert!(
+            guide.lines().any(|l| l.trim() == line),
+            "docs/deployment.md lacks the {protocol} line:\n{line}"
+        );
+    }
+}
+
+/// The commands a Lua source calls: the literal first argument of every
+/// `redis.call(` and `redis.pcall(`, lowercased. A call whose command is not
+/// a literal cannot be checked and fails the test.
+fn script_commands(source: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in source.match_indices("redis.") {
+        let rest = &source[at + "redis.".len()..];
+        let Some(args) = rest
+            .strip_prefix("call(")
+            .or_else(|| rest.strip_prefix("pcall("))
+        else {
+            continue;
+        };
+        let args = args.trim_start();
+        let quote = match args.chars().next() {
+            Some(q @ ('\'' | '"')) => q,
+            _ => panic!(
+                "a command that is not a literal: redis.{}",
+                &rest[..rest.len().min(40)]
+            ),
+        };
+        let name = &args[1..];
+        let end = name.find(quote).expect("a closing quote");
+        found.push(name[..end].to_ascii_lowercase());
+    }
+    found
+}
+
+/// Every command the scripts call, read from their sources, is granted:
+/// a script that starts calling another command fails here, even on a path
+/// no other test runs.
+#[test]
+fn the_rules_grant_every_command_the_scripts_call() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol");
+    for protocol in PROTOCOLS {
+        let (_, rules) = documented(protocol);
+        let granted: Vec<&str> = words(rules)
+            .into_iter()
+            .filter_map(|w| w.strip_prefix('+'))
+            .collect();
+        let mut files = vec![dir.join("common.lua")];
+        for entry in std::fs::read_dir(dir.join(protocol.as_str())).expect("script dir") {
+            let path = entry.expect("dir entry").path();
+            if path.extension().is_some_and(|e| e == "lua") {
+                files.push(path);
+            }
+        }
+        let mut seen = 0;
+        for file in &files {
+            let source = std::fs::read_to_string(file).expect("read script");
+            for command in script_commands(&source) {
+                assert!(
+                    granted.contains(&command.as_str()),
+                    "{protocol}: {} calls {command}, which the documented rules do not grant",
+                    file.display()
+                );
+                seen += 1;
+            }
+        }
+        assert!(
+            seen > 20,
+            "{protocol}: only {seen} calls found in {files:?}"
+        );
+    }
+}
+
+/// Create `user` with `rules` (plus the password) on `server`.
+fn create_user(server: &RedisServer, user: &str, rules: &str) {
+    let mut args = vec!["ACL", "SETUSER", user, "reset", "on"];
+    let password = format!(">{PASSWORD}");
+    args.push(&password);
+    args.extend(words(rules));
+    let _: () = server.cmd(&args);
+}
+
+/// A config that logs in as `user`.
+fn config_for(server: &RedisServer, user: &str, protocol: Protocol) -> ClientConfig {
+    let url = format!("redis://{user}:{PASSWORD}@127.0.0.1:{}", server.port());
+    ClientConfig::from_url(&url)
+        .expect("url")
+        .protocol(protocol)
+}
+
+/// Every refusal the server logged (`ACL LOG`), as "reason object (context)",
+/// except that of the eviction check's `CONFIG GET`, which the documented
+/// users are not granted.
+fn acl_denials(server: &RedisServer) -> Vec<String> {
+    let entries: Vec<HashMap<String, redis::Value>> = server.cmd(&["ACL", "LOG"]);
+    let field = |entry: &HashMap<String, redis::Value>, name: &str| -> String {
+        entry
+            .get(name)
+            .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+            .unwrap_or_default()
+    };
+    entries
+        .iter()
+        .filter(|e| field(e, "object") != "config|get")
+        .map(|e| {
+            format!(
+                "{} {} ({})",
+                field(e, "reason"),
+                field(e, "object"),
+                field(e, "context")
+            )
+        })
+        .collect()
+}
+
+/// Poll `probe` every 10 ms until it answers `true` (for at most 5 s) while
+/// `waiter` waits; when the waiter ends first (with an error such as a
+/// refused command), fail with what it returned.
+async fn while_waiting<T, F, Fut>(waiter: &mut tokio::task::JoinHandle<T>, what: &str, probe: F)
+where
+    T: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut probe = probe;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !probe().await {
+        if waiter.is_finished() {
+            panic!("the waiter ended before {what}: {:?}", waiter.await);
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Everything the library does, as a user with exactly the documented rules.
+async fn documented_rules_suffice(protocol: Protocol) {
+    support::init_tracing();
+    let server = RedisServer::start();
+    let (user, rules) = documented(protocol);
+    create_user(&server, user, rules);
+    let config = config_for(&server, user, protocol).lease(Duration::from_millis(300));
+    let a = LockClient::with_config(config.clone())
+        .await
+        .expect("connect");
+    let b = LockClient::with_config(config).await.expect("connect");
+    // CONFIG GET is refused (no +config|get), which is no reason to fail.
+    assert_eq!(a.maxmemory_policy(), None);
+
+    let name = "locks:acl";
+    let lock_a = a.fair_lock(name).unwrap();
+    let lock_b = b.fair_lock(name).unwrap();
+
+    // Lock, and keep it through the watchdog for more than three leases.
+    let held = lock_a.lock().await.expect("lock");
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert!(held.is_held(), "{protocol}: the watchdog kept the lease");
+    assert!(lock_b.is_locked().await.unwrap());
+    assert!(lock_b.remaining_lease().await.unwrap().is_some());
+    assert_eq!(lock_b.hold_count(held.owner()).await.unwrap(), 1);
+
+    // Force-unlock: the holder learns it lost the lock at its next renewal.
+    assert!(lock_b.force_unlock().await.expect("force unlock"));
+    tokio::time::timeout(Duration::from_secs(2), held.lost())
+        .await
+        .expect("the holder learned of the force-unlock");
+    assert!(!held.is_held());
+    drop(held);
+
+    // Two waiters line up behind a long lease (so that neither is granted
+    // by polling within the time allowed below): one with try_lock_for, one
+    // with its own owner.
+    let mut held = lock_a
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .expect("lock");
+    let mut first = tokio::spawn({
+        let lock_b = lock_b.clone();
+        async move { lock_b.try_lock_for(Duration::from_secs(10)).await }
+    });
+    while_waiting(&mut first, "the first waiter queued", || async {
+        lock_a.inspect().await.unwrap().queue.len() == 1
+    })
+    .await;
+    let second_owner = b.new_owner();
+    let mut second = tokio::spawn({
+        let lock_b = lock_b.clone();
+        let options = AcquireOptions::new()
+            .wait(Duration::from_secs(10))
+            .owner(second_owner.clone());
+        async move { lock_b.acquire(options).await }
+    });
+    while_waiting(&mut second, "the second waiter queued", || async {
+        lock_a.queue_position(&second_owner).await.unwrap() == Some((2, 2))
+    })
+    .await;
+    let info = lock_b.inspect().await.unwrap();
+    assert_eq!(info.holders[0].owner, held.owner().as_str());
+    assert_eq!(info.queue.len(), 2);
+    assert_eq!(info.queue[1].owner, second_owner.as_str());
+
+    // Each unlock wakes the next waiter through pub/sub: a waiter that had
+    // to poll would wait 2 s (native) or the 20 s lease (redisson).
+    for (waiter, who) in [(first, "first"), (second, "second")] {
+        let unlocked = Instant::now();
+        held.unlock().await.expect("unlock");
+        held = waiter.await.unwrap().expect(who).expect("granted");
+        assert!(
+            unlocked.elapsed() < Duration::from_secs(1),
+            "{protocol}: {who} waiter woken after {:?}",
+            unlocked.elapsed()
+        );
+    }
+    assert_eq!(held.owner(), &second_owner);
+    // A waiter that runs out of time leaves the queue.
+    let gave_up = lock_a.try_lock_for(Duration::from_millis(200)).await;
+    assert!(gave_up.expect("give up").is_none());
+    assert!(lock_a.inspect().await.unwrap().queue.is_empty());
+    held.unlock().await.expect("unlock");
+
+    // The non-fair lock: lock, a waiter woken by the release, force-unlock.
+    let plain_a = a.lock("locks:acl-plain").unwrap();
+    let plain_b = b.lock("locks:acl-plain").unwrap();
+    let held = plain_a.lock().await.expect("lock");
+    let waiter = tokio::spawn({
+        let plain_b = plain_b.clone();
+        async move { plain_b.try_lock_for(Duration::from_secs(10)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    held.unlock().await.expect("unlock");
+    let got = waiter.await.unwrap().expect("waiter").expect("granted");
+    assert!(plain_a.force_unlock().await.expect("force unlock"));
+    drop(got);
+    a.flush().await;
+    b.flush().await;
+
+    assert_eq!(
+        acl_denials(&server),
+        Vec::<String>::new(),
+        "{protocol}: the server refused something the documented rules should allow"
+    );
+}
+
+#[tokio::test]
+async fn documented_rules_suffice_for_native() {
+    documented_rules_suffice(Protocol::Native).await;
+}
+
+#[tokio::test]
+async fn documented_rules_suffice_for_redisson() {
+    documented_rules_suffice(Protocol::Redisson).await;
+}
+
+/// With the optional `+config|get`, the policy is read as for any user.
+#[tokio::test]
+async fn config_get_lets_a_restricted_user_read_the_policy() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "volatile-lru"]);
+    let (user, rules) = documented(Protocol::Native);
+    create_user(&server, user, &format!("{rules} +config|get"));
+    let client = LockClient::with_config(config_for(&server, user, Protocol::Native))
+        .await
+        .expect("connect");
+    assert_eq!(client.maxmemory_policy(), Some("volatile-lru"));
+}
+
+// ---------------------------------------------------------------------------
+// A rule missing
+
+/// Poll `probe` every 10 ms until it answers `true`, for at most `limit`.
+async fn until<F, Fut>(limit: Duration, what: &str, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while !probe().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Without `&fairlock:*` a native user may not publish wake-ups: the release
+/// script fails at its PUBLISH with an error naming the channel, *after* it
+/// freed the lock and handed it to the next waiter (Redis keeps the writes a
+/// script made before an error). The waiter, whose SUBSCRIBE is refused as
+/// well, is not woken but claims the grant at its next refresh. No hang.
+#[tokio::test]
+async fn native_user_without_the_channel_rule() {
+    support::init_tracing();
+    let server = RedisServer::start();
+    let (user, rules) = documented(Protocol::Native);
+    let rules = rules.replace(" &fairlock:*", "");
+    create_user(&server, user, &rules);
+    let config = config_for(&server, user, Protocol::Native);
+    let a = LockClient::with_config(config.clone())
+        .await
+        .expect("connect");
+    let b = LockClient::with_config(config).await.expect("connect");
+    let lock_a = a.fair_lock("no-channel").unwrap();
+    let lock_b = b.fair_lock("no-channel").unwrap();
+
+    let held = lock_a
+        .lock()
+        .await
+        .expect("an uncontended lock publishes nothing");
+    let mut waiter =
+        tokio::spawn(async move { lock_b.try_lock_for(Duration::from_secs(10)).await });
+    while_waiting(&mut waiter, "the waiter queued", || async {
+        lock_a.inspect().await.unwrap().queue.len() == 1
+    })
+    .await;
+
+    let unlocked = Instant::now();
+    let err = held.unlock().await.expect_err("the release cannot publish");
+    assert!(
+        matches!(&err, Error::Redis(_)) && !err.is_connection() && !err.is_auth(),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("publish to the channel"),
+        "the error names the cause: {err}"
+    );
+    // Yet the lock was passed on: the waiter claims it by polling (it
+    // refreshes every waiter_ttl / 3 = 2 s).
+    let got = waiter.await.unwrap().expect("waiter").expect("granted");
+    assert!(
+        unlocked.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        unlocked.elapsed()
+    );
+    got.forget();
+
+    let denials = acl_denials(&server);
+    assert!(
+        denials
+            .iter()
+            .any(|d| d.starts_with("channel ") && d.ends_with("(toplevel)")),
+        "SUBSCRIBE refused: {denials:?}"
+    );
+    assert!(
+        denials
+            .iter()
+            .any(|d| d.starts_with("channel ") && d.ends_with("(lua)")),
+        "PUBLISH in the script refused: {denials:?}"
+    );
+}
+
+/// Redisson passes its wake-up channel to the release scripts as a *key*,
+/// so a redisson user also needs `~redisson_lock__channel:*`. Without it the
+/// server refuses the release before running it: a NOPERM error, nothing
+/// changed, and the lock stays held until its lease runs out.
+#[tokio::test]
+async fn redisson_user_without_the_channel_key_rule() {
+    support::init_tracing();
+    let server = RedisServer::start();
+    let (user, rules) = documented(Protocol::Redisson);
+    let rules = rules.replace(" ~redisson_lock__channel:*", "");
+    create_user(&server, user, &rules);
+    let config = config_for(&server, user, Protocol::Redisson).lease(Duration::from_millis(300));
+    let client = LockClient::with_config(config).await.expect("connect");
+    let lock = client.fair_lock("locks:no-channel-key").unwrap();
+
+    let held = lock.lock().await.expect("acquiring passes no channel");
+    let owner = held.owner().clone();
+    let err = held
+        .unlock()
+        .await
+        .expect_err("the release names the channel");
+    match &err {
+        Error::Redis(source) => assert_eq!(source.code(), Some("NOPERM"), "{err:?}"),
+        other => panic!("expected Error::Redis(NOPERM), got {other:?}"),
+    }
+    assert_eq!(lock.hold_count(&owner).await.unwrap(), 1, "nothing changed");
+    // The watchdog stopped renewing it at the unlock: it expires.
+    until(Duration::from_secs(3), "the lease ran out", || async {
+        !lock.is_locked().await.unwrap()
+    })
+    .await;
+    assert_eq!(
+        acl_denials(&server),
+        vec!["key redisson_lock__channel:{locks:no-channel-key} (toplevel)".to_owned()]
+    );
+}
