@@ -11,6 +11,7 @@ mod history;
 mod inspect;
 mod private_redis;
 mod torture;
+mod torture_proxy;
 
 use std::process::ExitCode;
 use std::time::Duration;

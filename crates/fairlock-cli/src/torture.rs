@@ -6,7 +6,14 @@
 //! with random hold times, random `try_lock_for` timeouts and random
 //! cancellations, and print one JSON line per hold or failed wait. Meanwhile
 //! it samples the fair lock's queue and injects faults: SIGKILL a worker
-//! (and start a new one), or SIGSTOP it past its lease and SIGCONT it.
+//! (and start a new one), SIGSTOP it past its lease and SIGCONT it, delay
+//! every reply (slow, below the response timeout), kill the pub/sub
+//! connections silently, cut every connection (workers reach Redis through
+//! a loopback proxy), or run a BUSY script. All along it publishes forged
+//! grant messages to every queued waiter. Workers differ in their settings
+//! (waiter ttl, lease), and their non-fair rounds sometimes reuse one owner
+//! across acquisitions, so a hold lost to a pause is followed by a new one
+//! of the same owner.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -14,12 +21,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{AcquireOptions, LockClient, Protocol};
+use fairlock::{AcquireOptions, LockClient, Owner, Protocol};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::history::{self, Bounds, Event, QueueLog};
 use crate::private_redis::PrivateRedis;
+use crate::torture_proxy::FaultProxy;
 use crate::{Cli, Failure, duration, exit};
 
 const FAIR: &str = "torture-fair";
@@ -105,9 +113,12 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
         let out = Arc::clone(&out);
         let mut conn = raw_connection(&url).await?;
         let mut rng = Rng(args.seed.wrapping_mul(31).wrapping_add(u64::from(t)) | 1);
+        // Reused by some non-fair rounds: a new hold of an owner whose
+        // earlier hold was lost (a pause) must not be touched by the old guard.
+        let owner = client.new_owner();
         tasks.push(tokio::spawn(async move {
             while Instant::now() < deadline {
-                let event = match one_round(&client, &mut conn, &mut rng).await {
+                let event = match one_round(&client, &mut conn, &mut rng, &owner).await {
                     Ok(event) => event,
                     Err(_) => continue,
                 };
@@ -128,11 +139,15 @@ async fn one_round(
     client: &LockClient,
     conn: &mut redis::aio::MultiplexedConnection,
     rng: &mut Rng,
+    owner: &Owner,
 ) -> Result<Event, Failure> {
     let fair = rng.below(10) < 7;
     let name = if fair { FAIR } else { PLAIN };
     let requested = server_time_us(conn).await?;
-    let opts = options(rng);
+    let mut opts = options(rng);
+    if !fair && rng.below(100) < 30 {
+        opts = opts.owner(owner.clone());
+    }
     let cancel = rng.below(100) < 15;
     let limit = Duration::from_millis(rng.below(50));
     let acquire = async {
@@ -216,10 +231,18 @@ fn spawn_worker(
 ) -> Result<Worker, Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot find myself: {e}")))?;
+    // Workers differ in their settings, as clients of one lock do.
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9) | 1);
+    let lease = lease(cli) * (1 + rng.below(2) as u32);
+    let waiter_ttl = [
+        cli.waiter_ttl,
+        Duration::from_secs(1),
+        Duration::from_secs(2),
+    ][rng.below(3) as usize];
     let mut child = Command::new(exe)
         .args(["--redis", url, "--protocol", cli.protocol.as_str()])
-        .args(["--lease", &format!("{}ms", lease(cli).as_millis())])
-        .args(["--waiter-ttl", &format!("{}ms", cli.waiter_ttl.as_millis())])
+        .args(["--lease", &format!("{}ms", lease.as_millis())])
+        .args(["--waiter-ttl", &format!("{}ms", waiter_ttl.as_millis())])
         .args([
             "--waiter-slot",
             &format!("{}ms", cli.waiter_slot.as_millis()),
@@ -263,6 +286,23 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     };
     let observer = cli.connect(&url).await?;
     let mut conn = raw_connection(&url).await?;
+    // A busy script answers BUSY to everyone else after 100 ms.
+    let _: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg("100")
+        .query_async(&mut conn)
+        .await;
+    // Workers reach Redis through the fault proxy.
+    let target = observer.config().address();
+    let proxy = FaultProxy::start(target)
+        .await
+        .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot start the fault proxy: {e}")))?;
+    let worker_url = if args.no_faults {
+        url.clone()
+    } else {
+        proxy.url(&url)
+    };
     for key in [FAIR, PLAIN] {
         let _ = observer.fair_lock(key)?.force_unlock().await;
     }
@@ -284,7 +324,7 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
         seed += 1;
         workers.push(spawn_worker(
             cli,
-            &url,
+            &worker_url,
             args.tasks,
             args.duration,
             seed,
@@ -296,6 +336,13 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     let mut queue = QueueLog::default();
     let mut faults = Vec::new();
     let (mut kills, mut pauses) = (0u32, 0u32);
+    let (mut delays, mut silent, mut cuts, mut busy, mut forged) = (0u32, 0u32, 0u32, 0u32, 0u64);
+    let mut next_forgery = Instant::now();
+    let mut undelay_at: Option<Instant> = None;
+    let channel_prefix = match cli.protocol {
+        Protocol::Redisson => format!("redisson_lock__channel:{{{FAIR}}}"),
+        _ => format!("fairlock:{{{FAIR}}}:wake"),
+    };
     let mut next_fault = Instant::now() + Duration::from_millis(1500);
     let pause_for = lease(cli) + Duration::from_millis(300);
     while Instant::now() < deadline {
@@ -305,16 +352,71 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
                 queue.snapshots.push(owners);
             }
         }
+        if undelay_at.is_some_and(|at| Instant::now() >= at) {
+            proxy.delay_replies(Duration::ZERO);
+            undelay_at = None;
+        }
+        // A hostile client with PUBLISH rights forges grants to every
+        // queued waiter (a huge token: any holder with it is a violation).
+        if !args.no_faults && Instant::now() >= next_forgery {
+            let now_ms = server_time_us(&mut conn).await? / 1000;
+            for owner in queue.snapshots.last().cloned().unwrap_or_default() {
+                let forgery = format!(
+                    "grant:9000000000000000000:{now_ms}:60000:{:040x}",
+                    rng.next()
+                );
+                let _: redis::RedisResult<i64> = redis::cmd("PUBLISH")
+                    .arg(format!("{channel_prefix}:{owner}"))
+                    .arg(forgery)
+                    .query_async(&mut conn)
+                    .await;
+                forged += 1;
+            }
+            next_forgery = Instant::now() + Duration::from_millis(50);
+        }
         if !args.no_faults && Instant::now() >= next_fault && deadline > Instant::now() + pause_for
         {
             let victim = rng.below(workers.len() as u64) as usize;
-            faults.push((server_time_us(&mut conn).await?, workers[victim].child.id()));
-            if rng.below(2) == 0 {
+            let at = server_time_us(&mut conn).await?;
+            let kind = rng.below(6);
+            // Network and server faults hit every worker.
+            faults.push((
+                at,
+                if kind < 2 {
+                    workers[victim].child.id()
+                } else {
+                    0
+                },
+            ));
+            if kind == 2 {
+                proxy.delay_replies(Duration::from_millis(30 + rng.below(120)));
+                undelay_at = Some(Instant::now() + Duration::from_secs(2));
+                delays += 1;
+            } else if kind == 3 {
+                proxy.blackhole_pubsub();
+                silent += 1;
+            } else if kind == 4 {
+                proxy.cut_all();
+                cuts += 1;
+            } else if kind == 5 {
+                let mut busy_conn = raw_connection(&url).await?;
+                tokio::spawn(async move {
+                    let script = "local t = redis.call('time') local e = t[1] * 1000000 + t[2] + 300000 \
+                                  while true do local n = redis.call('time') \
+                                  if n[1] * 1000000 + n[2] > e then return 1 end end";
+                    let _: redis::RedisResult<i64> = redis::cmd("EVAL")
+                        .arg(script)
+                        .arg(0)
+                        .query_async(&mut busy_conn)
+                        .await;
+                });
+                busy += 1;
+            } else if kind == 0 {
                 signal(&workers[victim], Signal::SIGKILL);
                 kills += 1;
                 seed += 1;
                 let left = deadline.saturating_duration_since(Instant::now());
-                let fresh = spawn_worker(cli, &url, args.tasks, left, seed, &lines)?;
+                let fresh = spawn_worker(cli, &worker_url, args.tasks, left, seed, &lines)?;
                 let mut dead = std::mem::replace(&mut workers[victim], fresh);
                 let _ = dead.child.wait();
             } else {
@@ -361,11 +463,17 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
             _ => None,
         })
         .collect();
+    // A fault of the network or the server (pid 0) hits every client.
     let faults: Vec<history::Fault> = faults
         .into_iter()
-        .map(|(at, pid)| history::Fault {
-            at,
-            client: clients.get(&pid).cloned().unwrap_or_default(),
+        .flat_map(|(at, pid)| {
+            let hit: Vec<String> = if pid == 0 {
+                clients.values().cloned().collect()
+            } else {
+                vec![clients.get(&pid).cloned().unwrap_or_default()]
+            };
+            hit.into_iter()
+                .map(move |client| history::Fault { at, client })
         })
         .collect();
     let mut outcomes: HashMap<String, usize> = HashMap::new();
@@ -382,7 +490,9 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     let bounds = Bounds {
         max_hold_us: MAX_HOLD_MS * 1000,
         handoff_us: 300_000,
-        per_fault_us: (lease(cli) + slot + pause_for + Duration::from_secs(1)).as_micros() as u64,
+        // Workers may have twice the lease (their settings differ).
+        per_fault_us: (lease(cli) * 2 + slot + pause_for + Duration::from_secs(1)).as_micros()
+            as u64,
         base_us: 3_000_000,
     };
     let queues = HashMap::from([(FAIR.to_owned(), queue)]);
@@ -401,7 +511,17 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
         outcomes.get("error").unwrap_or(&0),
         started.elapsed().as_secs_f64()
     );
-    println!("faults injected: {kills} SIGKILL, {pauses} SIGSTOP past the lease");
+    println!(
+        "faults injected: {kills} SIGKILL, {pauses} SIGSTOP past the lease, {delays} reply delays, \
+         {silent} silent pub/sub deaths, {cuts} connection cuts, {busy} BUSY scripts, {forged} forged grants"
+    );
+    // A hold with the forged token came from a message, not the server.
+    let forged_holds = events
+        .iter()
+        .filter(
+            |e| matches!(e, Event::Hold { token: Some(t), .. } if *t >= 9_000_000_000_000_000_000),
+        )
+        .count();
     println!(
         "checks: overlaps {}, FIFO {} (of {} queue-order pairs), requeued live waiters {}{}, tokens {}, liveness {}",
         report.overlaps,
@@ -423,7 +543,9 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     for example in &report.examples {
         println!("  {example}");
     }
-    println!("violations: {}", report.violations());
+    println!("forged tokens held: {forged_holds}");
+    let violations = report.violations() + forged_holds;
+    println!("violations: {violations}");
     observer.flush().await;
-    Ok(if report.violations() == 0 { 0 } else { 1 })
+    Ok(if violations == 0 { 0 } else { 1 })
 }

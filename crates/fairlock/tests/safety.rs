@@ -449,7 +449,7 @@ async fn dead_waiters_ahead_do_not_delay_the_live_one() {
         pipe.cmd("HSET")
             .arg(&leases)
             .arg(&owner)
-            .arg("30000:600:x")
+            .arg("30000")
             .ignore();
     }
     pipe.query::<()>(&mut conn).unwrap();

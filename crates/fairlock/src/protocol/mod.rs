@@ -22,6 +22,8 @@ pub(crate) mod native;
 pub(crate) mod redisson;
 
 #[cfg(test)]
+mod decode_tests;
+#[cfg(test)]
 mod model_tests;
 
 use std::time::Duration;
