@@ -76,12 +76,19 @@ impl Rng {
     }
 }
 
+/// The server's clock (µs), retried for up to 10 s: the torture's own BUSY
+/// scripts and connection cuts refuse calls for a while.
 async fn server_time_us(conn: &mut redis::aio::MultiplexedConnection) -> Result<u64, Failure> {
-    let (sec, usec): (u64, u64) = redis::cmd("TIME")
-        .query_async(conn)
-        .await
-        .map_err(|e| Failure::new(exit::UNAVAILABLE, format!("TIME: {e}")))?;
-    Ok(sec * 1_000_000 + usec)
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        match redis::cmd("TIME").query_async::<(u64, u64)>(conn).await {
+            Ok((sec, usec)) => return Ok(sec * 1_000_000 + usec),
+            Err(e) if Instant::now() >= give_up => {
+                return Err(Failure::new(exit::UNAVAILABLE, format!("TIME: {e}")));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
 }
 
 async fn raw_connection(url: &str) -> Result<redis::aio::MultiplexedConnection, Failure> {

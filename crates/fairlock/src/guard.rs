@@ -27,7 +27,9 @@ pub(crate) enum Lease {
 /// - [`unlock`](Self::unlock) releases it and reports whether the lock was
 ///   still held;
 /// - dropping the guard without `unlock` releases it in the background
-///   (never blocking);
+///   (never blocking); that release needs the runtime to keep running, so
+///   before a process exits call [`LockClient::shutdown`](crate::LockClient::shutdown),
+///   which releases every hold still alive and waits for the background work;
 /// - [`lost`](Self::lost) resolves when the hold is known lost (renewal found
 ///   another owner or none, or the lease ran out while Redis was unreachable),
 ///   and [`is_held`](Self::is_held) turns `false`.

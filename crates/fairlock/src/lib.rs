@@ -87,6 +87,14 @@
 //! released; no ghost waiter or leaked hold is left. Dropping a
 //! [`LockGuard`] releases its hold in the background.
 //!
+//! # Shutting down
+//!
+//! A dropped guard is released by a background task. At the end of `main`
+//! the runtime stops before that task runs, and the lock stays held until
+//! its lease ends (30 s by default). Call [`LockClient::shutdown`] before
+//! returning: it releases every hold the client still has, takes its waiters
+//! out of their queues and waits for all background work.
+//!
 //! # Errors
 //!
 //! One [`Error`] type, `#[non_exhaustive]`, with predicates
