@@ -131,8 +131,9 @@ pub(crate) async fn run(cli: &Cli, args: &DemoArgs) -> Result<u8, Failure> {
     }
     shared.done.store(true, Ordering::SeqCst);
     let _ = observer.await;
+    // Release whatever is still held, leave every queue, finish background work.
     for client in &clients {
-        client.flush().await;
+        client.shutdown().await;
     }
     if let Some(failure) = failure {
         return Err(failure);

@@ -138,7 +138,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     for task in tasks {
         let _ = task.await;
     }
-    client.flush().await;
+    client.shutdown().await;
     Ok(0)
 }
 
@@ -553,6 +553,6 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     println!("forged tokens held: {forged_holds}");
     let violations = report.violations() + forged_holds;
     println!("violations: {violations}");
-    observer.flush().await;
+    observer.shutdown().await;
     Ok(if violations == 0 { 0 } else { 1 })
 }

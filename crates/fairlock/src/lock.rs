@@ -14,7 +14,9 @@ use crate::error::{Error, Result};
 use crate::guard::{Lease, LockGuard};
 use crate::owner::Owner;
 use crate::protocol::native::{Grant, refresh_interval};
-use crate::protocol::{Acquire, AcquireArgs, LockInfo, ProtocolLock, Release};
+use crate::protocol::{
+    Acquire, AcquireArgs, LockInfo, ProtocolLock, Release, ReleaseSettings, Scope,
+};
 use crate::wakeup::{Subscription, Woken};
 use crate::watchdog::HoldKind;
 
@@ -84,7 +86,9 @@ impl LockShared {
         token: Option<u64>,
     ) -> Result<Release> {
         let request = new_request_id();
-        self.release_as_request(owner, lease, &request, token).await
+        let scope = Scope { token, nonce: None };
+        self.release_as_request(owner, lease, &request, &scope)
+            .await
     }
 
     /// [`release`](Self::release) under a given request id: a second call
@@ -94,17 +98,21 @@ impl LockShared {
         owner: &Owner,
         lease: Duration,
         request: &str,
-        token: Option<u64>,
+        scope: &Scope<'_>,
     ) -> Result<Release> {
+        let config = self.client.config();
+        let settings = ReleaseSettings {
+            lease,
+            waiter_ttl: config.waiter_ttl,
+            // Longer than the last retry of this request can come: a retry
+            // within the budget, re-sent once more from the background
+            // after a drop, each call bounded by the response timeout.
+            cache: (2 * (config.retry_budget + config.response_timeout))
+                .max(Duration::from_secs(20)),
+        };
         self.retrying(|| {
-            self.protocol.release(
-                self.conn(),
-                owner.as_str(),
-                lease,
-                self.waiter_ttl(),
-                request,
-                token,
-            )
+            self.protocol
+                .release(self.conn(), owner.as_str(), settings, request, scope)
         })
         .await
     }
@@ -112,9 +120,12 @@ impl LockShared {
     /// Leave the queue, retrying through connection errors within the retry
     /// budget; logged when it still fails (the entry then expires: native
     /// after the waiter ttl, redisson after its slot).
-    pub(crate) async fn give_up(&self, owner: &Owner, slot: Duration) {
+    pub(crate) async fn give_up(&self, owner: &Owner, slot: Duration, nonce: &str) {
         let left = self
-            .retrying(|| self.protocol.give_up(self.conn(), owner.as_str(), slot))
+            .retrying(|| {
+                self.protocol
+                    .give_up(self.conn(), owner.as_str(), slot, nonce)
+            })
             .await;
         if let Err(err) = left {
             warn!(lock = %self.name, %owner, error = %err, "could not leave the queue; the entry expires on its own");
@@ -152,6 +163,7 @@ impl LockShared {
         lease: Duration,
         slot: Duration,
         base: u32,
+        nonce: &str,
     ) {
         match reply {
             Ok(Acquire::Acquired { token } | Acquire::Reentered { token, .. }) => {
@@ -160,15 +172,24 @@ impl LockShared {
                     warn!(lock = %self.name, %owner, error = %err, "could not release a cancelled grant; it expires with its lease");
                 }
             }
-            Ok(Acquire::Queued { .. }) => self.give_up(owner, slot).await,
+            Ok(Acquire::Queued { .. }) => self.give_up(owner, slot, nonce).await,
             Ok(Acquire::Busy) => {}
             Err(_) => {
                 // Unknown outcome: leave the queue, and release the hold the
-                // attempt may have added (the count is above its base).
-                self.give_up(owner, slot).await;
+                // attempt may have added (the count is above its base). A
+                // fresh acquisition's hold is released only if it is this
+                // acquisition's (native): the owner may have acquired again.
+                self.give_up(owner, slot, nonce).await;
                 match self.protocol.hold_count(self.conn(), owner.as_str()).await {
                     Ok(count) if count > base => {
-                        let _ = self.release(owner, lease, None).await;
+                        let scope = Scope {
+                            token: None,
+                            nonce: (base == 0).then_some(nonce),
+                        };
+                        let request = new_request_id();
+                        let _ = self
+                            .release_as_request(owner, lease, &request, &scope)
+                            .await;
                     }
                     _ => {}
                 }
@@ -637,6 +658,7 @@ struct LeaveQueueOnDrop {
     shared: Option<Arc<LockShared>>,
     owner: Owner,
     slot: Duration,
+    nonce: String,
 }
 
 impl LeaveQueueOnDrop {
@@ -649,10 +671,9 @@ impl LeaveQueueOnDrop {
     /// happens to the caller); `None` when there is nothing to leave.
     fn leave(&mut self) -> Option<tokio::task::JoinHandle<()>> {
         let shared = self.shared.take()?;
-        let owner = self.owner.clone();
-        let slot = self.slot;
+        let (owner, slot, nonce) = (self.owner.clone(), self.slot, self.nonce.clone());
         let inner = Arc::clone(&shared.client.inner);
-        Some(inner.spawn_cleanup(async move { shared.give_up(&owner, slot).await }))
+        Some(inner.spawn_cleanup(async move { shared.give_up(&owner, slot, &nonce).await }))
     }
 }
 
@@ -701,7 +722,15 @@ impl ReleaseOnDrop {
     pub(crate) async fn run(&mut self) -> Result<Release> {
         let reply = self
             .shared
-            .release_as_request(&self.owner, self.lease, &self.request, self.token)
+            .release_as_request(
+                &self.owner,
+                self.lease,
+                &self.request,
+                &Scope {
+                    token: self.token,
+                    nonce: None,
+                },
+            )
             .await;
         self.armed = false;
         reply
@@ -718,8 +747,9 @@ impl Drop for ReleaseOnDrop {
         let request = std::mem::take(&mut self.request);
         let inner = Arc::clone(&shared.client.inner);
         inner.spawn_cleanup(async move {
+            let scope = Scope { token, nonce: None };
             if let Err(err) = shared
-                .release_as_request(&owner, lease, &request, token)
+                .release_as_request(&owner, lease, &request, &scope)
                 .await
             {
                 warn!(lock = %shared.name, %owner, error = %err, "release failed; the lock expires with its lease");
@@ -736,12 +766,20 @@ struct Undo {
     lease: Duration,
     slot: Duration,
     base: u32,
+    nonce: String,
 }
 
 impl Undo {
     async fn run(&self, reply: &Result<Acquire>) {
         self.shared
-            .undo(&self.owner, reply, self.lease, self.slot, self.base)
+            .undo(
+                &self.owner,
+                reply,
+                self.lease,
+                self.slot,
+                self.base,
+                &self.nonce,
+            )
             .await;
     }
 }
@@ -778,9 +816,9 @@ impl Attempt {
             lease: self.lease.duration(),
             slot: self.slot,
             base: self.base,
+            nonce: self.nonce.clone(),
         };
         let sender_undo = undo.clone();
-        let nonce = self.nonce.clone();
         self.shared.client.inner.spawn_cleanup(async move {
             let Undo {
                 shared,
@@ -788,6 +826,7 @@ impl Attempt {
                 lease,
                 slot,
                 base,
+                nonce,
             } = &sender_undo;
             let args = AcquireArgs {
                 owner: owner.as_str(),
@@ -795,7 +834,7 @@ impl Attempt {
                 slot: *slot,
                 queue,
                 base: *base,
-                nonce: &nonce,
+                nonce,
             };
             let reply = shared.protocol.acquire(shared.conn(), &args).await;
             // The caller is gone: undo what the attempt did.
@@ -881,6 +920,7 @@ impl Attempt {
                 .then(|| Arc::clone(&self.shared)),
             owner: self.owner.clone(),
             slot: self.slot,
+            nonce: self.nonce.clone(),
         };
         // The last connection error, while attempts keep failing: a wait
         // that runs out then reports it instead of a plain "not acquired".

@@ -252,6 +252,9 @@ impl Watchdog {
     }
 }
 
+/// The shortest time between two checks of every hold.
+const CHECK_GAP: Duration = Duration::from_millis(50);
+
 async fn run(
     entries: Weak<Entries>,
     check_now: Weak<Notify>,
@@ -262,23 +265,33 @@ async fn run(
 ) {
     // After a failed renewal, retry sooner: the lease keeps running out.
     let retry = (interval / 4).max(Duration::from_millis(20));
-    let mut delay = interval;
+    // Renewals keep their own schedule: checks (revocation messages, which
+    // anyone may publish, and pub/sub reconnects) never push them back.
+    let mut next_renewal = Instant::now() + interval;
+    // Checks come at most every CHECK_GAP: a flood of forged revocation
+    // messages costs Redis one call per client per CHECK_GAP.
+    let mut last_check: Option<Instant> = None;
     loop {
         let Some(kick) = check_now.upgrade() else {
             return;
         };
-        // A check renews nothing: explicit leases must not be extended, and
-        // the renewal schedule goes on as it was.
+        // A check renews nothing: explicit leases must not be extended.
         let check_only = tokio::select! {
-            () = tokio::time::sleep(delay) => false,
+            () = tokio::time::sleep_until(next_renewal) => false,
             () = kick.notified() => true,
         };
         drop(kick);
+        if check_only {
+            if let Some(due) = last_check.map(|at| at + CHECK_GAP) {
+                tokio::time::sleep_until(due).await;
+            }
+            last_check = Some(Instant::now());
+        }
         let Some(entries) = entries.upgrade() else {
             return;
         };
         if !check_only {
-            delay = interval;
+            next_renewal = Instant::now() + interval;
         }
         let batch: Vec<(Key, Option<u64>, Arc<HeldState>)> = locked(&entries)
             .iter()
@@ -312,7 +325,9 @@ async fn run(
                     }
                 }
                 Err(err) => {
-                    delay = retry;
+                    if !check_only {
+                        next_renewal = Instant::now() + retry;
+                    }
                     let now = Instant::now();
                     for (key, _, state) in chunk {
                         let Some(entry) = map.get(key).filter(|e| Arc::ptr_eq(&e.state, state))

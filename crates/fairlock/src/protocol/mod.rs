@@ -105,6 +105,27 @@ pub(crate) struct AcquireArgs<'a> {
     pub(crate) nonce: &'a str,
 }
 
+/// The client settings a release needs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReleaseSettings {
+    /// The lease (Redisson re-sets it when one of several holds goes).
+    pub(crate) lease: Duration,
+    /// The waiter ttl for a waiter without a record (native).
+    pub(crate) waiter_ttl: Duration,
+    /// How long the result stays cached for a retry of the same request:
+    /// longer than any retry of it can come.
+    pub(crate) cache: Duration,
+}
+
+/// Which acquisition a release acts on (native; Redisson has no way to tell).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Scope<'a> {
+    /// The fencing token of the acquisition.
+    pub(crate) token: Option<u64>,
+    /// The acquisition's secret.
+    pub(crate) nonce: Option<&'a str>,
+}
+
 /// One lock under one protocol: the dispatch point of the seam.
 #[derive(Debug, Clone)]
 pub(crate) enum ProtocolLock {
@@ -181,36 +202,39 @@ impl ProtocolLock {
         }
     }
 
-    /// Leave the queue. `slot`: Redisson's waiter slot, or the native waiter ttl.
+    /// Leave the queue. `slot`: Redisson's waiter slot, or the native waiter
+    /// ttl. `nonce`: the acquisition's secret (native: only its own
+    /// unclaimed grant is passed on).
     pub(crate) async fn give_up(
         &self,
         conn: &Connection,
         owner: &str,
         slot: Duration,
+        nonce: &str,
     ) -> Result<bool> {
         match self {
             ProtocolLock::Redisson(lock) => lock.give_up(conn, owner, slot).await,
-            ProtocolLock::Native(lock) => lock.give_up(conn, owner, slot).await,
+            ProtocolLock::Native(lock) => lock.give_up(conn, owner, slot, nonce).await,
         }
     }
 
-    /// Release one hold of `owner`; under native only the hold of the
-    /// acquisition with `token` (a later acquisition by the same owner is
-    /// left alone).
+    /// Release one hold of `owner`; under native only a hold of the
+    /// acquisition `scope` names (a later acquisition by the same owner is
+    /// left alone). The result is cached under `request` for `settings.cache`.
     pub(crate) async fn release(
         &self,
         conn: &Connection,
         owner: &str,
-        lease: Duration,
-        waiter_ttl: Duration,
+        settings: ReleaseSettings,
         request: &str,
-        token: Option<u64>,
+        scope: &Scope<'_>,
     ) -> Result<Release> {
         match self {
-            ProtocolLock::Redisson(lock) => lock.release(conn, owner, lease, request).await,
-            ProtocolLock::Native(lock) => {
-                lock.release(conn, owner, waiter_ttl, request, token).await
+            ProtocolLock::Redisson(lock) => {
+                lock.release(conn, owner, settings.lease, request, settings.cache)
+                    .await
             }
+            ProtocolLock::Native(lock) => lock.release(conn, owner, settings, request, scope).await,
         }
     }
 

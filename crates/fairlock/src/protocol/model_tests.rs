@@ -156,12 +156,24 @@ async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op) {
             assert!(!matches!(reply, Acquire::Busy) || !args.queue, "{reply:?}");
         }
         Op::GiveUp(o) => {
-            lock.give_up(conn, OWNERS[o], LONG).await.expect("give up");
+            lock.give_up(conn, OWNERS[o], LONG, "model")
+                .await
+                .expect("give up");
         }
         Op::Release(o) => {
             let request = crate::lock::new_request_id();
             let reply = lock
-                .release(conn, OWNERS[o], LONG, LONG, &request, None)
+                .release(
+                    conn,
+                    OWNERS[o],
+                    super::ReleaseSettings {
+                        lease: LONG,
+                        waiter_ttl: LONG,
+                        cache: LONG,
+                    },
+                    &request,
+                    &super::Scope::default(),
+                )
                 .await
                 .expect("release");
             let held_by_o = matches!(model.holder, Some((h, _, _)) if h == o);

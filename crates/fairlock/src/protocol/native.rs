@@ -10,7 +10,8 @@ use std::time::Duration;
 use redis::Script;
 
 use super::{
-    Acquire, AcquireArgs, Holder, LockInfo, Protocol, REVOKED_PREFIX, Release, ms, unexpected,
+    Acquire, AcquireArgs, Holder, LockInfo, Protocol, REVOKED_PREFIX, Release, ReleaseSettings,
+    Scope, ms, unexpected,
 };
 use crate::connection::Connection;
 use crate::error::Result;
@@ -23,9 +24,6 @@ static FORCE_RELEASE: LazyLock<Script> = protocol_script!("native", "force_relea
 pub(crate) static RENEW: LazyLock<Script> = protocol_script!("native", "renew.lua");
 static INSPECT: LazyLock<Script> = protocol_script!("native", "inspect.lua");
 static POSITION: LazyLock<Script> = protocol_script!("native", "position.lua");
-
-/// How long a release's result stays cached for a retried release.
-const RELEASE_CACHE_MS: u64 = 20_000;
 
 /// The prefix of a grant message: `grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC`.
 pub(crate) const GRANT_PREFIX: &str = "grant:";
@@ -160,8 +158,14 @@ impl NativeLock {
         conn: &Connection,
         owner: &str,
         waiter_ttl: Duration,
+        nonce: &str,
     ) -> Result<bool> {
-        let args = [owner.to_owned(), ms(waiter_ttl), self.keys.channel.clone()];
+        let args = [
+            owner.to_owned(),
+            ms(waiter_ttl),
+            self.keys.channel.clone(),
+            nonce.to_owned(),
+        ];
         let reply: i64 = conn
             .script(&GIVE_UP, &self.name, &self.keys(), &args)
             .await?;
@@ -172,19 +176,20 @@ impl NativeLock {
         &self,
         conn: &Connection,
         owner: &str,
-        waiter_ttl: Duration,
+        settings: ReleaseSettings,
         request: &str,
-        token: Option<u64>,
+        scope: &Scope<'_>,
     ) -> Result<Release> {
         let cache = format!("{}:{request}", self.keys.release_cache);
         let [k1, k2, k3, k4, k5] = self.keys();
         let keys = [k1, k2, k3, k4, k5, &cache];
         let args = [
             owner.to_owned(),
-            ms(waiter_ttl),
+            ms(settings.waiter_ttl),
             self.keys.channel.clone(),
-            RELEASE_CACHE_MS.to_string(),
-            token.map(|t| t.to_string()).unwrap_or_default(),
+            ms(settings.cache),
+            scope.token.map(|t| t.to_string()).unwrap_or_default(),
+            scope.nonce.unwrap_or_default().to_owned(),
         ];
         let reply: i64 = conn.script(&RELEASE, &self.name, &keys, &args).await?;
         match reply {

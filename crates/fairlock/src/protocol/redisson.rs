@@ -30,9 +30,6 @@ pub(crate) static RENEW: LazyLock<Script> = protocol_script!("redisson", "renew.
 static INSPECT: LazyLock<Script> = protocol_script!("redisson", "inspect.lua");
 static FAIR_POSITION: LazyLock<Script> = protocol_script!("redisson", "fair_position.lua");
 
-/// How long a release's result stays cached for retries (Redisson: ~20 s).
-const UNLOCK_CACHE_MS: u64 = 20_000;
-
 /// One lock under the redisson protocol.
 #[derive(Debug, Clone)]
 pub(crate) struct RedissonLock {
@@ -141,6 +138,7 @@ impl RedissonLock {
         owner: &str,
         lease: Duration,
         request: &str,
+        cache_ttl: Duration,
     ) -> Result<Release> {
         let cache = self.keys.unlock_latch(request);
         let reply: i64 = if self.fair {
@@ -155,12 +153,12 @@ impl RedissonLock {
                 owner.to_owned(),
                 ms(lease),
                 self.now_ms().to_string(),
-                UNLOCK_CACHE_MS.to_string(),
+                ms(cache_ttl),
             ];
             conn.script(&FAIR_RELEASE, &self.name, &keys, &args).await?
         } else {
             let keys = [self.keys.lock.as_str(), &self.keys.channel, &cache];
-            let args = [owner.to_owned(), ms(lease), UNLOCK_CACHE_MS.to_string()];
+            let args = [owner.to_owned(), ms(lease), ms(cache_ttl)];
             conn.script(&NONFAIR_RELEASE, &self.name, &keys, &args)
                 .await?
         };

@@ -46,7 +46,7 @@ if not holder then
     hand_off(prefix, waiter_ttl, now, now_us)
   else
     leave_queue(owner)
-    return {1, take(owner, lease, now_us, 1)}
+    return {1, take(owner, lease, now_us, 1, ARGV[8])}
   end
 end
 

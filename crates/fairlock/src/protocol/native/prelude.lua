@@ -86,10 +86,13 @@ end
 
 -- Make `owner` the holder of the free lock (no lock key) under a new fencing
 -- token, expiring after `expire_ms`. `claimed`: 1 when the caller itself
--- takes it, 0 for a handoff its new holder has not acted on yet.
-local function take(owner, expire_ms, now_us, claimed)
+-- takes it, 0 for a handoff its new holder has not acted on yet. `nonce`
+-- identifies the acquisition (clean-up of an older acquisition by the same
+-- owner checks it and leaves this one alone).
+local function take(owner, expire_ms, now_us, claimed, nonce)
   local token = next_counter('token', now_us)
-  redis.call('hset', KEYS[1], 'owner', owner, 'count', 1, 'token', decimal(token), 'claimed', claimed)
+  redis.call('hset', KEYS[1], 'owner', owner, 'count', 1, 'token', decimal(token), 'claimed', claimed,
+    'nonce', nonce)
   redis.call('pexpire', KEYS[1], expire_ms)
   keep(KEYS[4], expire_ms + META_GRACE_MS)
   return token
@@ -130,7 +133,7 @@ local function hand_off(channel_prefix, default_ttl, now, now_us)
   local lease, ttl, nonce = waiter_record(head, default_ttl)
   leave_queue(head)
   local expire = math.max(1, math.min(lease, ttl))
-  local token = take(head, expire, now_us, 0)
+  local token = take(head, expire, now_us, 0, nonce)
   local grant = 'grant:' .. decimal(token) .. ':' .. decimal(now) .. ':' .. decimal(expire)
   redis.call('publish', channel_prefix .. ':' .. head, grant .. ':' .. redis.sha1hex(nonce .. ':' .. grant))
   return head

@@ -3,7 +3,8 @@
 -- KEYS[1..5] see the prelude, KEYS[6] result cache of this request
 -- ARGV[1] owner, ARGV[2] waiter ttl ms (for a waiter without a record),
 -- ARGV[3] channel prefix, ARGV[4] cache ttl ms, ARGV[5] the token of the
--- hold being released ('' for any hold of the owner)
+-- hold being released ('' for any hold of the owner), ARGV[6] the secret
+-- of the acquisition being undone ('' for any)
 -- Returns 1 released, 0 still held, -1 held by another owner, -2 not held
 -- (nor by this acquisition: the same owner may hold it under a newer token).
 -- Cost: O(log N).
@@ -16,14 +17,14 @@ if cached then
   return tonumber(cached)
 end
 local owner = ARGV[1]
-local holder = redis.call('hmget', KEYS[1], 'owner', 'token')
+local holder = redis.call('hmget', KEYS[1], 'owner', 'token', 'nonce')
 if not holder[1] then
   return -2
 end
 if holder[1] ~= owner then
   return -1
 end
-if ARGV[5] ~= '' and holder[2] ~= ARGV[5] then
+if (ARGV[5] ~= '' and holder[2] ~= ARGV[5]) or (ARGV[6] ~= '' and holder[3] ~= ARGV[6]) then
   -- A later acquisition of the same owner: not ours to release.
   return -2
 end
