@@ -963,8 +963,14 @@ impl Attempt {
         leave_queue: &mut LeaveQueueOnDrop,
     ) -> Result<LockGuard> {
         let config = self.shared.client.config();
-        // A lost wake-up costs at most this long, under every protocol.
-        let poll = refresh_interval(config.waiter_ttl);
+        // A lost wake-up costs at most this long, under every protocol. Also
+        // at most half this waiter's lease: a grant lasts min(lease, waiter
+        // ttl) until claimed, and a live waiter whose grant message was lost
+        // must claim it by its next call, before the grant expires and the
+        // waiter loses its place.
+        let poll = refresh_interval(config.waiter_ttl)
+            .min(self.lease.duration() / 2)
+            .max(Duration::from_millis(1));
         // The first attempt goes out before subscribing, so an uncontended
         // lock costs one round trip. When it is not granted, the waiter
         // subscribes and attempts again at once: a release between the two

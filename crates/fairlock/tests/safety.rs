@@ -597,7 +597,11 @@ async fn native_keys_expire_once_unused() {
     let keys: Vec<String> = server.cmd(&["KEYS", "fairlock:*"]);
     for key in &keys {
         let pttl: i64 = server.cmd(&["PTTL", key]);
-        let limit = if key.contains(":release:") { 26_000 } else { 20_000 };
+        let limit = if key.contains(":release:") {
+            26_000
+        } else {
+            20_000
+        };
         assert!(pttl > 0 && pttl <= limit, "{key}: PTTL {pttl}");
     }
 }
@@ -735,4 +739,54 @@ async fn release_cache_outlives_the_retries() {
         let pttl: i64 = server.cmd(&["PTTL", &keys[0]]);
         assert!(pttl > 120_000, "{protocol}: PTTL {pttl}");
     }
+}
+
+/// Review finding: a live waiter with a short explicit lease whose grant
+/// message is lost must claim its grant before it expires (it polls within
+/// half its lease), not lose its place to the waiter behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_grant_message_costs_no_place_in_line() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let holder_client = connect(config(&server.url(), Protocol::Native)).await;
+    let w_client = connect(config(&proxy.url(), Protocol::Native)).await;
+    let x_client = connect(config(&server.url(), Protocol::Native)).await;
+    let name = "short-lease";
+    let held = holder_client.fair_lock(name).unwrap().lock().await.unwrap();
+    let w = {
+        let lock = w_client.fair_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock_with_lease(Duration::from_millis(600)).await })
+    };
+    eventually(Duration::from_secs(5), "W queued and subscribed", || {
+        queued_owners(&server, name).len() == 1 && server.wait_channels().len() == 1
+    })
+    .await;
+    let x = {
+        let lock = x_client.fair_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    eventually(Duration::from_secs(5), "X queued", || {
+        queued_owners(&server, name).len() == 2
+    })
+    .await;
+    // W's wake-up connection dies silently: its grant message is lost.
+    proxy.blackhole_pubsub();
+    held.unlock().await.unwrap();
+    let w_guard = tokio::time::timeout(Duration::from_secs(5), w)
+        .await
+        .expect("W claims its grant by polling")
+        .unwrap()
+        .unwrap();
+    assert!(!x.is_finished(), "X must not overtake W");
+    assert_eq!(
+        native_holder(&server, name).as_deref(),
+        Some(w_guard.owner().as_str())
+    );
+    w_guard.unlock().await.unwrap();
+    let x_guard = tokio::time::timeout(Duration::from_secs(5), x)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    x_guard.unlock().await.unwrap();
 }
