@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use fairlock::{AcquireOptions, LockClient, LockGuard, LockInfo};
+use fairlock::{AcquireOptions, LockClient, LockGuard, Owner};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
@@ -108,37 +108,44 @@ impl Handle {
             Handle::Plain(lock) => lock.acquire(options).await,
         }
     }
-
-    async fn inspect(&self) -> fairlock::Result<LockInfo> {
-        match self {
-            Handle::Fair(lock) => lock.inspect().await,
-            Handle::Plain(lock) => lock.inspect().await,
-        }
-    }
 }
+
+/// When a waiter first looks up its place in line, and how often after.
+const FIRST_LOOK: Duration = Duration::from_millis(250);
+const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// Shows "waiting for NAME: position P of Q" on stderr: in place on a
 /// terminal, one line per change otherwise.
 struct Progress {
     name: String,
     terminal: bool,
-    last: Option<(usize, usize)>,
+    last: Option<(u64, u64)>,
+    shown: bool,
 }
 
 impl Progress {
-    fn show(&mut self, info: &LockInfo, client: &LockClient) {
-        let ours = info
-            .queue
-            .iter()
-            .find(|w| w.owner.starts_with(client.id()))
-            .map(|w| w.position);
-        let Some(position) = ours else { return };
-        let now = (position, info.queue.len());
+    fn position(&mut self, now: (u64, u64)) {
         if self.last == Some(now) {
             return;
         }
         self.last = Some(now);
         let line = format!("waiting for {}: position {} of {}", self.name, now.0, now.1);
+        self.show(&line);
+    }
+
+    /// The non-fair lock has no queue: say once that we wait.
+    fn nonfair(&mut self) {
+        if !self.shown {
+            let line = format!(
+                "waiting for {} (non-fair lock: no queue position)",
+                self.name
+            );
+            self.show(&line);
+        }
+    }
+
+    fn show(&mut self, line: &str) {
+        self.shown = true;
         let mut err = std::io::stderr().lock();
         if self.terminal {
             let _ = write!(err, "\r\x1b[2K{line}");
@@ -149,7 +156,7 @@ impl Progress {
     }
 
     fn clear(&self) {
-        if self.terminal && self.last.is_some() {
+        if self.terminal && self.shown {
             let _ = write!(std::io::stderr(), "\r\x1b[2K");
         }
     }
@@ -178,30 +185,39 @@ async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
         Handle::Fair(client.fair_lock(&args.name)?)
     };
     let mut signals = Signals::install()?;
-    let mut options = AcquireOptions::new();
+    // Our own owner id, to ask for our place in line.
+    let owner: Owner = client.new_owner();
+    let mut options = AcquireOptions::new().owner(owner.clone());
     if let Some(wait) = args.wait {
         options = options.wait(wait);
     }
 
-    // Wait for the lock, showing the queue position.
+    // Wait for the lock, showing our place in line: one cheap look (not
+    // the whole queue) about once a second.
     let mut progress = Progress {
         name: args.name.clone(),
         terminal: std::io::stderr().is_terminal(),
         last: None,
+        shown: false,
     };
     let guard = {
         let acquire = handle.acquire(options);
         tokio::pin!(acquire);
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut look =
+            tokio::time::interval_at(tokio::time::Instant::now() + FIRST_LOOK, LOOK_EVERY);
+        look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 result = &mut acquire => break result,
-                _ = tick.tick() => {
-                    if let Ok(info) = handle.inspect().await {
-                        progress.show(&info, client);
+                _ = look.tick() => match &handle {
+                    Handle::Fair(lock) => {
+                        let place = tokio::time::timeout(LOOK_EVERY, lock.queue_position(&owner)).await;
+                        if let Ok(Ok(Some(place))) = place {
+                            progress.position(place);
+                        }
                     }
-                }
+                    Handle::Plain(_) => progress.nonfair(),
+                },
                 sig = signals.recv() => {
                     // Dropping the acquire future takes us out of the queue.
                     progress.clear();
