@@ -1,12 +1,21 @@
-//! `fairlock exec`: waiting is shown without reading the whole queue.
+//! `fairlock exec` never leaves processes running without the lock: the
+//! command and everything it started in its process group stop when the lock
+//! is lost, when the command exits and when fairlock itself is killed.
+//! Signals reach the command exactly once; waiting is shown without reading
+//! the whole queue.
 
 #[path = "../../fairlock/tests/support/mod.rs"]
 mod support;
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use fairlock::Protocol;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
 use support::RedisServer;
 
 fn fairlock(server: &RedisServer) -> Command {
@@ -15,10 +24,36 @@ fn fairlock(server: &RedisServer) -> Command {
     cmd
 }
 
+/// `fairlock [GLOBAL] exec NAME [EXEC_ARGS] -- sh -c SCRIPT`, started in a
+/// process group of its own, as a shell starts a job (and so that a
+/// terminal the tests may run on is never involved).
+fn exec_sh(
+    server: &RedisServer,
+    global: &[&str],
+    name: &str,
+    exec_args: &[&str],
+    script: &str,
+) -> Exec {
+    let child = fairlock(server)
+        .args(global)
+        .args(["exec", name])
+        .args(exec_args)
+        .args(["--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("spawn fairlock");
+    Exec(child)
+}
+
 /// A running `fairlock exec`; killed if a test fails while it runs.
 struct Exec(Child);
 
 impl Exec {
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.0.id() as i32)
+    }
+
     fn wait(&mut self, limit: Duration) -> ExitStatus {
         let deadline = Instant::now() + limit;
         loop {
@@ -38,6 +73,164 @@ impl Drop for Exec {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Poll `condition` every 10 ms for at most `limit` (state in other processes).
+fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// The pids written one per line to `path`, once `count` complete lines are there.
+fn pids(path: &Path, count: usize) -> Vec<i32> {
+    let mut found = Vec::new();
+    wait_until(
+        Duration::from_secs(10),
+        "the command wrote its pids",
+        || {
+            let text = read(path);
+            found = text
+                .lines()
+                .filter_map(|line| line.trim().parse().ok())
+                .collect();
+            text.ends_with('\n') && found.len() == count
+        },
+    );
+    found
+}
+
+/// Whether `pid` is a live process (a zombie is not: it stopped running; in
+/// a container, nobody may ever reap it).
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the command name in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_some_and(|state| !matches!(state, 'Z' | 'X')),
+        Err(_) => kill(Pid::from_raw(pid), None).is_ok(),
+    }
+}
+
+fn assert_all_gone(pids: &[i32], what: &str) {
+    wait_until(Duration::from_secs(5), what, || {
+        pids.iter().all(|&pid| !running(pid))
+    });
+}
+
+/// Force-unlocked while the command's background process (which ignores
+/// SIGTERM) runs: exec exits 71 and nothing of the command is left.
+#[test]
+fn lost_lock_stops_the_whole_process_group() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    let script = format!(
+        "(trap '' TERM; exec sleep 30) & echo $! > {}; wait",
+        file.display()
+    );
+    let mut exec = exec_sh(
+        &server,
+        &["--lease", "900ms"],
+        "busy",
+        &["--grace", "5s"],
+        &script,
+    );
+    let background = pids(&file, 1);
+    assert!(running(background[0]));
+    let out = fairlock(&server)
+        .args(["force-unlock", "busy", "--yes"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(exec.wait(Duration::from_secs(20)).code(), Some(71));
+    assert_all_gone(&background, "the background sleep is stopped");
+}
+
+/// The command exits and leaves a background process behind: it is killed
+/// before the lock is released; the command's exit code is exec's.
+#[test]
+fn normal_exit_stops_what_the_command_left_running() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    let script = format!("sleep 30 & echo $! > {}; exit 5", file.display());
+    let mut exec = exec_sh(&server, &[], "left", &[], &script);
+    assert_eq!(exec.wait(Duration::from_secs(20)).code(), Some(5));
+    assert_all_gone(&pids(&file, 1), "the left-over sleep is stopped");
+    assert!(!support::is_held(&server, Protocol::Native, "left"));
+
+    let out = fairlock(&server)
+        .args(["exec", "left", "--", "/nonexistent/cmd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(!support::is_held(&server, Protocol::Native, "left"));
+}
+
+/// fairlock killed with SIGKILL: its command and the command's background
+/// process stop within moments.
+#[test]
+fn killed_exec_leaves_nothing_running() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    let script = format!(
+        "sleep 30 & echo $! >> {f}; echo $$ >> {f}; wait",
+        f = file.display()
+    );
+    let mut exec = exec_sh(&server, &[], "doomed", &[], &script);
+    let pids = pids(&file, 2);
+    assert!(pids.iter().all(|&pid| running(pid)));
+    kill(exec.pid(), Signal::SIGKILL).unwrap();
+    exec.wait(Duration::from_secs(5));
+    assert_all_gone(&pids, "the command and its background sleep are stopped");
+}
+
+/// A signal sent to exec's whole process group (as a terminal or
+/// `kill -SIG -PGID` does) reaches the command once: exec passes it on, and
+/// the command is not in exec's group to get it a second time. (The shell
+/// waits with `wait`, which a trapped signal interrupts at once: a shell
+/// waiting for a foreground command runs the trap only after it, and would
+/// count two deliveries in that time as one.)
+#[test]
+fn a_signal_to_execs_group_reaches_the_command_once() {
+    let server = RedisServer::start();
+    for (sig, end) in [
+        (Signal::SIGINT, Signal::SIGTERM),
+        (Signal::SIGTERM, Signal::SIGINT),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let marks = dir.path().join("marks");
+        let short = |s: Signal| s.as_str().trim_start_matches("SIG").to_owned();
+        let script = format!(
+            "trap 'echo got >> {m}' {sig}; trap 'echo end >> {m}; exit 3' {end}; \
+             echo ready >> {m}; while :; do sleep 1 & wait $!; done",
+            m = marks.display(),
+            sig = short(sig),
+            end = short(end),
+        );
+        let mut exec = exec_sh(&server, &[], "sig", &[], &script);
+        wait_until(Duration::from_secs(10), "command ready", || {
+            read(&marks) == "ready\n"
+        });
+        killpg(exec.pid(), sig).unwrap();
+        wait_until(Duration::from_secs(10), "signal delivered", || {
+            read(&marks).contains("got")
+        });
+        // Ends the command; exec passes on what it got before this first.
+        kill(exec.pid(), end).unwrap();
+        assert_eq!(exec.wait(Duration::from_secs(10)).code(), Some(3));
+        assert_eq!(read(&marks), "ready\ngot\nend\n", "{sig} delivered once");
+        assert!(!support::is_held(&server, Protocol::Native, "sig"));
     }
 }
 
