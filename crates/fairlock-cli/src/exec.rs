@@ -26,16 +26,32 @@
 //! group, on every Unix. The sentinel lives in G because a process group
 //! exists as long as one member does: while anyone may still signal G, its
 //! id cannot have been reused by an unrelated group. Being in G, it gets
-//! what is sent to G (signals exec passes on, a command's `kill -TERM 0`);
-//! it catches and drops these.
+//! what is sent to G (Ctrl-C from the terminal, signals exec passes on, a
+//! command's `kill -TERM 0`); it catches and drops all of these.
 //!
-//! # Signals
+//! # Signals and the terminal
 //!
 //! Each signal must reach CMD once. CMD is not in exec's process group, so
 //! what is sent to exec's group (by a terminal, or `kill -INT -PGID`) does
 //! not reach CMD directly; exec passes SIGINT, SIGTERM, SIGHUP and SIGQUIT
-//! on to G, once.
+//! on to G, once. A process outside the terminal's foreground group cannot
+//! read the terminal (SIGTTIN stops it), so when exec runs in the
+//! foreground of its controlling terminal it makes G the foreground group
+//! while CMD runs (`tcsetpgrp`) and takes the terminal back after. Then
+//! Ctrl-C and Ctrl-\ go from the terminal to G only, exec (in the
+//! background meanwhile) does not see them, and CMD reads the terminal as
+//! if run directly. (One exception to "once": when the terminal hangs up,
+//! the kernel sends SIGHUP to its foreground group, G, and the shell sends
+//! SIGHUP to its jobs, exec among them, which passes it on.)
+//!
+//! When CMD stops for job control (Ctrl-Z, SIGTTIN, SIGTTOU), exec takes
+//! the terminal back and stops its own group with the same signal, so that
+//! the shell sees its job stopped; once continued (`fg`), it gives G the
+//! terminal again if it is in the foreground, and continues G. (The lease
+//! is not renewed while exec is stopped: stopped longer than the lease, the
+//! lock is lost, and CMD is stopped once exec runs again.)
 
+use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -44,9 +60,9 @@ use std::time::Duration;
 
 use fairlock::{AcquireOptions, LockClient, LockGuard, Owner};
 use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Pid, getpgrp, getpid};
+use nix::unistd::{Pid, getpgrp, getpid, tcgetpgrp, tcsetpgrp};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
@@ -331,7 +347,7 @@ async fn run_locked(
                     group.kill();
                     break code;
                 }
-                Some(Ok(Event::Stopped(sig))) => tracing::debug!("the command stopped ({sig})"),
+                Some(Ok(Event::Stopped(sig))) => group.suspend(sig).await,
                 Some(Err(err)) => {
                     return Err(Failure::new(exit::SOFTWARE, format!("waiting for the command: {err}")));
                 }
@@ -416,9 +432,10 @@ fn watch(pid: Pid) -> Result<mpsc::UnboundedReceiver<nix::Result<Event>>, Failur
 }
 
 /// CMD's process group, led by the sentinel. Dropping it kills the group
-/// (SIGKILL).
+/// (SIGKILL) and gives the terminal back to exec's group.
 struct Group {
     id: Pid,
+    terminal: Terminal,
     /// Set once the group got SIGKILL: its id may be reused after that.
     killed: bool,
     /// exec's end of the sentinel's stdin. Only this process holds it (pipes
@@ -429,12 +446,17 @@ struct Group {
 
 impl Group {
     /// Start the sentinel, the group's leader, and wait until it is ready
-    /// (catching the signals it must survive).
+    /// (catching the signals it must survive); if exec runs in the
+    /// foreground of its terminal, make the group the foreground group
+    /// (before CMD starts: CMD may read the terminal at once).
     async fn start() -> Result<(Self, tokio::process::Child), Failure> {
+        let terminal = Terminal::open();
         let failed = |what: String| Failure::new(exit::SOFTWARE, what);
         let mut sentinel = tokio::process::Command::new(this_program())
             .arg0("fairlock")
             .arg("exec-sentinel")
+            .arg("--give-terminal-to")
+            .arg(terminal.own.as_raw().to_string())
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -447,8 +469,9 @@ impl Group {
             return Err(failed("the exec sentinel did not start".into()));
         };
         // From here on, dropping the group kills the sentinel.
-        let group = Group {
+        let mut group = Group {
             id: Pid::from_raw(id as i32),
+            terminal,
             killed: false,
             _lifeline: lifeline,
         };
@@ -459,6 +482,7 @@ impl Group {
         if !matches!(answer, Ok(Ok(_))) || line != "ready\n" {
             return Err(failed("the exec sentinel did not start".into()));
         }
+        group.terminal.lend(group.id);
         Ok((group, sentinel))
     }
 
@@ -468,10 +492,12 @@ impl Group {
         }
     }
 
-    /// SIGKILL to everyone in the group (the sentinel too).
+    /// SIGKILL to everyone in the group (the sentinel too), and the
+    /// terminal back to exec's group.
     fn kill(&mut self) {
         self.signal(Signal::SIGKILL);
         self.killed = true;
+        self.terminal.reclaim();
     }
 
     /// Stop the group after a lost lock: SIGTERM (and SIGCONT, for stopped
@@ -497,6 +523,31 @@ impl Group {
             let _ = tokio::time::timeout(Duration::from_secs(5), reaped).await;
         }
     }
+
+    /// CMD stopped. For job control (SIGTSTP: Ctrl-Z; SIGTTIN, SIGTTOU: it
+    /// used the terminal from the background), do what the terminal would
+    /// have done were CMD in exec's group: stop exec's group, so that the
+    /// shell sees its job stopped and takes the terminal. Other stops
+    /// (SIGSTOP) are someone else's business.
+    async fn suspend(&mut self, sig: Signal) {
+        let job_control = matches!(sig, Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU);
+        if !job_control || !self.terminal.exists() {
+            return;
+        }
+        self.terminal.reclaim();
+        // Returns once we are continued (`fg`, `bg`), or at once when the
+        // kernel dropped the stop: it does for an orphaned process group,
+        // which no shell would ever continue.
+        let _ = killpg(self.terminal.own, sig);
+        if self.terminal.in_foreground() {
+            self.terminal.lend(self.id);
+        } else if sig != Signal::SIGTSTP {
+            // Continued in the background, CMD will stop on the terminal
+            // again: do not spin if nothing stops us.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        self.signal(Signal::SIGCONT);
+    }
 }
 
 impl Drop for Group {
@@ -515,11 +566,85 @@ fn this_program() -> PathBuf {
     std::env::current_exe().unwrap_or_else(|_| PathBuf::from("fairlock"))
 }
 
-#[derive(clap::Args, Debug)]
-pub(crate) struct SentinelArgs {}
+/// exec's controlling terminal (if it has one) and who has it.
+struct Terminal {
+    tty: Option<File>,
+    /// exec's process group.
+    own: Pid,
+    /// The group the terminal was lent to.
+    lent_to: Option<Pid>,
+}
 
-/// What the sentinel catches (and drops): what exec passes on, and what a
-/// command may send to its own group (`kill -USR1 0`).
+impl Terminal {
+    fn open() -> Self {
+        // The controlling terminal, whether or not stdin is it.
+        let tty = File::options().read(true).write(true).open("/dev/tty").ok();
+        Self {
+            tty,
+            own: getpgrp(),
+            lent_to: None,
+        }
+    }
+
+    fn exists(&self) -> bool {
+        self.tty.is_some()
+    }
+
+    /// Whether exec's group is the terminal's foreground group.
+    fn in_foreground(&self) -> bool {
+        self.tty
+            .as_ref()
+            .is_some_and(|tty| tcgetpgrp(tty) == Ok(self.own))
+    }
+
+    /// Make `group` the terminal's foreground group, if exec's group is now.
+    fn lend(&mut self, group: Pid) {
+        if !self.in_foreground() {
+            return;
+        }
+        if let Some(tty) = &self.tty {
+            if set_foreground(tty, group).is_ok() {
+                self.lent_to = Some(group);
+            }
+        }
+    }
+
+    /// Give the terminal back to exec's group, if it was lent and the
+    /// borrower still has it.
+    fn reclaim(&mut self) {
+        if let (Some(tty), Some(group)) = (&self.tty, self.lent_to.take()) {
+            if tcgetpgrp(tty) == Ok(group) {
+                let _ = set_foreground(tty, self.own);
+            }
+        }
+    }
+}
+
+/// `tcsetpgrp`, with SIGTTOU blocked on this thread for the call: from a
+/// background group, the call would otherwise stop the caller with SIGTTOU.
+/// (A child started later does not inherit the mask: it is restored before
+/// this returns.)
+fn set_foreground(tty: &File, group: Pid) -> nix::Result<()> {
+    let mut ttou = SigSet::empty();
+    ttou.add(Signal::SIGTTOU);
+    let mut old = SigSet::empty();
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old))?;
+    let result = tcsetpgrp(tty, group);
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+    result
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct SentinelArgs {
+    /// exec's process group: the terminal goes back to it when the sentinel
+    /// kills CMD's group while that has the terminal.
+    #[arg(long, value_name = "PGID")]
+    give_terminal_to: i32,
+}
+
+/// What the sentinel catches (and drops): what a terminal sends to its
+/// foreground group, what exec passes on, and what a command may send to
+/// its own group (`kill -USR1 0`).
 const SENTINEL_CATCHES: [Signal; 10] = [
     Signal::SIGHUP,
     Signal::SIGINT,
@@ -536,8 +661,9 @@ const SENTINEL_CATCHES: [Signal; 10] = [
 /// `fairlock exec-sentinel`: leads CMD's process group (see the module
 /// docs). Says "ready" on stdout once it catches its signals, then reads
 /// stdin, the lifeline from exec, until end-of-file: exec is gone. Then it
-/// kills the group, itself included.
-pub(crate) async fn sentinel(_args: &SentinelArgs) -> Result<u8, Failure> {
+/// gives the terminal back if the group has it, and kills the group,
+/// itself included.
+pub(crate) async fn sentinel(args: &SentinelArgs) -> Result<u8, Failure> {
     // exec starts it as the leader of a new group. Run otherwise (by hand),
     // it would kill a group it did not make for itself: refuse.
     let own = getpgrp();
@@ -561,7 +687,16 @@ pub(crate) async fn sentinel(_args: &SentinelArgs) -> Result<u8, Failure> {
     let mut lifeline = tokio::io::stdin();
     let mut buf = [0u8; 64];
     while matches!(lifeline.read(&mut buf).await, Ok(1..)) {}
-    // exec is gone.
+    // exec is gone. If our group has the terminal, it goes back to exec's
+    // group (for a script that ran exec in its foreground). exec's parent
+    // learns of exec's end as we do: reading the terminal in that instant,
+    // before we gave it back, it is stopped (SIGTTIN) until continued.
+    let mut terminal = Terminal {
+        tty: Terminal::open().tty,
+        own: Pid::from_raw(args.give_terminal_to),
+        lent_to: Some(own),
+    };
+    terminal.reclaim();
     let _ = killpg(own, Signal::SIGKILL);
     drop(caught);
     Ok(exit::SOFTWARE)

@@ -102,8 +102,12 @@ enum Command {
     /// process (a second fairlock, in CMD's group) kills the group.
     /// Processes that leave the group (setsid, daemons) are not followed.
     ///
-    /// Signals reach CMD once: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
-    /// fairlock are passed on to CMD's group.
+    /// Signals reach CMD once. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+    /// fairlock are passed on to CMD's group. Run in the foreground of a
+    /// terminal, CMD's group is the terminal's foreground group while CMD
+    /// runs: CMD reads the terminal, and Ctrl-C and Ctrl-\ go to it straight
+    /// from the terminal (not through fairlock). Ctrl-Z suspends fairlock
+    /// with CMD; the lease is not renewed meanwhile.
     ///
     /// Example (cron, one host at a time, give up after a minute):
     ///   fairlock exec nightly-report --wait 1m -- /usr/local/bin/report --full

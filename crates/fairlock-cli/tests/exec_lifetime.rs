@@ -1,13 +1,13 @@
 //! `fairlock exec` never leaves processes running without the lock: the
 //! command and everything it started in its process group stop when the lock
 //! is lost, when the command exits and when fairlock itself is killed.
-//! Signals reach the command exactly once; waiting is shown without reading
-//! the whole queue.
+//! Signals reach the command exactly once; a command still reads the
+//! terminal; waiting is shown without reading the whole queue.
 
 #[path = "../../fairlock/tests/support/mod.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -232,6 +232,82 @@ fn a_signal_to_execs_group_reaches_the_command_once() {
         assert_eq!(read(&marks), "ready\ngot\nend\n", "{sig} delivered once");
         assert!(!support::is_held(&server, Protocol::Native, "sig"));
     }
+}
+
+/// Run on a terminal (a pty, made exec's controlling terminal by
+/// `setsid --ctty`): the command reads what is typed, Ctrl-Z does not hang
+/// it, and Ctrl-C reaches it once.
+#[test]
+fn on_a_terminal_the_command_reads_it_and_gets_ctrl_c_once() {
+    if Command::new("setsid").arg("--version").output().is_err() {
+        eprintln!("skipped: no setsid(1) to give fairlock a controlling terminal");
+        return;
+    }
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let marks = dir.path().join("marks");
+    let script = format!(
+        "trap 'echo got >> {m}' INT; trap 'echo end >> {m}; exit 3' TERM; \
+         echo ready >> {m}; read line; echo \"read $line\" >> {m}; \
+         read line; echo \"read $line\" >> {m}; while :; do sleep 1 & wait $!; done",
+        m = marks.display()
+    );
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let slave = std::fs::File::from(pty.slave);
+    let child = Command::new("setsid")
+        .arg("--ctty")
+        .arg(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", &server.url(), "exec", "tty", "--", "sh", "-c"])
+        .arg(&script)
+        .env_remove("REDIS_URL")
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .spawn()
+        .expect("spawn setsid fairlock");
+    let mut exec = Exec(child);
+    let mut master = std::fs::File::from(pty.master);
+    // Whatever appears on the terminal, for failure messages.
+    let screen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    std::thread::spawn({
+        let screen = screen.clone();
+        let mut master = master.try_clone().unwrap();
+        move || {
+            let mut buf = [0u8; 1024];
+            while let Ok(n @ 1..) = master.read(&mut buf) {
+                screen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        }
+    });
+    let shown = || String::from_utf8_lossy(&screen.lock().unwrap()).into_owned();
+    wait_until(Duration::from_secs(10), "command ready", || {
+        read(&marks) == "ready\n"
+    });
+    master.write_all(b"hello\n").unwrap();
+    wait_until(Duration::from_secs(10), "typed line read", || {
+        read(&marks).contains("read hello")
+    });
+    // Ctrl-Z: exec's group is orphaned here (its parent is in another
+    // session), so the kernel drops the stop; the command must not hang.
+    master.write_all(b"\x1aagain\n").unwrap();
+    wait_until(
+        Duration::from_secs(10),
+        "typed line read after Ctrl-Z",
+        || read(&marks).contains("read again"),
+    );
+    master.write_all(b"\x03").unwrap();
+    wait_until(Duration::from_secs(10), "Ctrl-C delivered", || {
+        read(&marks).contains("got")
+    });
+    kill(exec.pid(), Signal::SIGTERM).unwrap();
+    let status = exec.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(3), "terminal: {}", shown());
+    assert_eq!(
+        read(&marks),
+        "ready\nread hello\nread again\ngot\nend\n",
+        "terminal: {}",
+        shown()
+    );
 }
 
 /// Lines of a child's stderr as they come.
