@@ -26,7 +26,9 @@ fn fairlock(server: &RedisServer) -> Command {
 
 /// `fairlock [GLOBAL] exec NAME [EXEC_ARGS] -- sh -c SCRIPT`, started in a
 /// process group of its own, as a shell starts a job (and so that a
-/// terminal the tests may run on is never involved).
+/// terminal the tests may run on is never involved). Output goes nowhere:
+/// a command that outlives a broken exec must not hold the test runner's
+/// pipes open.
 fn exec_sh(
     server: &RedisServer,
     global: &[&str],
@@ -40,6 +42,8 @@ fn exec_sh(
         .args(exec_args)
         .args(["--", "sh", "-c", script])
         .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .process_group(0)
         .spawn()
         .expect("spawn fairlock");
@@ -118,6 +122,15 @@ fn running(pid: i32) -> bool {
             .is_some_and(|state| !matches!(state, 'Z' | 'X')),
         Err(_) => kill(Pid::from_raw(pid), None).is_ok(),
     }
+}
+
+/// `pid`'s process group and the foreground process group of its terminal
+/// (`/proc/PID/stat`: after the name, state ppid pgrp session tty_nr tpgid).
+fn groups(pid: i32) -> (i32, i32) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    let (_, rest) = stat.rsplit_once(") ").expect("a stat line");
+    let fields: Vec<&str> = rest.split(' ').collect();
+    (fields[2].parse().unwrap(), fields[5].parse().unwrap())
 }
 
 fn assert_all_gone(pids: &[i32], what: &str) {
@@ -200,7 +213,9 @@ fn killed_exec_leaves_nothing_running() {
 /// the command is not in exec's group to get it a second time. (The shell
 /// waits with `wait`, which a trapped signal interrupts at once: a shell
 /// waiting for a foreground command runs the trap only after it, and would
-/// count two deliveries in that time as one.)
+/// count two deliveries in that time as one. Two deliveries can still merge
+/// into one when both come before the shell runs, on a busy machine: the
+/// process groups are checked too.)
 #[test]
 fn a_signal_to_execs_group_reaches_the_command_once() {
     let server = RedisServer::start();
@@ -210,11 +225,13 @@ fn a_signal_to_execs_group_reaches_the_command_once() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let marks = dir.path().join("marks");
+        let pid_file = dir.path().join("pid");
         let short = |s: Signal| s.as_str().trim_start_matches("SIG").to_owned();
         let script = format!(
             "trap 'echo got >> {m}' {sig}; trap 'echo end >> {m}; exit 3' {end}; \
-             echo ready >> {m}; while :; do sleep 1 & wait $!; done",
+             echo $$ > {p}; echo ready >> {m}; while :; do sleep 1 & wait $!; done",
             m = marks.display(),
+            p = pid_file.display(),
             sig = short(sig),
             end = short(end),
         );
@@ -222,6 +239,12 @@ fn a_signal_to_execs_group_reaches_the_command_once() {
         wait_until(Duration::from_secs(10), "command ready", || {
             read(&marks) == "ready\n"
         });
+        let (group, _) = groups(pids(&pid_file, 1)[0]);
+        assert_ne!(
+            group,
+            exec.pid().as_raw(),
+            "the command is not in exec's process group"
+        );
         killpg(exec.pid(), sig).unwrap();
         wait_until(Duration::from_secs(10), "signal delivered", || {
             read(&marks).contains("got")
@@ -246,11 +269,13 @@ fn on_a_terminal_the_command_reads_it_and_gets_ctrl_c_once() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let marks = dir.path().join("marks");
+    let pid_file = dir.path().join("pid");
     let script = format!(
         "trap 'echo got >> {m}' INT; trap 'echo end >> {m}; exit 3' TERM; \
-         echo ready >> {m}; read line; echo \"read $line\" >> {m}; \
+         echo $$ > {p}; echo ready >> {m}; read line; echo \"read $line\" >> {m}; \
          read line; echo \"read $line\" >> {m}; while :; do sleep 1 & wait $!; done",
-        m = marks.display()
+        m = marks.display(),
+        p = pid_file.display()
     );
     let pty = nix::pty::openpty(None, None).expect("openpty");
     let slave = std::fs::File::from(pty.slave);
@@ -287,6 +312,16 @@ fn on_a_terminal_the_command_reads_it_and_gets_ctrl_c_once() {
     wait_until(Duration::from_secs(10), "typed line read", || {
         read(&marks).contains("read hello")
     });
+    // The terminal's foreground group is the command's, not exec's: Ctrl-C
+    // goes to the command only (counting alone could miss a second
+    // delivery merged with the first).
+    let (group, foreground) = groups(pids(&pid_file, 1)[0]);
+    assert_eq!(foreground, group, "the command's group has the terminal");
+    assert_ne!(
+        group,
+        exec.pid().as_raw(),
+        "exec's group is not the command's"
+    );
     // Ctrl-Z: exec's group is orphaned here (its parent is in another
     // session), so the kernel drops the stop; the command must not hang.
     master.write_all(b"\x1aagain\n").unwrap();
