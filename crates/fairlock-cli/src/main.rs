@@ -93,9 +93,22 @@ enum Command {
     ///
     /// Waits in line (forever unless --wait) and shows "waiting for NAME:
     /// position P of Q" on stderr. CMD gets FAIRLOCK_NAME, FAIRLOCK_OWNER and,
-    /// where the protocol gives one, FAIRLOCK_TOKEN. SIGINT, SIGTERM, SIGHUP
-    /// and SIGQUIT are forwarded to CMD. If the lock is lost while CMD runs,
-    /// CMD gets SIGTERM, then SIGKILL after --grace (unless --on-lost ignore).
+    /// where the protocol gives one, FAIRLOCK_TOKEN.
+    ///
+    /// Nothing of CMD runs without the lock. CMD runs in a process group of
+    /// its own; whatever it leaves running in that group when it exits gets
+    /// SIGKILL before the lock is released. If the lock is lost, the group
+    /// gets SIGTERM, then SIGKILL once CMD exited or after --grace (unless
+    /// --on-lost ignore). If fairlock itself dies, even of SIGKILL, a helper
+    /// process (a second fairlock, in CMD's group) kills the group.
+    /// Processes that leave the group (setsid, daemons) are not followed.
+    ///
+    /// Signals reach CMD once. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+    /// fairlock are passed on to CMD's group. Run in the foreground of a
+    /// terminal, CMD's group is the terminal's foreground group while CMD
+    /// runs: CMD reads the terminal, and Ctrl-C and Ctrl-\ go to it straight
+    /// from the terminal (not through fairlock). Ctrl-Z suspends fairlock
+    /// with CMD; the lease is not renewed meanwhile.
     ///
     /// Example (cron, one host at a time, give up after a minute):
     ///   fairlock exec nightly-report --wait 1m -- /usr/local/bin/report --full
@@ -120,6 +133,9 @@ enum Command {
     /// One worker process of `torture` (internal).
     #[command(hide = true)]
     TortureWorker(torture::WorkerArgs),
+    /// Kills the process group of an `exec` command when `exec` dies (internal).
+    #[command(hide = true)]
+    ExecSentinel(exec::SentinelArgs),
 }
 
 fn parse_protocol(text: &str) -> Result<Protocol, String> {
@@ -222,6 +238,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(&cli, args).await,
             Command::Torture(args) => torture::run(&cli, args).await,
             Command::TortureWorker(args) => torture::worker(&cli, args).await,
+            Command::ExecSentinel(args) => exec::sentinel(args).await,
         }
     });
     // Background releases get a moment to finish; the runtime then stops.
