@@ -228,8 +228,9 @@ impl Progress {
 pub(crate) async fn run(cli: &Cli, args: &ExecArgs) -> Result<u8, Failure> {
     let client = cli.connect(&cli.url()).await?;
     let result = run_with(&client, args).await;
-    // Queue exits and releases run in the background: let them finish.
-    client.flush().await;
+    // Release whatever is still held, leave the queue, and let the
+    // background work finish before the process exits.
+    client.shutdown().await;
     result
 }
 
