@@ -562,10 +562,15 @@ pub(crate) async fn acquire_with(
     // counts a hold twice nor misses one).
     let (owner, base) = match options.owner {
         Some(owner) => {
-            let base = shared
-                .protocol
-                .hold_count(shared.conn(), owner.as_str())
-                .await?;
+            let count = shared.protocol.hold_count(shared.conn(), owner.as_str());
+            // Within the wait budget too: a slow reply must not stretch it.
+            let base = match wait {
+                Some(wait) => match tokio::time::timeout_at(started + wait, count).await {
+                    Ok(base) => base?,
+                    Err(_) => return Ok(None),
+                },
+                None => count.await?,
+            };
             (owner, base)
         }
         None => (shared.client.new_owner(), 0),
