@@ -335,6 +335,14 @@ fn check_fifo(
             });
             if overtaken {
                 last_arrival.insert(owner.as_str(), i);
+                // As for FIFO: only a waiter that stayed alive (its own
+                // process, or under a network or server fault every
+                // process, was not hit while it waited) was promised its
+                // place; a client that cannot refresh within its waiter ttl
+                // is dead by the protocol's rule and queued again.
+                if !granted.contains_key(owner.as_str()) {
+                    continue;
+                }
                 report.requeued += 1;
                 report.example(format!(
                     "{lock}: {owner} was moved to the back of the queue (snapshot {i})"
@@ -480,6 +488,28 @@ mod tests {
         assert_eq!(report.fifo_violations, 0, "{report:?}");
         let unfaulted = check(&events, &queues, true, &[], BOUNDS);
         assert_eq!(unfaulted.fifo_violations, 1, "{unfaulted:?}");
+    }
+
+    #[test]
+    fn requeued_waiters_hit_by_a_fault_are_not_held_against() {
+        let events = vec![hold("q:1", 1, 0, 10, 20), hold("p:1", 2, 0, 30, 40)];
+        let queues = HashMap::from([(
+            "l".to_owned(),
+            QueueLog {
+                snapshots: vec![
+                    vec!["p:1".into(), "q:1".into()],
+                    vec!["q:1".into(), "p:1".into()],
+                ],
+            },
+        )]);
+        let faults = [Fault {
+            at: 5,
+            client: "p".into(),
+        }];
+        let report = check(&events, &queues, true, &faults, BOUNDS);
+        assert_eq!(report.requeued, 0, "{report:?}");
+        let unfaulted = check(&events, &queues, true, &[], BOUNDS);
+        assert_eq!(unfaulted.requeued, 1, "{unfaulted:?}");
     }
 
     #[test]
