@@ -403,7 +403,10 @@ impl<K: LockKind> LockHandle<K> {
     }
 
     /// Release whoever holds the lock and wake the next waiter. `true` when a
-    /// lock was released. Holders learn of it at their next renewal.
+    /// lock was released. A fairlock holder's client is told at once (on its
+    /// revocation channel) and checks its holds: its `lost()` resolves
+    /// within a round trip. A Redisson (Java) holder learns at its next
+    /// renewal.
     ///
     /// # Errors
     /// [`Error::Connection`], [`Error::WrongType`].
