@@ -90,7 +90,7 @@ pub(crate) fn format(duration: Duration) -> String {
 fn format_bound(duration: Duration) -> String {
     let day = 86_400;
     let secs = duration.as_secs();
-    if secs >= day && secs % day == 0 && duration.subsec_nanos() == 0 {
+    if secs >= day && secs.is_multiple_of(day) && duration.subsec_nanos() == 0 {
         format!("{}days", secs / day)
     } else {
         format(duration)

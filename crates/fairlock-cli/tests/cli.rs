@@ -1,6 +1,6 @@
 //! The `fairlock` binary against harness-started Redis servers.
 
-#[path = "../../fairlock/tests/support/mod.rs"]
+// The library's harness (tests/support links to it).
 mod support;
 
 use std::path::Path;

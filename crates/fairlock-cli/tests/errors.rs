@@ -1,7 +1,7 @@
 //! Every error a user can cause, and every exit code: the code and the
 //! message (which names what went wrong in the user's terms and what to do).
 
-#[path = "../../fairlock/tests/support/mod.rs"]
+// The library's harness (tests/support links to it).
 mod support;
 
 use std::io::{Read, Write};
@@ -434,7 +434,7 @@ fn the_readme_lists_every_exit_code_of_the_help() {
         })
         .collect();
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let table = readme
         .split("| exit code | meaning |\n| --- | --- |\n")
         .nth(1)

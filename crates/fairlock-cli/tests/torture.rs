@@ -2,7 +2,7 @@
 //! SIGKILL and SIGSTOP faults, checked by the history checker, under both
 //! protocols. The long soak is `fairlock torture --duration 20m`.
 
-#[path = "../../fairlock/tests/support/mod.rs"]
+// The library's harness (tests/support links to it).
 mod support;
 
 use std::process::Command;

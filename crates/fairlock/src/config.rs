@@ -412,7 +412,7 @@ pub(crate) fn check_duration(what: &'static str, value: Duration) -> Result<u64>
         });
     }
     let millis = value.as_millis() as u64;
-    Ok(if value.subsec_nanos() % 1_000_000 != 0 {
+    Ok(if !value.subsec_nanos().is_multiple_of(1_000_000) {
         millis + 1
     } else {
         millis

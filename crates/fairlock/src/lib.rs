@@ -154,5 +154,5 @@ pub use protocol::{Holder, LockInfo, Protocol, QueuedWaiter};
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
