@@ -1,6 +1,7 @@
 //! What fairlock needs from the server (`docs/deployment.md`): the
 //! eviction-policy check at connect, and the minimal ACL rules of each
-//! protocol, tried with users that have exactly those rules.
+//! protocol, tried with users that have exactly those rules; and what
+//! connecting tells apart (a server that is not Redis, a missing database).
 
 mod support;
 
