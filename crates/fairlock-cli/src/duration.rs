@@ -1,43 +1,99 @@
-//! Durations on the command line: `500ms`, `30s`, `5m`, `2h`, `1d`.
+//! Durations on the command line, read and shown with humantime: `500ms`,
+//! `30s`, `5m`, `1h30m`, `1.5s`, `2days`. Each flag has its allowed range,
+//! and a value outside it is refused with the range in the message.
 
 use std::time::Duration;
 
-/// Parse `N` followed by a unit (`ms`, `s`, `m`, `h`, `d`); fractions such as
-/// `1.5s` are allowed. A bare number is refused: the unit must be explicit.
+/// The longest lease, wait or waiter setting: the library's ceiling.
+const YEAR: Duration = fairlock::MAX_DURATION;
+
+/// A duration; the unit is required (`5` alone is refused).
 pub(crate) fn parse(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("{text:?} has no unit (use e.g. 500ms, 30s, 5m, 2h)"))?;
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (use e.g. 500ms, 30s, 5m, 2h)"))?;
-    let seconds_per_unit = match unit {
-        "ms" => 0.001,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?} (ms, s, m, h, d)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(value * seconds_per_unit)
-        .map_err(|_| format!("{text:?} is out of range"))
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{e} (durations look like 500ms, 30s, 5m, 1h30m)"))
 }
 
-/// `1.5s`, `250ms`, `2m03s`: short and readable.
+/// A duration within `min..=max`; `why` explains the bound, if it needs it.
+fn within(text: &str, min: Duration, max: Duration, why: &str) -> Result<Duration, String> {
+    let value = parse(text)?;
+    if value < min || value > max {
+        return Err(format!(
+            "allowed: {} to {}{why}",
+            format_bound(min),
+            format_bound(max)
+        ));
+    }
+    Ok(value)
+}
+
+/// `--lease`: renewed every third of it, and each third must be 1 ms at least.
+pub(crate) fn lease(text: &str) -> Result<Duration, String> {
+    within(
+        text,
+        Duration::from_millis(3),
+        YEAR,
+        " (the lease is renewed every third of it)",
+    )
+}
+
+/// `--waiter-ttl`: a waiter refreshes its place every third of it.
+pub(crate) fn waiter_ttl(text: &str) -> Result<Duration, String> {
+    within(
+        text,
+        Duration::from_millis(30),
+        YEAR,
+        " (a waiter refreshes its place every third of it)",
+    )
+}
+
+/// `--waiter-slot` and `--wait`.
+pub(crate) fn wait(text: &str) -> Result<Duration, String> {
+    within(text, Duration::from_millis(1), YEAR, "")
+}
+
+/// `--grace`: zero sends SIGKILL right after SIGTERM.
+pub(crate) fn grace(text: &str) -> Result<Duration, String> {
+    within(text, Duration::ZERO, YEAR, "")
+}
+
+/// `demo --hold`.
+pub(crate) fn hold(text: &str) -> Result<Duration, String> {
+    within(text, Duration::ZERO, Duration::from_secs(60), "")
+}
+
+/// `torture --duration`.
+pub(crate) fn run_time(text: &str) -> Result<Duration, String> {
+    within(
+        text,
+        Duration::from_secs(1),
+        Duration::from_secs(30 * 86_400),
+        "",
+    )
+}
+
+/// Short and readable, through humantime: `250ms`, `1s 500ms`, `2m 3s`.
+/// Rounded to what a person reads: milliseconds below a minute, seconds
+/// above.
 pub(crate) fn format(duration: Duration) -> String {
-    let ms = duration.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms < 60_000 {
-        format!("{:.1}s", duration.as_secs_f64())
+    let rounded = if duration < Duration::from_millis(1) {
+        duration
+    } else if duration < Duration::from_secs(60) {
+        Duration::from_millis(duration.as_millis() as u64)
     } else {
-        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+        Duration::from_secs(duration.as_secs())
+    };
+    humantime::format_duration(rounded).to_string()
+}
+
+/// A range bound: whole days as days (humantime would show 365 days as
+/// months of 30.44 days), anything else as [`format`] does.
+fn format_bound(duration: Duration) -> String {
+    let day = 86_400;
+    let secs = duration.as_secs();
+    if secs >= day && secs.is_multiple_of(day) && duration.subsec_nanos() == 0 {
+        format!("{}days", secs / day)
+    } else {
+        format(duration)
     }
 }
 
@@ -46,21 +102,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_units() {
+    fn parses_humantime() {
         assert_eq!(parse("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse("30s").unwrap(), Duration::from_secs(30));
         assert_eq!(parse("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse("5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse("2h").unwrap(), Duration::from_secs(7200));
-        for bad in ["", "5", "s", "5x", "1e400s", "-1s"] {
+        assert_eq!(parse("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse("2days").unwrap(), Duration::from_secs(172_800));
+        for bad in ["", "5", "s", "5x", "-1s", "1e400s"] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
+        assert!(parse("5").unwrap_err().contains("time unit needed"));
+    }
+
+    #[test]
+    fn ranges_speak_the_users_terms() {
+        let err = lease("1ms").unwrap_err();
+        assert_eq!(
+            err,
+            "allowed: 3ms to 365days (the lease is renewed every third of it)"
+        );
+        assert_eq!(lease("3ms").unwrap(), Duration::from_millis(3));
+        assert_eq!(lease("365days").unwrap(), YEAR);
+        assert!(lease("366days").is_err());
+        assert!(wait("99999999999h").unwrap_err().contains("365days"));
+        assert!(waiter_ttl("20ms").unwrap_err().contains("30ms to 365days"));
+        assert!(wait("0s").unwrap_err().contains("1ms to 365days"));
+        assert_eq!(grace("0s").unwrap(), Duration::ZERO);
+        assert!(run_time("500ms").unwrap_err().contains("1s to 30days"));
     }
 
     #[test]
     fn formats() {
         assert_eq!(format(Duration::from_millis(250)), "250ms");
-        assert_eq!(format(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(format(Duration::from_secs(123)), "2m03s");
+        assert_eq!(format(Duration::from_micros(1_500_400)), "1s 500ms");
+        assert_eq!(format(Duration::from_millis(123_456)), "2m 3s");
+        assert_eq!(format(Duration::from_secs(5400)), "1h 30m");
+        assert_eq!(format(Duration::from_micros(333)), "333us");
     }
 }

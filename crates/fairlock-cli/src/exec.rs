@@ -52,7 +52,6 @@
 //! lock is lost, and CMD is stopped once exec runs again.)
 
 use std::fs::File;
-use std::io::{IsTerminal, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -67,16 +66,17 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
-use crate::{Cli, Failure, duration, exit};
+use crate::progress::LiveLine;
+use crate::{Cli, Failure, LockSettings, duration, exit};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ExecArgs {
     /// Lock name.
     name: String,
 
-    /// Give up after DUR and exit 75 (the queue entry is removed).
-    /// Default: wait until granted.
-    #[arg(long, value_name = "DUR", value_parser = duration::parse)]
+    /// Give up after DUR and exit 75 (the queue entry is removed), e.g. 30s,
+    /// 1h30m (1ms to 365days). Default: wait until granted.
+    #[arg(long, value_name = "DUR", value_parser = duration::wait)]
     wait: Option<Duration>,
 
     /// Use the non-fair lock (Redisson's getLock) instead of the fair one.
@@ -89,13 +89,17 @@ pub(crate) struct ExecArgs {
     on_lost: OnLost,
 
     /// After a lost lock, the most time CMD's process group gets between
-    /// SIGTERM and SIGKILL (SIGKILL comes as soon as CMD itself exited).
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = duration::parse)]
+    /// SIGTERM and SIGKILL, 0s to 365days; SIGKILL comes as soon as CMD
+    /// itself exited.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = duration::grace)]
     grace: Duration,
 
     /// The command to run, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
+
+    #[command(flatten)]
+    settings: LockSettings,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,9 +185,8 @@ const LOOK_EVERY: Duration = Duration::from_secs(1);
 /// terminal, one line per change otherwise.
 struct Progress {
     name: String,
-    terminal: bool,
+    line: LiveLine,
     last: Option<(u64, u64)>,
-    shown: bool,
 }
 
 impl Progress {
@@ -198,7 +201,7 @@ impl Progress {
 
     /// The non-fair lock has no queue: say once that we wait.
     fn nonfair(&mut self) {
-        if !self.shown {
+        if !self.line.shown() {
             let line = format!(
                 "waiting for {} (non-fair lock: no queue position)",
                 self.name
@@ -208,25 +211,18 @@ impl Progress {
     }
 
     fn show(&mut self, line: &str) {
-        self.shown = true;
-        let mut err = std::io::stderr().lock();
-        if self.terminal {
-            let _ = write!(err, "\r\x1b[2K{line}");
-        } else {
-            let _ = writeln!(err, "{line}");
-        }
-        let _ = err.flush();
+        self.line.show(line);
     }
 
-    fn clear(&self) {
-        if self.terminal && self.shown {
-            let _ = write!(std::io::stderr(), "\r\x1b[2K");
-        }
+    fn clear(&mut self) {
+        self.line.clear();
     }
 }
 
 pub(crate) async fn run(cli: &Cli, args: &ExecArgs) -> Result<u8, Failure> {
-    let client = cli.connect(&cli.url()).await?;
+    let client = cli
+        .connect(&cli.url(), &cli.settings(&args.settings))
+        .await?;
     let result = run_with(&client, args).await;
     // Release whatever is still held, leave the queue, and let the
     // background work finish before the process exits.
@@ -252,9 +248,8 @@ async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
     // the whole queue) about once a second.
     let mut progress = Progress {
         name: args.name.clone(),
-        terminal: std::io::stderr().is_terminal(),
+        line: LiveLine::stderr(),
         last: None,
-        shown: false,
     };
     let guard = {
         let acquire = handle.acquire(options);
@@ -328,9 +323,9 @@ async fn run_locked(
             // 127: the shell's code for a command that cannot be found.
             eprintln!("fairlock: cannot run {:?}: {err}", args.command[0]);
             return Ok(if err.kind() == std::io::ErrorKind::NotFound {
-                127
+                exit::NOT_FOUND
             } else {
-                126
+                exit::CANNOT_RUN
             });
         }
     };

@@ -2,18 +2,20 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use fairlock::LockInfo;
+use fairlock::{LockInfo, Protocol};
 use serde_json::{Value, json};
 
-use crate::{Cli, Failure, duration, exit};
+use crate::{Cli, Failure, LockSettings, duration, exit};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct InspectArgs {
     /// Lock name.
     name: String,
     /// Print one JSON object: {"name","protocol","locked","holders":[{"owner","count"}],
-    /// "lease_ms","token","queue":[{"position","owner","expires_in_ms"}]}
-    /// (null where not applicable).
+    /// "lease_ms","token","queue":[{"position","owner","expires_in_ms"}],
+    /// "other_protocol"} (null where not applicable). "other_protocol" is
+    /// null, or {"protocol","locked","queue_length","flag"} when the other
+    /// protocol's keys hold the name.
     #[arg(long)]
     json: bool,
 }
@@ -32,7 +34,7 @@ pub(crate) struct ForceUnlockArgs {
 }
 
 /// The JSON form of a lock's state.
-pub(crate) fn to_json(info: &LockInfo) -> Value {
+pub(crate) fn to_json(info: &LockInfo, other: Option<&OtherProtocol>) -> Value {
     json!({
         "name": info.name,
         "protocol": info.protocol.as_str(),
@@ -45,10 +47,16 @@ pub(crate) fn to_json(info: &LockInfo) -> Value {
             "owner": w.owner,
             "expires_in_ms": w.expires_in.map(|d| d.as_millis() as u64),
         })).collect::<Vec<_>>(),
+        "other_protocol": other.map(|o| json!({
+            "protocol": o.protocol.as_str(),
+            "locked": o.locked,
+            "queue_length": o.queue_length,
+            "flag": format!("--protocol {}", o.protocol),
+        })),
     })
 }
 
-fn to_text(info: &LockInfo) -> String {
+fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
     let mut out = format!(
         "{} ({}): {}\n",
         info.name,
@@ -82,27 +90,148 @@ fn to_text(info: &LockInfo) -> String {
             );
         }
     }
+    if let Some(other) = other {
+        out += &format!("note: {}\n", other.describe(&info.name));
+    }
     out
 }
 
-pub(crate) async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, Failure> {
-    let client = cli.connect(&cli.url()).await?;
-    let info = client.fair_lock(&args.name)?.inspect().await?;
-    if args.json {
-        println!("{}", to_json(&info));
-    } else {
-        print!("{}", to_text(&info));
+/// What the other protocol's keys say about a name: the same name under
+/// the other protocol is a different lock, and a user who picked the wrong
+/// `--protocol` would otherwise see a free lock.
+pub(crate) struct OtherProtocol {
+    protocol: Protocol,
+    locked: bool,
+    queue_length: u64,
+}
+
+impl OtherProtocol {
+    fn describe(&self, name: &str) -> String {
+        let state = match (self.locked, self.queue_length) {
+            (true, 0) => "locked".to_owned(),
+            (true, n) => format!("locked, {n} waiting"),
+            (false, n) => format!("free, {n} waiting"),
+        };
+        format!(
+            "{name} is also a lock under the {} protocol ({state}): pass --protocol {} to see \
+             or change it",
+            self.protocol, self.protocol
+        )
     }
+}
+
+fn other(protocol: Protocol) -> Protocol {
+    match protocol {
+        Protocol::Redisson => Protocol::Native,
+        _ => Protocol::Redisson,
+    }
+}
+
+/// Look for the other protocol's lock and queue keys of `name` (their
+/// names: `docs/native-protocol.md`, `docs/redisson-protocol.md`). Only keys
+/// of the right Redis type count (under `redisson` the lock key is the bare
+/// name, which an application may use for other data). `None` when there
+/// are none, or when the look fails: it is a courtesy, not the answer.
+async fn look_at_other_protocol(
+    url: &str,
+    protocol: Protocol,
+    name: &str,
+) -> Option<OtherProtocol> {
+    let other = other(protocol);
+    let (lock, lock_count, queue, queue_type, queue_count) = match other {
+        Protocol::Redisson => {
+            let queue = if name.contains('{') {
+                format!("redisson_lock_queue:{name}")
+            } else {
+                format!("redisson_lock_queue:{{{name}}}")
+            };
+            (name.to_owned(), "HLEN", queue, "list", "LLEN")
+        }
+        _ => (
+            format!("fairlock:{{{name}}}:lock"),
+            "HLEN",
+            format!("fairlock:{{{name}}}:queue"),
+            "zset",
+            "ZCARD",
+        ),
+    };
+    let look = async {
+        let client = redis::Client::open(url).ok()?;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(std::time::Duration::from_secs(3)))
+            .set_response_timeout(Some(std::time::Duration::from_secs(3)));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .ok()?;
+        let (lock_type, found_queue_type): (String, String) = redis::pipe()
+            .cmd("TYPE")
+            .arg(&lock)
+            .cmd("TYPE")
+            .arg(&queue)
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        let mut locked = false;
+        if lock_type == "hash" {
+            let fields: u64 = redis::cmd(lock_count)
+                .arg(&lock)
+                .query_async(&mut conn)
+                .await
+                .ok()?;
+            locked = fields > 0;
+        }
+        let mut queue_length = 0;
+        if found_queue_type == queue_type {
+            queue_length = redis::cmd(queue_count)
+                .arg(&queue)
+                .query_async(&mut conn)
+                .await
+                .ok()?;
+        }
+        (locked || queue_length > 0).then_some(OtherProtocol {
+            protocol: other,
+            locked,
+            queue_length,
+        })
+    };
+    look.await
+}
+
+pub(crate) async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, Failure> {
+    let url = cli.url();
+    let client = cli.connect(&url, &LockSettings::default()).await?;
+    let info = client.fair_lock(&args.name)?.inspect().await?;
+    let other = look_at_other_protocol(&url, cli.protocol, &args.name).await;
+    if args.json {
+        println!("{}", to_json(&info, other.as_ref()));
+    } else {
+        print!("{}", to_text(&info, other.as_ref()));
+    }
+    client.shutdown().await;
     Ok(0)
 }
 
 pub(crate) async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8, Failure> {
-    let client = cli.connect(&cli.url()).await?;
+    let url = cli.url();
+    let client = cli.connect(&url, &LockSettings::default()).await?;
+    let result = force_unlock_with(cli, &client, &url, args).await;
+    client.shutdown().await;
+    result
+}
+
+async fn force_unlock_with(
+    cli: &Cli,
+    client: &fairlock::LockClient,
+    url: &str,
+    args: &ForceUnlockArgs,
+) -> Result<u8, Failure> {
     let fair = client.fair_lock(&args.name)?;
     if !args.yes && std::io::stdin().is_terminal() {
         let info = fair.inspect().await?;
         if !info.is_locked() {
             println!("{} is not locked", args.name);
+            hint_other_protocol(cli, url, &args.name).await;
             return Ok(0);
         }
         let holders: Vec<&str> = info.holders.iter().map(|h| h.owner.as_str()).collect();
@@ -118,8 +247,8 @@ pub(crate) async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8
             .read_line(&mut answer)
             .map_err(|e| Failure::new(exit::SOFTWARE, format!("reading the answer: {e}")))?;
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("not unlocked");
-            return Ok(1);
+            eprintln!("not unlocked: {} is still held", args.name);
+            return Ok(exit::DECLINED_OR_FAILED);
         }
     }
     let released = if args.nonfair {
@@ -131,6 +260,14 @@ pub(crate) async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8
         println!("{} unlocked", args.name);
     } else {
         println!("{} was not locked", args.name);
+        hint_other_protocol(cli, url, &args.name).await;
     }
     Ok(0)
+}
+
+/// After finding nothing to unlock: say so when the other protocol holds the name.
+async fn hint_other_protocol(cli: &Cli, url: &str, name: &str) {
+    if let Some(other) = look_at_other_protocol(url, cli.protocol, name).await {
+        eprintln!("fairlock: note: {}", other.describe(name));
+    }
 }

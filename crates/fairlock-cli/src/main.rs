@@ -7,84 +7,131 @@
 mod demo;
 mod duration;
 mod exec;
+mod failure;
 mod history;
 mod inspect;
 mod private_redis;
+mod progress;
 mod torture;
 mod torture_proxy;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use fairlock::{ClientConfig, LockClient, Protocol};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
 
-/// Exit codes (sysexits.h), documented in `--help` and the README.
-pub(crate) mod exit {
-    /// Bad usage: unknown flag, bad duration, bad lock name.
-    pub(crate) const USAGE: u8 = 64;
-    /// Redis unreachable or authentication failed.
-    pub(crate) const UNAVAILABLE: u8 = 69;
-    /// Anything else that went wrong inside fairlock.
-    pub(crate) const SOFTWARE: u8 = 70;
-    /// The lock was lost while the command ran.
-    pub(crate) const LOST: u8 = 71;
-    /// The lock was not acquired within `--wait`.
-    pub(crate) const TIMEOUT: u8 = 75;
+pub(crate) use failure::{Failure, Sub, exit};
+
+/// The help heading of the options every subcommand takes.
+const GLOBAL: &str = "Global options";
+
+/// The help's closing text for one subcommand: an example, then its exit codes.
+fn after_help(sub: Sub, example: &str) -> String {
+    format!("Example:\n  {example}\n\n{}", failure::table(Some(sub)))
 }
-
-const EXIT_CODES: &str = "\
-Exit codes:
-  CMD's own code   exec: the command's exit code (128+N if it died of signal N)
-  0                success
-  64               bad usage (unknown flag, bad duration, bad lock name)
-  69               Redis unreachable or authentication failed
-  70               internal error
-  71               exec: the lock was lost while the command ran
-  75               exec: the lock was not acquired within --wait (no queue entry is left)";
 
 #[derive(Parser, Debug)]
 #[command(
     name = "fairlock",
     version,
     about = "Distributed fair (FIFO) locks on Redis, compatible with Redisson",
-    after_help = EXIT_CODES
+    after_help = format!(
+        "Example:\n  fairlock --redis redis://locks.internal:6379 exec nightly-report --wait 1m -- \
+         /usr/local/bin/report --full\n\n{}",
+        failure::table(None)
+    )
 )]
 pub(crate) struct Cli {
-    /// Redis URL (`redis://[user:password@]host:port[/db]`, `rediss://` for TLS).
-    /// Default: $REDIS_URL, else redis://127.0.0.1:6379 (the demo starts a
-    /// private redis-server instead).
-    #[arg(long, global = true, value_name = "URL")]
+    /// Redis URL: redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], rediss:// for
+    /// TLS, redis+unix:///PATH. Default: $REDIS_URL, else
+    /// redis://127.0.0.1:6379 (demo and torture start a private
+    /// redis-server instead).
+    #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
     redis: Option<String>,
 
     /// Lock protocol: `native` (fencing tokens, server time, direct handoff)
     /// or `redisson` (shares locks with Java services using Redisson's
     /// getFairLock/getLock). The two never exclude each other on one name.
-    #[arg(long, global = true, default_value = "native", value_parser = parse_protocol)]
+    #[arg(long, global = true, default_value = "native", value_parser = parse_protocol, help_heading = GLOBAL)]
     protocol: Protocol,
 
-    /// Lease of a held lock (renewed every lease/3 while held), e.g. 500ms, 30s, 5m.
-    /// Default: 30s (torture: 1s, so that faults play out quickly).
-    #[arg(long, global = true, value_name = "DUR", value_parser = duration::parse)]
-    lease: Option<Duration>,
+    /// Level of fairlock's own diagnostics on stderr: off, error, warn, info,
+    /// debug, trace. Default: warn, or the bare level in $RUST_LOG. $RUST_LOG
+    /// also takes per-target levels (tracing's EnvFilter syntax, e.g.
+    /// RUST_LOG=fairlock=debug). Coloured only on a terminal, and not when
+    /// $NO_COLOR is set.
+    #[arg(long, global = true, value_name = "LEVEL", help_heading = GLOBAL)]
+    log_level: Option<LevelFilter>,
 
-    /// native: a waiter refreshes its place every third of this and is
-    /// skipped once it stopped refreshing for this long (its process died).
-    #[arg(long, global = true, value_name = "DUR", default_value = "6s", value_parser = duration::parse)]
-    waiter_ttl: Duration,
-
-    /// redisson: how long a queued waiter's place lasts beyond the waiter
-    /// ahead of it (Redisson's fairLockWaitTimeout); --wait replaces it.
-    #[arg(long, global = true, value_name = "DUR", default_value = "300s", value_parser = duration::parse)]
-    waiter_slot: Duration,
-
-    /// Log level for fairlock's own diagnostics on stderr (error, warn, info,
-    /// debug, trace).
-    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
-    log_level: tracing_subscriber::filter::LevelFilter,
+    /// The lock settings, accepted before the subcommand too (where they
+    /// stood before they moved into the subcommands that use them).
+    #[command(flatten)]
+    before_subcommand: LockSettingsBefore,
 
     #[command(subcommand)]
     command: Command,
+}
+
+/// Settings of the locks a subcommand takes (`exec`, `demo`, `torture`).
+#[derive(clap::Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Lock settings")]
+pub(crate) struct LockSettings {
+    /// Lease of a held lock, renewed every third of it while held, e.g.
+    /// 500ms, 30s, 5m (3ms to 365days). Default: 30s (torture: 1s).
+    #[arg(long, value_name = "DUR", value_parser = duration::lease)]
+    lease: Option<Duration>,
+
+    /// native: a waiter refreshes its place every third of this and is
+    /// skipped once it stopped refreshing for this long (its process died)
+    /// (30ms to 365days). Default: 6s.
+    #[arg(long, value_name = "DUR", value_parser = duration::waiter_ttl)]
+    waiter_ttl: Option<Duration>,
+
+    /// redisson: how long a queued waiter's place lasts beyond the waiter
+    /// ahead of it (Redisson's fairLockWaitTimeout); exec --wait replaces it
+    /// (1ms to 365days). Default: 300s.
+    #[arg(long, value_name = "DUR", value_parser = duration::wait)]
+    waiter_slot: Option<Duration>,
+}
+
+/// [`LockSettings`] given before the subcommand: hidden, same meaning.
+#[derive(clap::Args, Debug, Clone, Default)]
+struct LockSettingsBefore {
+    #[arg(long = "lease", id = "lease_before", hide = true, value_parser = duration::lease)]
+    lease: Option<Duration>,
+    #[arg(long = "waiter-ttl", id = "waiter_ttl_before", hide = true, value_parser = duration::waiter_ttl)]
+    waiter_ttl: Option<Duration>,
+    #[arg(long = "waiter-slot", id = "waiter_slot_before", hide = true, value_parser = duration::wait)]
+    waiter_slot: Option<Duration>,
+}
+
+impl LockSettings {
+    /// These settings, each completed by the one given before the subcommand.
+    fn or_before(&self, before: &LockSettingsBefore) -> Self {
+        Self {
+            lease: self.lease.or(before.lease),
+            waiter_ttl: self.waiter_ttl.or(before.waiter_ttl),
+            waiter_slot: self.waiter_slot.or(before.waiter_slot),
+        }
+    }
+
+    /// The lease: `--lease`, else `default`.
+    pub(crate) fn lease_or(&self, default: Duration) -> Duration {
+        self.lease.unwrap_or(default)
+    }
+
+    pub(crate) fn waiter_ttl(&self) -> Duration {
+        self.waiter_ttl.unwrap_or(ClientConfig::DEFAULT_WAITER_TTL)
+    }
+
+    pub(crate) fn waiter_slot(&self) -> Duration {
+        self.waiter_slot
+            .unwrap_or(ClientConfig::DEFAULT_WAITER_SLOT)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -109,26 +156,37 @@ enum Command {
     /// runs: CMD reads the terminal, and Ctrl-C and Ctrl-\ go to it straight
     /// from the terminal (not through fairlock). Ctrl-Z suspends fairlock
     /// with CMD; the lease is not renewed meanwhile.
-    ///
-    /// Example (cron, one host at a time, give up after a minute):
-    ///   fairlock exec nightly-report --wait 1m -- /usr/local/bin/report --full
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = after_help(
+        Sub::Exec,
+        "fairlock exec nightly-report --wait 1m -- /usr/local/bin/report --full"
+    ))]
     Exec(exec::ExecArgs),
     /// Show who holds NAME, for how long, and who waits in which order.
+    ///
+    /// Reads the lock under --protocol, and says so when the other
+    /// protocol's keys hold the name (then pass that --protocol).
+    #[command(after_help = after_help(Sub::Inspect, "fairlock inspect nightly-report --json"))]
     Inspect(inspect::InspectArgs),
     /// Release NAME whoever holds it, and wake the next waiter.
+    ///
+    /// On a terminal, asks before it does (unless --yes); the holder keeps
+    /// running without the lock.
+    #[command(after_help = after_help(Sub::ForceUnlock, "fairlock force-unlock nightly-report --yes"))]
     ForceUnlock(inspect::ForceUnlockArgs),
-    /// N clients contend for one fair lock; a live view, then a summary.
+    /// N clients contend for one fair lock: a timeline of the first
+    /// handoffs, then a summary.
     ///
     /// Without --redis or $REDIS_URL, starts a private redis-server from PATH
     /// on a free port and stops it at the end.
+    #[command(after_help = after_help(Sub::Demo, "fairlock demo --clients 5 --rounds 20"))]
     Demo(demo::DemoArgs),
     /// A randomized multi-process workload with fault injection, checked for
     /// overlaps, FIFO order, fencing tokens and liveness; prints a summary.
     ///
-    /// Without --redis or $REDIS_URL, starts a private redis-server. A soak:
-    ///   fairlock torture --duration 20m
-    /// Exit 0 when no violation was found, 1 otherwise.
+    /// Without --redis or $REDIS_URL, starts a private redis-server. Shows
+    /// its progress while it runs (a live line on a terminal, a line every
+    /// 10 s otherwise) and ends on time; a long soak runs for minutes.
+    #[command(after_help = after_help(Sub::Torture, "fairlock torture --duration 20m"))]
     Torture(torture::TortureArgs),
     /// One worker process of `torture` (internal).
     #[command(hide = true)]
@@ -139,7 +197,8 @@ enum Command {
 }
 
 fn parse_protocol(text: &str) -> Result<Protocol, String> {
-    text.parse().map_err(|e: fairlock::Error| e.to_string())
+    text.parse()
+        .map_err(|_| "use native or redisson".to_owned())
 }
 
 impl Cli {
@@ -156,53 +215,91 @@ impl Cli {
             .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()))
     }
 
-    /// The lease: `--lease`, else 30 s (`torture` picks its own default).
-    pub(crate) fn lease(&self) -> Duration {
-        self.lease.unwrap_or(ClientConfig::DEFAULT_LEASE)
+    /// The lock settings of a subcommand that takes locks, completed by
+    /// those given before the subcommand.
+    pub(crate) fn settings(&self, own: &LockSettings) -> LockSettings {
+        own.or_before(&self.before_subcommand)
     }
 
-    fn config(&self, url: &str) -> Result<ClientConfig, Failure> {
+    /// Refuse lock settings given before a subcommand that takes no lock.
+    fn refuse_settings(&self, sub: &str) -> Result<(), Failure> {
+        let before = &self.before_subcommand;
+        let given: Vec<&str> = [
+            (before.lease.is_some(), "--lease"),
+            (before.waiter_ttl.is_some(), "--waiter-ttl"),
+            (before.waiter_slot.is_some(), "--waiter-slot"),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect();
+        if given.is_empty() {
+            return Ok(());
+        }
+        Err(Failure::new(
+            exit::USAGE,
+            format!(
+                "{} applies to exec, demo and torture, not to {sub}",
+                given.join(", ")
+            ),
+        ))
+    }
+
+    fn config(
+        &self,
+        url: &str,
+        settings: &LockSettings,
+        default_lease: Duration,
+    ) -> Result<ClientConfig, Failure> {
         Ok(ClientConfig::from_url(url)?
             .protocol(self.protocol)
-            .lease(self.lease())
-            .waiter_ttl(self.waiter_ttl)
-            .waiter_slot(self.waiter_slot))
+            .lease(settings.lease_or(default_lease))
+            .waiter_ttl(settings.waiter_ttl())
+            .waiter_slot(settings.waiter_slot()))
     }
 
-    async fn connect(&self, url: &str) -> Result<LockClient, Failure> {
-        Ok(LockClient::with_config(self.config(url)?).await?)
+    /// A client for `url` with these lock settings (lease default 30 s).
+    async fn connect(&self, url: &str, settings: &LockSettings) -> Result<LockClient, Failure> {
+        self.connect_with_lease(url, settings, ClientConfig::DEFAULT_LEASE)
+            .await
+    }
+
+    /// As [`connect`](Self::connect), with another default lease.
+    async fn connect_with_lease(
+        &self,
+        url: &str,
+        settings: &LockSettings,
+        default_lease: Duration,
+    ) -> Result<LockClient, Failure> {
+        let config = self.config(url, settings, default_lease)?;
+        LockClient::with_config(config)
+            .await
+            .map_err(failure::connect_failure)
     }
 }
 
-/// An error with the exit code it maps to.
-#[derive(Debug)]
-pub(crate) struct Failure {
-    pub(crate) code: u8,
-    pub(crate) message: String,
-}
-
-impl Failure {
-    pub(crate) fn new(code: u8, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
+/// Diagnostics on stderr: `--log-level` for everything, `$RUST_LOG`
+/// (EnvFilter) for per-target levels; colour only on a terminal, and not
+/// with `$NO_COLOR` set (to anything but the empty string).
+fn init_logging(level: Option<LevelFilter>) {
+    let rust_log = std::env::var("RUST_LOG").unwrap_or_default();
+    let mut filter = EnvFilter::builder().parse_lossy(&rust_log);
+    let bare_level_in_env = rust_log
+        .split(',')
+        .map(str::trim)
+        .any(|directive| !directive.is_empty() && directive.parse::<LevelFilter>().is_ok());
+    match level {
+        // A bare level replaces the environment's bare level, if any.
+        Some(level) => filter = filter.add_directive(level.into()),
+        None if !bare_level_in_env => filter = filter.add_directive(LevelFilter::WARN.into()),
+        None => {}
     }
-}
-
-impl From<fairlock::Error> for Failure {
-    fn from(err: fairlock::Error) -> Self {
-        let code = if err.is_connection() || err.is_auth() {
-            exit::UNAVAILABLE
-        } else if err.is_invalid_input() {
-            exit::USAGE
-        } else if err.is_lock_lost() {
-            exit::LOST
-        } else {
-            exit::SOFTWARE
-        };
-        Self::new(code, err.to_string())
-    }
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && !no_color)
+        .with_target(false)
+        .init();
 }
 
 fn main() -> ExitCode {
@@ -214,11 +311,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    tracing_subscriber::fmt()
-        .with_max_level(cli.log_level)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+    init_logging(cli.log_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -233,8 +326,14 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match &cli.command {
             Command::Exec(args) => exec::run(&cli, args).await,
-            Command::Inspect(args) => inspect::inspect(&cli, args).await,
-            Command::ForceUnlock(args) => inspect::force_unlock(&cli, args).await,
+            Command::Inspect(args) => {
+                cli.refuse_settings("inspect")?;
+                inspect::inspect(&cli, args).await
+            }
+            Command::ForceUnlock(args) => {
+                cli.refuse_settings("force-unlock")?;
+                inspect::force_unlock(&cli, args).await
+            }
             Command::Demo(args) => demo::run(&cli, args).await,
             Command::Torture(args) => torture::run(&cli, args).await,
             Command::TortureWorker(args) => torture::worker(&cli, args).await,

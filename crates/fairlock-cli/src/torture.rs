@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,8 +28,9 @@ use nix::unistd::Pid;
 
 use crate::history::{self, Bounds, Event, QueueLog};
 use crate::private_redis::PrivateRedis;
+use crate::progress::LiveLine;
 use crate::torture_proxy::FaultProxy;
-use crate::{Cli, Failure, duration, exit};
+use crate::{Cli, Failure, LockSettings, duration, exit};
 
 const FAIR: &str = "torture-fair";
 const PLAIN: &str = "torture-plain";
@@ -36,8 +38,8 @@ const MAX_HOLD_MS: u64 = 15;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct TortureArgs {
-    /// How long to run, e.g. 30s, 20m.
-    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = duration::parse)]
+    /// How long to run, e.g. 30s, 20m (1s to 30days).
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = duration::run_time)]
     duration: Duration,
     /// Worker processes (at least 1).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=32))]
@@ -48,6 +50,8 @@ pub(crate) struct TortureArgs {
     /// Do not inject faults (kills and pauses of workers).
     #[arg(long)]
     no_faults: bool,
+    #[command(flatten)]
+    settings: LockSettings,
 }
 
 #[derive(clap::Args, Debug)]
@@ -58,7 +62,14 @@ pub(crate) struct WorkerArgs {
     duration: Duration,
     #[arg(long)]
     seed: u64,
+    #[command(flatten)]
+    settings: LockSettings,
 }
+
+/// How often the progress line is written when stderr is not a terminal.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// How long workers get, after the run, to release their locks and exit.
+const WIND_DOWN: Duration = Duration::from_secs(10);
 
 /// A small xorshift generator: reproducible from the seed, no dependency.
 struct Rng(u64);
@@ -102,7 +113,7 @@ async fn raw_connection(url: &str) -> Result<redis::aio::MultiplexedConnection, 
 /// One worker process: tasks taking the locks until the duration is over.
 pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> {
     let url = cli.url();
-    let client = cli.connect(&url).await?;
+    let client = cli.connect(&url, &cli.settings(&args.settings)).await?;
     let out = Arc::new(Mutex::new(std::io::stdout()));
     {
         let hello = Event::Client {
@@ -125,9 +136,13 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
         let owner = client.new_owner();
         tasks.push(tokio::spawn(async move {
             while Instant::now() < deadline {
-                let event = match one_round(&client, &mut conn, &mut rng, &owner).await {
-                    Ok(event) => event,
-                    Err(_) => continue,
+                // A round still waiting at the deadline is dropped (the
+                // waiter leaves its queue): the run ends on time.
+                let round = one_round(&client, &mut conn, &mut rng, &owner);
+                let event = match tokio::time::timeout_at(deadline.into(), round).await {
+                    Ok(Ok(event)) => event,
+                    Ok(Err(_)) => continue,
+                    Err(_) => break,
                 };
                 let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
                 let _ = writeln!(out, "{}", event.to_json());
@@ -219,8 +234,8 @@ fn options(rng: &mut Rng) -> AcquireOptions {
 }
 
 /// The workers' lease: `--lease`, else 1 s so that faults play out quickly.
-fn lease(cli: &Cli) -> Duration {
-    cli.lease.unwrap_or(Duration::from_secs(1))
+fn lease(settings: &LockSettings) -> Duration {
+    settings.lease_or(Duration::from_secs(1))
 }
 
 struct Worker {
@@ -228,33 +243,41 @@ struct Worker {
     reader: std::thread::JoinHandle<()>,
 }
 
+/// What the workers reported so far: every line, and the holds among them.
+#[derive(Default)]
+struct Reports {
+    lines: Mutex<Vec<String>>,
+    holds: AtomicU64,
+}
+
 fn spawn_worker(
     cli: &Cli,
+    settings: &LockSettings,
     url: &str,
     tasks: u16,
     left: Duration,
     seed: u64,
-    lines: &Arc<Mutex<Vec<String>>>,
+    reports: &Arc<Reports>,
 ) -> Result<Worker, Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot find myself: {e}")))?;
     // Workers differ in their settings, as clients of one lock do.
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9) | 1);
-    let lease = lease(cli) * (1 + rng.below(2) as u32);
+    let lease = lease(settings) * (1 + rng.below(2) as u32);
     let waiter_ttl = [
-        cli.waiter_ttl,
+        settings.waiter_ttl(),
         Duration::from_secs(1),
         Duration::from_secs(2),
     ][rng.below(3) as usize];
     let mut child = Command::new(exe)
         .args(["--redis", url, "--protocol", cli.protocol.as_str()])
+        .arg("torture-worker")
         .args(["--lease", &format!("{}ms", lease.as_millis())])
         .args(["--waiter-ttl", &format!("{}ms", waiter_ttl.as_millis())])
         .args([
             "--waiter-slot",
-            &format!("{}ms", cli.waiter_slot.as_millis()),
+            &format!("{}ms", settings.waiter_slot().as_millis()),
         ])
-        .arg("torture-worker")
         .args(["--tasks", &tasks.to_string()])
         .args(["--duration", &format!("{}ms", left.as_millis().max(1))])
         .args(["--seed", &seed.to_string()])
@@ -266,13 +289,20 @@ fn spawn_worker(
         .stdout
         .take()
         .ok_or_else(|| Failure::new(exit::SOFTWARE, "worker without stdout"))?;
-    let lines = Arc::clone(lines);
+    let reports = Arc::clone(reports);
     let reader = std::thread::spawn(move || {
         for line in std::io::BufReader::new(stdout)
             .lines()
             .map_while(Result::ok)
         {
-            lines.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+            if matches!(Event::parse(&line), Some(Event::Hold { .. })) {
+                reports.holds.fetch_add(1, Ordering::Relaxed);
+            }
+            reports
+                .lines
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(line);
         }
     });
     Ok(Worker { child, reader })
@@ -280,6 +310,42 @@ fn spawn_worker(
 
 fn signal(worker: &Worker, sig: Signal) {
     let _ = kill(Pid::from_raw(worker.child.id() as i32), sig);
+}
+
+/// Workers stop by themselves at the deadline, then release their locks
+/// and exit; together they get [`WIND_DOWN`]. One that is still running
+/// after that is killed, and the reason is said.
+async fn wind_down(workers: Vec<Worker>) {
+    let until = Instant::now() + WIND_DOWN;
+    let mut said = false;
+    for mut worker in workers {
+        loop {
+            match worker.child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < until => {
+                    if !said && Instant::now() + WIND_DOWN / 2 > until {
+                        eprintln!(
+                            "torture: waiting for the workers to release their locks and exit"
+                        );
+                        said = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                _ => {
+                    eprintln!(
+                        "torture: worker {} did not exit within {} of the end (stuck releasing \
+                         or reporting); killed it, its last holds may be missing",
+                        worker.child.id(),
+                        duration::format(WIND_DOWN)
+                    );
+                    let _ = worker.child.kill();
+                    let _ = worker.child.wait();
+                    break;
+                }
+            }
+        }
+        let _ = worker.reader.join();
+    }
 }
 
 pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
@@ -291,7 +357,10 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
             (url, Some(server))
         }
     };
-    let observer = cli.connect(&url).await?;
+    let settings = cli.settings(&args.settings);
+    let observer = cli
+        .connect_with_lease(&url, &settings, lease(&settings))
+        .await?;
     let mut conn = raw_connection(&url).await?;
     // A busy script answers BUSY to everyone else after 100 ms.
     let _: redis::RedisResult<()> = redis::cmd("CONFIG")
@@ -320,9 +389,9 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
         args.processes,
         args.tasks,
         if args.no_faults { "off" } else { "on" },
-        duration::format(lease(cli)),
+        duration::format(lease(&settings)),
     );
-    let lines = Arc::new(Mutex::new(Vec::new()));
+    let reports = Arc::new(Reports::default());
     let started = Instant::now();
     let deadline = started + args.duration;
     let mut seed = u64::from(std::process::id()) << 16 | 1;
@@ -331,11 +400,12 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
         seed += 1;
         workers.push(spawn_worker(
             cli,
+            &settings,
             &worker_url,
             args.tasks,
             args.duration,
             seed,
-            &lines,
+            &reports,
         )?);
     }
     let mut rng = Rng(seed | 1);
@@ -351,8 +421,25 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
         _ => format!("fairlock:{{{FAIR}}}:wake"),
     };
     let mut next_fault = Instant::now() + Duration::from_millis(1500);
-    let pause_for = lease(cli) + Duration::from_millis(300);
+    let pause_for = lease(&settings) + Duration::from_millis(300);
+    let mut status = LiveLine::stderr();
+    let show_every = if status.in_place() {
+        Duration::from_secs(1)
+    } else {
+        PROGRESS_EVERY
+    };
+    let mut next_status = started + show_every;
     while Instant::now() < deadline {
+        if Instant::now() >= next_status {
+            let faults = kills + pauses + delays + silent + cuts + busy;
+            status.show(&format!(
+                "torture: {} of {}, {} holds, {faults} faults so far",
+                duration::format(Duration::from_secs(started.elapsed().as_secs())),
+                duration::format(args.duration),
+                reports.holds.load(Ordering::Relaxed),
+            ));
+            next_status += show_every;
+        }
         if let Ok(info) = lock.inspect().await {
             let owners: Vec<String> = info.queue.into_iter().map(|w| w.owner).collect();
             if queue.snapshots.last() != Some(&owners) {
@@ -423,7 +510,15 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
                 kills += 1;
                 seed += 1;
                 let left = deadline.saturating_duration_since(Instant::now());
-                let fresh = spawn_worker(cli, &worker_url, args.tasks, left, seed, &lines)?;
+                let fresh = spawn_worker(
+                    cli,
+                    &settings,
+                    &worker_url,
+                    args.tasks,
+                    left,
+                    seed,
+                    &reports,
+                )?;
                 let mut dead = std::mem::replace(&mut workers[victim], fresh);
                 let _ = dead.child.wait();
             } else {
@@ -445,23 +540,13 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
         }
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
-    // Workers stop by themselves; give them time to release and flush.
-    for mut worker in workers {
-        let until = Instant::now() + Duration::from_secs(20);
-        loop {
-            match worker.child.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
-                _ => {
-                    let _ = worker.child.kill();
-                    let _ = worker.child.wait();
-                    break;
-                }
-            }
-        }
-        let _ = worker.reader.join();
-    }
-    let lines = lines.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    status.clear();
+    wind_down(workers).await;
+    let lines = reports
+        .lines
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let events: Vec<Event> = lines.iter().filter_map(|l| Event::parse(l)).collect();
     let clients: HashMap<u32, String> = events
         .iter()
@@ -490,15 +575,15 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
         }
     }
     let slot = if cli.protocol == Protocol::Redisson {
-        cli.waiter_slot
+        settings.waiter_slot()
     } else {
-        cli.waiter_ttl
+        settings.waiter_ttl()
     };
     let bounds = Bounds {
         max_hold_us: MAX_HOLD_MS * 1000,
         handoff_us: 300_000,
         // Workers may have twice the lease (their settings differ).
-        per_fault_us: (lease(cli) * 2 + slot + pause_for + Duration::from_secs(1)).as_micros()
+        per_fault_us: (lease(&settings) * 2 + slot + pause_for + Duration::from_secs(1)).as_micros()
             as u64,
         base_us: 3_000_000,
     };

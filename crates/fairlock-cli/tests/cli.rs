@@ -1,6 +1,6 @@
 //! The `fairlock` binary against harness-started Redis servers.
 
-#[path = "../../fairlock/tests/support/mod.rs"]
+// The library's harness (tests/support links to it).
 mod support;
 
 use std::path::Path;
@@ -410,6 +410,25 @@ fn redisson_keys_are_written() {
     assert!(wait_child(&mut waiter, Duration::from_secs(10)).success());
 }
 
+/// The demo's timeline: (holder, token, line behind it) per handoff.
+fn timeline(stdout: &str) -> Vec<(String, u64, Vec<String>)> {
+    stdout
+        .lines()
+        .skip_while(|line| !line.contains("line behind the holder"))
+        .skip(1)
+        .take_while(|line| !line.trim_start().starts_with("..."))
+        .map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let line = if words[3] == "(nobody" {
+                Vec::new()
+            } else {
+                words[3..].iter().map(|w| (*w).to_owned()).collect()
+            };
+            (words[1].to_owned(), words[2].parse().unwrap(), line)
+        })
+        .collect()
+}
+
 #[test]
 fn demo_finishes_without_violations() {
     let server = RedisServer::start();
@@ -424,6 +443,22 @@ fn demo_finishes_without_violations() {
     assert!(stdout.contains("order violations:   0"), "{stdout}");
     assert!(stdout.contains("overlap violations: 0"), "{stdout}");
     assert!(stdout.contains("summary: 40 acquisitions"), "{stdout}");
+    // The timeline: 12 handoffs, each to the head of the line shown before
+    // it, with increasing fencing tokens.
+    let steps = timeline(&stdout);
+    assert_eq!(steps.len(), 12, "{stdout}");
+    for pair in steps.windows(2) {
+        let (before, after) = (&pair[0], &pair[1]);
+        if let Some(head) = before.2.first() {
+            assert_eq!(&after.0, head, "{stdout}");
+        }
+        assert!(after.1 > before.1, "tokens increase: {stdout}");
+    }
+    assert!(stdout.contains("  ... 28 more handoffs"), "{stdout}");
+    assert!(
+        stdout.contains("grants went to the head of the line shown before them"),
+        "{stdout}"
+    );
     // A private server when no URL is given.
     let out = Command::new(env!("CARGO_BIN_EXE_fairlock"))
         .env_remove("REDIS_URL")
@@ -436,4 +471,150 @@ fn demo_finishes_without_violations() {
         stdout.contains("started a private redis-server"),
         "{stdout}"
     );
+}
+
+/// A lock held (or waited for) under one protocol, inspected under the
+/// other: the view says where the lock is and which flag shows it.
+#[test]
+fn inspect_names_the_other_protocol() {
+    let server = RedisServer::start();
+    for (held_under, looked_under, name) in [
+        (Protocol::Redisson, Protocol::Native, "java-side"),
+        (Protocol::Native, Protocol::Redisson, "rust-side"),
+        (Protocol::Redisson, Protocol::Native, "tagged{t}"),
+    ] {
+        let holder = library_client(&server, held_under);
+        let guard = holder.fair_lock(name).unwrap().lock().unwrap();
+        let mut waiter = fairlock_with(&server, held_under)
+            .args(["exec", name, "--", "true"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until(Duration::from_secs(10), "queued", || {
+            support::queue_len(&server, held_under, name) == 1
+        });
+        let flag = format!("--protocol {held_under}");
+        let json = inspect_with(&server, looked_under, name);
+        assert_eq!(json["locked"], false, "{json}");
+        assert_eq!(json["other_protocol"]["protocol"], held_under.as_str());
+        assert_eq!(json["other_protocol"]["locked"], true);
+        assert_eq!(json["other_protocol"]["queue_length"], 1);
+        assert_eq!(json["other_protocol"]["flag"], flag.as_str());
+        let out = run(fairlock_with(&server, looked_under).args(["inspect", name]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!(
+                "note: {name} is also a lock under the {held_under} protocol (locked, 1 waiting): \
+                 pass {flag}"
+            )),
+            "{text}"
+        );
+        // Under the right protocol there is nothing to add.
+        assert_eq!(
+            inspect_with(&server, held_under, name)["other_protocol"],
+            Value::Null
+        );
+        // force-unlock under the wrong protocol finds nothing, and says why.
+        let out = run(fairlock_with(&server, looked_under).args(["force-unlock", name, "--yes"]));
+        assert_eq!(out.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("was not locked"));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!("pass {flag}")),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        guard.unlock().unwrap();
+        assert!(wait_child(&mut waiter, Duration::from_secs(10)).success());
+    }
+    // An application's own key of another type under the bare name is not
+    // taken for a Redisson lock.
+    let () = server.cmd(&["SET", "plain-key", "data"]);
+    assert_eq!(inspect(&server, "plain-key")["other_protocol"], Value::Null);
+}
+
+/// What a warning looks like: the connect-time eviction warning of a server
+/// whose maxmemory-policy evicts.
+fn evicting_server() -> RedisServer {
+    RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"])
+}
+
+/// Logs: plain text off a terminal; --log-level and RUST_LOG choose what
+/// is shown.
+#[test]
+fn logs_off_a_terminal_are_plain_and_filtered() {
+    let evicting = evicting_server();
+    let plain = RedisServer::start();
+    let logged_at = |server: &RedisServer, args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = fairlock(server);
+        cmd.env_remove("RUST_LOG").env_remove("NO_COLOR");
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        let out = run(cmd.args(args).args(["inspect", "x"]));
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let logged = |args: &[&str], env: &[(&str, &str)]| logged_at(&evicting, args, env);
+    let warned = logged(&[], &[]);
+    assert!(
+        warned.contains("WARN") && warned.contains("maxmemory-policy"),
+        "{warned}"
+    );
+    assert!(
+        !warned.contains('\x1b'),
+        "escape codes in a pipe: {warned:?}"
+    );
+    assert_eq!(logged(&["--log-level", "error"], &[]), "");
+    // RUST_LOG: per-target levels, and a bare level when --log-level is absent.
+    let debug = logged_at(&plain, &[], &[("RUST_LOG", "fairlock=debug")]);
+    assert!(
+        debug.contains("DEBUG") && debug.contains("maxmemory-policy is noeviction"),
+        "{debug}"
+    );
+    // Other targets keep the default level (warn).
+    let warned = logged(&[], &[("RUST_LOG", "redis=debug")]);
+    assert!(warned.contains("WARN"), "{warned}");
+    assert_eq!(logged(&[], &[("RUST_LOG", "error")]), "");
+    // --log-level wins over RUST_LOG's bare level.
+    let both = logged(&["--log-level", "info"], &[("RUST_LOG", "error")]);
+    assert!(both.contains("INFO"), "{both}");
+}
+
+/// On a terminal, logs are coloured unless NO_COLOR is set.
+#[test]
+fn logs_on_a_terminal_are_coloured_unless_no_color() {
+    let server = evicting_server();
+    for (no_color, coloured) in [(None, true), (Some("1"), false)] {
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let mut child = {
+            // The command (and with it this side's copy of the terminal's
+            // slave end) is gone once the child runs.
+            let mut cmd = fairlock(&server);
+            cmd.env_remove("RUST_LOG").env_remove("NO_COLOR");
+            if let Some(value) = no_color {
+                cmd.env("NO_COLOR", value);
+            }
+            cmd.args(["inspect", "x"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(pty.slave))
+                .spawn()
+                .unwrap()
+        };
+        assert!(wait_child(&mut child, Duration::from_secs(10)).success());
+        // Everything written is buffered in the terminal; with no slave end
+        // left open, reading past it fails (EIO) instead of blocking.
+        let mut master = std::fs::File::from(pty.master);
+        let mut shown = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut master, &mut chunk) {
+            shown.extend_from_slice(&chunk[..n]);
+        }
+        let shown = String::from_utf8_lossy(&shown).into_owned();
+        assert!(shown.contains("maxmemory-policy"), "{shown:?}");
+        assert_eq!(
+            shown.contains('\x1b'),
+            coloured,
+            "NO_COLOR={no_color:?}: {shown:?}"
+        );
+    }
 }

@@ -4,7 +4,7 @@
 //! Signals reach the command exactly once; a command still reads the
 //! terminal; waiting is shown without reading the whole queue.
 
-#[path = "../../fairlock/tests/support/mod.rs"]
+// The library's harness (tests/support links to it).
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,7 +1,7 @@
 //! Clients that die: `fairlock exec` processes killed with SIGKILL while they
 //! wait or hold, under both protocols.
 
-#[path = "../../fairlock/tests/support/mod.rs"]
+// The library's harness (tests/support links to it).
 mod support;
 
 use std::process::{Child, Command, Stdio};

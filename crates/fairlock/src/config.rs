@@ -66,14 +66,25 @@ impl ClientConfig {
     /// Default waiter ttl of the native protocol: 6 s.
     pub const DEFAULT_WAITER_TTL: Duration = Duration::from_secs(6);
 
+    /// The URL forms [`from_url`](Self::from_url) accepts, for messages.
+    pub const URL_FORMS: &'static str = "redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], \
+         rediss://... (the same, over TLS), or redis+unix:///PATH/TO/SOCKET[?db=DB]";
+
     /// Parse a Redis URL and take every other setting's default.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] when the URL cannot be parsed.
+    /// [`Error::InvalidConfig`] when the URL cannot be parsed; the message
+    /// says why, lists the accepted forms ([`URL_FORMS`](Self::URL_FORMS))
+    /// and never repeats the password.
     pub fn from_url(url: &str) -> Result<Self> {
-        let connection = url
-            .into_connection_info()
-            .map_err(|e| Error::InvalidConfig(format!("bad Redis URL: {e}")))?;
+        let connection = url.into_connection_info().map_err(|e| {
+            Error::InvalidConfig(format!(
+                "Redis URL {:?} is not valid ({}); use {}",
+                redact_password(url),
+                url_problem(url, &e),
+                Self::URL_FORMS
+            ))
+        })?;
         Ok(Self {
             connection,
             protocol: Protocol::default(),
@@ -219,6 +230,11 @@ impl ClientConfig {
         self.connection.addr().to_string()
     }
 
+    /// The database number from the URL (0 when it names none).
+    pub(crate) fn db(&self) -> i64 {
+        self.connection.redis_settings().db()
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         check_duration("lease", self.lease)?;
         check_duration("renew interval", self.renew_interval())?;
@@ -283,10 +299,22 @@ impl ClientConfig {
 
     /// The redis-rs client for these settings.
     pub(crate) fn redis_client(&self) -> Result<redis::Client> {
+        self.client_for(self.connection.clone())
+    }
+
+    /// A client for the same server and credentials on database 0: the
+    /// connect-time probe selects the URL's database itself, so that a
+    /// missing one is told apart from other refusals.
+    pub(crate) fn probe_client(&self) -> Result<redis::Client> {
+        let settings = self.connection.redis_settings().clone().set_db(0);
+        self.client_for(self.connection.clone().set_redis_settings(settings))
+    }
+
+    fn client_for(&self, connection: redis::ConnectionInfo) -> Result<redis::Client> {
         // rustls needs a process-wide crypto provider; install ring's unless
         // the application installed one already.
         #[cfg(feature = "tls")]
-        if matches!(self.connection.addr(), redis::ConnectionAddr::TcpTls { .. })
+        if matches!(connection.addr(), redis::ConnectionAddr::TcpTls { .. })
             && rustls::crypto::CryptoProvider::get_default().is_none()
         {
             let _ = rustls::crypto::ring::default_provider().install_default();
@@ -303,13 +331,66 @@ impl ClientConfig {
                     }),
                 root_cert: tls.root_cert.clone(),
             };
-            return redis::Client::build_with_tls(self.connection.clone(), certs).map_err(|e| {
+            return redis::Client::build_with_tls(connection, certs).map_err(|e| {
                 Error::InvalidConfig(format!("bad TLS settings for {}: {e}", self.address()))
             });
         }
-        redis::Client::open(self.connection.clone()).map_err(|e| {
+        redis::Client::open(connection).map_err(|e| {
             Error::InvalidConfig(format!("cannot use Redis at {}: {e}", self.address()))
         })
+    }
+}
+
+/// `url` with the password (if any) replaced by `***`, for messages.
+fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// What is wrong with a URL redis-rs refused, in a few words.
+fn url_problem(url: &str, err: &redis::RedisError) -> String {
+    const SCHEMES: [&str; 7] = [
+        "redis",
+        "rediss",
+        "redis+unix",
+        "unix",
+        "valkey",
+        "valkeys",
+        "valkey+unix",
+    ];
+    // `host:port` alone has no scheme; `scheme:/...` has one.
+    let scheme = url
+        .split_once(':')
+        .filter(|(_, rest)| rest.starts_with('/'));
+    match scheme {
+        None => "no scheme such as redis://".to_owned(),
+        Some((scheme, _)) if !SCHEMES.contains(&scheme) => format!("unknown scheme {scheme:?}"),
+        Some(_) => {
+            // redis-rs shows "description - Kind[: detail]"; keep the words.
+            let shown = err.to_string();
+            let what = shown.split(" - ").next().unwrap_or(&shown);
+            if what == "Redis URL did not parse" {
+                "it does not parse as a URL: check the host, the port (1 to 65535) and \
+                 that a password's special characters are %-encoded"
+                    .to_owned()
+            } else {
+                let mut chars = what.chars();
+                chars
+                    .next()
+                    .map(|first| first.to_lowercase().chain(chars).collect())
+                    .unwrap_or_else(|| "refused by the Redis client".to_owned())
+            }
+        }
     }
 }
 
@@ -327,11 +408,11 @@ pub(crate) fn check_duration(what: &'static str, value: Duration) -> Result<u64>
         return Err(Error::InvalidDuration {
             what,
             value,
-            reason: "must be at most MAX_DURATION (365 days)",
+            reason: "must be at most 365 days",
         });
     }
     let millis = value.as_millis() as u64;
-    Ok(if value.subsec_nanos() % 1_000_000 != 0 {
+    Ok(if !value.subsec_nanos().is_multiple_of(1_000_000) {
         millis + 1
     } else {
         millis
@@ -368,5 +449,21 @@ mod tests {
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("alice"), "{shown}");
         assert!(ClientConfig::from_url("http://x").is_err());
+    }
+
+    #[test]
+    fn bad_urls_say_why_and_hide_the_password() {
+        let message = |url: &str| ClientConfig::from_url(url).unwrap_err().to_string();
+        let shown = message("http://127.0.0.1:1");
+        assert!(shown.contains("unknown scheme \"http\""), "{shown}");
+        assert!(shown.contains(ClientConfig::URL_FORMS), "{shown}");
+        let shown = message("redis:/x");
+        assert!(shown.contains("missing hostname"), "{shown}");
+        let shown = message("redis://:hunter2@127.0.0.1:99999");
+        assert!(shown.contains("does not parse as a URL"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("redis://:***@127.0.0.1:99999"), "{shown}");
+        assert!(message("127.0.0.1:6379").contains("no scheme"));
+        assert!(message("redis://host/x").contains("invalid database number"));
     }
 }

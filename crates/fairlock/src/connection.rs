@@ -78,25 +78,51 @@ async fn check_eviction_policy(probe: &mut MultiplexedConnection, addr: &str) ->
     policy.map(Arc::from)
 }
 
+/// A refused `SELECT`: the server has fewer databases (`databases`, 16 by
+/// default) than the URL asks for. Other failures keep their class.
+fn missing_database(err: redis::RedisError, addr: &str, db: i64) -> Error {
+    if err.kind() != redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) {
+        return Error::from_redis_conn(err, addr);
+    }
+    let said = err.detail().unwrap_or("refused");
+    Error::InvalidConfig(format!(
+        "Redis at {addr} has no database {db} (it answered: {said}); use a database the \
+         server has, from 0 to its `databases` setting minus one (0 to 15 by default), \
+         as in redis://HOST:PORT/0"
+    ))
+}
+
 impl Connection {
     /// Connect, failing fast (with the address in the error) when the server
-    /// is down or refuses the credentials.
+    /// is down, is not a Redis server ([`Error::NotRedis`]), refuses the
+    /// credentials, or lacks the URL's database ([`Error::InvalidConfig`]).
     pub(crate) async fn connect(config: &ClientConfig) -> Result<(Self, redis::Client)> {
         let addr: Arc<str> = config.address().into();
         let client = config.redis_client()?;
         let probe_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.response_timeout));
-        // The probe runs the handshake (AUTH, SELECT) once, so that a down
-        // server or wrong password is reported now and precisely.
-        let mut probe = client
+        // The probe runs the handshake (AUTH) once, on database 0, then
+        // selects the URL's database itself: a down server, a server of
+        // another kind, a wrong password and a missing database are each
+        // reported now and told apart.
+        let mut probe = config
+            .probe_client()?
             .get_multiplexed_async_connection_with_config(&probe_config)
             .await
-            .map_err(|e| Error::from_redis_conn(e, &addr))?;
+            .map_err(|e| Error::from_first_reply(e, &addr))?;
         redis::cmd("PING")
             .query_async::<()>(&mut probe)
             .await
-            .map_err(|e| Error::from_redis_conn(e, &addr))?;
+            .map_err(|e| Error::from_first_reply(e, &addr))?;
+        let db = config.db();
+        if db != 0 {
+            redis::cmd("SELECT")
+                .arg(db)
+                .query_async::<()>(&mut probe)
+                .await
+                .map_err(|e| missing_database(e, &addr, db))?;
+        }
         let maxmemory_policy = check_eviction_policy(&mut probe, &addr).await;
         drop(probe);
 

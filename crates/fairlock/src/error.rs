@@ -98,6 +98,19 @@ pub enum Error {
         source: redis::RedisError,
     },
 
+    /// Something answered at the address, but not as a Redis server does
+    /// (an HTTP server, another database, a TLS endpoint reached without
+    /// TLS...): the URL points at the wrong host or port. Reported when
+    /// connecting; retrying does not help.
+    #[error("{addr} did not answer as a Redis server: {source}")]
+    NotRedis {
+        /// `host:port` (or socket path) that was reached.
+        addr: String,
+        /// What the reply failed on.
+        #[source]
+        source: redis::RedisError,
+    },
+
     /// The server refused the credentials (wrong password or ACL user).
     #[error("authentication to Redis at {addr} failed: {source}")]
     Auth {
@@ -186,6 +199,23 @@ impl Error {
     /// Classify an error from connecting or a call that names no lock.
     pub(crate) fn from_redis_conn(err: redis::RedisError, addr: &str) -> Self {
         Self::from_redis(err, addr, "", "")
+    }
+
+    /// Classify an error from the first exchange with a server (the
+    /// handshake and a `PING`): a reply that does not parse as RESP, or a
+    /// `PING` answered with something other than a status, means the
+    /// address is not a Redis server.
+    pub(crate) fn from_first_reply(err: redis::RedisError, addr: &str) -> Self {
+        if matches!(
+            err.kind(),
+            redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
+        ) {
+            return Error::NotRedis {
+                addr: addr.to_owned(),
+                source: err,
+            };
+        }
+        Self::from_redis_conn(err, addr)
     }
 }
 

@@ -107,6 +107,13 @@
 //! must contain one non-empty `{tag}`), durations under 1 ms or over
 //! [`MAX_DURATION`].
 //!
+//! Connecting tells apart what a user can get wrong: a URL that does not
+//! parse ([`Error::InvalidConfig`], naming the accepted forms), a server that
+//! cannot be reached ([`Error::Connection`]), an address where something
+//! other than Redis answers ([`Error::NotRedis`]), refused credentials
+//! ([`Error::Auth`]), and a database number the server does not have
+//! ([`Error::InvalidConfig`]).
+//!
 //! # Deployment
 //!
 //! Keep locks on a Redis with `maxmemory-policy noeviction`: under any other
@@ -147,5 +154,5 @@ pub use protocol::{Holder, LockInfo, Protocol, QueuedWaiter};
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

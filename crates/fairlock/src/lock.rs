@@ -266,7 +266,10 @@ impl AcquireOptions {
 /// For a [`FairLock`], waiters are granted the lock in the order in which
 /// their first attempt reached Redis, across all clients and processes. A
 /// waiter that stops waiting leaves the queue; one whose process dies is
-/// skipped once its waiter slot runs out (Redisson's rule).
+/// skipped once it stopped refreshing for its waiter ttl (native,
+/// [`ClientConfig::waiter_ttl`](crate::ClientConfig::waiter_ttl)), or once
+/// its waiter slot ran out (redisson, Redisson's rule,
+/// [`ClientConfig::waiter_slot`](crate::ClientConfig::waiter_slot)).
 pub struct LockHandle<K: LockKind> {
     shared: Arc<LockShared>,
     _kind: PhantomData<K>,

@@ -28,7 +28,7 @@ pub(crate) fn validate(name: &str) -> Result<()> {
         return Err(invalid("the name is empty"));
     }
     if name.len() > MAX_NAME_LEN {
-        return Err(invalid("the name is longer than MAX_NAME_LEN (1024 bytes)"));
+        return Err(invalid("the name is longer than 1024 bytes"));
     }
     if name.chars().any(|c| c.is_ascii_control()) {
         return Err(invalid("the name contains a control character"));

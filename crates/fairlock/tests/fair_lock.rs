@@ -1,5 +1,7 @@
-//! Fair and non-fair lock behaviour under the redisson protocol: FIFO order,
-//! mutual exclusion, reentrancy, the raw key layout.
+//! Fair and non-fair lock behaviour under both protocols (each test runs
+//! once per protocol): FIFO order, mutual exclusion, reentrancy,
+//! force-unlock, unlock by a non-owner; and, under redisson, the raw key
+//! layout Redisson expects (docs/redisson-protocol.md).
 
 mod support;
 
@@ -265,7 +267,7 @@ async fn unlock_by_non_owner(protocol: Protocol) {
     assert!(err.is_lock_lost(), "nobody holds it: {err}");
 }
 
-/// The keys written are exactly what Redisson writes (shared/PROTOCOL.md).
+/// The keys written are exactly what Redisson writes (docs/redisson-protocol.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_layout_matches_redisson() {
     let server = RedisServer::start();

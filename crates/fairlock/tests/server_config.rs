@@ -1,6 +1,7 @@
 //! What fairlock needs from the server (`docs/deployment.md`): the
 //! eviction-policy check at connect, and the minimal ACL rules of each
-//! protocol, tried with users that have exactly those rules.
+//! protocol, tried with users that have exactly those rules; and what
+//! connecting tells apart (a server that is not Redis, a missing database).
 
 mod support;
 
@@ -571,4 +572,69 @@ async fn redisson_user_without_the_channel_key_rule() {
         acl_denials(&server),
         vec!["key redisson_lock__channel:{locks:no-channel-key} (toplevel)".to_owned()]
     );
+}
+
+// ---------------------------------------------------------------------------
+// What connecting tells apart
+
+/// A loopback listener that answers its first `connections` connections as
+/// an HTTP server answers a request it cannot read, closing each.
+fn http_server(connections: usize) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(connections) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_redis_is_named_as_such() {
+    let port = http_server(1);
+    let err = LockClient::connect(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    let addr = format!("127.0.0.1:{port}");
+    assert!(
+        matches!(&err, Error::NotRedis { addr: a, .. } if *a == addr),
+        "{err:?}"
+    );
+    assert!(!err.is_connection() && !err.is_invalid_input(), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{addr} did not answer as a Redis server"))
+    );
+}
+
+#[tokio::test]
+async fn a_missing_database_is_bad_input_and_an_existing_one_is_used() {
+    let server = RedisServer::start();
+    let err = LockClient::connect(&format!("{}/99", server.url()))
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err:?}");
+    let shown = err.to_string();
+    assert!(shown.contains("has no database 99"), "{shown}");
+    assert!(shown.contains("DB index is out of range"), "{shown}");
+
+    let client = LockClient::connect(&format!("{}/3", server.url()))
+        .await
+        .unwrap();
+    let guard = client.fair_lock("in-three").unwrap().lock().await.unwrap();
+    let mut conn = server.conn();
+    let in_zero: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert!(in_zero.is_empty(), "{in_zero:?}");
+    let () = redis::cmd("SELECT").arg(3).query(&mut conn).unwrap();
+    let in_three: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert!(
+        in_three.contains(&"fairlock:{in-three}:lock".to_owned()),
+        "{in_three:?}"
+    );
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
 }

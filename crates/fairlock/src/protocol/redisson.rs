@@ -2,7 +2,7 @@
 //!
 //! Keys, field format (`UUID:N`), channels, release message (`0`), waiter
 //! deadlines (client clock, `previous + slot`) and the unlock result cache
-//! are Redisson's (see `shared/PROTOCOL.md`). Return values are fairlock's
+//! are Redisson's (see `docs/redisson-protocol.md`). Return values are fairlock's
 //! own, so that "released" and "was not held" are told apart.
 
 use std::sync::LazyLock;

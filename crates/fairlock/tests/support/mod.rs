@@ -65,11 +65,19 @@ pub async fn client_with(
 /// The keys a lock uses under `protocol`: (lock, queue, other queue keys).
 pub fn lock_keys(protocol: fairlock::Protocol, name: &str) -> (String, String, Vec<String>) {
     match protocol {
-        fairlock::Protocol::Redisson => (
-            name.to_owned(),
-            format!("redisson_lock_queue:{{{name}}}"),
-            vec![format!("redisson_lock_timeout:{{{name}}}")],
-        ),
+        fairlock::Protocol::Redisson => {
+            // Redisson braces a name unless it carries its own hash tag.
+            let tagged = if name.contains('{') {
+                name.to_owned()
+            } else {
+                format!("{{{name}}}")
+            };
+            (
+                name.to_owned(),
+                format!("redisson_lock_queue:{tagged}"),
+                vec![format!("redisson_lock_timeout:{tagged}")],
+            )
+        }
         _ => (
             format!("fairlock:{{{name}}}:lock"),
             format!("fairlock:{{{name}}}:queue"),

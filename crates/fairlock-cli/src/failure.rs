@@ -1,0 +1,266 @@
+//! Exit codes, their table in `--help`, and what each library error tells
+//! the user (in the user's terms, with what to do about it).
+
+use fairlock::Error;
+
+/// Exit codes (sysexits.h where one fits), listed by [`table`].
+pub(crate) mod exit {
+    /// force-unlock: the confirmation was declined; demo, torture: a check failed.
+    pub(crate) const DECLINED_OR_FAILED: u8 = 1;
+    /// Bad usage: unknown flag, value out of range, bad lock name or URL.
+    pub(crate) const USAGE: u8 = 64;
+    /// Redis unreachable, not Redis, or refusing us.
+    pub(crate) const UNAVAILABLE: u8 = 69;
+    /// Anything else that went wrong inside fairlock.
+    pub(crate) const SOFTWARE: u8 = 70;
+    /// The lock was lost while the command ran.
+    pub(crate) const LOST: u8 = 71;
+    /// The lock was not acquired within `--wait`.
+    pub(crate) const TIMEOUT: u8 = 75;
+    /// The command exists but could not be run.
+    pub(crate) const CANNOT_RUN: u8 = 126;
+    /// The command was not found.
+    pub(crate) const NOT_FOUND: u8 = 127;
+}
+
+/// The subcommands, for the exit codes that apply to each.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Sub {
+    Exec,
+    Inspect,
+    ForceUnlock,
+    Demo,
+    Torture,
+}
+
+const ALL: &[Sub] = &[
+    Sub::Exec,
+    Sub::Inspect,
+    Sub::ForceUnlock,
+    Sub::Demo,
+    Sub::Torture,
+];
+
+/// Every way `fairlock` exits: code, the subcommands it applies to, meaning.
+const ROWS: &[(&str, &[Sub], &str)] = &[
+    (
+        "CMD's",
+        &[Sub::Exec],
+        "the command ran under the lock: its own exit code (128+N if it died of signal N)",
+    ),
+    ("0", ALL, "success"),
+    (
+        "1",
+        &[Sub::ForceUnlock],
+        "the confirmation was declined: nothing was changed",
+    ),
+    (
+        "1",
+        &[Sub::Demo, Sub::Torture],
+        "a check failed: the summary names the violations",
+    ),
+    (
+        "64",
+        ALL,
+        "bad usage: unknown flag, value out of range, bad lock name or Redis URL, \
+         a database the server lacks, a lock name used by another kind of key",
+    ),
+    (
+        "69",
+        ALL,
+        "Redis unavailable: unreachable, not a Redis server, password or ACL permission \
+         refused",
+    ),
+    (
+        "69",
+        &[Sub::Demo, Sub::Torture],
+        "without --redis: a private redis-server could not be started",
+    ),
+    ("70", ALL, "internal error (a bug: please report it)"),
+    (
+        "71",
+        &[Sub::Exec],
+        "the lock was lost while the command ran",
+    ),
+    (
+        "75",
+        &[Sub::Exec],
+        "not acquired within --wait (the queue entry is removed)",
+    ),
+    (
+        "126",
+        &[Sub::Exec],
+        "the command could not be run (not executable)",
+    ),
+    ("127", &[Sub::Exec], "the command was not found"),
+    (
+        "128+N",
+        &[Sub::Exec],
+        "signal N arrived while waiting for the lock (the queue entry is removed)",
+    ),
+];
+
+fn name(sub: Sub) -> &'static str {
+    match sub {
+        Sub::Exec => "exec",
+        Sub::Inspect => "inspect",
+        Sub::ForceUnlock => "force-unlock",
+        Sub::Demo => "demo",
+        Sub::Torture => "torture",
+    }
+}
+
+/// The exit code table: of one subcommand, or (`None`) of all, each row
+/// that does not apply to every subcommand naming those it applies to.
+pub(crate) fn table(only: Option<Sub>) -> String {
+    let mut out = String::from("Exit codes:\n");
+    for (code, subs, meaning) in ROWS {
+        let line = match only {
+            Some(sub) if !subs.contains(&sub) => continue,
+            Some(_) => format!("  {code:<7}{meaning}\n"),
+            None if subs.len() == ALL.len() => format!("  {code:<7}{meaning}\n"),
+            None => {
+                let who: Vec<&str> = subs.iter().map(|s| name(*s)).collect();
+                format!("  {code:<7}{}: {meaning}\n", who.join(", "))
+            }
+        };
+        out += &line;
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+/// An error with the exit code it maps to.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(code: u8, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Where the URL comes from, for the hints.
+const WHERE_URL: &str = "--redis or $REDIS_URL";
+
+impl From<Error> for Failure {
+    fn from(err: Error) -> Self {
+        use exit::{LOST, SOFTWARE, UNAVAILABLE, USAGE};
+        match &err {
+            Error::Connection { addr, source } => Self::new(UNAVAILABLE, unreachable(addr, source)),
+            Error::NotRedis { addr, .. } => Self::new(
+                UNAVAILABLE,
+                format!(
+                    "{addr} did not answer as a Redis server: check the host and port in \
+                     {WHERE_URL}"
+                ),
+            ),
+            Error::Auth { addr, source } if source.code() == Some("NOAUTH") => Self::new(
+                UNAVAILABLE,
+                format!(
+                    "Redis at {addr} requires a password: put it in the URL, \
+                     redis://:PASSWORD@HOST:PORT (or redis://USER:PASSWORD@HOST:PORT)"
+                ),
+            ),
+            Error::Auth { addr, .. } => Self::new(
+                UNAVAILABLE,
+                format!(
+                    "Redis at {addr} refused the user or password of the URL: check them in \
+                     {WHERE_URL} (redis://USER:PASSWORD@HOST:PORT)"
+                ),
+            ),
+            Error::Unavailable { addr, source } => Self::new(
+                UNAVAILABLE,
+                format!("Redis at {addr} cannot serve requests now ({source}); try again later"),
+            ),
+            Error::Redis(source) if source.code() == Some("NOPERM") => Self::new(
+                UNAVAILABLE,
+                format!(
+                    "the Redis user may not do what fairlock needs ({}): grant it the ACL \
+                     rules of docs/deployment.md",
+                    source.detail().unwrap_or("NOPERM")
+                ),
+            ),
+            Error::WrongType { name, key, .. } => Self::new(
+                USAGE,
+                format!(
+                    "the key {key:?} of lock {name:?} holds another kind of data: the name is \
+                     taken by something else in this Redis database; use another lock name"
+                ),
+            ),
+            Error::InvalidConfig(message) => Self::new(USAGE, message.clone()),
+            _ if err.is_invalid_input() => Self::new(USAGE, err.to_string()),
+            _ if err.is_lock_lost() => Self::new(LOST, err.to_string()),
+            _ => Self::new(
+                SOFTWARE,
+                format!("{err} (an internal error: please report it)"),
+            ),
+        }
+    }
+}
+
+/// A failure to connect: as [`Failure::from`], but what only happens on
+/// the first exchange is said as such: a server that hung up before
+/// answering (a TLS server reached without TLS, a proxy with nothing
+/// behind it), or one that answered the first command with an error
+/// (protected mode, too many clients).
+pub(crate) fn connect_failure(err: Error) -> Failure {
+    match &err {
+        Error::Connection { addr, source }
+            if source.is_connection_dropped() && !source.is_connection_refusal() =>
+        {
+            Failure::new(
+                exit::UNAVAILABLE,
+                format!(
+                    "{addr} closed the connection before answering ({source}); check the host and \
+                 port in {WHERE_URL}, and the scheme: rediss:// for a server with TLS, redis:// \
+                 without"
+                ),
+            )
+        }
+        Error::Redis(source) if source.code() != Some("NOPERM") => Failure::new(
+            exit::UNAVAILABLE,
+            format!("the Redis server refused to serve fairlock: {source}"),
+        ),
+        _ => Failure::from(err),
+    }
+}
+
+/// The server could not be reached: say how, and what to check.
+fn unreachable(addr: &str, source: &redis::RedisError) -> String {
+    if source.is_connection_refusal() {
+        format!(
+            "cannot reach Redis at {addr} ({source}); is a Redis server running there? \
+             Check {WHERE_URL}"
+        )
+    } else if source.is_timeout() {
+        format!(
+            "Redis at {addr} did not answer in time; check the host and port in {WHERE_URL} \
+             (and the scheme: rediss:// for a server with TLS, redis:// without)"
+        )
+    } else {
+        format!("cannot reach Redis at {addr} ({source}); check the host and port in {WHERE_URL}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tables_list_what_applies() {
+        let all = table(None);
+        assert!(all.contains("  1      force-unlock: the confirmation was declined"));
+        assert!(all.contains("  64     bad usage"));
+        let inspect = table(Some(Sub::Inspect));
+        assert!(!inspect.contains("75") && !inspect.contains("\n  1 "));
+        let exec = table(Some(Sub::Exec));
+        assert!(exec.contains("  128+N  signal N"));
+    }
+}
