@@ -279,6 +279,11 @@ impl LockClient {
         });
         futures_util::future::join_all(releases).await;
         self.flush().await;
+        // Nothing is held or waited for any more: stop the background tasks
+        // (and close the wake-up connection) now rather than at drop.
+        inner.revocations.abort();
+        inner.wakeups.stop();
+        inner.watchdog.stop();
         info!(client = %inner.id, "lock client shut down");
     }
 

@@ -35,6 +35,8 @@ pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 pub(crate) struct WakeupRouter {
     shared: Arc<Shared>,
     commands: mpsc::UnboundedSender<Command>,
+    /// The pub/sub task, stopped by [`stop`](Self::stop) at shutdown.
+    task: tokio::task::AbortHandle,
 }
 
 struct Shared {
@@ -109,14 +111,24 @@ impl WakeupRouter {
             channels: Mutex::new(HashMap::new()),
         });
         let (commands, rx) = mpsc::unbounded_channel();
-        runtime.spawn(run(
+        let task = runtime.spawn(run(
             client,
             connect_timeout,
             response_timeout,
             Arc::clone(&shared),
             rx,
         ));
-        Self { shared, commands }
+        Self {
+            shared,
+            commands,
+            task: task.abort_handle(),
+        }
+    }
+
+    /// Stop the pub/sub task and close its connection (the client shut
+    /// down). Waits in progress then rely on their bounded sleeps.
+    pub(crate) fn stop(&self) {
+        self.task.abort();
     }
 
     /// Register interest in `channel` and wait (at most `confirm_timeout`) until

@@ -140,6 +140,8 @@ pub(crate) struct Watchdog {
     entries: Arc<Entries>,
     /// Wakes the task for an immediate check of every hold.
     check_now: Arc<Notify>,
+    /// The renewal task, stopped by [`stop`](Self::stop) at shutdown.
+    task: tokio::task::AbortHandle,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -158,7 +160,7 @@ impl Watchdog {
     ) -> Self {
         let entries = Arc::new(Mutex::new(HashMap::new()));
         let check_now = Arc::new(Notify::new());
-        runtime.spawn(run(
+        let task = runtime.spawn(run(
             Arc::downgrade(&entries),
             Arc::downgrade(&check_now),
             protocol,
@@ -166,7 +168,16 @@ impl Watchdog {
             lease,
             interval,
         ));
-        Self { entries, check_now }
+        Self {
+            entries,
+            check_now,
+            task: task.abort_handle(),
+        }
+    }
+
+    /// Stop the renewal task (the client shut down; every hold was drained).
+    pub(crate) fn stop(&self) {
+        self.task.abort();
     }
 
     /// Register one hold; returns the state its guard shares.
