@@ -255,3 +255,55 @@ async fn forged_wakeups_cost_a_bounded_number_of_calls() {
         "scripts run by one waiter in 1 s of forged wake-ups (fair, calls): {worst:?}"
     );
 }
+
+/// FINDING E (promise 3: live waiters are served in arrival order). A
+/// waiter refreshes its place waiter_ttl / 3 after the *reply* to its last
+/// refresh (lock.rs `wait`: the pause starts when the reply is in), so two
+/// refreshes reach the server one round trip + ttl / 3 apart. With the
+/// minimum waiter ttl (30 ms, accepted by `validate`) and 20 ms of reply
+/// latency, that is ~30 ms: a live, polling waiter is purged as dead and
+/// re-queued at the back, behind a waiter that arrived after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_waiter_with_a_short_ttl_keeps_its_place() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let holder = connect(config(&server.url())).await;
+    let a_client = connect(config(&proxy.url()).waiter_ttl(Duration::from_millis(30))).await;
+    let b_client = connect(config(&server.url())).await;
+    let name = "short-ttl";
+    let queue = format!("fairlock:{{{name}}}:queue");
+    let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
+    proxy.delay_replies(Duration::from_millis(20));
+    let a = {
+        let lock = a_client.fair_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    eventually(Duration::from_secs(5), "A queued", || {
+        server.cmd::<Vec<String>>(&["ZRANGE", &queue, "0", "-1"]).len() == 1
+    })
+    .await;
+    let a_owner = server.cmd::<Vec<String>>(&["ZRANGE", &queue, "0", "-1"]).remove(0);
+    let b = {
+        let lock = b_client.fair_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    let mut order = Vec::new();
+    for _ in 0..100 {
+        let now: Vec<String> = server.cmd(&["ZRANGE", &queue, "0", "-1"]);
+        if order.last() != Some(&now) {
+            order.push(now);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let a_first = order.iter().filter(|q| q.len() == 2).all(|q| q[0] == a_owner);
+    println!("A = {a_owner}; queue orders seen over 1 s: {}", order.len());
+    for q in &order {
+        println!("  {q:?}");
+    }
+    held.unlock().await.unwrap();
+    let b_guard = tokio::time::timeout(Duration::from_secs(10), b).await.unwrap().unwrap();
+    b_guard.unlock().await.unwrap();
+    let a_guard = tokio::time::timeout(Duration::from_secs(10), a).await.unwrap().unwrap();
+    a_guard.unlock().await.unwrap();
+    assert!(a_first, "live waiter A was moved behind B, which arrived later");
+}
