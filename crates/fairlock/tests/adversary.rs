@@ -1,6 +1,6 @@
 //! Adversarial review 2: reproductions of findings. Every test here failed
 //! on the code it was written against (see the note on each); each names
-//! the promise (docs/../shared/ADVERSARY.md) it breaks.
+//! the promise (the reviewer brief, ADVERSARY.md) it breaks.
 
 mod support;
 
