@@ -136,7 +136,10 @@ impl ClientConfig {
     /// this; a waiter that stops refreshing (its process died) is skipped
     /// once it ran out, and a lock handed to a waiter that turns out dead
     /// passes on after it. Live waiters are never dropped, however long they
-    /// wait. Default: 6 s.
+    /// wait, as long as a call to Redis takes less than a third of this: a
+    /// waiter whose calls take longer cannot prove it is alive and is
+    /// treated as dead (skipped, then queued again). Keep it at least three
+    /// round trips on the slowest path you expect. Default: 6 s.
     pub fn waiter_ttl(mut self, ttl: Duration) -> Self {
         self.waiter_ttl = ttl;
         self

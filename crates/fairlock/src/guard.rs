@@ -164,6 +164,8 @@ impl LockGuard {
     /// one hold is released in the background.
     pub async fn reenter(&self) -> Result<Option<LockGuard>> {
         let held = self.held();
+        // One re-entry of this hold at a time (see `HeldState::reentry`).
+        let _turn = held.state.reentry.lock().await;
         let mut options = AcquireOptions::new()
             .wait(Duration::ZERO)
             .owner(held.owner.clone())

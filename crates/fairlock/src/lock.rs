@@ -627,6 +627,10 @@ pub(crate) fn check_release(shared: &LockShared, owner: &Owner, reply: Release) 
     }
 }
 
+/// The shortest time between two attempts of one waiter woken by a message
+/// that is not a grant to it (`free`, Redisson's `0`, or a forgery).
+const MIN_ATTEMPT_GAP: Duration = Duration::from_millis(50);
+
 /// One acquisition in progress.
 struct Attempt {
     shared: Arc<LockShared>,
@@ -895,9 +899,33 @@ impl Attempt {
         )
     }
 
+    /// The last attempt's outcome is unknown (its reply was lost) and no
+    /// attempt will follow to reconcile it: undo whatever it may have done
+    /// (leave the queue; release a hold it may have added), from the
+    /// background.
+    fn undo_unknown_outcome(&self) {
+        let undo = Undo {
+            shared: Arc::clone(&self.shared),
+            owner: self.owner.clone(),
+            lease: self.lease.duration(),
+            slot: self.slot,
+            base: self.base,
+            nonce: self.nonce.clone(),
+        };
+        let inner = Arc::clone(&self.shared.client.inner);
+        inner.spawn_cleanup(async move { undo.run(&Err(Error::Closed)).await });
+    }
+
     async fn run_once(self, reenter_only: bool) -> Result<Option<LockGuard>> {
         let sent_at = Instant::now();
-        match self.send(false).await? {
+        let reply = match self.send(false).await {
+            Err(err) if err.is_connection() => {
+                self.undo_unknown_outcome();
+                return Err(err);
+            }
+            reply => reply?,
+        };
+        match reply {
             Acquire::Acquired { token } if reenter_only => {
                 // The hold to re-enter was lost; this is a new grant nobody asked for.
                 let reply = self
@@ -950,6 +978,12 @@ impl Attempt {
             }
         };
         match outcome {
+            Some(Err(err)) if err.is_connection() => {
+                // Gave up after the retry budget: the last attempt may have
+                // succeeded on the server.
+                self.undo_unknown_outcome();
+                Err(err)
+            }
             Some(granted) => granted.map(Some),
             None => {
                 debug!(lock = %self.shared.name, owner = %self.owner, "wait budget ran out");
@@ -961,7 +995,10 @@ impl Attempt {
                     let _ = tokio::time::timeout(limit, leaving).await;
                 }
                 match failing {
-                    Some(err) => Err(err),
+                    Some(err) => {
+                        self.undo_unknown_outcome();
+                        Err(err)
+                    }
                     None => Ok(None),
                 }
             }
@@ -1053,6 +1090,9 @@ impl Attempt {
                 subscription = Some(wakeups.subscribe(&channel, config.response_timeout).await);
                 continue;
             };
+            // The pause runs from when the attempt was sent, so refreshes
+            // reach the server every `poll` however long replies take.
+            let pause = (sent_at + pause).saturating_duration_since(Instant::now());
             if let Woken::Message(payload) = subscription.wait(pause).await {
                 // Direct handoff (native): a grant message that proves it was
                 // written for this acquisition makes it the holder with no
@@ -1073,6 +1113,11 @@ impl Attempt {
                             debug!(lock = %self.shared.name, owner = %self.owner, ?grant, "handoff read late; confirming it");
                         }
                     }
+                } else {
+                    // Any other message is only a wake-up, and anyone can
+                    // publish one: a flood makes each waiter call at most
+                    // once per MIN_ATTEMPT_GAP, not once per round trip.
+                    tokio::time::sleep_until(sent_at + MIN_ATTEMPT_GAP).await;
                 }
             }
         }

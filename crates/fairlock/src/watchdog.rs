@@ -46,6 +46,10 @@ impl HoldStatus {
 #[derive(Debug)]
 pub(crate) struct HeldState {
     status: watch::Sender<HoldStatus>,
+    /// Re-entries of one hold go one at a time: two in flight at once would
+    /// read the same hold count and the retry check of the second would
+    /// take the first's hold for its own.
+    pub(crate) reentry: tokio::sync::Mutex<()>,
 }
 
 impl HeldState {
@@ -55,6 +59,7 @@ impl HeldState {
                 lost: false,
                 expires,
             }),
+            reentry: tokio::sync::Mutex::new(()),
         })
     }
 

@@ -135,7 +135,9 @@ impl Model {
 }
 
 /// Run one step against Redis.
-async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op) {
+/// `nonce`: the secret of the owner's current acquisition (a real client
+/// draws one per acquisition; a retry or a refresh of it reuses it).
+async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op, nonce: &str) {
     match op {
         Op::Once(o) | Op::Queue(o) => {
             // The owner's hold count before this acquisition, as a real
@@ -150,13 +152,13 @@ async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op) {
                 slot: LONG,
                 queue: matches!(op, Op::Queue(_)),
                 base,
-                nonce: "model",
+                nonce,
             };
             let reply = lock.acquire(conn, &args).await.expect("acquire");
             assert!(!matches!(reply, Acquire::Busy) || !args.queue, "{reply:?}");
         }
         Op::GiveUp(o) => {
-            lock.give_up(conn, OWNERS[o], LONG, "model")
+            lock.give_up(conn, OWNERS[o], LONG, nonce)
                 .await
                 .expect("give up");
         }
@@ -247,9 +249,35 @@ fn run_case(
         let lock = ProtocolLock::new(protocol, "m", true, 0);
         let mut model = Model::default();
         let mut last_token = 0u64;
+        // Each owner's current waiting acquisition; a new one starts once
+        // the last one is over (granted or given up).
+        let mut epochs = [0u32; OWNERS.len()];
         for (i, op) in ops.iter().enumerate() {
-            step(&lock, &conn, &model, *op).await;
+            let owner = match *op {
+                Op::Once(o) | Op::Queue(o) | Op::GiveUp(o) | Op::Release(o) => Some(o),
+                Op::Force => None,
+            };
+            let nonce = match *op {
+                // A one-shot attempt is an acquisition of its own.
+                Op::Once(o) => format!("{o}-once-{i}"),
+                _ => owner
+                    .map(|o| format!("{o}-{}", epochs[o]))
+                    .unwrap_or_default(),
+            };
+            step(&lock, &conn, &model, *op, &nonce).await;
             model.apply(protocol, *op);
+            let over = match *op {
+                Op::GiveUp(_) => true,
+                // Granted (to this wait, or taken by a one-shot attempt of
+                // the same owner, which ends the wait too).
+                Op::Queue(o) | Op::Once(o) => {
+                    matches!(model.holder, Some((h, _, true)) if h == o)
+                }
+                _ => false,
+            };
+            if let (Some(o), true) = (owner, over) {
+                epochs[o] += 1;
+            }
             let (holder, queue) = observed(server, protocol);
             let expected = model.holder.map(|(h, c, _)| (h, c));
             assert_eq!(

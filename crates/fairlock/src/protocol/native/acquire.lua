@@ -22,7 +22,12 @@ local holder = redis.call('hget', KEYS[1], 'owner')
 if holder == owner then
   local token = tonumber(redis.call('hget', KEYS[1], 'token'))
   local count = tonumber(redis.call('hget', KEYS[1], 'count'))
-  if count == base + 1 then
+  -- This acquisition took the lock (a handoff to it, or an earlier attempt
+  -- whose reply was lost): its nonce is in the lock hash, whatever base the
+  -- caller read before it queued. Otherwise an earlier attempt of a
+  -- re-entry shows as one hold above the base.
+  local ours = redis.call('hget', KEYS[1], 'nonce') == ARGV[8]
+  if ours or count == base + 1 then
     -- Already done: handed to this waiter while it waited (its wake-up may
     -- be lost), or an earlier attempt whose reply was lost. Claim it.
     leave_queue(owner)
