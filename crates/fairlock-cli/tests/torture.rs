@@ -89,7 +89,10 @@ fn torture_quick_native() {
 fn torture_quick_redisson() {
     let summary = torture("redisson", &["--waiter-slot", "2s"]);
     assert_eq!(number_after(&summary, "violations:"), 0, "{summary}");
-    assert!(number_after(&summary, "operations:") > 100, "{summary}");
+    // Only that the workload ran: under Redisson every killed or paused
+    // waiter blocks the fair queue for its slot (2 s here), so 15 s give
+    // 60 to 130 holds depending on when the faults fall.
+    assert!(number_after(&summary, "operations:") > 30, "{summary}");
 }
 
 /// Redisson's default slot (300 s): a killed waiter blocks the line for

@@ -629,7 +629,7 @@ pub(crate) fn check_release(shared: &LockShared, owner: &Owner, reply: Release) 
 
 /// The shortest time between two attempts of one waiter woken by a message
 /// that is not a grant to it (`free`, Redisson's `0`, or a forgery).
-const MIN_ATTEMPT_GAP: Duration = Duration::from_millis(50);
+const MIN_ATTEMPT_GAP: Duration = Duration::from_millis(25);
 
 /// One acquisition in progress.
 struct Attempt {
@@ -1029,6 +1029,8 @@ impl Attempt {
         let mut backoff = Duration::from_millis(20);
         let mut idle_poll = Duration::from_millis(10);
         let mut anchor: Option<Anchor> = None;
+        // When the last attempt woken by a plain message (not a grant) began.
+        let mut message_woken_at: Option<Instant> = None;
         loop {
             if let Some(subscription) = subscription.as_mut() {
                 subscription.mark_seen();
@@ -1115,10 +1117,16 @@ impl Attempt {
                     }
                 } else {
                     // Any other message is only a wake-up, and anyone can
-                    // publish one: a flood makes each waiter call at most
-                    // once per MIN_ATTEMPT_GAP, not once per round trip.
-                    tokio::time::sleep_until(sent_at + MIN_ATTEMPT_GAP).await;
+                    // publish one: the first goes straight to an attempt,
+                    // but back-to-back ones (a flood) make a waiter call at
+                    // most once per MIN_ATTEMPT_GAP, not once per round trip.
+                    if let Some(previous) = message_woken_at {
+                        tokio::time::sleep_until(previous + MIN_ATTEMPT_GAP).await;
+                    }
+                    message_woken_at = Some(Instant::now());
                 }
+            } else {
+                message_woken_at = None;
             }
         }
     }
