@@ -233,7 +233,7 @@ pub(crate) fn connect_failure(err: Error) -> Failure {
 }
 
 /// The server could not be reached: say how, and what to check.
-fn unreachable(addr: &str, source: &redis::RedisError) -> String {
+fn unreachable(addr: &str, source: &fairlock::RedisError) -> String {
     if source.is_connection_refusal() {
         format!(
             "cannot reach Redis at {addr} ({source}); is a Redis server running there? \

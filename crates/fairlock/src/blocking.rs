@@ -30,8 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::lock::{Fair, LockKind, NonFair};
-use crate::{AcquireOptions, ClientConfig, LockHandle, LockInfo, Owner};
+use crate::{AcquireOptions, ClientConfig, LockInfo, LockKind, Owner};
 
 /// A blocking lock client. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -112,9 +111,8 @@ impl LockClient {
     /// # Errors
     /// [`Error::InvalidName`].
     pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
-        Ok(BlockingLock {
-            handle: self.client.fair_lock(name)?,
-            client: self.clone(),
+        Ok(FairLock {
+            handle: self.handle(name, LockKind::Fair)?,
         })
     }
 
@@ -123,8 +121,18 @@ impl LockClient {
     /// # Errors
     /// [`Error::InvalidName`].
     pub fn lock(&self, name: &str) -> Result<Lock> {
-        Ok(BlockingLock {
-            handle: self.client.lock(name)?,
+        Ok(Lock {
+            handle: self.handle(name, LockKind::NonFair)?,
+        })
+    }
+
+    /// A handle on the lock `name` of a kind chosen at run time.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`].
+    pub fn handle(&self, name: &str, kind: LockKind) -> Result<LockHandle> {
+        Ok(LockHandle {
+            handle: self.client.handle(name, kind)?,
             client: self.clone(),
         })
     }
@@ -150,19 +158,43 @@ impl LockClient {
     }
 }
 
-/// A blocking handle on one lock.
+/// A blocking handle on one lock, fair or not: every method both kinds
+/// have. [`FairLock`] and [`Lock`] dereference to it.
 #[derive(Clone, Debug)]
-pub struct BlockingLock<K: LockKind> {
-    handle: LockHandle<K>,
+pub struct LockHandle {
+    handle: crate::LockHandle,
     client: LockClient,
 }
 
-/// A blocking fair lock.
-pub type FairLock = BlockingLock<Fair>;
-/// A blocking non-fair lock.
-pub type Lock = BlockingLock<NonFair>;
+/// A blocking fair (FIFO) lock; its methods are on [`LockHandle`].
+#[derive(Clone, Debug)]
+pub struct FairLock {
+    handle: LockHandle,
+}
 
-impl<K: LockKind> BlockingLock<K> {
+/// A blocking non-fair lock; its methods are on [`LockHandle`].
+#[derive(Clone, Debug)]
+pub struct Lock {
+    handle: LockHandle,
+}
+
+impl std::ops::Deref for FairLock {
+    type Target = LockHandle;
+
+    fn deref(&self) -> &LockHandle {
+        &self.handle
+    }
+}
+
+impl std::ops::Deref for Lock {
+    type Target = LockHandle;
+
+    fn deref(&self) -> &LockHandle {
+        &self.handle
+    }
+}
+
+impl LockHandle {
     fn run<F: Future>(&self, future: F) -> Result<F::Output> {
         block_on(&self.client.runtime, future)
     }
@@ -184,7 +216,7 @@ impl<K: LockKind> BlockingLock<K> {
     /// Block until granted; watchdog lease. Re-enters when this thread holds it.
     ///
     /// # Errors
-    /// As [`LockHandle::lock`].
+    /// As [`crate::LockHandle::lock`].
     pub fn lock(&self) -> Result<LockGuard> {
         self.acquire(AcquireOptions::new())?
             .ok_or_else(|| Error::Protocol("an unbounded wait ended without a grant".into()))
@@ -193,7 +225,7 @@ impl<K: LockKind> BlockingLock<K> {
     /// Block until granted; hold for `lease`, not renewed.
     ///
     /// # Errors
-    /// As [`LockHandle::lock_with_lease`].
+    /// As [`crate::LockHandle::lock_with_lease`].
     pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
         self.acquire(AcquireOptions::new().lease(lease))?
             .ok_or_else(|| Error::Protocol("an unbounded wait ended without a grant".into()))
@@ -202,7 +234,7 @@ impl<K: LockKind> BlockingLock<K> {
     /// One attempt, never queues.
     ///
     /// # Errors
-    /// As [`LockHandle::try_lock`].
+    /// As [`crate::LockHandle::try_lock`].
     pub fn try_lock(&self) -> Result<Option<LockGuard>> {
         self.acquire(AcquireOptions::new().wait(Duration::ZERO))
     }
@@ -210,7 +242,7 @@ impl<K: LockKind> BlockingLock<K> {
     /// Wait at most `wait`.
     ///
     /// # Errors
-    /// As [`LockHandle::try_lock_for`].
+    /// As [`crate::LockHandle::try_lock_for`].
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
         self.acquire(AcquireOptions::new().wait(wait))
     }
@@ -218,7 +250,7 @@ impl<K: LockKind> BlockingLock<K> {
     /// Wait at most `wait`; hold for `lease`, not renewed.
     ///
     /// # Errors
-    /// As [`LockHandle::try_lock_for_with_lease`].
+    /// As [`crate::LockHandle::try_lock_for_with_lease`].
     pub fn try_lock_for_with_lease(
         &self,
         wait: Duration,
@@ -240,7 +272,7 @@ impl<K: LockKind> BlockingLock<K> {
     /// Release whoever holds the lock.
     ///
     /// # Errors
-    /// As [`LockHandle::force_unlock`].
+    /// As [`crate::LockHandle::force_unlock`].
     pub fn force_unlock(&self) -> Result<bool> {
         self.run(self.handle.force_unlock())?
     }
@@ -248,7 +280,7 @@ impl<K: LockKind> BlockingLock<K> {
     /// `true` when somebody holds the lock.
     ///
     /// # Errors
-    /// As [`LockHandle::is_locked`].
+    /// As [`crate::LockHandle::is_locked`].
     pub fn is_locked(&self) -> Result<bool> {
         self.run(self.handle.is_locked())?
     }
@@ -256,7 +288,7 @@ impl<K: LockKind> BlockingLock<K> {
     /// Time until the holder's lease runs out.
     ///
     /// # Errors
-    /// As [`LockHandle::remaining_lease`].
+    /// As [`crate::LockHandle::remaining_lease`].
     pub fn remaining_lease(&self) -> Result<Option<Duration>> {
         self.run(self.handle.remaining_lease())?
     }
@@ -264,7 +296,7 @@ impl<K: LockKind> BlockingLock<K> {
     /// How many times the calling thread holds the lock.
     ///
     /// # Errors
-    /// As [`LockHandle::hold_count`].
+    /// As [`crate::LockHandle::hold_count`].
     pub fn hold_count(&self) -> Result<u32> {
         self.run(self.handle.hold_count(&self.client.thread_owner()))?
     }
@@ -272,7 +304,7 @@ impl<K: LockKind> BlockingLock<K> {
     /// The lock's whole state.
     ///
     /// # Errors
-    /// As [`LockHandle::inspect`].
+    /// As [`crate::LockHandle::inspect`].
     pub fn inspect(&self) -> Result<LockInfo> {
         self.run(self.handle.inspect())?
     }

@@ -1,21 +1,16 @@
 //! `LockClient`: connections, the client id, the wake-up router and the watchdog.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-
-use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
 
 use crate::config::ClientConfig;
-use crate::connection::Connection;
-use crate::error::{Error, Result};
-use crate::lock::{Fair, LockHandle, NonFair};
+use crate::core::ClientCore;
+use crate::error::Result;
+use crate::events::{self, Event};
+use crate::handle::{FairLock, Lock, LockHandle, LockKind};
+use crate::hold::LockShared;
 use crate::name;
 use crate::owner::Owner;
-use crate::protocol::{REVOKED_PREFIX, Release};
-use crate::wakeup::WakeupRouter;
-use crate::watchdog::Watchdog;
+use crate::protocol::Release;
 
 /// A connection to Redis for taking distributed locks.
 ///
@@ -35,77 +30,7 @@ use crate::watchdog::Watchdog;
 /// ```
 #[derive(Clone)]
 pub struct LockClient {
-    pub(crate) inner: Arc<ClientInner>,
-}
-
-pub(crate) struct ClientInner {
-    pub(crate) config: ClientConfig,
-    pub(crate) conn: Connection,
-    pub(crate) id: String,
-    next_owner: AtomicU64,
-    pub(crate) wakeups: WakeupRouter,
-    pub(crate) watchdog: Watchdog,
-    runtime: tokio::runtime::Handle,
-    /// Clean-up work in flight: releases of dropped guards, queue exits of
-    /// cancelled waiters, undoing of grants that raced a cancellation.
-    background: tokio_util::task::TaskTracker,
-    /// Cancelled by `shutdown`: waits end with `Error::Closed`, new
-    /// acquisitions are refused.
-    closing: CancellationToken,
-    /// Acquisitions in progress (shutdown waits for them to undo themselves).
-    acquisitions: tokio::sync::watch::Sender<usize>,
-    /// The task that listens for revocations of this client's holds.
-    revocations: tokio::task::AbortHandle,
-}
-
-impl Drop for ClientInner {
-    fn drop(&mut self) {
-        self.revocations.abort();
-    }
-}
-
-/// Counts one acquisition in progress while it lives.
-pub(crate) struct Acquisition {
-    count: tokio::sync::watch::Sender<usize>,
-}
-
-impl Drop for Acquisition {
-    fn drop(&mut self) {
-        self.count.send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
-impl ClientInner {
-    /// Run clean-up work in the background, tracked so that
-    /// [`LockClient::flush`] can wait for it.
-    pub(crate) fn spawn_cleanup<F>(&self, work: F) -> tokio::task::JoinHandle<F::Output>
-    where
-        F: std::future::Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.background.spawn_on(work, &self.runtime)
-    }
-
-    /// `true` once [`LockClient::shutdown`] was called.
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closing.is_cancelled()
-    }
-
-    /// Resolves when the client shuts down.
-    pub(crate) fn closing(&self) -> CancellationToken {
-        self.closing.clone()
-    }
-
-    /// Count an acquisition in progress; refused once the client shut down.
-    pub(crate) fn enter_acquisition(&self) -> Result<Acquisition> {
-        if self.is_closed() {
-            return Err(Error::Closed);
-        }
-        self.acquisitions.send_modify(|n| *n += 1);
-        Ok(Acquisition {
-            count: self.acquisitions.clone(),
-        })
-    }
+    core: Arc<ClientCore>,
 }
 
 impl LockClient {
@@ -134,47 +59,8 @@ impl LockClient {
     /// # Cancel safety
     /// Cancelling drops the half-made connections; nothing is left behind.
     pub async fn with_config(config: ClientConfig) -> Result<Self> {
-        config.validate()?;
-        let runtime = tokio::runtime::Handle::current();
-        let (conn, redis_client) = Connection::connect(&config).await?;
-        let wakeups = WakeupRouter::start(
-            redis_client,
-            config.connect_timeout,
-            config.response_timeout,
-            &runtime,
-        );
-        let watchdog = Watchdog::start(
-            config.protocol,
-            conn.clone(),
-            config.lease,
-            config.renew_interval(),
-            &runtime,
-        );
-        let id = uuid::Uuid::new_v4().to_string();
-        // A force-unlock of one of our holds is published on this channel:
-        // every hold is then checked at once, so `lost()` resolves within a
-        // round trip instead of at the next renewal.
-        let revoked = wakeups
-            .subscribe(&format!("{REVOKED_PREFIX}{id}"), config.response_timeout)
-            .await;
-        let revocations = runtime.spawn(listen_for_revocations(
-            revoked,
-            std::sync::Arc::downgrade(&watchdog.check_handle()),
-        ));
         Ok(Self {
-            inner: Arc::new(ClientInner {
-                config,
-                conn,
-                id,
-                next_owner: AtomicU64::new(1),
-                wakeups,
-                watchdog,
-                runtime,
-                background: tokio_util::task::TaskTracker::new(),
-                closing: CancellationToken::new(),
-                acquisitions: tokio::sync::watch::Sender::new(0),
-                revocations: revocations.abort_handle(),
-            }),
+            core: ClientCore::connect(config).await?,
         })
     }
 
@@ -183,26 +69,33 @@ impl LockClient {
     /// # Errors
     /// [`Error::InvalidName`](crate::Error::InvalidName) (see [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)
     /// and the brace rule in the crate docs).
-    pub fn fair_lock(&self, name: &str) -> Result<LockHandle<Fair>> {
-        name::validate(name)?;
-        Ok(LockHandle::new(self.clone(), name))
+    pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
+        Ok(FairLock::new(self.handle(name, LockKind::Fair)?))
     }
 
     /// A handle on the non-fair reentrant lock `name`; Redisson's `getLock(name)`.
     ///
     /// # Errors
     /// [`Error::InvalidName`](crate::Error::InvalidName), as for [`fair_lock`](Self::fair_lock).
-    pub fn lock(&self, name: &str) -> Result<LockHandle<NonFair>> {
+    pub fn lock(&self, name: &str) -> Result<Lock> {
+        Ok(Lock::new(self.handle(name, LockKind::NonFair)?))
+    }
+
+    /// A handle on the lock `name` of a kind chosen at run time (a command
+    /// line flag, say). Both kinds share every method of [`LockHandle`];
+    /// [`fair_lock`](Self::fair_lock) and [`lock`](Self::lock) give the
+    /// typed handles, with the methods only their kind has.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName), as for [`fair_lock`](Self::fair_lock).
+    pub fn handle(&self, name: &str, kind: LockKind) -> Result<LockHandle> {
         name::validate(name)?;
-        Ok(LockHandle::new(self.clone(), name))
+        Ok(LockHandle::new(&self.core, name, kind))
     }
 
     /// A new owner id, unique within this client (`CLIENT_UUID:N`).
     pub fn new_owner(&self) -> Owner {
-        Owner::new(
-            &self.inner.id,
-            self.inner.next_owner.fetch_add(1, Ordering::Relaxed),
-        )
+        self.core.new_owner()
     }
 
     /// Wait until the clean-up work this client does in the background has
@@ -214,10 +107,7 @@ impl LockClient {
     /// # Cancel safety
     /// Dropping the future stops waiting; the work goes on.
     pub async fn flush(&self) {
-        let background = &self.inner.background;
-        background.close();
-        background.wait().await;
-        background.reopen();
+        self.core.flush().await;
     }
 
     /// Release every hold this client still has, take every waiter of this
@@ -242,59 +132,53 @@ impl LockClient {
     /// Dropping the future stops waiting; the releases already started go on
     /// in the background, and the client stays closed.
     pub async fn shutdown(&self) {
-        let inner = &self.inner;
-        inner.closing.cancel();
+        let core = &self.core;
         // Waits notice the closing at once and leave their queue from the
         // background; give them a moment to get there.
-        let mut acquisitions = inner.acquisitions.subscribe();
-        let settled = acquisitions.wait_for(|n| *n == 0);
-        if tokio::time::timeout(inner.config.response_timeout, settled)
-            .await
-            .is_err()
-        {
-            warn!("shutdown: some acquisitions did not finish within the response timeout");
-        }
-        let holds = inner.watchdog.drain();
-        let releases = holds.into_iter().filter_map(|hold| {
-            let shared = hold.shared?;
-            Some(async move {
-                let owner = Owner::from_raw(&hold.owner);
-                let lease = shared.client.config().lease;
-                // One release per hold this client made, and no more: the
-                // server's count can include holds of a forgotten guard.
-                for _ in 0..hold.holds.max(1) {
-                    match shared.release(&owner, lease, hold.token).await {
-                        Ok(Release::StillHeld) => continue,
-                        Ok(reply) => {
-                            debug!(lock = %shared.name, %owner, ?reply, "released at shutdown");
-                            break;
-                        }
-                        Err(err) => {
-                            warn!(lock = %shared.name, %owner, error = %err, "shutdown: release failed; the lock expires with its lease");
-                            break;
-                        }
+        let settled = core.close(core.config().response_timeout).await;
+        let holds = core.watchdog().drain();
+        let releases = holds.into_iter().map(|hold| async move {
+            let shared = LockShared::new(Arc::clone(core), hold.lock);
+            let owner = Owner::from_raw(&hold.owner);
+            let lease = core.config().lease;
+            // One release per hold this client made, and no more: the
+            // server's count can include holds of a forgotten guard.
+            for _ in 0..hold.holds.max(1) {
+                match shared.release(&owner, lease, hold.token).await {
+                    Ok(Release::StillHeld) => continue,
+                    Ok(reply) => {
+                        let _ = shared.check_release(&owner, "shutdown", reply);
+                        break;
+                    }
+                    Err(err) => {
+                        events::record(Event::CleanupFailed {
+                            lock: shared.name(),
+                            owner: &owner,
+                            what: "release at shutdown",
+                            error: &err,
+                        });
+                        break;
                     }
                 }
-            })
+            }
         });
         futures_util::future::join_all(releases).await;
-        self.flush().await;
-        // Nothing is held or waited for any more: stop the background tasks
-        // (and close the wake-up connection) now rather than at drop.
-        inner.revocations.abort();
-        inner.wakeups.stop();
-        inner.watchdog.stop();
-        info!(client = %inner.id, "lock client shut down");
+        core.flush().await;
+        core.stop_tasks();
+        events::record(Event::ShutDown {
+            client: core.id(),
+            unfinished: !settled,
+        });
     }
 
     /// This client's UUID: the first part of every owner id it makes.
     pub fn id(&self) -> &str {
-        &self.inner.id
+        self.core.id()
     }
 
     /// The settings this client was built with.
     pub fn config(&self) -> &ClientConfig {
-        &self.inner.config
+        self.core.config()
     }
 
     /// The server's `maxmemory-policy` as read when this client connected
@@ -304,35 +188,15 @@ impl LockClient {
     /// (see `docs/deployment.md`). `None` when the server would not say: the
     /// user lacks `+config|get`, or the service renamed or disabled `CONFIG`.
     pub fn maxmemory_policy(&self) -> Option<&str> {
-        self.inner.conn.maxmemory_policy()
-    }
-}
-
-/// Checks every hold when a revocation message (or a reconnect, after which
-/// one may have been missed) arrives. Messages that arrive during a check
-/// are served by the next one, so a flood of forged messages costs at most
-/// one check at a time.
-async fn listen_for_revocations(
-    mut revoked: crate::wakeup::Subscription,
-    watchdog: std::sync::Weak<tokio::sync::Notify>,
-) {
-    loop {
-        revoked.mark_seen();
-        if revoked.wait(Duration::from_secs(3600)).await == crate::wakeup::Woken::Timeout {
-            continue;
-        }
-        let Some(check) = watchdog.upgrade() else {
-            return;
-        };
-        check.notify_one();
+        self.core.conn().maxmemory_policy()
     }
 }
 
 impl std::fmt::Debug for LockClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockClient")
-            .field("id", &self.inner.id)
-            .field("config", &self.inner.config)
+            .field("id", &self.id())
+            .field("config", self.config())
             .finish()
     }
 }

@@ -3,10 +3,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use redis::IntoConnectionInfo;
-
 use crate::error::{Error, Result};
-use crate::protocol::Protocol;
+use crate::protocol::{Protocol, ProtocolSettings};
+use crate::retry::RetryPolicy;
+use crate::transport::{Endpoint, Timeouts, URL_FORMS};
 
 /// The longest duration accepted for a lease, a wait or a waiter slot: 365 days.
 ///
@@ -17,7 +17,9 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Settings of a [`LockClient`](crate::LockClient).
 ///
-/// Built from a Redis URL, then adjusted with by-value setters:
+/// Built from a Redis URL, then adjusted with by-value setters named after
+/// the setting (`lease(..)`); each setting is read back with `get_` and the
+/// same name (`get_lease()`):
 ///
 /// ```
 /// use std::time::Duration;
@@ -25,7 +27,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// let config = fairlock::ClientConfig::from_url("redis://:secret@127.0.0.1:6380/2")?
 ///     .lease(Duration::from_secs(9))
 ///     .waiter_slot(Duration::from_secs(60));
-/// assert_eq!(config.renew_interval(), Duration::from_secs(3));
+/// assert_eq!(config.get_renew_interval(), Duration::from_secs(3));
 /// // Debug output never shows the password.
 /// assert!(!format!("{config:?}").contains("secret"));
 /// # Ok(()) }
@@ -35,7 +37,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// (feature `tls`, on by default), `redis+unix:///path` or `unix:///path`.
 #[derive(Clone)]
 pub struct ClientConfig {
-    pub(crate) connection: redis::ConnectionInfo,
+    pub(crate) endpoint: Endpoint,
     pub(crate) protocol: Protocol,
     pub(crate) lease: Duration,
     pub(crate) renew_interval: Option<Duration>,
@@ -45,16 +47,6 @@ pub struct ClientConfig {
     pub(crate) response_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) retry_budget: Duration,
-    #[cfg(feature = "tls")]
-    pub(crate) tls: Option<TlsFiles>,
-}
-
-/// Certificates for `rediss://` connections beyond the system's roots.
-#[cfg(feature = "tls")]
-#[derive(Clone)]
-pub(crate) struct TlsFiles {
-    pub(crate) root_cert: Option<Vec<u8>>,
-    pub(crate) client: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl ClientConfig {
@@ -67,8 +59,7 @@ impl ClientConfig {
     pub const DEFAULT_WAITER_TTL: Duration = Duration::from_secs(6);
 
     /// The URL forms [`from_url`](Self::from_url) accepts, for messages.
-    pub const URL_FORMS: &'static str = "redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], \
-         rediss://... (the same, over TLS), or redis+unix:///PATH/TO/SOCKET[?db=DB]";
+    pub const URL_FORMS: &'static str = URL_FORMS;
 
     /// Parse a Redis URL and take every other setting's default.
     ///
@@ -77,16 +68,8 @@ impl ClientConfig {
     /// says why, lists the accepted forms ([`URL_FORMS`](Self::URL_FORMS))
     /// and never repeats the password.
     pub fn from_url(url: &str) -> Result<Self> {
-        let connection = url.into_connection_info().map_err(|e| {
-            Error::InvalidConfig(format!(
-                "Redis URL {:?} is not valid ({}); use {}",
-                redact_password(url),
-                url_problem(url, &e),
-                Self::URL_FORMS
-            ))
-        })?;
         Ok(Self {
-            connection,
+            endpoint: Endpoint::parse(url)?,
             protocol: Protocol::default(),
             lease: Self::DEFAULT_LEASE,
             renew_interval: None,
@@ -96,8 +79,6 @@ impl ClientConfig {
             response_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(3),
             retry_budget: Duration::from_secs(10),
-            #[cfg(feature = "tls")]
-            tls: None,
         })
     }
 
@@ -109,7 +90,7 @@ impl ClientConfig {
     }
 
     /// Lease of locks taken without an explicit lease; the watchdog renews
-    /// them every [`renew_interval`](Self::renew_interval) while they are
+    /// them every [`renew_interval`](Self::get_renew_interval) while they are
     /// held. Default: 30 s.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
@@ -117,7 +98,7 @@ impl ClientConfig {
     }
 
     /// How often the watchdog renews. Default: a third of the lease.
-    pub fn renew_every(mut self, interval: Duration) -> Self {
+    pub fn renew_interval(mut self, interval: Duration) -> Self {
         self.renew_interval = Some(interval);
         self
     }
@@ -179,11 +160,7 @@ impl ClientConfig {
     /// instead of the built-in webpki roots (for servers with a private CA).
     #[cfg(feature = "tls")]
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        let tls = self.tls.get_or_insert(TlsFiles {
-            root_cert: None,
-            client: None,
-        });
-        tls.root_cert = Some(pem.into());
+        self.endpoint.set_tls_root_certificate(pem.into());
         self
     }
 
@@ -195,11 +172,8 @@ impl ClientConfig {
         cert_pem: impl Into<Vec<u8>>,
         key_pem: impl Into<Vec<u8>>,
     ) -> Self {
-        let tls = self.tls.get_or_insert(TlsFiles {
-            root_cert: None,
-            client: None,
-        });
-        tls.client = Some((cert_pem.into(), key_pem.into()));
+        self.endpoint
+            .set_tls_client_certificate(cert_pem.into(), key_pem.into());
         self
     }
 
@@ -214,7 +188,7 @@ impl ClientConfig {
     }
 
     /// The watchdog's renewal interval (a third of the lease unless set).
-    pub fn renew_interval(&self) -> Duration {
+    pub fn get_renew_interval(&self) -> Duration {
         self.renew_interval.unwrap_or(self.lease / 3)
     }
 
@@ -230,17 +204,28 @@ impl ClientConfig {
 
     /// `host:port` (or socket path) of the server, for messages.
     pub fn address(&self) -> String {
-        self.connection.addr().to_string()
+        self.endpoint.address()
     }
 
-    /// The database number from the URL (0 when it names none).
-    pub(crate) fn db(&self) -> i64 {
-        self.connection.redis_settings().db()
+    /// The configured response timeout.
+    pub fn get_response_timeout(&self) -> Duration {
+        self.response_timeout
     }
 
+    /// The configured connect timeout.
+    pub fn get_connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// The configured retry budget.
+    pub fn get_retry_budget(&self) -> Duration {
+        self.retry_budget
+    }
+
+    /// Check every setting; called by [`LockClient::with_config`](crate::LockClient::with_config).
     pub(crate) fn validate(&self) -> Result<()> {
         check_duration("lease", self.lease)?;
-        check_duration("renew interval", self.renew_interval())?;
+        check_duration("renew interval", self.get_renew_interval())?;
         check_duration("waiter slot", self.waiter_slot)?;
         check_duration("waiter ttl", self.waiter_ttl)?;
         if self.waiter_ttl < Duration::from_millis(30) {
@@ -253,10 +238,10 @@ impl ClientConfig {
         check_duration("response timeout", self.response_timeout)?;
         check_duration("connect timeout", self.connect_timeout)?;
         check_duration("retry budget", self.retry_budget)?;
-        if self.renew_interval() >= self.lease {
+        if self.get_renew_interval() >= self.lease {
             return Err(Error::InvalidConfig(format!(
                 "renew interval {:?} must be shorter than the lease {:?}",
-                self.renew_interval(),
+                self.get_renew_interval(),
                 self.lease
             )));
         }
@@ -266,134 +251,54 @@ impl ClientConfig {
 
 impl fmt::Debug for ClientConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let redis = self.connection.redis_settings();
         f.debug_struct("ClientConfig")
             .field("address", &self.address())
-            .field("db", &redis.db())
-            .field("username", &redis.username())
-            .field("password", &redis.password().map(|_| "<hidden>"))
+            .field("db", &self.endpoint.db())
+            .field("username", &self.endpoint.username())
+            .field(
+                "password",
+                &self.endpoint.has_password().then_some("<hidden>"),
+            )
             .field("protocol", &self.protocol)
             .field("lease", &self.lease)
-            .field("renew_interval", &self.renew_interval())
+            .field("renew_interval", &self.get_renew_interval())
             .field("waiter_slot", &self.waiter_slot)
             .field("waiter_ttl", &self.waiter_ttl)
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("retry_budget", &self.retry_budget)
-            .field("tls_files", &self.tls_files_summary())
+            .field("tls_files", &self.endpoint.tls_files_summary())
             .finish()
     }
 }
 
 impl ClientConfig {
-    /// What TLS material is configured, without showing any of it.
-    fn tls_files_summary(&self) -> &'static str {
-        #[cfg(feature = "tls")]
-        if let Some(tls) = &self.tls {
-            return match (tls.root_cert.is_some(), tls.client.is_some()) {
-                (true, true) => "root certificate, client certificate",
-                (true, false) => "root certificate",
-                (false, true) => "client certificate",
-                (false, false) => "none",
-            };
+    /// Connect and response timeouts, for the transport.
+    pub(crate) fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            connect: self.connect_timeout,
+            response: self.response_timeout,
         }
-        "none"
     }
 
-    /// The redis-rs client for these settings.
-    pub(crate) fn redis_client(&self) -> Result<redis::Client> {
-        self.client_for(self.connection.clone())
-    }
-
-    /// A client for the same server and credentials on database 0: the
-    /// connect-time probe selects the URL's database itself, so that a
-    /// missing one is told apart from other refusals.
-    pub(crate) fn probe_client(&self) -> Result<redis::Client> {
-        let settings = self.connection.redis_settings().clone().set_db(0);
-        self.client_for(self.connection.clone().set_redis_settings(settings))
-    }
-
-    fn client_for(&self, connection: redis::ConnectionInfo) -> Result<redis::Client> {
-        // rustls needs a process-wide crypto provider; install ring's unless
-        // the application installed one already.
-        #[cfg(feature = "tls")]
-        if matches!(connection.addr(), redis::ConnectionAddr::TcpTls { .. })
-            && rustls::crypto::CryptoProvider::get_default().is_none()
-        {
-            let _ = rustls::crypto::ring::default_provider().install_default();
+    /// What the protocol needs from these settings.
+    pub(crate) fn protocol_settings(&self) -> ProtocolSettings {
+        ProtocolSettings {
+            protocol: self.protocol,
+            waiter_ttl: self.waiter_ttl,
+            waiter_slot: self.waiter_slot,
+            clock_offset_ms: self.clock_offset_ms,
+            // Longer than the last retry of a release can come: a retry
+            // within the budget, re-sent once more from the background after
+            // a drop, each call bounded by the response timeout.
+            release_cache: (2 * (self.retry_budget + self.response_timeout))
+                .max(Duration::from_secs(20)),
         }
-        #[cfg(feature = "tls")]
-        if let Some(tls) = &self.tls {
-            let certs = redis::TlsCertificates {
-                client_tls: tls
-                    .client
-                    .as_ref()
-                    .map(|(cert, key)| redis::ClientTlsConfig {
-                        client_cert: cert.clone(),
-                        client_key: key.clone(),
-                    }),
-                root_cert: tls.root_cert.clone(),
-            };
-            return redis::Client::build_with_tls(connection, certs).map_err(|e| {
-                Error::InvalidConfig(format!("bad TLS settings for {}: {e}", self.address()))
-            });
-        }
-        redis::Client::open(connection).map_err(|e| {
-            Error::InvalidConfig(format!("cannot use Redis at {}: {e}", self.address()))
-        })
     }
-}
 
-/// `url` with the password (if any) replaced by `***`, for messages.
-fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
-}
-
-/// What is wrong with a URL redis-rs refused, in a few words.
-fn url_problem(url: &str, err: &redis::RedisError) -> String {
-    const SCHEMES: [&str; 7] = [
-        "redis",
-        "rediss",
-        "redis+unix",
-        "unix",
-        "valkey",
-        "valkeys",
-        "valkey+unix",
-    ];
-    // `host:port` alone has no scheme; `scheme:/...` has one.
-    let scheme = url
-        .split_once(':')
-        .filter(|(_, rest)| rest.starts_with('/'));
-    match scheme {
-        None => "no scheme such as redis://".to_owned(),
-        Some((scheme, _)) if !SCHEMES.contains(&scheme) => format!("unknown scheme {scheme:?}"),
-        Some(_) => {
-            // redis-rs shows "description - Kind[: detail]"; keep the words.
-            let shown = err.to_string();
-            let what = shown.split(" - ").next().unwrap_or(&shown);
-            if what == "Redis URL did not parse" {
-                "it does not parse as a URL: check the host, the port (1 to 65535) and \
-                 that a password's special characters are %-encoded"
-                    .to_owned()
-            } else {
-                let mut chars = what.chars();
-                chars
-                    .next()
-                    .map(|first| first.to_lowercase().chain(chars).collect())
-                    .unwrap_or_else(|| "refused by the Redis client".to_owned())
-            }
-        }
+    /// The retry policy every retrying call of the client follows.
+    pub(crate) fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::new(self.retry_budget)
     }
 }
 
@@ -445,7 +350,7 @@ mod tests {
     fn defaults_and_secrets() {
         let c = ClientConfig::from_url("redis://alice:hunter2@localhost:7000/3").unwrap();
         assert_eq!(c.get_lease(), Duration::from_secs(30));
-        assert_eq!(c.renew_interval(), Duration::from_secs(10));
+        assert_eq!(c.get_renew_interval(), Duration::from_secs(10));
         assert_eq!(c.get_waiter_slot(), Duration::from_secs(300));
         assert_eq!(c.address(), "localhost:7000");
         let shown = format!("{c:?}");

@@ -70,7 +70,7 @@ pub enum Error {
         key: String,
         /// The Redis error.
         #[source]
-        source: redis::RedisError,
+        source: RedisError,
     },
 
     /// Redis could not be reached, or the connection broke and did not come
@@ -81,7 +81,7 @@ pub enum Error {
         addr: String,
         /// The underlying error.
         #[source]
-        source: redis::RedisError,
+        source: RedisError,
     },
 
     /// Redis answered that it cannot serve requests right now (`BUSY` running
@@ -95,7 +95,7 @@ pub enum Error {
         addr: String,
         /// The server's answer.
         #[source]
-        source: redis::RedisError,
+        source: RedisError,
     },
 
     /// Something answered at the address, but not as a Redis server does
@@ -108,7 +108,7 @@ pub enum Error {
         addr: String,
         /// What the reply failed on.
         #[source]
-        source: redis::RedisError,
+        source: RedisError,
     },
 
     /// The server refused the credentials (wrong password or ACL user).
@@ -118,12 +118,12 @@ pub enum Error {
         addr: String,
         /// The underlying error.
         #[source]
-        source: redis::RedisError,
+        source: RedisError,
     },
 
     /// Redis answered a command with an error that fits no other variant.
     #[error("Redis error: {0}")]
-    Redis(#[source] redis::RedisError),
+    Redis(#[source] RedisError),
 
     /// A script answered with a reply this version does not understand
     /// (for example another library wrote the keys in another format).
@@ -160,100 +160,73 @@ impl Error {
             Error::InvalidName { .. } | Error::InvalidDuration { .. } | Error::InvalidConfig(_)
         )
     }
-
-    /// Classify a Redis error from a call against `addr` on lock `name`.
-    pub(crate) fn from_redis(err: redis::RedisError, addr: &str, name: &str, key: &str) -> Self {
-        if is_connection_error(&err) {
-            return Error::Connection {
-                addr: addr.to_owned(),
-                source: err,
-            };
-        }
-        if is_unavailable_error(&err) {
-            return Error::Unavailable {
-                addr: addr.to_owned(),
-                source: err,
-            };
-        }
-        if err.kind() == redis::ErrorKind::AuthenticationFailed
-            || err.code() == Some("WRONGPASS")
-            || err.code() == Some("NOAUTH")
-        {
-            return Error::Auth {
-                addr: addr.to_owned(),
-                source: err,
-            };
-        }
-        // A script that touches a key of another type fails with a
-        // script error whose message carries WRONGTYPE.
-        if err.code() == Some("WRONGTYPE") || err.to_string().contains("WRONGTYPE") {
-            return Error::WrongType {
-                name: name.to_owned(),
-                key: key.to_owned(),
-                source: err,
-            };
-        }
-        Error::Redis(err)
-    }
-
-    /// Classify an error from connecting or a call that names no lock.
-    pub(crate) fn from_redis_conn(err: redis::RedisError, addr: &str) -> Self {
-        Self::from_redis(err, addr, "", "")
-    }
-
-    /// Classify an error from the first exchange with a server (the
-    /// handshake and a `PING`): a reply that does not parse as RESP, or a
-    /// `PING` answered with something other than a status, means the
-    /// address is not a Redis server.
-    pub(crate) fn from_first_reply(err: redis::RedisError, addr: &str) -> Self {
-        if matches!(
-            err.kind(),
-            redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
-        ) {
-            return Error::NotRedis {
-                addr: addr.to_owned(),
-                source: err,
-            };
-        }
-        Self::from_redis_conn(err, addr)
-    }
 }
 
-/// Errors after which retrying on a new connection can succeed.
-pub(crate) fn is_connection_error(err: &redis::RedisError) -> bool {
-    err.is_io_error()
-        || err.is_connection_dropped()
-        || err.is_connection_refusal()
-        || err.is_timeout()
-}
-
-/// Server answers that refuse a command before it runs, for a while: a
-/// retry of the same call is safe and can succeed. A script refused with one
-/// of these did not run (Redis checks `OOM` before a script's first write,
-/// and never runs part of a script for the others).
-const UNAVAILABLE_CODES: [&str; 6] = [
-    "BUSY",
-    "LOADING",
-    "TRYAGAIN",
-    "MASTERDOWN",
-    "READONLY",
-    "OOM",
-];
-
-fn is_unavailable_error(err: &redis::RedisError) -> bool {
-    matches!(
-        err.kind(),
-        redis::ErrorKind::Server(
-            redis::ServerErrorKind::BusyLoading
-                | redis::ServerErrorKind::TryAgain
-                | redis::ServerErrorKind::MasterDown
-                | redis::ServerErrorKind::ReadOnly
-        )
-    ) || err
-        .code()
-        .is_some_and(|code| UNAVAILABLE_CODES.contains(&code))
-}
-
+/// A name cut to 64 characters, for error messages.
 pub(crate) fn truncate_name(name: &str) -> String {
     name.chars().take(64).collect()
+}
+
+/// An error reported by the Redis client (a server reply, an I/O failure, a
+/// timeout), kept opaque so that the Redis client library this crate uses
+/// is not part of its API. [`Display`](std::fmt::Display) shows what
+/// happened; [`source`](std::error::Error::source) continues the chain.
+pub struct RedisError(redis::RedisError);
+
+impl RedisError {
+    pub(crate) fn new(err: redis::RedisError) -> Self {
+        Self(err)
+    }
+
+    /// The error code of a server reply (`"NOPERM"`, `"WRONGTYPE"`,
+    /// `"BUSY"`, ...); `None` for errors that are not server replies.
+    pub fn code(&self) -> Option<&str> {
+        self.0.code()
+    }
+
+    /// The text of a server reply after its code; `None` when there is none.
+    pub fn detail(&self) -> Option<&str> {
+        self.0.detail()
+    }
+
+    /// `true` when no reply came within the response timeout.
+    pub fn is_timeout(&self) -> bool {
+        self.0.is_timeout()
+    }
+
+    /// `true` when the server refused the connection (nothing listens there).
+    pub fn is_connection_refusal(&self) -> bool {
+        self.0.is_connection_refusal()
+    }
+
+    /// `true` when the connection was closed before a reply came.
+    pub fn is_connection_dropped(&self) -> bool {
+        self.0.is_connection_dropped()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn timeout_for_tests() -> Self {
+        Self(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "test timeout",
+        )))
+    }
+}
+
+impl std::fmt::Display for RedisError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::fmt::Debug for RedisError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for RedisError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }

@@ -1,26 +1,13 @@
-//! `LockGuard`: one hold of a lock.
+//! `LockGuard`: one hold of a lock, as its user sees it.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::time::Instant;
-use tracing::{debug, warn};
-
-use crate::error::{Error, Result};
-use crate::lock::{AcquireOptions, LockShared, ReleaseOnDrop, check_release};
+use crate::acquire::{self, AcquireOptions};
+use crate::error::Result;
+use crate::hold::{ArmedHold, Hold, Lease};
 use crate::owner::Owner;
-use crate::watchdog::{HeldState, HoldKind, NewHold};
-
-/// How a hold's lease is kept.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Lease {
-    /// Renewed by the client's watchdog while held.
-    Watchdog(Duration),
-    /// Set once; the lock expires after it.
-    Explicit(Duration),
-}
 
 /// One hold of a lock, returned by every successful acquire.
 ///
@@ -37,79 +24,34 @@ pub(crate) enum Lease {
 /// The guard is `Send + Sync + 'static`: move it into tasks freely.
 #[must_use = "dropping a guard releases the lock right away"]
 pub struct LockGuard {
-    held: Held,
-    /// Cleared by `unlock`, so that `drop` does not release a second time.
-    armed: bool,
-}
-
-struct Held {
-    shared: Arc<LockShared>,
-    owner: Owner,
-    lease: Lease,
-    token: Option<u64>,
-    state: Arc<HeldState>,
-    /// Set when this guard released (or forgot) its hold: a claim still in
-    /// flight then no longer matters.
-    released: Arc<AtomicBool>,
+    /// Released from the background when the guard is dropped, unless
+    /// `unlock` or `forget` disarmed it.
+    hold: ArmedHold,
 }
 
 impl LockGuard {
-    /// A new hold that expires at `expires` unless renewed. `claim`: the
-    /// lock was handed over with a short lease; extend it right away.
-    pub(crate) fn new(
-        shared: Arc<LockShared>,
-        owner: Owner,
-        lease: Lease,
-        token: Option<u64>,
-        expires: Instant,
-        kind: HoldKind,
-        claim: bool,
-    ) -> Self {
-        let state = shared.client.inner.watchdog.register(NewHold {
-            shared: &shared,
-            lock_key: shared.lock_key(),
-            owner: owner.as_str(),
-            name: &shared.name,
-            token,
-            expires,
-            kind,
-            renew: lease.is_watchdog(),
-        });
-        let released = Arc::new(AtomicBool::new(false));
-        if claim {
-            claim_in_background(&shared, &owner, lease, token, &state, expires, &released);
-        }
-        Self {
-            held: Held {
-                shared,
-                owner,
-                lease,
-                token,
-                state,
-                released,
-            },
-            armed: true,
-        }
+    pub(crate) fn new(hold: ArmedHold) -> Self {
+        Self { hold }
     }
 
-    fn held(&self) -> &Held {
-        &self.held
+    fn held(&self) -> &Hold {
+        self.hold.get()
     }
 
     /// The lock name.
     pub fn name(&self) -> &str {
-        &self.held().shared.name
+        self.held().shared().name()
     }
 
     /// The owner of this hold.
     pub fn owner(&self) -> &Owner {
-        &self.held().owner
+        self.held().owner()
     }
 
     /// The fencing token of this acquisition, where the protocol gives one
     /// (`redisson` does not: `None`).
     pub fn token(&self) -> Option<u64> {
-        self.held().token
+        self.held().token()
     }
 
     /// `false` once the hold is known lost (see [`lost`](Self::lost)) or its
@@ -117,7 +59,7 @@ impl LockGuard {
     /// from when the confirming call was sent) has passed without a renewal,
     /// as after a process pause longer than the lease.
     pub fn is_held(&self) -> bool {
-        self.held().state.status().is_held()
+        self.held().state().status().is_held()
     }
 
     /// A future that resolves when this hold is lost or may be: a renewal
@@ -132,7 +74,7 @@ impl LockGuard {
     /// # Cancel safety
     /// Dropping it has no effect.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut status = self.held().state.subscribe();
+        let mut status = self.held().state().subscribe();
         async move {
             loop {
                 let now = *status.borrow_and_update();
@@ -165,15 +107,16 @@ impl LockGuard {
     pub async fn reenter(&self) -> Result<Option<LockGuard>> {
         let held = self.held();
         // One re-entry of this hold at a time (see `HeldState::reentry`).
-        let _turn = held.state.reentry.lock().await;
+        let _turn = held.state().reentry.lock().await;
         let mut options = AcquireOptions::new()
             .wait(Duration::ZERO)
-            .owner(held.owner.clone())
+            .owner(held.owner().clone())
             .reenter_only();
-        if let Lease::Explicit(lease) = held.lease {
+        if let Lease::Explicit(lease) = held.lease() {
             options = options.lease(lease);
         }
-        crate::lock::acquire_with(Arc::clone(&held.shared), options).await
+        let hold = acquire::acquire(Arc::clone(held.shared()), options).await?;
+        Ok(hold.map(LockGuard::new))
     }
 
     /// Release this hold.
@@ -188,148 +131,28 @@ impl LockGuard {
     /// Dropping the future does not stop the release: it is sent again from
     /// the background under the same request id (which makes it count once).
     pub async fn unlock(mut self) -> Result<()> {
-        self.armed = false;
-        let held = &self.held;
-        held.stop_renewing();
-        // Known lost: a release now could only hit a later hold of the same
-        // owner.
-        if held.state.status().lost {
-            return Err(Error::LockLost {
-                name: held.shared.name.clone(),
-                owner: held.owner.to_string(),
-            });
-        }
-        let mut release =
-            ReleaseOnDrop::new(&held.shared, &held.owner, held.lease_duration(), held.token);
-        let reply = release.run().await?;
-        check_release(&held.shared, &held.owner, reply).map_err(|err| match err {
-            // We held it: another owner holding it now means ours was lost.
-            Error::NotOwner { name, owner } => Error::LockLost { name, owner },
-            other => other,
-        })
+        self.hold.disarm();
+        self.hold.get().release().await
     }
-}
 
-impl LockGuard {
     /// Keep the hold without this guard: the watchdog stops renewing it and
     /// nothing is released now. The hold ends with
     /// [`LockHandle::unlock_as`](crate::LockHandle::unlock_as) for the same
     /// owner, a force-unlock, or when its lease runs out.
     pub fn forget(mut self) {
-        self.armed = false;
-        self.held.stop_renewing();
-    }
-}
-
-impl Lease {
-    pub(crate) fn duration(&self) -> Duration {
-        match *self {
-            Lease::Watchdog(d) | Lease::Explicit(d) => d,
-        }
-    }
-
-    pub(crate) fn is_watchdog(&self) -> bool {
-        matches!(self, Lease::Watchdog(_))
-    }
-}
-
-impl Held {
-    fn stop_renewing(&self) {
-        self.released.store(true, Ordering::SeqCst);
-        self.shared.client.inner.watchdog.unregister(
-            self.shared.lock_key(),
-            self.owner.as_str(),
-            &self.state,
-            self.lease.is_watchdog(),
-        );
-    }
-
-    fn lease_duration(&self) -> Duration {
-        self.lease.duration()
-    }
-}
-
-/// Extend a handed-over grant to the holder's lease, retrying until the
-/// short handoff lease (`until`) runs out; the hold is lost if that fails.
-fn claim_in_background(
-    shared: &Arc<LockShared>,
-    owner: &Owner,
-    lease: Lease,
-    token: Option<u64>,
-    state: &Arc<HeldState>,
-    until: Instant,
-    released: &Arc<AtomicBool>,
-) {
-    let (shared, owner, state) = (Arc::clone(shared), owner.clone(), Arc::clone(state));
-    let released = Arc::clone(released);
-    let inner = Arc::clone(&shared.client.inner);
-    inner.spawn_cleanup(async move {
-        let protocol = shared.client.config().protocol;
-        let mut backoff = Duration::from_millis(20);
-        loop {
-            if released.load(Ordering::SeqCst) {
-                return;
-            }
-            let sent_at = Instant::now();
-            let hold = [(shared.lock_key(), owner.as_str(), token)];
-            let claim = crate::protocol::renew(protocol, shared.conn(), &hold, Some(lease.duration()));
-            match claim.await {
-                Ok(held) if held == [true] => {
-                    state.extend(sent_at + lease.duration());
-                    return;
-                }
-                Ok(_) if released.load(Ordering::SeqCst) => return,
-                Ok(_) => {
-                    warn!(lock = %shared.name, %owner, "lock lost: the handed-over grant was gone before it was claimed");
-                    state.mark_lost();
-                    return;
-                }
-                Err(err) if Instant::now() + backoff < until => {
-                    debug!(lock = %shared.name, %owner, error = %err, "claim failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
-                }
-                Err(err) => {
-                    warn!(lock = %shared.name, %owner, error = %err, "lock lost: could not claim the handed-over grant in time");
-                    state.mark_lost();
-                    return;
-                }
-            }
-        }
-    });
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let held = &self.held;
-        held.stop_renewing();
-        if held.state.status().lost {
-            return;
-        }
-        let shared = Arc::clone(&held.shared);
-        let owner = held.owner.clone();
-        let (lease, token) = (held.lease_duration(), held.token);
-        let inner = Arc::clone(&shared.client.inner);
-        inner.spawn_cleanup(async move {
-            match shared.release(&owner, lease, token).await {
-                Ok(reply) => debug!(lock = %shared.name, %owner, ?reply, "released on drop"),
-                Err(err) => warn!(lock = %shared.name, %owner, error = %err, "release on drop failed; the lock expires with its lease"),
-            }
-        });
+        self.hold.disarm();
+        self.hold.get().stop_renewing();
     }
 }
 
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let held = &self.held;
+        let held = self.held();
         f.debug_struct("LockGuard")
-            .field("name", &held.shared.name)
-            .field("owner", &held.owner)
-            .field("token", &held.token)
-            .field("lease", &held.lease)
+            .field("name", &held.shared().name())
+            .field("owner", held.owner())
+            .field("token", &held.token())
+            .field("lease", &held.lease())
             .finish()
     }
 }

@@ -130,24 +130,31 @@
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+mod acquire;
 pub mod blocking;
 mod client;
 mod config;
-mod connection;
+mod core;
+mod disarm;
 mod error;
+mod events;
 mod guard;
-mod lock;
+mod handle;
+mod hold;
 mod name;
 mod owner;
 mod protocol;
+mod retry;
+mod transport;
 mod wakeup;
 mod watchdog;
 
+pub use acquire::AcquireOptions;
 pub use client::LockClient;
 pub use config::{ClientConfig, MAX_DURATION};
-pub use error::{Error, Result};
+pub use error::{Error, RedisError, Result};
 pub use guard::LockGuard;
-pub use lock::{AcquireOptions, Fair, FairLock, Lock, LockHandle, LockKind, NonFair};
+pub use handle::{FairLock, Lock, LockHandle, LockKind};
 pub use name::MAX_NAME_LEN;
 pub use owner::Owner;
 pub use protocol::{Holder, LockInfo, Protocol, QueuedWaiter};

@@ -23,9 +23,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{debug, warn};
+
+use crate::events::{self, Event};
+use crate::retry::Backoff;
+use crate::transport::{Message, PubSubConnector};
 
 /// How often the pub/sub connection is checked with a PING.
 pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
@@ -101,23 +103,12 @@ impl Shared {
 impl WakeupRouter {
     /// Start the router's task on `runtime`. The task ends when the last
     /// clone of the router is dropped.
-    pub(crate) fn start(
-        client: redis::Client,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-        runtime: &tokio::runtime::Handle,
-    ) -> Self {
+    pub(crate) fn start(connector: PubSubConnector, runtime: &tokio::runtime::Handle) -> Self {
         let shared = Arc::new(Shared {
             channels: Mutex::new(HashMap::new()),
         });
         let (commands, rx) = mpsc::unbounded_channel();
-        let task = runtime.spawn(run(
-            client,
-            connect_timeout,
-            response_timeout,
-            Arc::clone(&shared),
-            rx,
-        ));
+        let task = runtime.spawn(run(connector, Arc::clone(&shared), rx));
         Self {
             shared,
             commands,
@@ -225,43 +216,29 @@ impl Drop for Subscription {
 /// The pub/sub task: connect, subscribe, route messages; on a broken
 /// connection wake everyone and start over.
 async fn run(
-    client: redis::Client,
-    connect_timeout: Duration,
-    response_timeout: Duration,
+    connector: PubSubConnector,
     shared: Arc<Shared>,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::reconnect();
     loop {
-        let connected = tokio::time::timeout(connect_timeout, client.get_async_pubsub()).await;
-        let pubsub = match connected {
-            Ok(Ok(pubsub)) => pubsub,
-            Ok(Err(err)) => {
-                debug!(error = %err, "pub/sub connection failed");
-                if !sleep_or_drain(&mut commands, backoff).await {
+        let (mut sink, mut stream) = match connector.connect().await {
+            Ok(halves) => halves,
+            Err(err) => {
+                events::record(Event::PubSubRetry { error: &err });
+                if !sleep_or_drain(&mut commands, backoff.next_delay()).await {
                     return;
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-                continue;
-            }
-            Err(_) => {
-                debug!("pub/sub connection timed out");
-                if !sleep_or_drain(&mut commands, backoff).await {
-                    return;
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(1));
                 continue;
             }
         };
-        let (mut sink, mut stream) = pubsub.split();
         let wanted: Vec<String> = shared.channels().keys().cloned().collect();
         if !wanted.is_empty() {
-            if let Err(err) = bounded(response_timeout, sink.subscribe(&wanted)).await {
-                debug!(error = %err, "resubscribe failed");
-                if !sleep_or_drain(&mut commands, backoff).await {
+            if let Err(err) = sink.subscribe(&wanted).await {
+                events::record(Event::PubSubRetry { error: &err });
+                if !sleep_or_drain(&mut commands, backoff.next_delay()).await {
                     return;
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(1));
                 continue;
             }
             // Messages may have been missed while disconnected.
@@ -271,53 +248,46 @@ async fn run(
         let mut health = tokio::time::interval(HEALTH_INTERVAL);
         health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         health.reset();
-        loop {
+        let broken = loop {
             tokio::select! {
                 _ = health.tick() => {
-                    let ping = async { sink.ping::<redis::Value>().await.map(drop) };
-                    if let Err(err) = bounded(response_timeout, ping).await {
-                        warn!(error = %err, "pub/sub connection did not answer a PING");
-                        break;
+                    if let Err(err) = sink.ping().await {
+                        break Some(err);
                     }
                 }
                 message = stream.next() => match message {
-                    Some(message) => {
-                        let payload: Arc<str> = String::from_utf8_lossy(message.get_payload_bytes()).into();
-                        shared.bump(message.get_channel_name(), Some(payload));
-                    }
-                    None => break,
+                    Some(Message { channel, payload }) => shared.bump(&channel, Some(payload)),
+                    None => break None,
                 },
                 command = commands.recv() => match command {
                     Some(Command::Subscribe(channel, ack)) => {
-                        if let Err(err) = bounded(response_timeout, sink.subscribe(&channel)).await {
-                            debug!(error = %err, %channel, "subscribe failed");
-                            break;
+                        if let Err(err) = sink.subscribe(std::slice::from_ref(&channel)).await {
+                            break Some(err);
                         }
                         let _ = ack.send(());
                     }
                     Some(Command::Unsubscribe(channel)) => {
                         // A new waiter may have come back for it meanwhile.
-                        if !shared.channels().contains_key(&channel)
-                            && bounded(response_timeout, sink.unsubscribe(&channel)).await.is_err()
-                        {
-                            break;
+                        if !shared.channels().contains_key(&channel) {
+                            if let Err(err) = sink.unsubscribe(&channel).await {
+                                break Some(err);
+                            }
                         }
                     }
                     None => return,
                 },
             }
-        }
-        warn!("pub/sub connection lost; waking all waiters and reconnecting");
+        };
+        events::record(Event::PubSubLost {
+            error: broken.as_ref().map(|err| err as &dyn std::fmt::Display),
+        });
         shared.bump_all();
         // A connection that keeps failing at once (a refused SUBSCRIBE, say)
         // must not turn into a busy loop.
         if connected_at.elapsed() > Duration::from_secs(5) {
-            backoff = Duration::from_millis(50);
-        } else {
-            if !sleep_or_drain(&mut commands, backoff).await {
-                return;
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(1));
+            backoff.reset();
+        } else if !sleep_or_drain(&mut commands, backoff.next_delay()).await {
+            return;
         }
     }
 }
@@ -337,20 +307,5 @@ async fn sleep_or_drain(commands: &mut mpsc::UnboundedReceiver<Command>, delay: 
                 None => return false,
             },
         }
-    }
-}
-
-/// A pub/sub command that does not answer within `limit` counts as a broken
-/// connection (a stalled server must not stall every waiter's subscription).
-async fn bounded(
-    limit: Duration,
-    command: impl std::future::Future<Output = redis::RedisResult<()>>,
-) -> redis::RedisResult<()> {
-    match tokio::time::timeout(limit, command).await {
-        Ok(result) => result,
-        Err(_) => Err(redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "pub/sub command timed out",
-        ))),
     }
 }

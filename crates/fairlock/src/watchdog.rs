@@ -20,11 +20,10 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
-use tracing::{debug, warn};
 
-use crate::connection::Connection;
-use crate::lock::LockShared;
-use crate::protocol::{self, HoldRef, Protocol, RENEW_BATCH};
+use crate::events::{self, Event, LostCause};
+use crate::protocol::{Dialect, HoldRef, ProtocolLock, RENEW_BATCH};
+use crate::transport::Connection;
 
 /// What is known about one hold: lost for sure, and until when the lease
 /// the server last confirmed lasts (a local estimate, measured from when the
@@ -63,9 +62,14 @@ impl HeldState {
         })
     }
 
-    pub(crate) fn mark_lost(&self) {
-        self.status
+    /// The hold is known lost: its guards see it at once.
+    pub(crate) fn mark_lost(&self, lock: &str, owner: &str, cause: LostCause) {
+        let newly = self
+            .status
             .send_if_modified(|status| !std::mem::replace(&mut status.lost, true));
+        if newly {
+            events::record(Event::Lost { lock, owner, cause });
+        }
     }
 
     /// A renewal confirmed the lease until `expires`.
@@ -97,9 +101,8 @@ impl HeldState {
 type Key = (String, String);
 
 struct Entry {
-    name: String,
-    /// The lock it holds (weak: the guards keep it alive), for `shutdown`.
-    shared: Weak<LockShared>,
+    /// The lock it holds, for renewals and for `shutdown`.
+    lock: Arc<ProtocolLock>,
     /// The fencing token of the acquisition (native).
     token: Option<u64>,
     /// Live guards of this hold.
@@ -120,10 +123,8 @@ pub(crate) enum HoldKind {
 
 /// One hold to register.
 pub(crate) struct NewHold<'a> {
-    pub(crate) shared: &'a Arc<LockShared>,
-    pub(crate) lock_key: &'a str,
+    pub(crate) lock: &'a Arc<ProtocolLock>,
     pub(crate) owner: &'a str,
-    pub(crate) name: &'a str,
     pub(crate) token: Option<u64>,
     pub(crate) expires: Instant,
     pub(crate) kind: HoldKind,
@@ -133,7 +134,7 @@ pub(crate) struct NewHold<'a> {
 
 /// A hold still registered, for [`Watchdog::drain`].
 pub(crate) struct Registered {
-    pub(crate) shared: Option<Arc<LockShared>>,
+    pub(crate) lock: Arc<ProtocolLock>,
     pub(crate) owner: String,
     pub(crate) token: Option<u64>,
     pub(crate) holds: usize,
@@ -157,7 +158,7 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Watchdog {
     /// Start the renewal task on `runtime`; it ends when the watchdog is dropped.
     pub(crate) fn start(
-        protocol: Protocol,
+        dialect: Dialect,
         conn: Connection,
         lease: Duration,
         interval: Duration,
@@ -168,7 +169,7 @@ impl Watchdog {
         let task = runtime.spawn(run(
             Arc::downgrade(&entries),
             Arc::downgrade(&check_now),
-            protocol,
+            dialect,
             conn,
             lease,
             interval,
@@ -188,7 +189,7 @@ impl Watchdog {
     /// Register one hold; returns the state its guard shares.
     pub(crate) fn register(&self, hold: NewHold<'_>) -> Arc<HeldState> {
         let mut entries = locked(&self.entries);
-        let key = (hold.lock_key.to_owned(), hold.owner.to_owned());
+        let key = (hold.lock.lock_key().to_owned(), hold.owner.to_owned());
         if let Some(entry) = entries.get_mut(&key) {
             let stale = hold.kind == HoldKind::Fresh
                 || entry.state.status().lost
@@ -201,16 +202,16 @@ impl Watchdog {
             }
             // An older acquisition of this owner is over (lost, or replaced
             // by this one): retire its guards before they act on the new hold.
-            debug!(lock = %entry.name, owner = %hold.owner, "a new acquisition retires an older hold of the same owner");
-            entry.state.mark_lost();
+            entry
+                .state
+                .mark_lost(entry.lock.name(), hold.owner, LostCause::Retired);
             entries.remove(&key);
         }
         let state = HeldState::new(hold.expires);
         entries.insert(
             key,
             Entry {
-                name: hold.name.to_owned(),
-                shared: Arc::downgrade(hold.shared),
+                lock: Arc::clone(hold.lock),
                 token: hold.token,
                 holds: 1,
                 renewed: usize::from(hold.renew),
@@ -256,9 +257,10 @@ impl Watchdog {
         locked(&self.entries)
             .drain()
             .map(|((_, owner), entry)| {
-                entry.state.mark_lost();
+                // Silently: the caller releases it.
+                entry.state.status.send_modify(|status| status.lost = true);
                 Registered {
-                    shared: entry.shared.upgrade(),
+                    lock: entry.lock,
                     owner,
                     token: entry.token,
                     holds: entry.holds,
@@ -274,7 +276,7 @@ const CHECK_GAP: Duration = Duration::from_millis(50);
 async fn run(
     entries: Weak<Entries>,
     check_now: Weak<Notify>,
-    protocol: Protocol,
+    dialect: Dialect,
     conn: Connection,
     lease: Duration,
     interval: Duration,
@@ -321,7 +323,7 @@ async fn run(
                 .collect();
             let sent_at = Instant::now();
             let renewal = (!check_only).then_some(lease);
-            let result = protocol::renew(protocol, &conn, &holds, renewal).await;
+            let result = dialect.renew(&conn, &holds, renewal).await;
             let mut map = locked(&entries);
             match result {
                 Ok(held) => {
@@ -332,8 +334,9 @@ async fn run(
                             continue;
                         };
                         if !still_held {
-                            warn!(lock = %entry.name, owner = %key.1, "lock lost: it is gone or held by another owner or acquisition");
-                            entry.state.mark_lost();
+                            entry
+                                .state
+                                .mark_lost(entry.lock.name(), &key.1, LostCause::Gone);
                             map.remove(key);
                         } else if !check_only {
                             entry.state.extend(sent_at + lease);
@@ -350,12 +353,18 @@ async fn run(
                         else {
                             continue;
                         };
+                        events::record(Event::RenewalFailed {
+                            lock: entry.lock.name(),
+                            owner: &key.1,
+                            error: &err,
+                        });
                         if now >= entry.state.status().expires {
-                            warn!(lock = %entry.name, owner = %key.1, error = %err, "lock lost: lease ran out while renewals failed");
-                            entry.state.mark_lost();
+                            entry.state.mark_lost(
+                                entry.lock.name(),
+                                &key.1,
+                                LostCause::RenewalsFailed,
+                            );
                             map.remove(key);
-                        } else {
-                            debug!(lock = %entry.name, owner = %key.1, error = %err, "renewal failed; will retry");
                         }
                     }
                 }

@@ -70,7 +70,7 @@ async fn bad_durations_are_refused() {
         ClientConfig::from_url(&server.url())
             .unwrap()
             .lease(Duration::from_secs(1))
-            .renew_every(Duration::from_secs(2)),
+            .renew_interval(Duration::from_secs(2)),
     ] {
         let err = LockClient::with_config(config).await.unwrap_err();
         assert!(err.is_invalid_input(), "{err}");

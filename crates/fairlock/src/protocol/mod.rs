@@ -9,7 +9,7 @@
 macro_rules! protocol_script {
     ($dir:literal, $file:literal) => {
         std::sync::LazyLock::new(|| {
-            redis::Script::new(concat!(
+            $crate::transport::Script::new(concat!(
                 include_str!("common.lua"),
                 include_str!(concat!($dir, "/prelude.lua")),
                 include_str!(concat!($dir, "/", $file))
@@ -28,8 +28,8 @@ mod model_tests;
 
 use std::time::Duration;
 
-use crate::connection::Connection;
 use crate::error::Result;
+use crate::transport::{Connection, Script};
 use native::NativeLock;
 use redisson::RedissonLock;
 
@@ -86,13 +86,83 @@ impl std::str::FromStr for Protocol {
     }
 }
 
+/// What a protocol needs from the client's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProtocolSettings {
+    pub(crate) protocol: Protocol,
+    /// Native: how long a waiter's place lasts without a refresh. Both: a
+    /// third of it bounds every wait between two attempts.
+    pub(crate) waiter_ttl: Duration,
+    /// Redisson: a waiter's slot when the wait has no bound of its own.
+    pub(crate) waiter_slot: Duration,
+    /// Redisson: the shift of this client's clock (a test hook).
+    pub(crate) clock_offset_ms: i64,
+    /// How long a release's result stays cached for a retry of the same
+    /// request: longer than any retry of it can come.
+    pub(crate) release_cache: Duration,
+}
+
+/// One protocol with this client's settings: makes the lock objects and
+/// renews batches of holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dialect {
+    settings: ProtocolSettings,
+}
+
+impl Dialect {
+    pub(crate) fn new(settings: ProtocolSettings) -> Self {
+        Self { settings }
+    }
+
+    pub(crate) fn protocol(&self) -> Protocol {
+        self.settings.protocol
+    }
+
+    /// The lock `name` (already validated), fair or not.
+    pub(crate) fn lock(&self, name: &str, fair: bool) -> ProtocolLock {
+        match self.settings.protocol {
+            Protocol::Redisson => {
+                ProtocolLock::Redisson(RedissonLock::new(name, fair, &self.settings))
+            }
+            Protocol::Native => ProtocolLock::Native(NativeLock::new(name, fair, &self.settings)),
+        }
+    }
+
+    /// Renew (with `Some(lease)`) or only check (`None`) a batch of holds.
+    /// Returns, per hold, whether it is still held.
+    pub(crate) async fn renew(
+        &self,
+        conn: &Connection,
+        batch: &[HoldRef<'_>],
+        lease: Option<Duration>,
+    ) -> Result<Vec<bool>> {
+        let script: &Script = match self.settings.protocol {
+            Protocol::Redisson => &redisson::RENEW,
+            Protocol::Native => &native::RENEW,
+        };
+        let keys: Vec<&str> = batch.iter().map(|(key, _, _)| *key).collect();
+        let mut args = Vec::with_capacity(2 * batch.len() + 1);
+        args.push(lease.map(ms).unwrap_or_default());
+        for (_, owner, token) in batch {
+            args.push((*owner).to_owned());
+            args.push(token.map(|t| t.to_string()).unwrap_or_default());
+        }
+        let reply: Vec<i64> = conn.script(script, "", &keys, &args).await?;
+        if reply.len() != batch.len() {
+            return Err(unexpected("renew", reply));
+        }
+        Ok(reply.into_iter().map(|r| r == 1).collect())
+    }
+}
+
 /// One acquire attempt's inputs.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AcquireArgs<'a> {
     pub(crate) owner: &'a str,
     pub(crate) lease: Duration,
-    /// Redisson: the waiter slot. Native: the waiter ttl.
-    pub(crate) slot: Duration,
+    /// The wait's bound, when it has one (Redisson makes it the waiter's
+    /// slot).
+    pub(crate) wait: Option<Duration>,
     /// Wait in line when busy (else a one-shot attempt).
     pub(crate) queue: bool,
     /// The owner's hold count before this acquisition (0 for a fresh owner).
@@ -105,18 +175,6 @@ pub(crate) struct AcquireArgs<'a> {
     pub(crate) nonce: &'a str,
 }
 
-/// The client settings a release needs.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ReleaseSettings {
-    /// The lease (Redisson re-sets it when one of several holds goes).
-    pub(crate) lease: Duration,
-    /// The waiter ttl for a waiter without a record (native).
-    pub(crate) waiter_ttl: Duration,
-    /// How long the result stays cached for a retry of the same request:
-    /// longer than any retry of it can come.
-    pub(crate) cache: Duration,
-}
-
 /// Which acquisition a release acts on (native; Redisson has no way to tell).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Scope<'a> {
@@ -126,136 +184,111 @@ pub(crate) struct Scope<'a> {
     pub(crate) nonce: Option<&'a str>,
 }
 
-/// One lock under one protocol: the dispatch point of the seam.
+/// A grant message, verified: the fencing token, the server time of the
+/// grant and how long the grant lasts unless claimed (the PEXPIRE the
+/// releasing script set), all as the server wrote them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) token: u64,
+    pub(crate) granted_at_ms: i64,
+    pub(crate) expire_ms: u64,
+}
+
+/// One lock under one protocol: the seam. Every method has one signature
+/// for both protocols; what differs lives in the protocol's own object.
 #[derive(Debug, Clone)]
 pub(crate) enum ProtocolLock {
     Redisson(RedissonLock),
     Native(NativeLock),
 }
 
-impl ProtocolLock {
-    pub(crate) fn new(protocol: Protocol, name: &str, fair: bool, clock_offset_ms: i64) -> Self {
-        match protocol {
-            Protocol::Redisson => {
-                ProtocolLock::Redisson(RedissonLock::new(name, fair, clock_offset_ms))
-            }
-            Protocol::Native => ProtocolLock::Native(NativeLock::new(name, fair)),
+/// Forward a call to the protocol's lock object.
+macro_rules! dispatch {
+    ($self:ident, $lock:ident => $call:expr) => {
+        match $self {
+            ProtocolLock::Redisson($lock) => $call,
+            ProtocolLock::Native($lock) => $call,
         }
+    };
+}
+
+impl ProtocolLock {
+    pub(crate) fn name(&self) -> &str {
+        dispatch!(self, lock => &lock.name)
     }
 
     pub(crate) fn fair(&self) -> bool {
-        match self {
-            ProtocolLock::Redisson(lock) => lock.fair,
-            ProtocolLock::Native(lock) => lock.fair,
-        }
+        dispatch!(self, lock => lock.fair)
     }
 
     /// The key the watchdog renews and `is_locked` looks at.
     pub(crate) fn lock_key(&self) -> &str {
-        match self {
-            ProtocolLock::Redisson(lock) => &lock.keys.lock,
-            ProtocolLock::Native(lock) => lock.keys.lock(),
-        }
+        dispatch!(self, lock => lock.lock_key())
     }
 
-    pub(crate) fn is_native(&self) -> bool {
-        matches!(self, ProtocolLock::Native(_))
+    /// The longest pause between two attempts of a waiter: a lost wake-up
+    /// costs at most this long, under every protocol.
+    pub(crate) fn max_pause(&self) -> Duration {
+        dispatch!(self, lock => lock.max_pause())
+    }
+
+    /// The channel on which `owner` is woken while it waits.
+    pub(crate) fn wake_channel(&self, owner: &str) -> String {
+        dispatch!(self, lock => lock.wake_channel(owner))
+    }
+
+    /// Decode a wake-up message for the waiter whose secret is `nonce`: the
+    /// grant it proves, if it is a grant to that waiter (native only; any
+    /// other message is only a wake-up).
+    pub(crate) fn verify_grant(&self, payload: &str, nonce: &str) -> Option<Grant> {
+        dispatch!(self, lock => lock.verify_grant(payload, nonce))
     }
 
     /// How many holds `owner` has.
     pub(crate) async fn hold_count(&self, conn: &Connection, owner: &str) -> Result<u32> {
-        match self {
-            ProtocolLock::Redisson(lock) => {
-                let count: Option<u32> = conn
-                    .command(&lock.name, "HGET", &lock.keys.lock, &[owner])
-                    .await?;
-                Ok(count.unwrap_or(0))
-            }
-            ProtocolLock::Native(lock) => {
-                let (holder, count): (Option<String>, Option<u32>) = conn
-                    .command(&lock.name, "HMGET", lock.keys.lock(), &["owner", "count"])
-                    .await?;
-                Ok(if holder.as_deref() == Some(owner) {
-                    count.unwrap_or(0)
-                } else {
-                    0
-                })
-            }
-        }
+        dispatch!(self, lock => lock.hold_count(conn, owner).await)
     }
 
-    pub(crate) fn wake_channel(&self, owner: &str) -> String {
-        match self {
-            ProtocolLock::Redisson(lock) => lock.wake_channel(owner),
-            ProtocolLock::Native(lock) => lock.wake_channel(owner),
-        }
-    }
-
+    /// One attempt.
     pub(crate) async fn acquire(
         &self,
         conn: &Connection,
         args: &AcquireArgs<'_>,
     ) -> Result<Acquire> {
-        match self {
-            ProtocolLock::Redisson(lock) => lock.acquire(conn, args).await,
-            ProtocolLock::Native(lock) => lock.acquire(conn, args).await,
-        }
+        dispatch!(self, lock => lock.acquire(conn, args).await)
     }
 
-    /// Leave the queue. `slot`: Redisson's waiter slot, or the native waiter
-    /// ttl. `nonce`: the acquisition's secret (native: only its own
-    /// unclaimed grant is passed on).
+    /// Leave the queue. `wait`: the wait's bound, as in the attempts;
+    /// `nonce`: the acquisition's secret (native: only its own unclaimed
+    /// grant is passed on). `true` when the owner was queued.
     pub(crate) async fn give_up(
         &self,
         conn: &Connection,
         owner: &str,
-        slot: Duration,
+        wait: Option<Duration>,
         nonce: &str,
     ) -> Result<bool> {
-        match self {
-            ProtocolLock::Redisson(lock) => lock.give_up(conn, owner, slot).await,
-            ProtocolLock::Native(lock) => lock.give_up(conn, owner, slot, nonce).await,
-        }
+        dispatch!(self, lock => lock.give_up(conn, owner, wait, nonce).await)
     }
 
     /// Release one hold of `owner`; under native only a hold of the
     /// acquisition `scope` names (a later acquisition by the same owner is
-    /// left alone). The result is cached under `request` for `settings.cache`.
+    /// left alone). `lease`: the hold's lease (Redisson sets it again when
+    /// one of several holds goes). The result is cached under `request`.
     pub(crate) async fn release(
         &self,
         conn: &Connection,
         owner: &str,
-        settings: ReleaseSettings,
+        lease: Duration,
         request: &str,
         scope: &Scope<'_>,
     ) -> Result<Release> {
-        match self {
-            ProtocolLock::Redisson(lock) => {
-                lock.release(conn, owner, settings.lease, request, settings.cache)
-                    .await
-            }
-            ProtocolLock::Native(lock) => lock.release(conn, owner, settings, request, scope).await,
-        }
+        dispatch!(self, lock => lock.release(conn, owner, lease, request, scope).await)
     }
 
-    /// Decode a wake-up message for the waiter whose secret is `nonce`: the
-    /// grant it proves, if it is a grant to that waiter (native only).
-    pub(crate) fn verify_grant(&self, payload: &str, nonce: &str) -> Option<native::Grant> {
-        match self {
-            ProtocolLock::Redisson(_) => None,
-            ProtocolLock::Native(_) => native::verify_grant(payload, nonce),
-        }
-    }
-
-    pub(crate) async fn force_release(
-        &self,
-        conn: &Connection,
-        waiter_ttl: Duration,
-    ) -> Result<bool> {
-        match self {
-            ProtocolLock::Redisson(lock) => lock.force_release(conn).await,
-            ProtocolLock::Native(lock) => lock.force_release(conn, waiter_ttl).await,
-        }
+    /// Release whoever holds the lock. `true` when a lock was released.
+    pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
+        dispatch!(self, lock => lock.force_release(conn).await)
     }
 
     /// `owner`'s 1-based place in line (0 when not queued) and the queue length.
@@ -264,18 +297,34 @@ impl ProtocolLock {
         conn: &Connection,
         owner: &str,
     ) -> Result<(u64, u64)> {
-        match self {
-            ProtocolLock::Redisson(lock) => lock.queue_position(conn, owner).await,
-            ProtocolLock::Native(lock) => lock.queue_position(conn, owner).await,
-        }
+        dispatch!(self, lock => lock.queue_position(conn, owner).await)
     }
 
+    /// The lock's whole state at one instant.
     pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {
-        match self {
-            ProtocolLock::Redisson(lock) => lock.inspect(conn).await,
-            ProtocolLock::Native(lock) => lock.inspect(conn).await,
-        }
+        dispatch!(self, lock => lock.inspect(conn).await)
     }
+
+    /// `true` when somebody holds the lock.
+    pub(crate) async fn is_locked(&self, conn: &Connection) -> Result<bool> {
+        let n: i64 = conn
+            .command(self.name(), "EXISTS", self.lock_key(), &[])
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Time until the holder's lease runs out; `None` when free.
+    pub(crate) async fn remaining_lease(&self, conn: &Connection) -> Result<Option<Duration>> {
+        let pttl: i64 = conn
+            .command(self.name(), "PTTL", self.lock_key(), &[])
+            .await?;
+        Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
+    }
+}
+
+/// How often a waiter refreshes its place: a third of `waiter_ttl`.
+pub(crate) fn refresh_interval(waiter_ttl: Duration) -> Duration {
+    (waiter_ttl / 3).max(Duration::from_millis(1))
 }
 
 /// A duration as whole milliseconds, for a script argument.
@@ -305,32 +354,6 @@ pub(crate) const REVOKED_PREFIX: &str = "fairlock:revoked:";
 /// One hold in a renewal or check batch: lock key, owner, and the token of
 /// its acquisition (native; `None` matches any hold of the owner).
 pub(crate) type HoldRef<'a> = (&'a str, &'a str, Option<u64>);
-
-/// Renew (with `Some(lease)`) or only check (`None`) a batch of holds of one
-/// protocol. Returns, per hold, whether it is still held.
-pub(crate) async fn renew(
-    protocol: Protocol,
-    conn: &Connection,
-    batch: &[HoldRef<'_>],
-    lease: Option<Duration>,
-) -> Result<Vec<bool>> {
-    let script = match protocol {
-        Protocol::Redisson => &*redisson::RENEW,
-        Protocol::Native => &*native::RENEW,
-    };
-    let keys: Vec<&str> = batch.iter().map(|(key, _, _)| *key).collect();
-    let mut args = Vec::with_capacity(2 * batch.len() + 1);
-    args.push(lease.map(ms).unwrap_or_default());
-    for (_, owner, token) in batch {
-        args.push((*owner).to_owned());
-        args.push(token.map(|t| t.to_string()).unwrap_or_default());
-    }
-    let reply: Vec<i64> = conn.script(script, "", &keys, &args).await?;
-    if reply.len() != batch.len() {
-        return Err(unexpected("renew", reply));
-    }
-    Ok(reply.into_iter().map(|r| r == 1).collect())
-}
 
 /// Locks renewed per script call (Redisson's batch size).
 pub(crate) const RENEW_BATCH: usize = 100;

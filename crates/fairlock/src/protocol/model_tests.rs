@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{Acquire, AcquireArgs, Protocol, ProtocolLock, Release};
+use super::{Acquire, AcquireArgs, Dialect, Protocol, ProtocolLock, ProtocolSettings, Release};
 use crate::config::ClientConfig;
-use crate::connection::Connection;
+use crate::transport::Connection;
 
 const OWNERS: [&str; 4] = ["m:1", "m:2", "m:3", "m:4"];
 const LONG: Duration = Duration::from_secs(3600);
@@ -149,7 +149,7 @@ async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op, non
             let args = AcquireArgs {
                 owner: OWNERS[o],
                 lease: LONG,
-                slot: LONG,
+                wait: None,
                 queue: matches!(op, Op::Queue(_)),
                 base,
                 nonce,
@@ -158,24 +158,14 @@ async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op, non
             assert!(!matches!(reply, Acquire::Busy) || !args.queue, "{reply:?}");
         }
         Op::GiveUp(o) => {
-            lock.give_up(conn, OWNERS[o], LONG, nonce)
+            lock.give_up(conn, OWNERS[o], None, nonce)
                 .await
                 .expect("give up");
         }
         Op::Release(o) => {
-            let request = crate::lock::new_request_id();
+            let request = crate::hold::new_request_id();
             let reply = lock
-                .release(
-                    conn,
-                    OWNERS[o],
-                    super::ReleaseSettings {
-                        lease: LONG,
-                        waiter_ttl: LONG,
-                        cache: LONG,
-                    },
-                    &request,
-                    &super::Scope::default(),
-                )
+                .release(conn, OWNERS[o], LONG, &request, &super::Scope::default())
                 .await
                 .expect("release");
             let held_by_o = matches!(model.holder, Some((h, _, _)) if h == o);
@@ -186,7 +176,7 @@ async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op, non
             );
         }
         Op::Force => {
-            lock.force_release(conn, LONG).await.expect("force");
+            lock.force_release(conn).await.expect("force");
         }
     }
 }
@@ -245,8 +235,17 @@ fn run_case(
     let _: () = server.cmd(&["FLUSHALL"]);
     runtime.block_on(async {
         let config = ClientConfig::from_url(&server.url()).expect("url");
-        let (conn, _) = Connection::connect(&config).await.expect("connect");
-        let lock = ProtocolLock::new(protocol, "m", true, 0);
+        let (conn, _) = Connection::connect(&config.endpoint, config.timeouts())
+            .await
+            .expect("connect");
+        let lock = Dialect::new(ProtocolSettings {
+            protocol,
+            waiter_ttl: LONG,
+            waiter_slot: LONG,
+            clock_offset_ms: 0,
+            release_cache: LONG,
+        })
+        .lock("m", true);
         let mut model = Model::default();
         let mut last_token = 0u64;
         // Each owner's current waiting acquisition; a new one starts once

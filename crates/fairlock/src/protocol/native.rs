@@ -7,15 +7,13 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::Script;
-
 use super::{
-    Acquire, AcquireArgs, Holder, LockInfo, Protocol, REVOKED_PREFIX, Release, ReleaseSettings,
-    Scope, ms, unexpected,
+    Acquire, AcquireArgs, Grant, Holder, LockInfo, Protocol, ProtocolSettings, REVOKED_PREFIX,
+    Release, Scope, ms, refresh_interval, unexpected,
 };
-use crate::connection::Connection;
 use crate::error::Result;
 use crate::name::NativeKeys;
+use crate::transport::{Connection, Script};
 
 static ACQUIRE: LazyLock<Script> = protocol_script!("native", "acquire.lua");
 static RELEASE: LazyLock<Script> = protocol_script!("native", "release.lua");
@@ -27,21 +25,6 @@ static POSITION: LazyLock<Script> = protocol_script!("native", "position.lua");
 
 /// The prefix of a grant message: `grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC`.
 pub(crate) const GRANT_PREFIX: &str = "grant:";
-
-/// A grant message, verified: the fencing token, the server time of the
-/// grant and how long the grant lasts unless claimed (the PEXPIRE the
-/// releasing script set), all as the server wrote them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Grant {
-    pub(crate) token: u64,
-    pub(crate) granted_at_ms: i64,
-    pub(crate) expire_ms: u64,
-}
-
-/// How often a waiter refreshes its place: a third of `waiter_ttl`.
-pub(crate) fn refresh_interval(waiter_ttl: Duration) -> Duration {
-    (waiter_ttl / 3).max(Duration::from_millis(1))
-}
 
 /// The grant in `payload` if it is a grant message authenticated with
 /// `nonce`: its MAC is the SHA-1 of `NONCE:grant:TOKEN:SERVER_MS:EXPIRE_MS`,
@@ -106,16 +89,44 @@ pub(crate) fn decode_acquire(fair: bool, waiter_ttl: Duration, reply: &[i64]) ->
 pub(crate) struct NativeLock {
     pub(crate) name: String,
     pub(crate) fair: bool,
-    pub(crate) keys: NativeKeys,
+    keys: NativeKeys,
+    waiter_ttl: Duration,
+    release_cache: Duration,
 }
 
 impl NativeLock {
-    pub(crate) fn new(name: &str, fair: bool) -> Self {
+    pub(crate) fn new(name: &str, fair: bool, settings: &ProtocolSettings) -> Self {
         Self {
             name: name.to_owned(),
             fair,
             keys: NativeKeys::new(name),
+            waiter_ttl: settings.waiter_ttl,
+            release_cache: settings.release_cache,
         }
+    }
+
+    pub(crate) fn lock_key(&self) -> &str {
+        self.keys.lock()
+    }
+
+    pub(crate) fn max_pause(&self) -> Duration {
+        refresh_interval(self.waiter_ttl)
+    }
+
+    pub(crate) fn verify_grant(&self, payload: &str, nonce: &str) -> Option<Grant> {
+        verify_grant(payload, nonce)
+    }
+
+    /// The owner's hold count: the lock hash names one owner.
+    pub(crate) async fn hold_count(&self, conn: &Connection, owner: &str) -> Result<u32> {
+        let (holder, count): (Option<String>, Option<u32>) = conn
+            .command(&self.name, "HMGET", self.keys.lock(), &["owner", "count"])
+            .await?;
+        Ok(if holder.as_deref() == Some(owner) {
+            count.unwrap_or(0)
+        } else {
+            0
+        })
     }
 
     fn keys(&self) -> [&str; 5] {
@@ -136,7 +147,7 @@ impl NativeLock {
         conn: &Connection,
         args: &AcquireArgs<'_>,
     ) -> Result<Acquire> {
-        let waiter_ttl = args.slot;
+        let waiter_ttl = self.waiter_ttl;
         let script_args = [
             args.owner.to_owned(),
             ms(args.lease),
@@ -157,12 +168,12 @@ impl NativeLock {
         &self,
         conn: &Connection,
         owner: &str,
-        waiter_ttl: Duration,
+        _wait: Option<Duration>,
         nonce: &str,
     ) -> Result<bool> {
         let args = [
             owner.to_owned(),
-            ms(waiter_ttl),
+            ms(self.waiter_ttl),
             self.keys.channel.clone(),
             nonce.to_owned(),
         ];
@@ -176,7 +187,7 @@ impl NativeLock {
         &self,
         conn: &Connection,
         owner: &str,
-        settings: ReleaseSettings,
+        _lease: Duration,
         request: &str,
         scope: &Scope<'_>,
     ) -> Result<Release> {
@@ -185,9 +196,9 @@ impl NativeLock {
         let keys = [k1, k2, k3, k4, k5, &cache];
         let args = [
             owner.to_owned(),
-            ms(settings.waiter_ttl),
+            ms(self.waiter_ttl),
             self.keys.channel.clone(),
-            ms(settings.cache),
+            ms(self.release_cache),
             scope.token.map(|t| t.to_string()).unwrap_or_default(),
             scope.nonce.unwrap_or_default().to_owned(),
         ];
@@ -201,13 +212,9 @@ impl NativeLock {
         }
     }
 
-    pub(crate) async fn force_release(
-        &self,
-        conn: &Connection,
-        waiter_ttl: Duration,
-    ) -> Result<bool> {
+    pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
         let args = [
-            ms(waiter_ttl),
+            ms(self.waiter_ttl),
             self.keys.channel.clone(),
             REVOKED_PREFIX.to_owned(),
         ];

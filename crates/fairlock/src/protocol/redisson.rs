@@ -8,14 +8,13 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::Script;
-
 use super::{
-    Acquire, AcquireArgs, Holder, LockInfo, Protocol, REVOKED_PREFIX, Release, ms, unexpected,
+    Acquire, AcquireArgs, Grant, Holder, LockInfo, Protocol, ProtocolSettings, REVOKED_PREFIX,
+    Release, Scope, ms, refresh_interval, unexpected,
 };
-use crate::connection::{Connection, wall_clock_ms};
 use crate::error::Result;
 use crate::name::RedissonKeys;
+use crate::transport::{Connection, Script};
 
 static FAIR_ACQUIRE: LazyLock<Script> = protocol_script!("redisson", "fair_acquire.lua");
 static FAIR_GIVE_UP: LazyLock<Script> = protocol_script!("redisson", "fair_give_up.lua");
@@ -35,19 +34,64 @@ static FAIR_POSITION: LazyLock<Script> = protocol_script!("redisson", "fair_posi
 pub(crate) struct RedissonLock {
     pub(crate) name: String,
     pub(crate) fair: bool,
-    pub(crate) keys: RedissonKeys,
+    keys: RedissonKeys,
+    /// A waiter's slot when its wait has no bound of its own.
+    waiter_slot: Duration,
+    /// Bounds the pause between attempts (see [`max_pause`](Self::max_pause)).
+    waiter_ttl: Duration,
+    release_cache: Duration,
     /// Test hook: shifts this client's clock (see `ClientConfig::clock_offset_ms`).
     clock_offset_ms: i64,
 }
 
+/// Milliseconds since the Unix epoch on this machine's clock.
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
 impl RedissonLock {
-    pub(crate) fn new(name: &str, fair: bool, clock_offset_ms: i64) -> Self {
+    pub(crate) fn new(name: &str, fair: bool, settings: &ProtocolSettings) -> Self {
         Self {
             name: name.to_owned(),
             fair,
             keys: RedissonKeys::new(name),
-            clock_offset_ms,
+            waiter_slot: settings.waiter_slot,
+            waiter_ttl: settings.waiter_ttl,
+            release_cache: settings.release_cache,
+            clock_offset_ms: settings.clock_offset_ms,
         }
+    }
+
+    pub(crate) fn lock_key(&self) -> &str {
+        &self.keys.lock
+    }
+
+    /// Redisson waiters sleep until the lease or their slot ends, which a
+    /// lost message would turn into minutes: fairlock's bound the waiter ttl
+    /// refresh interval, as under native.
+    pub(crate) fn max_pause(&self) -> Duration {
+        refresh_interval(self.waiter_ttl)
+    }
+
+    /// Redisson's messages carry no grant: every one is only a wake-up.
+    pub(crate) fn verify_grant(&self, _payload: &str, _nonce: &str) -> Option<Grant> {
+        None
+    }
+
+    /// The owner's hold count (its field in the lock hash).
+    pub(crate) async fn hold_count(&self, conn: &Connection, owner: &str) -> Result<u32> {
+        let count: Option<u32> = conn
+            .command(&self.name, "HGET", &self.keys.lock, &[owner])
+            .await?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The waiter's slot: the wait's bound, or the configured slot.
+    fn slot(&self, wait: Option<Duration>) -> Duration {
+        wait.unwrap_or(self.waiter_slot)
     }
 
     /// This client's `now` (Redisson's deadlines come from client clocks).
@@ -75,11 +119,12 @@ impl RedissonLock {
         let AcquireArgs {
             owner,
             lease,
-            slot,
+            wait,
             queue,
             base,
             nonce: _,
         } = *args;
+        let slot = self.slot(wait);
         let reconcile = base.to_string();
         let reply: Vec<i64> = if self.fair {
             let keys = [
@@ -109,7 +154,8 @@ impl RedissonLock {
         &self,
         conn: &Connection,
         owner: &str,
-        slot: Duration,
+        wait: Option<Duration>,
+        _nonce: &str,
     ) -> Result<bool> {
         if !self.fair {
             return Ok(false);
@@ -125,7 +171,7 @@ impl RedissonLock {
                 &FAIR_GIVE_UP,
                 &self.name,
                 &keys,
-                &[owner.to_owned(), ms(slot)],
+                &[owner.to_owned(), ms(self.slot(wait))],
             )
             .await?;
         Ok(reply == 1)
@@ -138,8 +184,9 @@ impl RedissonLock {
         owner: &str,
         lease: Duration,
         request: &str,
-        cache_ttl: Duration,
+        _scope: &Scope<'_>,
     ) -> Result<Release> {
+        let cache_ttl = self.release_cache;
         let cache = self.keys.unlock_latch(request);
         let reply: i64 = if self.fair {
             let keys = [

@@ -3,7 +3,7 @@
 -- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] waiter slot ms, ARGV[4] now (client clock, ms),
 -- ARGV[5] 'queue' (enqueue when busy) or 'once' (never enqueue),
 -- ARGV[6] the owner's hold count before this acquisition (finding one more means an
---   earlier attempt whose reply was lost succeeded), or '' when unknown
+--   earlier attempt whose reply was lost succeeded)
 -- Returns {1, 1} acquired, {2, count} re-entered, {3, ttl, position} queued
 -- (position 0 when already queued), {4, ttl} busy (mode 'once').
 local err = wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'list') or wrong_type(KEYS[3], 'zset')
@@ -13,14 +13,12 @@ end
 local lease, owner, slot, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- A retry whose earlier attempt was granted but whose reply was lost.
-if ARGV[6] ~= '' then
-  local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
-  if held == tonumber(ARGV[6]) + 1 then
-    if held == 1 then
-      return {1, 1}
-    end
-    return {2, held}
+local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
+if held == tonumber(ARGV[6]) + 1 then
+  if held == 1 then
+    return {1, 1}
   end
+  return {2, held}
 end
 
 purge_stale_heads(KEYS[2], KEYS[3], now)

@@ -2,21 +2,19 @@
 -- KEYS[1] lock hash
 -- ARGV[1] lease ms, ARGV[2] owner,
 -- ARGV[3] the owner's hold count before this acquisition (finding one more means an
---   earlier attempt whose reply was lost succeeded), or '' when unknown
+--   earlier attempt whose reply was lost succeeded)
 -- Returns {1, 1} acquired, {2, count} re-entered, {3, ttl} held by another owner.
 local err = wrong_type(KEYS[1], 'hash')
 if err then
   return err
 end
 local owner = ARGV[2]
-if ARGV[3] ~= '' then
-  local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
-  if held == tonumber(ARGV[3]) + 1 then
-    if held == 1 then
-      return {1, 1}
-    end
-    return {2, held}
+local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
+if held == tonumber(ARGV[3]) + 1 then
+  if held == 1 then
+    return {1, 1}
   end
+  return {2, held}
 end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], owner) == 1 then
   local count = redis.call('hincrby', KEYS[1], owner, 1)

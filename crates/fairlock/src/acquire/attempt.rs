@@ -1,0 +1,219 @@
+//! One attempt, and undoing it exactly once when nobody takes its reply.
+//!
+//! The script runs from a task of its own, so that a caller dropped while
+//! it runs cannot lose its effect: whichever side sees the reply last
+//! undoes it. The sender undoes when the caller is already gone; the
+//! caller's [`DisarmOnDrop`] undoes a reply that arrived but was never read.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::disarm::DisarmOnDrop;
+use crate::error::{Error, Result};
+use crate::events::{self, Event};
+use crate::hold::{ArmedHold, Hold, Lease, LockShared, new_request_id};
+use crate::owner::Owner;
+use crate::protocol::{Acquire, AcquireArgs, Scope};
+use crate::watchdog::HoldKind;
+
+/// One acquisition in progress: everything an attempt, its undo and the
+/// hold it makes need.
+pub(super) struct Acquisition {
+    pub(super) shared: Arc<LockShared>,
+    pub(super) owner: Owner,
+    pub(super) lease: Lease,
+    /// The wait's bound, when it has one.
+    pub(super) wait: Option<Duration>,
+    /// The owner's hold count before this acquisition.
+    pub(super) base: u32,
+    /// This acquisition's secret: sent with its queue entry, it proves a
+    /// grant message genuine (native).
+    pub(super) nonce: String,
+}
+
+/// The caller's end of an attempt in flight.
+type PendingReply = DisarmOnDrop<(oneshot::Receiver<Result<Acquire>>, Arc<Acquisition>)>;
+
+impl Acquisition {
+    pub(super) fn name(&self) -> &str {
+        self.shared.name()
+    }
+
+    /// Send one attempt (`queue`: wait in line when busy).
+    pub(super) async fn send(self: &Arc<Self>, queue: bool) -> Result<Acquire> {
+        let (tx, rx) = oneshot::channel();
+        let acquisition = Arc::clone(self);
+        self.shared.core().spawn_cleanup(async move {
+            let args = AcquireArgs {
+                owner: acquisition.owner.as_str(),
+                lease: acquisition.lease.duration(),
+                wait: acquisition.wait,
+                queue,
+                base: acquisition.base,
+                nonce: &acquisition.nonce,
+            };
+            let shared = &acquisition.shared;
+            let reply = shared.protocol().acquire(shared.conn(), &args).await;
+            // The caller is gone: undo what the attempt did.
+            if let Err(reply) = tx.send(reply) {
+                acquisition.undo(&reply).await;
+            }
+        });
+        let mut pending: PendingReply =
+            DisarmOnDrop::new((rx, Arc::clone(self)), |(rx, acquisition)| {
+                // After close(), a send fails (and the sender undoes) or has
+                // already happened (and the reply is here to undo).
+                rx.close();
+                if let Ok(reply) = rx.try_recv() {
+                    let acquisition = Arc::clone(acquisition);
+                    let core = Arc::clone(acquisition.shared.core());
+                    core.spawn_cleanup(async move { acquisition.undo(&reply).await });
+                }
+            });
+        let reply = (&mut pending.get_mut().0).await;
+        // Taken: nothing to undo on drop.
+        pending.disarm();
+        reply.map_err(|_| Error::Closed)?
+    }
+
+    /// Undo an attempt whose caller went away before seeing `reply`.
+    pub(super) async fn undo(&self, reply: &Result<Acquire>) {
+        let shared = &self.shared;
+        let owner = &self.owner;
+        let lease = self.lease.duration();
+        match reply {
+            Ok(Acquire::Acquired { token } | Acquire::Reentered { token, .. }) => {
+                events::record(Event::GrantUndone {
+                    lock: shared.name(),
+                    owner,
+                });
+                if let Err(err) = shared.release(owner, lease, *token).await {
+                    events::record(Event::CleanupFailed {
+                        lock: shared.name(),
+                        owner,
+                        what: "releasing a cancelled grant",
+                        error: &err,
+                    });
+                }
+            }
+            Ok(Acquire::Queued { .. }) => shared.give_up(owner, self.wait, &self.nonce).await,
+            Ok(Acquire::Busy) => {}
+            Err(_) => {
+                // Unknown outcome: leave the queue, and release the hold the
+                // attempt may have added (the count is above its base). A
+                // fresh acquisition's hold is released only if it is this
+                // acquisition's (native): the owner may have acquired again.
+                shared.give_up(owner, self.wait, &self.nonce).await;
+                let count = shared
+                    .protocol()
+                    .hold_count(shared.conn(), owner.as_str())
+                    .await;
+                if matches!(count, Ok(count) if count > self.base) {
+                    let scope = Scope {
+                        token: None,
+                        nonce: (self.base == 0).then_some(self.nonce.as_str()),
+                    };
+                    let _ = shared
+                        .release_as_request(owner, lease, &new_request_id(), &scope)
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// The last attempt's outcome is unknown (its reply was lost) and no
+    /// attempt will follow to reconcile it: undo whatever it may have done,
+    /// from the background.
+    pub(super) fn undo_unknown_outcome(self: &Arc<Self>) {
+        let acquisition = Arc::clone(self);
+        let core = Arc::clone(self.shared.core());
+        core.spawn_cleanup(async move { acquisition.undo(&Err(Error::Closed)).await });
+    }
+
+    /// The hold of a grant confirmed by a script reply sent at `sent_at`.
+    pub(super) fn granted(
+        &self,
+        sent_at: Instant,
+        token: Option<u64>,
+        kind: HoldKind,
+    ) -> ArmedHold {
+        events::record(Event::Granted {
+            lock: self.name(),
+            owner: &self.owner,
+            token,
+            reentry: kind == HoldKind::Reentry,
+        });
+        let expires = sent_at + self.lease.duration();
+        Hold::register(
+            Arc::clone(&self.shared),
+            self.owner.clone(),
+            self.lease,
+            token,
+            expires,
+            kind,
+            false,
+        )
+    }
+
+    /// The hold of a lock handed over by a release (native): the new holder
+    /// proceeds at once, believing the grant no longer than `expires` (when
+    /// the server may let it expire), and claims it (extends it from the
+    /// short handoff grant to its own lease) in the background.
+    pub(super) fn handed_over(&self, token: u64, expires: Instant) -> ArmedHold {
+        events::record(Event::HandedOver {
+            lock: self.name(),
+            owner: &self.owner,
+            token,
+        });
+        Hold::register(
+            Arc::clone(&self.shared),
+            self.owner.clone(),
+            self.lease,
+            Some(token),
+            expires,
+            HoldKind::Fresh,
+            true,
+        )
+    }
+}
+
+/// One attempt that never queues: the hold when granted, `None` when busy.
+/// `reenter_only`: a fresh grant (the hold to re-enter was lost) is
+/// released again and reported as `None`.
+pub(super) async fn once(
+    acquisition: &Arc<Acquisition>,
+    reenter_only: bool,
+) -> Result<Option<ArmedHold>> {
+    let sent_at = Instant::now();
+    let reply = match acquisition.send(false).await {
+        Err(err) if err.is_connection() => {
+            acquisition.undo_unknown_outcome();
+            return Err(err);
+        }
+        reply => reply?,
+    };
+    match reply {
+        Acquire::Acquired { token } if reenter_only => {
+            // The hold to re-enter was lost; this is a new grant nobody asked for.
+            let shared = &acquisition.shared;
+            let _ = shared
+                .release(&acquisition.owner, acquisition.lease.duration(), token)
+                .await;
+            events::record(Event::ReentryFoundLost {
+                lock: acquisition.name(),
+                owner: &acquisition.owner,
+            });
+            Ok(None)
+        }
+        Acquire::Acquired { token } => {
+            Ok(Some(acquisition.granted(sent_at, token, HoldKind::Fresh)))
+        }
+        Acquire::Reentered { token, .. } => {
+            Ok(Some(acquisition.granted(sent_at, token, HoldKind::Reentry)))
+        }
+        Acquire::Busy | Acquire::Queued { .. } => Ok(None),
+    }
+}

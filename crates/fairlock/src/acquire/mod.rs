@@ -1,0 +1,195 @@
+//! The acquire engine: from options to a plan, one attempt with its
+//! undo-exactly-once handshake (`attempt.rs`), and the wait loop as explicit
+//! steps (`wait.rs`). It returns a registered [`Hold`]; guards wrap it.
+
+mod attempt;
+mod wait;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::config::check_duration;
+use crate::error::{Error, Result};
+use crate::hold::{ArmedHold, Lease, LockShared, new_request_id};
+use crate::owner::Owner;
+
+use attempt::Acquisition;
+
+/// How to acquire: wait budget, lease and owner. Used with
+/// [`LockHandle::acquire`](crate::LockHandle::acquire); the other acquire
+/// methods are shorthands for it.
+///
+/// ```
+/// use std::time::Duration;
+/// let options = fairlock::AcquireOptions::new()
+///     .wait(Duration::from_secs(5))
+///     .lease(Duration::from_secs(60));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct AcquireOptions {
+    wait: Option<Duration>,
+    lease: Option<Duration>,
+    owner: Option<Owner>,
+    /// Only a re-entry counts: a fresh grant is undone (`LockGuard::reenter`).
+    reenter_only: bool,
+}
+
+impl AcquireOptions {
+    /// Wait without a bound, watchdog lease, a fresh owner.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Give up after `wait` (`Duration::ZERO`: one attempt, never queue).
+    /// Default: wait until granted.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Hold for `lease` and let it expire: the watchdog does not renew it.
+    /// Default: the client's lease, renewed by the watchdog while held.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Acquire as `owner`: when it already holds the lock, this re-enters
+    /// (the hold count goes up). Default: a fresh owner.
+    ///
+    /// The owner's hold count is read first (one more round trip), so that a
+    /// retry after a lost reply neither counts a hold twice nor misses one.
+    /// One owner must not wait for the same lock in two places at once (as
+    /// a Redisson thread cannot): both would take the one grant as theirs.
+    pub fn owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// Only accept a re-entry; a grant of a lock the owner no longer held is
+    /// released again and reported as `None`.
+    pub(crate) fn reenter_only(mut self) -> Self {
+        self.reenter_only = true;
+        self
+    }
+}
+
+/// How long to wait.
+#[derive(Debug, Clone, Copy)]
+enum Budget {
+    /// One attempt; never queue.
+    Once,
+    /// Until granted or until the deadline, when there is one.
+    Until(Option<Instant>),
+}
+
+/// An acquisition, checked and ready to run.
+struct Plan {
+    lease: Lease,
+    budget: Budget,
+    /// The wait's bound, for the protocol (Redisson makes it the slot).
+    wait: Option<Duration>,
+    started: Instant,
+    owner: Option<Owner>,
+    reenter_only: bool,
+}
+
+impl Plan {
+    /// Check the options against the client's settings.
+    fn new(shared: &LockShared, options: AcquireOptions) -> Result<Self> {
+        let started = Instant::now();
+        let lease = match options.lease {
+            Some(lease) => {
+                check_duration("lease", lease)?;
+                Lease::Explicit(lease)
+            }
+            None => Lease::Watchdog(shared.core().config().lease),
+        };
+        let (budget, wait) = match options.wait {
+            Some(Duration::ZERO) => (Budget::Once, None),
+            Some(wait) => {
+                check_duration("wait", wait)?;
+                (Budget::Until(Some(started + wait)), Some(wait))
+            }
+            None => (Budget::Until(None), None),
+        };
+        Ok(Self {
+            lease,
+            budget,
+            wait,
+            started,
+            owner: options.owner,
+            reenter_only: options.reenter_only,
+        })
+    }
+
+    /// The owner and its hold count before this acquisition: 0 for a fresh
+    /// owner, read for an explicit one (a retry after a lost reply then
+    /// neither counts a hold twice nor misses one). `None` when the wait
+    /// budget ran out while reading it.
+    async fn owner(&mut self, shared: &LockShared) -> Result<Option<(Owner, u32)>> {
+        let Some(owner) = self.owner.take() else {
+            return Ok(Some((shared.core().new_owner(), 0)));
+        };
+        let count = shared.protocol().hold_count(shared.conn(), owner.as_str());
+        // Within the wait budget too: a slow reply must not stretch it.
+        let base = match self.wait {
+            Some(wait) => match tokio::time::timeout_at(self.started + wait, count).await {
+                Ok(base) => base?,
+                Err(_) => return Ok(None),
+            },
+            None => count.await?,
+        };
+        Ok(Some((owner, base)))
+    }
+}
+
+/// The acquire behind every acquire method: `None` when the wait budget
+/// ran out (see [`LockHandle::acquire`](crate::LockHandle::acquire)).
+pub(crate) async fn acquire(
+    shared: Arc<LockShared>,
+    options: AcquireOptions,
+) -> Result<Option<ArmedHold>> {
+    let core = Arc::clone(shared.core());
+    // Counted until this acquisition is over, so that `shutdown` can wait
+    // for it to leave the queue or undo its grant.
+    let _active = core.enter_acquisition()?;
+    let mut plan = Plan::new(&shared, options)?;
+    let Some((owner, base)) = plan.owner(&shared).await? else {
+        return Ok(None);
+    };
+    let span = tracing::debug_span!(
+        "acquire",
+        lock = %shared.name(),
+        owner = %owner,
+        fair = shared.protocol().fair(),
+        protocol = %core.dialect().protocol()
+    );
+    let acquisition = Arc::new(Acquisition {
+        shared,
+        owner,
+        lease: plan.lease,
+        wait: plan.wait,
+        base,
+        nonce: new_request_id(),
+    });
+    let acquired = async move {
+        let acquired = match plan.budget {
+            Budget::Once => attempt::once(&acquisition, plan.reenter_only).await?,
+            Budget::Until(deadline) => wait::until(&acquisition, deadline).await?,
+        };
+        match acquired {
+            // Shut down meanwhile: the hold must not outlive `shutdown`.
+            Some(mut hold) if core.is_closed() => {
+                hold.disarm();
+                let _ = hold.get().release().await;
+                Err(Error::Closed)
+            }
+            other => Ok(other),
+        }
+    };
+    acquired.instrument(span).await
+}

@@ -1,0 +1,212 @@
+//! What every lock of one client shares: settings, the command connection,
+//! the wake-up router, the holds registry and its watchdog, the client id,
+//! and the tracking of background work and of acquisitions in progress.
+//!
+//! [`LockClient`](crate::LockClient) is the public face of a [`ClientCore`];
+//! handles, guards and the acquire engine reach the client through it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ClientConfig;
+use crate::error::{Error, Result};
+use crate::owner::Owner;
+use crate::protocol::{Dialect, REVOKED_PREFIX};
+use crate::retry::RetryPolicy;
+use crate::transport::Connection;
+use crate::wakeup::{Subscription, WakeupRouter, Woken};
+use crate::watchdog::Watchdog;
+
+pub(crate) struct ClientCore {
+    config: ClientConfig,
+    conn: Connection,
+    dialect: Dialect,
+    retry: RetryPolicy,
+    id: String,
+    next_owner: AtomicU64,
+    wakeups: WakeupRouter,
+    watchdog: Watchdog,
+    runtime: tokio::runtime::Handle,
+    /// Clean-up work in flight: releases of dropped guards, queue exits of
+    /// cancelled waiters, undoing of grants that raced a cancellation.
+    background: tokio_util::task::TaskTracker,
+    /// Cancelled by `shutdown`: waits end with `Error::Closed`, new
+    /// acquisitions are refused.
+    closing: CancellationToken,
+    /// Acquisitions in progress (shutdown waits for them to undo themselves).
+    acquisitions: tokio::sync::watch::Sender<usize>,
+    /// The task that listens for revocations of this client's holds.
+    revocations: tokio::task::AbortHandle,
+}
+
+impl Drop for ClientCore {
+    fn drop(&mut self) {
+        self.revocations.abort();
+    }
+}
+
+/// Counts one acquisition in progress while it lives.
+pub(crate) struct Acquisition {
+    count: tokio::sync::watch::Sender<usize>,
+}
+
+impl Drop for Acquisition {
+    fn drop(&mut self) {
+        self.count.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+impl ClientCore {
+    /// Connect with `config` (validated here) on the current Tokio runtime.
+    pub(crate) async fn connect(config: ClientConfig) -> Result<Arc<Self>> {
+        config.validate()?;
+        let runtime = tokio::runtime::Handle::current();
+        let (conn, pubsub) = Connection::connect(&config.endpoint, config.timeouts()).await?;
+        let wakeups = WakeupRouter::start(pubsub, &runtime);
+        let dialect = Dialect::new(config.protocol_settings());
+        let watchdog = Watchdog::start(
+            dialect,
+            conn.clone(),
+            config.lease,
+            config.get_renew_interval(),
+            &runtime,
+        );
+        let id = uuid::Uuid::new_v4().to_string();
+        // A force-unlock of one of our holds is published on this channel:
+        // every hold is then checked at once, so `lost()` resolves within a
+        // round trip instead of at the next renewal.
+        let revoked = wakeups
+            .subscribe(&format!("{REVOKED_PREFIX}{id}"), config.response_timeout)
+            .await;
+        let revocations = runtime.spawn(listen_for_revocations(
+            revoked,
+            Arc::downgrade(&watchdog.check_handle()),
+        ));
+        Ok(Arc::new(Self {
+            retry: config.retry_policy(),
+            config,
+            conn,
+            dialect,
+            id,
+            next_owner: AtomicU64::new(1),
+            wakeups,
+            watchdog,
+            runtime,
+            background: tokio_util::task::TaskTracker::new(),
+            closing: CancellationToken::new(),
+            acquisitions: tokio::sync::watch::Sender::new(0),
+            revocations: revocations.abort_handle(),
+        }))
+    }
+
+    pub(crate) fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub(crate) fn dialect(&self) -> &Dialect {
+        &self.dialect
+    }
+
+    pub(crate) fn retry(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn wakeups(&self) -> &WakeupRouter {
+        &self.wakeups
+    }
+
+    pub(crate) fn watchdog(&self) -> &Watchdog {
+        &self.watchdog
+    }
+
+    /// A new owner id, unique within this client (`CLIENT_UUID:N`).
+    pub(crate) fn new_owner(&self) -> Owner {
+        Owner::new(&self.id, self.next_owner.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Run clean-up work in the background, tracked so that `flush` can
+    /// wait for it.
+    pub(crate) fn spawn_cleanup<F>(&self, work: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.background.spawn_on(work, &self.runtime)
+    }
+
+    /// Wait until the background clean-up work has finished.
+    pub(crate) async fn flush(&self) {
+        self.background.close();
+        self.background.wait().await;
+        self.background.reopen();
+    }
+
+    /// `true` once the client shut down.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closing.is_cancelled()
+    }
+
+    /// Resolves when the client shuts down.
+    pub(crate) fn closing(&self) -> CancellationToken {
+        self.closing.clone()
+    }
+
+    /// Count an acquisition in progress; refused once the client shut down.
+    pub(crate) fn enter_acquisition(&self) -> Result<Acquisition> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        self.acquisitions.send_modify(|n| *n += 1);
+        Ok(Acquisition {
+            count: self.acquisitions.clone(),
+        })
+    }
+
+    /// Refuse new acquisitions and end the waits in progress; `true` when
+    /// they all finished within `limit`.
+    pub(crate) async fn close(&self, limit: Duration) -> bool {
+        self.closing.cancel();
+        let mut acquisitions = self.acquisitions.subscribe();
+        let settled = acquisitions.wait_for(|n| *n == 0);
+        tokio::time::timeout(limit, settled).await.is_ok()
+    }
+
+    /// Stop the background tasks (and close the wake-up connection): nothing
+    /// is held or waited for any more.
+    pub(crate) fn stop_tasks(&self) {
+        self.revocations.abort();
+        self.wakeups.stop();
+        self.watchdog.stop();
+    }
+}
+
+/// Checks every hold when a revocation message (or a reconnect, after which
+/// one may have been missed) arrives. Messages that arrive during a check
+/// are served by the next one, so a flood of forged messages costs at most
+/// one check at a time.
+async fn listen_for_revocations(
+    mut revoked: Subscription,
+    watchdog: std::sync::Weak<tokio::sync::Notify>,
+) {
+    loop {
+        revoked.mark_seen();
+        if revoked.wait(Duration::from_secs(3600)).await == Woken::Timeout {
+            continue;
+        }
+        let Some(check) = watchdog.upgrade() else {
+            return;
+        };
+        check.notify_one();
+    }
+}

@@ -1,0 +1,391 @@
+//! What a lock handle and its guards share: the lock on its client, and one
+//! registered hold with its release, give-up and claim, each retried within
+//! the client's retry policy.
+//!
+//! The acquire engine (`acquire/`) makes holds; guards (`guard.rs`) own
+//! them. Neither reaches into the client's fields: they go through the
+//! accessors of [`LockShared`] and [`ClientCore`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::core::ClientCore;
+use crate::disarm::DisarmOnDrop;
+use crate::error::{Error, Result};
+use crate::events::{self, Event, LostCause};
+use crate::owner::Owner;
+use crate::protocol::{ProtocolLock, Release, Scope};
+use crate::transport::Connection;
+use crate::watchdog::{HeldState, HoldKind, NewHold};
+
+/// One lock on one client: what a handle and its guards share.
+pub(crate) struct LockShared {
+    core: Arc<ClientCore>,
+    lock: Arc<ProtocolLock>,
+}
+
+impl LockShared {
+    pub(crate) fn new(core: Arc<ClientCore>, lock: Arc<ProtocolLock>) -> Arc<Self> {
+        Arc::new(Self { core, lock })
+    }
+
+    pub(crate) fn core(&self) -> &Arc<ClientCore> {
+        &self.core
+    }
+
+    /// The lock under this client's protocol.
+    pub(crate) fn protocol(&self) -> &ProtocolLock {
+        &self.lock
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.lock.name()
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        self.core.conn()
+    }
+
+    /// Release one hold of `owner` (under native, only of the acquisition
+    /// with `token`) under a fresh request id.
+    pub(crate) async fn release(
+        &self,
+        owner: &Owner,
+        lease: Duration,
+        token: Option<u64>,
+    ) -> Result<Release> {
+        let scope = Scope { token, nonce: None };
+        self.release_as_request(owner, lease, &new_request_id(), &scope)
+            .await
+    }
+
+    /// Release one hold under `request`, retrying within the retry policy: a
+    /// second call with the same id answers what the first did and changes
+    /// nothing (the release cache).
+    pub(crate) async fn release_as_request(
+        &self,
+        owner: &Owner,
+        lease: Duration,
+        request: &str,
+        scope: &Scope<'_>,
+    ) -> Result<Release> {
+        self.core
+            .retry()
+            .run(|| {
+                self.lock
+                    .release(self.conn(), owner.as_str(), lease, request, scope)
+            })
+            .await
+    }
+
+    /// Leave the queue, retrying within the retry policy; recorded when it
+    /// still fails (the entry then expires: native after the waiter ttl,
+    /// redisson after its slot).
+    pub(crate) async fn give_up(&self, owner: &Owner, wait: Option<Duration>, nonce: &str) {
+        let left = self
+            .core
+            .retry()
+            .run(|| self.lock.give_up(self.conn(), owner.as_str(), wait, nonce))
+            .await;
+        if let Err(err) = left {
+            events::record(Event::CleanupFailed {
+                lock: self.name(),
+                owner,
+                what: "leaving the queue",
+                error: &err,
+            });
+        }
+    }
+
+    /// Release one hold as a request that is sent again from the background
+    /// if this future is dropped before it finished (the same request id
+    /// makes the second send count once).
+    pub(crate) async fn release_once(
+        self: &Arc<Self>,
+        owner: &Owner,
+        lease: Duration,
+        token: Option<u64>,
+    ) -> Result<Release> {
+        let mut request = DisarmOnDrop::new(
+            ReleaseRequest {
+                shared: Arc::clone(self),
+                owner: owner.clone(),
+                lease,
+                token,
+                id: new_request_id(),
+            },
+            ReleaseRequest::send_in_background,
+        );
+        let reply = request.get().send().await;
+        request.disarm();
+        reply
+    }
+
+    /// Map a release reply for a caller that believed it held the lock.
+    pub(crate) fn check_release(
+        &self,
+        owner: &Owner,
+        how: &'static str,
+        reply: Release,
+    ) -> Result<()> {
+        events::record(Event::Released {
+            lock: self.name(),
+            owner,
+            how,
+            outcome: &reply,
+        });
+        match reply {
+            Release::Released | Release::StillHeld => Ok(()),
+            Release::NotOwner => Err(Error::NotOwner {
+                name: self.name().to_owned(),
+                owner: owner.to_string(),
+            }),
+            Release::NotHeld => Err(Error::LockLost {
+                name: self.name().to_owned(),
+                owner: owner.to_string(),
+            }),
+        }
+    }
+}
+
+/// A fresh id for one release request (32 hex digits, Redisson's format),
+/// also used as an acquisition's secret.
+pub(crate) fn new_request_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// One release request, for [`LockShared::release_once`].
+struct ReleaseRequest {
+    shared: Arc<LockShared>,
+    owner: Owner,
+    lease: Duration,
+    token: Option<u64>,
+    id: String,
+}
+
+impl ReleaseRequest {
+    async fn send(&self) -> Result<Release> {
+        let scope = Scope {
+            token: self.token,
+            nonce: None,
+        };
+        self.shared
+            .release_as_request(&self.owner, self.lease, &self.id, &scope)
+            .await
+    }
+
+    fn send_in_background(&mut self) {
+        let request = Self {
+            shared: Arc::clone(&self.shared),
+            owner: self.owner.clone(),
+            lease: self.lease,
+            token: self.token,
+            id: std::mem::take(&mut self.id),
+        };
+        let core = Arc::clone(self.shared.core());
+        core.spawn_cleanup(async move {
+            if let Err(err) = request.send().await {
+                events::record(Event::CleanupFailed {
+                    lock: request.shared.name(),
+                    owner: &request.owner,
+                    what: "release",
+                    error: &err,
+                });
+            }
+        });
+    }
+}
+
+/// How a hold's lease is kept.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lease {
+    /// Renewed by the client's watchdog while held.
+    Watchdog(Duration),
+    /// Set once; the lock expires after it.
+    Explicit(Duration),
+}
+
+impl Lease {
+    pub(crate) fn duration(&self) -> Duration {
+        match *self {
+            Lease::Watchdog(d) | Lease::Explicit(d) => d,
+        }
+    }
+
+    pub(crate) fn is_watchdog(&self) -> bool {
+        matches!(self, Lease::Watchdog(_))
+    }
+}
+
+/// A registered hold that is released from the background if dropped
+/// before it was disarmed (handed to a guard that unlocked it, or forgotten).
+pub(crate) type ArmedHold = DisarmOnDrop<Hold>;
+
+/// One hold, registered with the client's watchdog: what a guard owns.
+pub(crate) struct Hold {
+    shared: Arc<LockShared>,
+    owner: Owner,
+    lease: Lease,
+    token: Option<u64>,
+    state: Arc<HeldState>,
+    /// Set when this hold was released (or forgotten): a claim still in
+    /// flight then no longer matters.
+    released: Arc<AtomicBool>,
+}
+
+impl Hold {
+    /// Register a hold confirmed until `expires` (unless renewed). `claim`:
+    /// the lock was handed over with a short grant; extend it to the lease
+    /// right away, from the background.
+    pub(crate) fn register(
+        shared: Arc<LockShared>,
+        owner: Owner,
+        lease: Lease,
+        token: Option<u64>,
+        expires: Instant,
+        kind: HoldKind,
+        claim: bool,
+    ) -> ArmedHold {
+        let state = shared.core().watchdog().register(NewHold {
+            lock: &shared.lock,
+            owner: owner.as_str(),
+            token,
+            expires,
+            kind,
+            renew: lease.is_watchdog(),
+        });
+        let hold = Self {
+            shared,
+            owner,
+            lease,
+            token,
+            state,
+            released: Arc::new(AtomicBool::new(false)),
+        };
+        if claim {
+            hold.claim_in_background(expires);
+        }
+        DisarmOnDrop::new(hold, Hold::release_in_background)
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<LockShared> {
+        &self.shared
+    }
+
+    pub(crate) fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    pub(crate) fn lease(&self) -> Lease {
+        self.lease
+    }
+
+    pub(crate) fn token(&self) -> Option<u64> {
+        self.token
+    }
+
+    pub(crate) fn state(&self) -> &Arc<HeldState> {
+        &self.state
+    }
+
+    /// The watchdog stops renewing this hold; a claim in flight stops.
+    pub(crate) fn stop_renewing(&self) {
+        self.released.store(true, Ordering::SeqCst);
+        self.shared.core().watchdog().unregister(
+            self.shared.protocol().lock_key(),
+            self.owner.as_str(),
+            &self.state,
+            self.lease.is_watchdog(),
+        );
+    }
+
+    /// Release this hold (`unlock`).
+    pub(crate) async fn release(&self) -> Result<()> {
+        self.stop_renewing();
+        // Known lost: a release now could only hit a later hold of the same
+        // owner.
+        if self.state.status().lost {
+            return Err(Error::LockLost {
+                name: self.shared.name().to_owned(),
+                owner: self.owner.to_string(),
+            });
+        }
+        let reply = self
+            .shared
+            .release_once(&self.owner, self.lease.duration(), self.token)
+            .await?;
+        self.shared
+            .check_release(&self.owner, "unlock", reply)
+            .map_err(|err| match err {
+                // We held it: another owner holding it now means ours was lost.
+                Error::NotOwner { name, owner } => Error::LockLost { name, owner },
+                other => other,
+            })
+    }
+
+    /// Release this hold from the background (its guard was dropped).
+    pub(crate) fn release_in_background(&mut self) {
+        self.stop_renewing();
+        if self.state.status().lost {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let owner = self.owner.clone();
+        let (lease, token) = (self.lease.duration(), self.token);
+        let core = Arc::clone(shared.core());
+        core.spawn_cleanup(async move {
+            match shared.release(&owner, lease, token).await {
+                Ok(reply) => {
+                    let _ = shared.check_release(&owner, "drop", reply);
+                }
+                Err(err) => events::record(Event::CleanupFailed {
+                    lock: shared.name(),
+                    owner: &owner,
+                    what: "release on drop",
+                    error: &err,
+                }),
+            }
+        });
+    }
+
+    /// Extend a handed-over grant to the holder's lease, retrying until the
+    /// short handoff grant (`until`) runs out; the hold is lost if that fails.
+    fn claim_in_background(&self, until: Instant) {
+        let shared = Arc::clone(&self.shared);
+        let (owner, lease, token) = (self.owner.clone(), self.lease.duration(), self.token);
+        let (state, released) = (Arc::clone(&self.state), Arc::clone(&self.released));
+        let core = Arc::clone(shared.core());
+        core.spawn_cleanup(async move {
+            let lock_key = shared.protocol().lock_key();
+            let claimed = shared
+                .core()
+                .retry()
+                .run_until(until, || async {
+                    if released.load(Ordering::SeqCst) {
+                        return Ok(None);
+                    }
+                    let sent_at = Instant::now();
+                    let hold = [(lock_key, owner.as_str(), token)];
+                    let held = shared
+                        .core()
+                        .dialect()
+                        .renew(shared.conn(), &hold, Some(lease))
+                        .await?;
+                    Ok(Some((held == [true], sent_at)))
+                })
+                .await;
+            match claimed {
+                Ok(None) => {}
+                Ok(Some((true, sent_at))) => state.extend(sent_at + lease),
+                Ok(Some((false, _))) if released.load(Ordering::SeqCst) => {}
+                Ok(Some((false, _))) => {
+                    state.mark_lost(shared.name(), owner.as_str(), LostCause::GrantExpired)
+                }
+                Err(_) => state.mark_lost(shared.name(), owner.as_str(), LostCause::ClaimFailed),
+            }
+        });
+    }
+}

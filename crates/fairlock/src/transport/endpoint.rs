@@ -1,0 +1,183 @@
+//! Where the Redis server is and how to reach it: the parsed URL and the
+//! TLS material, and the Redis clients built from them.
+
+use crate::error::{Error, Result};
+
+/// The accepted URL forms, for messages.
+pub(crate) const URL_FORMS: &str = "redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], \
+     rediss://... (the same, over TLS), or redis+unix:///PATH/TO/SOCKET[?db=DB]";
+
+/// One standalone server (Sentinel and Cluster endpoints join it here).
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    info: redis::ConnectionInfo,
+    #[cfg(feature = "tls")]
+    tls: Option<TlsFiles>,
+}
+
+/// Private CA and client certificate for `rediss://`.
+#[cfg(feature = "tls")]
+#[derive(Clone, Default)]
+struct TlsFiles {
+    root_cert: Option<Vec<u8>>,
+    client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Endpoint {
+    /// Parse a Redis URL; the error names the problem and the accepted forms,
+    /// and never shows the password.
+    pub(crate) fn parse(url: &str) -> Result<Self> {
+        use redis::IntoConnectionInfo;
+        let info = url.into_connection_info().map_err(|e| {
+            Error::InvalidConfig(format!(
+                "Redis URL {:?} is not valid ({}); use {URL_FORMS}",
+                redact_password(url),
+                url_problem(url, &e),
+            ))
+        })?;
+        Ok(Self {
+            info,
+            #[cfg(feature = "tls")]
+            tls: None,
+        })
+    }
+
+    /// `host:port` (or the socket path).
+    pub(crate) fn address(&self) -> String {
+        self.info.addr().to_string()
+    }
+
+    /// The database number.
+    pub(crate) fn db(&self) -> i64 {
+        self.info.redis_settings().db()
+    }
+
+    /// The user name, when one is set.
+    pub(crate) fn username(&self) -> Option<&str> {
+        self.info.redis_settings().username()
+    }
+
+    /// `true` when a password is set (it is never shown).
+    pub(crate) fn has_password(&self) -> bool {
+        self.info.redis_settings().password().is_some()
+    }
+
+    #[cfg(feature = "tls")]
+    pub(crate) fn set_tls_root_certificate(&mut self, pem: Vec<u8>) {
+        self.tls.get_or_insert_with(TlsFiles::default).root_cert = Some(pem);
+    }
+
+    #[cfg(feature = "tls")]
+    pub(crate) fn set_tls_client_certificate(&mut self, cert_pem: Vec<u8>, key_pem: Vec<u8>) {
+        self.tls.get_or_insert_with(TlsFiles::default).client = Some((cert_pem, key_pem));
+    }
+
+    /// Which TLS files are set, for `Debug`.
+    pub(crate) fn tls_files_summary(&self) -> &'static str {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            return match (tls.root_cert.is_some(), tls.client.is_some()) {
+                (true, true) => "root certificate, client certificate",
+                (true, false) => "root certificate",
+                (false, true) => "client certificate",
+                (false, false) => "none",
+            };
+        }
+        "none"
+    }
+
+    /// A Redis client for this endpoint.
+    pub(super) fn redis_client(&self) -> Result<redis::Client> {
+        self.client_for(self.info.clone())
+    }
+
+    /// The same, on database 0 (the probe selects the database itself, so
+    /// that a missing database is told apart from a refused handshake).
+    pub(super) fn probe_client(&self) -> Result<redis::Client> {
+        let settings = self.info.redis_settings().clone().set_db(0);
+        self.client_for(self.info.clone().set_redis_settings(settings))
+    }
+
+    fn client_for(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
+        // rustls needs a process-wide crypto provider; install ring's unless
+        // the application installed one already.
+        #[cfg(feature = "tls")]
+        if matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
+            && rustls::crypto::CryptoProvider::get_default().is_none()
+        {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let certs = redis::TlsCertificates {
+                client_tls: tls
+                    .client
+                    .as_ref()
+                    .map(|(cert, key)| redis::ClientTlsConfig {
+                        client_cert: cert.clone(),
+                        client_key: key.clone(),
+                    }),
+                root_cert: tls.root_cert.clone(),
+            };
+            return redis::Client::build_with_tls(info, certs).map_err(|e| {
+                Error::InvalidConfig(format!("bad TLS settings for {}: {e}", self.address()))
+            });
+        }
+        redis::Client::open(info).map_err(|e| {
+            Error::InvalidConfig(format!("cannot use Redis at {}: {e}", self.address()))
+        })
+    }
+}
+
+/// The URL with its password replaced by `***`.
+fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// What is wrong with a URL the Redis client refused, in the user's terms.
+fn url_problem(url: &str, err: &redis::RedisError) -> String {
+    const SCHEMES: [&str; 7] = [
+        "redis",
+        "rediss",
+        "redis+unix",
+        "unix",
+        "valkey",
+        "valkeys",
+        "valkey+unix",
+    ];
+    // `host:port` alone has no scheme; `scheme:/...` has one.
+    let scheme = url
+        .split_once(':')
+        .filter(|(_, rest)| rest.starts_with('/'));
+    match scheme {
+        None => "no scheme such as redis://".to_owned(),
+        Some((scheme, _)) if !SCHEMES.contains(&scheme) => format!("unknown scheme {scheme:?}"),
+        Some(_) => {
+            // redis-rs shows "description - Kind[: detail]"; keep the words.
+            let shown = err.to_string();
+            let what = shown.split(" - ").next().unwrap_or(&shown);
+            if what == "Redis URL did not parse" {
+                "it does not parse as a URL: check the host, the port (1 to 65535) and \
+                 that a password's special characters are %-encoded"
+                    .to_owned()
+            } else {
+                let mut chars = what.chars();
+                chars
+                    .next()
+                    .map(|first| first.to_lowercase().chain(chars).collect())
+                    .unwrap_or_else(|| "refused by the Redis client".to_owned())
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Mapping the Redis client's errors to [`Error`].
+
+use crate::error::{Error, RedisError};
+
+/// Classify an error of a call on lock `name` whose first key is `key`.
+pub(crate) fn from_redis(err: redis::RedisError, addr: &str, name: &str, key: &str) -> Error {
+    if is_connection_error(&err) {
+        return Error::Connection {
+            addr: addr.to_owned(),
+            source: RedisError::new(err),
+        };
+    }
+    if is_unavailable_error(&err) {
+        return Error::Unavailable {
+            addr: addr.to_owned(),
+            source: RedisError::new(err),
+        };
+    }
+    if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || err.code() == Some("WRONGPASS")
+        || err.code() == Some("NOAUTH")
+    {
+        return Error::Auth {
+            addr: addr.to_owned(),
+            source: RedisError::new(err),
+        };
+    }
+    // A script that touches a key of another type fails with a script
+    // error whose message carries WRONGTYPE.
+    if err.code() == Some("WRONGTYPE") || err.to_string().contains("WRONGTYPE") {
+        return Error::WrongType {
+            name: name.to_owned(),
+            key: key.to_owned(),
+            source: RedisError::new(err),
+        };
+    }
+    Error::Redis(RedisError::new(err))
+}
+
+/// Classify an error of a call that concerns no lock (connecting).
+pub(crate) fn from_redis_conn(err: redis::RedisError, addr: &str) -> Error {
+    from_redis(err, addr, "", "")
+}
+
+/// Classify an error of the first exchange with a server: a reply that does
+/// not parse means something other than Redis answered.
+pub(crate) fn from_first_reply(err: redis::RedisError, addr: &str) -> Error {
+    if matches!(
+        err.kind(),
+        redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
+    ) {
+        return Error::NotRedis {
+            addr: addr.to_owned(),
+            source: RedisError::new(err),
+        };
+    }
+    from_redis_conn(err, addr)
+}
+
+/// An I/O-level failure: the call may or may not have run.
+pub(crate) fn is_connection_error(err: &redis::RedisError) -> bool {
+    err.is_io_error()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || err.is_timeout()
+}
+
+/// Refusals of a busy, loading, failing-over or full server: worth a retry.
+const UNAVAILABLE_CODES: [&str; 6] = [
+    "BUSY",
+    "LOADING",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "READONLY",
+    "OOM",
+];
+
+fn is_unavailable_error(err: &redis::RedisError) -> bool {
+    matches!(
+        err.kind(),
+        redis::ErrorKind::Server(
+            redis::ServerErrorKind::BusyLoading
+                | redis::ServerErrorKind::TryAgain
+                | redis::ServerErrorKind::MasterDown
+                | redis::ServerErrorKind::ReadOnly
+        )
+    ) || err
+        .code()
+        .is_some_and(|code| UNAVAILABLE_CODES.contains(&code))
+}
+
+/// A timeout as a Redis client error (for calls this crate bounds itself).
+pub(crate) fn timed_out(what: &'static str) -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, what))
+}

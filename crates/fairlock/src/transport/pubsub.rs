@@ -1,0 +1,118 @@
+//! Pub/sub connections: opened by the wake-up router (`wakeup.rs`), which
+//! owns the channels and the reconnect loop. Every command on them is
+//! bounded by the response timeout: a stalled server must not stall every
+//! waiter's subscription.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+
+use super::connection::Timeouts;
+use super::errors::{from_redis_conn, timed_out};
+use crate::error::Result;
+
+/// Opens pub/sub connections to the client's server.
+pub(crate) struct PubSubConnector {
+    client: redis::Client,
+    timeouts: Timeouts,
+}
+
+/// The sending half of a pub/sub connection: (un)subscribe and PING.
+pub(crate) struct PubSubSink {
+    sink: redis::aio::PubSubSink,
+    timeouts: Timeouts,
+    addr: String,
+}
+
+/// The receiving half: the messages of every subscribed channel.
+pub(crate) struct PubSubStream {
+    stream: BoxStream<'static, redis::Msg>,
+}
+
+/// One message: its channel and payload (not UTF-8: replaced lossily).
+pub(crate) struct Message {
+    pub(crate) channel: String,
+    pub(crate) payload: Arc<str>,
+}
+
+impl PubSubConnector {
+    pub(super) fn new(client: redis::Client, timeouts: Timeouts) -> Self {
+        Self { client, timeouts }
+    }
+
+    /// Open a new pub/sub connection, within the connect timeout.
+    pub(crate) async fn connect(&self) -> Result<(PubSubSink, PubSubStream)> {
+        let addr = self.client.get_connection_info().addr().to_string();
+        let connected = tokio::time::timeout(self.timeouts.connect, self.client.get_async_pubsub());
+        let pubsub = match connected.await {
+            Ok(Ok(pubsub)) => pubsub,
+            Ok(Err(err)) => return Err(from_redis_conn(err, &addr)),
+            Err(_) => {
+                return Err(from_redis_conn(
+                    timed_out("pub/sub connect timed out"),
+                    &addr,
+                ));
+            }
+        };
+        let (sink, stream) = pubsub.split();
+        Ok((
+            PubSubSink {
+                sink,
+                timeouts: self.timeouts,
+                addr,
+            },
+            PubSubStream {
+                stream: stream.boxed(),
+            },
+        ))
+    }
+}
+
+impl PubSubSink {
+    /// Subscribe to `channels`, confirmed by the server.
+    pub(crate) async fn subscribe(&mut self, channels: &[String]) -> Result<()> {
+        let limit = self.timeouts.response;
+        bounded(limit, &self.addr, self.sink.subscribe(channels)).await
+    }
+
+    /// Unsubscribe from `channel`.
+    pub(crate) async fn unsubscribe(&mut self, channel: &str) -> Result<()> {
+        let limit = self.timeouts.response;
+        bounded(limit, &self.addr, self.sink.unsubscribe(channel)).await
+    }
+
+    /// Check that the connection still answers.
+    pub(crate) async fn ping(&mut self) -> Result<()> {
+        let limit = self.timeouts.response;
+        let ping = async { self.sink.ping::<redis::Value>().await.map(drop) };
+        bounded(limit, &self.addr, ping).await
+    }
+}
+
+impl PubSubStream {
+    /// The next message; `None` when the connection closed.
+    pub(crate) async fn next(&mut self) -> Option<Message> {
+        let message = self.stream.next().await?;
+        Some(Message {
+            channel: message.get_channel_name().to_owned(),
+            payload: String::from_utf8_lossy(message.get_payload_bytes()).into(),
+        })
+    }
+}
+
+/// A command that does not answer within `limit` counts as a broken
+/// connection.
+async fn bounded(
+    limit: std::time::Duration,
+    addr: &str,
+    command: impl std::future::Future<Output = redis::RedisResult<()>>,
+) -> Result<()> {
+    match tokio::time::timeout(limit, command).await {
+        Ok(result) => result.map_err(|e| from_redis_conn(e, addr)),
+        Err(_) => Err(from_redis_conn(
+            timed_out("pub/sub command timed out"),
+            addr,
+        )),
+    }
+}
