@@ -328,8 +328,14 @@ impl Drop for LockGuard {
             // Inside an async context the async guard's drop releases in the
             // background instead.
             if !in_async_context() {
+                let (lock, owner) = (guard.name().to_owned(), guard.owner().clone());
                 if let Ok(Err(err)) = block_on(&self.runtime, guard.unlock()) {
-                    tracing::warn!(error = %err, "release on drop failed");
+                    crate::events::record(crate::events::Event::CleanupFailed {
+                        lock: &lock,
+                        owner: &owner,
+                        what: "release on drop",
+                        error: &err,
+                    });
                 }
             }
         }

@@ -69,6 +69,8 @@ pub(crate) enum Event<'a> {
         error: &'a dyn fmt::Display,
         giving_up: bool,
     },
+    /// A call that is safe to repeat failed on the connection; retried.
+    CallRetried { error: &'a dyn fmt::Display },
     /// A re-entry found the hold lost and undid the fresh grant it got.
     ReentryFoundLost { lock: &'a str, owner: &'a Owner },
     /// A grant raced a cancellation and is released again.
@@ -149,6 +151,7 @@ pub(crate) fn record(event: Event<'_>) {
         } => {
             debug!(lock, %owner, %error, "attempt failed; retrying")
         }
+        Event::CallRetried { error } => debug!(%error, "call failed; retrying"),
         Event::ReentryFoundLost { lock, owner } => {
             debug!(lock, %owner, "re-entry found the hold lost")
         }

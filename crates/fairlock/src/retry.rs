@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::events::{self, Event};
 
 /// Exponential backoff: `first`, doubling up to `max`.
 #[derive(Debug, Clone, Copy)]
@@ -105,7 +106,7 @@ impl RetryPolicy {
         loop {
             match call().await {
                 Err(err) if retryable(&err) && Instant::now() + backoff.peek() < deadline => {
-                    tracing::debug!(error = %err, "call failed; retrying");
+                    events::record(Event::CallRetried { error: &err });
                     tokio::time::sleep(backoff.next_delay()).await;
                 }
                 other => return other,
