@@ -57,7 +57,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use fairlock::{AcquireOptions, LockClient, LockGuard, Owner};
+use fairlock::{AcquireOptions, FairLock, LockClient, LockGuard, LockHandle, Owner};
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -162,21 +162,6 @@ async fn futures_select_all<F: std::future::Future<Output = Signal> + Unpin>(
     .await
 }
 
-/// A fair or non-fair lock handle.
-enum Handle {
-    Fair(fairlock::FairLock),
-    Plain(fairlock::Lock),
-}
-
-impl Handle {
-    async fn acquire(&self, options: AcquireOptions) -> fairlock::Result<Option<LockGuard>> {
-        match self {
-            Handle::Fair(lock) => lock.acquire(options).await,
-            Handle::Plain(lock) => lock.acquire(options).await,
-        }
-    }
-}
-
 /// When a waiter first looks up its place in line, and how often after.
 const FIRST_LOOK: Duration = Duration::from_millis(250);
 const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -231,10 +216,12 @@ pub(crate) async fn run(cli: &Cli, args: &ExecArgs) -> Result<u8, Failure> {
 }
 
 async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
-    let handle = if args.nonfair {
-        Handle::Plain(client.lock(&args.name)?)
+    // The fair lock has a queue in which to show our place.
+    let (handle, fair): (LockHandle, Option<FairLock>) = if args.nonfair {
+        (client.lock(&args.name)?.into(), None)
     } else {
-        Handle::Fair(client.fair_lock(&args.name)?)
+        let fair = client.fair_lock(&args.name)?;
+        (fair.clone().into(), Some(fair))
     };
     let mut signals = Signals::install()?;
     // Our own owner id, to ask for our place in line.
@@ -260,14 +247,14 @@ async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
         loop {
             tokio::select! {
                 result = &mut acquire => break result,
-                _ = look.tick() => match &handle {
-                    Handle::Fair(lock) => {
+                _ = look.tick() => match &fair {
+                    Some(lock) => {
                         let place = tokio::time::timeout(LOOK_EVERY, lock.queue_position(&owner)).await;
                         if let Ok(Ok(Some(place))) = place {
                             progress.position(place);
                         }
                     }
-                    Handle::Plain(_) => progress.nonfair(),
+                    None => progress.nonfair(),
                 },
                 sig = signals.recv() => {
                     // Dropping the acquire future takes us out of the queue.

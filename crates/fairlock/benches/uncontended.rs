@@ -57,15 +57,29 @@ async fn main() {
     )
     .await
     .expect("connect");
-    let fair = client.fair_lock("bench-fair").expect("name");
-    let plain = client.lock("bench-plain").expect("name");
-    let r_fair = redisson.fair_lock("bench-r-fair").expect("name");
-    let r_plain = redisson.lock("bench-r-plain").expect("name");
+    // Every lock kind under both protocols, measured by one closure.
+    let locks: Vec<(&str, fairlock::LockHandle)> = vec![
+        (
+            "native fair lock + unlock",
+            client.fair_lock("bench-fair").expect("name").into(),
+        ),
+        (
+            "native non-fair lock + unlock",
+            client.lock("bench-plain").expect("name").into(),
+        ),
+        (
+            "redisson fair lock + unlock",
+            redisson.fair_lock("bench-r-fair").expect("name").into(),
+        ),
+        (
+            "redisson non-fair lock + unlock",
+            redisson.lock("bench-r-plain").expect("name").into(),
+        ),
+    ];
 
     let trivial = redis::Script::new("return redis.call('exists', KEYS[1])");
-    let (mut ping, mut fair_rates, mut plain_rates) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut r_fair_rates, mut r_plain_rates) = (Vec::new(), Vec::new());
-    let mut two_scripts = Vec::new();
+    let (mut ping, mut two_scripts) = (Vec::new(), Vec::new());
+    let mut lock_rates = vec![Vec::new(); locks.len()];
     // Interleave the measurements so that machine noise hits all alike.
     for _ in 0..ROUNDS {
         ping.push(
@@ -96,56 +110,22 @@ async fn main() {
             })
             .await,
         );
-        fair_rates.push(
-            rate(|| async {
-                fair.lock()
-                    .await
-                    .expect("lock")
-                    .unlock()
-                    .await
-                    .expect("unlock");
-            })
-            .await,
-        );
-        plain_rates.push(
-            rate(|| async {
-                plain
-                    .lock()
-                    .await
-                    .expect("lock")
-                    .unlock()
-                    .await
-                    .expect("unlock");
-            })
-            .await,
-        );
-        r_fair_rates.push(
-            rate(|| async {
-                r_fair
-                    .lock()
-                    .await
-                    .expect("lock")
-                    .unlock()
-                    .await
-                    .expect("unlock");
-            })
-            .await,
-        );
-        r_plain_rates.push(
-            rate(|| async {
-                r_plain
-                    .lock()
-                    .await
-                    .expect("lock")
-                    .unlock()
-                    .await
-                    .expect("unlock");
-            })
-            .await,
-        );
+        for ((_, lock), rates) in locks.iter().zip(&mut lock_rates) {
+            rates.push(
+                rate(|| async {
+                    lock.lock()
+                        .await
+                        .expect("lock")
+                        .unlock()
+                        .await
+                        .expect("unlock");
+                })
+                .await,
+            );
+        }
     }
     let _ = &mut conn;
-    let (ping, fair_rate, plain_rate) = (median(ping), median(fair_rates), median(plain_rates));
+    let ping = median(ping);
     println!("uncontended, sequential, one task, medians of {ROUNDS} x {PER_ROUND:?}:");
     println!("  {:<32} {ping:>9.0}/s", "PING round trips");
     let two = median(two_scripts);
@@ -154,13 +134,8 @@ async fn main() {
         "2 x trivial EVALSHA",
         ping / two
     );
-    let rows = [
-        ("native fair lock + unlock", fair_rate),
-        ("native non-fair lock + unlock", plain_rate),
-        ("redisson fair lock + unlock", median(r_fair_rates)),
-        ("redisson non-fair lock + unlock", median(r_plain_rates)),
-    ];
-    for (label, r) in rows {
+    for ((label, _), rates) in locks.iter().zip(lock_rates) {
+        let r = median(rates);
         println!(
             "  {label:<32} {r:>9.0}/s   = {:.2} x PING time per op",
             ping / r

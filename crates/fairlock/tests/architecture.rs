@@ -32,7 +32,10 @@ fn sources() -> Vec<(PathBuf, String)> {
 /// The code of a file without comments and without its unit tests
 /// (test-only code may reach anywhere).
 fn code(path: &Path, text: &str) -> String {
-    if path.file_name().is_some_and(|n| n.to_string_lossy().ends_with("_tests.rs")) {
+    if path
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().ends_with("_tests.rs"))
+    {
         return String::new();
     }
     let text = match text.find("#[cfg(test)]\nmod tests") {
@@ -47,7 +50,12 @@ fn code(path: &Path, text: &str) -> String {
 
 /// The top-level module a file belongs to (`None` for `lib.rs`).
 fn module_of(path: &Path) -> Option<String> {
-    let first = path.components().next()?.as_os_str().to_string_lossy().into_owned();
+    let first = path
+        .components()
+        .next()?
+        .as_os_str()
+        .to_string_lossy()
+        .into_owned();
     let module = first.strip_suffix(".rs").unwrap_or(&first).to_owned();
     (module != "lib").then_some(module)
 }
@@ -111,7 +119,9 @@ fn no_import_circles_among_modules() {
     let modules: BTreeSet<String> = files.iter().filter_map(|(p, _)| module_of(p)).collect();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (path, text) in &files {
-        let Some(module) = module_of(path) else { continue };
+        let Some(module) = module_of(path) else {
+            continue;
+        };
         let mut uses = references(&code(path, text), &modules);
         uses.remove(&module);
         graph.entry(module).or_default().extend(uses);
