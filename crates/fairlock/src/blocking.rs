@@ -6,7 +6,7 @@
 //! call blocks the calling thread until it is done.
 //!
 //! Reentrancy keys on the calling thread, as in Redisson: a thread that holds
-//! a lock can lock it again, and [`BlockingLock::unlock`] releases one hold
+//! a lock can lock it again, and [`LockHandle::unlock`] releases one hold
 //! of the calling thread.
 //!
 //! ```no_run
@@ -359,7 +359,7 @@ impl LockGuard {
     }
 
     /// Keep the hold without a guard: it is released by
-    /// [`BlockingLock::unlock`] on the same thread, by `force_unlock`, or when
+    /// [`LockHandle::unlock`] on the same thread, by `force_unlock`, or when
     /// its lease runs out (the watchdog stops renewing it now).
     pub fn forget(mut self) {
         if let Some(guard) = self.guard.take() {

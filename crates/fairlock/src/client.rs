@@ -118,9 +118,9 @@ impl LockClient {
     /// the lock held until its lease runs out.
     ///
     /// Afterwards the client is closed: waits in progress end with
-    /// [`Error::Closed`], new acquisitions are refused with it, and the
+    /// [`Error::Closed`](crate::Error::Closed), new acquisitions are refused with it, and the
     /// guards still alive report [`is_held`](crate::LockGuard::is_held)
-    /// `false` (their `unlock` answers [`Error::LockLost`]). Locks held
+    /// `false` (their `unlock` answers [`Error::LockLost`](crate::Error::LockLost)). Locks held
     /// through [`LockGuard::forget`](crate::LockGuard::forget) or
     /// [`LockHandle::unlock_as`] owners that have no live guard are not
     /// known to the client and are left to their lease.

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acquire::{self, AcquireOptions};
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
 use crate::hold::{ArmedHold, Hold, Lease};
 use crate::owner::Owner;

@@ -66,6 +66,13 @@ impl Backoff {
     }
 }
 
+/// When the watchdog tries again after a failed renewal: a quarter of the
+/// renewal interval (at least 20 ms), so that several tries fit in what is
+/// left of the lease.
+pub(crate) fn renewal_retry_delay(interval: Duration) -> Duration {
+    (interval / 4).max(Duration::from_millis(20))
+}
+
 /// How long calls that failed on the connection are retried: the client's
 /// retry budget ([`ClientConfig::retry_budget`](crate::ClientConfig::retry_budget)).
 #[derive(Debug, Clone, Copy)]

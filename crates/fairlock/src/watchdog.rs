@@ -282,7 +282,7 @@ async fn run(
     interval: Duration,
 ) {
     // After a failed renewal, retry sooner: the lease keeps running out.
-    let retry = (interval / 4).max(Duration::from_millis(20));
+    let retry = crate::retry::renewal_retry_delay(interval);
     // Renewals keep their own schedule: checks (revocation messages, which
     // anyone may publish, and pub/sub reconnects) never push them back.
     let mut next_renewal = Instant::now() + interval;
