@@ -178,21 +178,7 @@ pub struct Lock {
     handle: LockHandle,
 }
 
-impl std::ops::Deref for FairLock {
-    type Target = LockHandle;
-
-    fn deref(&self) -> &LockHandle {
-        &self.handle
-    }
-}
-
-impl std::ops::Deref for Lock {
-    type Target = LockHandle;
-
-    fn deref(&self) -> &LockHandle {
-        &self.handle
-    }
-}
+crate::handle::kinds_deref_to!(LockHandle: FairLock, Lock);
 
 impl LockHandle {
     fn run<F: Future>(&self, future: F) -> Result<F::Output> {

@@ -311,21 +311,22 @@ impl Lock {
     }
 }
 
-impl std::ops::Deref for FairLock {
-    type Target = LockHandle;
+/// `Deref` from each lock kind type to the handle type with the methods
+/// all kinds share (here and in the blocking API).
+macro_rules! kinds_deref_to {
+    ($handle:ty: $($kind:ty),+) => {
+        $(impl std::ops::Deref for $kind {
+            type Target = $handle;
 
-    fn deref(&self) -> &LockHandle {
-        &self.handle
-    }
+            fn deref(&self) -> &$handle {
+                &self.handle
+            }
+        })+
+    };
 }
+pub(crate) use kinds_deref_to;
 
-impl std::ops::Deref for Lock {
-    type Target = LockHandle;
-
-    fn deref(&self) -> &LockHandle {
-        &self.handle
-    }
-}
+kinds_deref_to!(LockHandle: FairLock, Lock);
 
 impl From<FairLock> for LockHandle {
     fn from(lock: FairLock) -> Self {

@@ -392,6 +392,20 @@ pub(crate) enum Release {
     NotHeld,
 }
 
+impl Release {
+    /// Decode a release script's reply (both protocols' scripts answer
+    /// 1 released, 0 still held, -1 another owner holds it, -2 not held).
+    fn decode(script: &str, reply: i64) -> Result<Self> {
+        match reply {
+            1 => Ok(Release::Released),
+            0 => Ok(Release::StillHeld),
+            -1 => Ok(Release::NotOwner),
+            -2 => Ok(Release::NotHeld),
+            other => Err(unexpected(script, other)),
+        }
+    }
+}
+
 /// A point-in-time view of one lock, from [`LockHandle::inspect`](crate::LockHandle::inspect).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -203,13 +203,7 @@ impl NativeLock {
             scope.nonce.unwrap_or_default().to_owned(),
         ];
         let reply: i64 = conn.script(&RELEASE, &self.name, &keys, &args).await?;
-        match reply {
-            1 => Ok(Release::Released),
-            0 => Ok(Release::StillHeld),
-            -1 => Ok(Release::NotOwner),
-            -2 => Ok(Release::NotHeld),
-            other => Err(unexpected("native release", other)),
-        }
+        Release::decode("native release", reply)
     }
 
     pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {

@@ -209,13 +209,7 @@ impl RedissonLock {
             conn.script(&NONFAIR_RELEASE, &self.name, &keys, &args)
                 .await?
         };
-        match reply {
-            1 => Ok(Release::Released),
-            0 => Ok(Release::StillHeld),
-            -1 => Ok(Release::NotOwner),
-            -2 => Ok(Release::NotHeld),
-            other => Err(unexpected("release", other)),
-        }
+        Release::decode("release", reply)
     }
 
     /// Release whoever holds the lock. `true` when a lock was deleted.
