@@ -26,7 +26,7 @@ use fairlock::{AcquireOptions, LockClient, Owner, Protocol};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::history::{self, Bounds, Event, QueueLog};
+use crate::history::{self, Bounds, Event, Hold, QueueLog};
 use crate::private_redis::PrivateRedis;
 use crate::progress::LiveLine;
 use crate::torture_proxy::FaultProxy;
@@ -121,7 +121,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
             id: client.id().to_owned(),
         };
         let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = writeln!(out, "{}", hello.to_json());
+        let _ = writeln!(out, "{}", hello.to_line());
         let _ = out.flush();
     }
     let deadline = Instant::now() + args.duration;
@@ -145,7 +145,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
                     Err(_) => break,
                 };
                 let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = writeln!(out, "{}", event.to_json());
+                let _ = writeln!(out, "{}", event.to_line());
                 let _ = out.flush();
             }
         }));
@@ -212,7 +212,7 @@ async fn one_round(
     tokio::time::sleep(Duration::from_millis(rng.below(MAX_HOLD_MS))).await;
     let end = server_time_us(conn).await?;
     let valid = guard.is_held();
-    let event = Event::Hold {
+    let event = Event::Hold(Hold {
         lock: name.into(),
         owner: guard.owner().to_string(),
         token: guard.token(),
@@ -220,7 +220,7 @@ async fn one_round(
         start,
         end,
         valid,
-    };
+    });
     let _ = guard.unlock().await;
     Ok(event)
 }
@@ -295,7 +295,7 @@ fn spawn_worker(
             .lines()
             .map_while(Result::ok)
         {
-            if matches!(Event::parse(&line), Some(Event::Hold { .. })) {
+            if matches!(Event::parse(&line), Some(Event::Hold(_))) {
                 reports.holds.fetch_add(1, Ordering::Relaxed);
             }
             reports
@@ -611,7 +611,7 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     let forged_holds = events
         .iter()
         .filter(
-            |e| matches!(e, Event::Hold { token: Some(t), .. } if *t >= 9_000_000_000_000_000_000),
+            |e| matches!(e, Event::Hold(Hold { token: Some(t), .. }) if *t >= 9_000_000_000_000_000_000),
         )
         .count();
     println!(
