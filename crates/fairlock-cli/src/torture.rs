@@ -19,8 +19,10 @@
 //! [`prepare`] (Redis, the observer, the fault proxy), [`Workers::start`]
 //! (the worker processes, under `tokio::process`, their output read by a
 //! task each), [`Injector::run`] (queue samples, forged grants and faults
-//! until the deadline), [`Workers::wind_down`], [`collect`] (the history),
-//! [`check`] and [`print_summary`].
+//! until the deadline, a signal or a failure), [`Workers::wind_down`],
+//! [`collect`] (the history), [`check`] and [`print_summary`]. However the
+//! fault phase ends, the run goes through the wind-down and the summary,
+//! and says why it ended.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -34,6 +36,7 @@ use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::history::{self, Bounds, Event, Hold, QueueLog, Report};
@@ -80,6 +83,9 @@ pub(crate) struct WorkerArgs {
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// How long workers get, after the run, to release their locks and exit.
 const WIND_DOWN: Duration = Duration::from_secs(10);
+/// How long the rest of the workers' output may take to be read once they
+/// exited (it ends with them: nothing else holds their stdout).
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// A small xorshift generator: reproducible from the seed, no dependency.
 struct Rng(u64);
@@ -350,13 +356,24 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
 async fn run_against(cli: &Cli, plan: &Plan, url: String) -> Result<u8, Failure> {
     let stage = prepare(cli, plan, url).await?;
     println!("{}", plan.banner());
+    let stop = StopSignals::listen()?;
     let reports = Arc::new(Reports::default());
     let started = Instant::now();
     let deadline = started + plan.duration;
     let mut workers = Workers::start(cli, plan, &stage.worker_url, &reports)?;
     let mut injector = Injector::new(plan, &stage, workers.seed)?;
-    injector.run(&mut workers, started, deadline).await?;
-    workers.wind_down().await;
+    let end = injector.run(&mut workers, started, deadline, &stop).await;
+    let early = end.why().map(|why| {
+        format!(
+            "after {} of {}: {why}",
+            duration::format(Duration::from_secs(started.elapsed().as_secs())),
+            duration::format(plan.duration)
+        )
+    });
+    if let Some(early) = &early {
+        eprintln!("torture: stopping early {early}");
+    }
+    workers.wind_down(early.is_some(), &stop).await;
     let history = collect(&reports, &injector.injected.hits);
     let verdict = check(plan, &history, injector.queue);
     print_summary(
@@ -365,9 +382,14 @@ async fn run_against(cli: &Cli, plan: &Plan, url: String) -> Result<u8, Failure>
         &injector.injected,
         &verdict,
         started.elapsed(),
+        early.as_deref(),
     );
     stage.observer.shutdown().await;
-    Ok(if verdict.violations() == 0 { 0 } else { 1 })
+    match end {
+        End::Deadline => Ok(if verdict.violations() == 0 { 0 } else { 1 }),
+        End::Failed(failure) => Err(failure),
+        End::Signal(signal) => Ok(128 + signal as u8),
+    }
 }
 
 /// Redis as the run uses it.
@@ -417,6 +439,45 @@ async fn prepare(cli: &Cli, plan: &Plan, url: String) -> Result<Stage, Failure> 
         conn,
         proxy,
     })
+}
+
+/// SIGINT, SIGTERM and SIGHUP stop the run early: the fault phase ends,
+/// the workers are killed, and the summary covers the run so far (exit
+/// 128+N). A second one exits at once.
+struct StopSignals(watch::Receiver<i32>);
+
+impl StopSignals {
+    fn listen() -> Result<Self, Failure> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind| {
+            signal(kind)
+                .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {e}")))
+        };
+        let mut int = listen(SignalKind::interrupt())?;
+        let mut term = listen(SignalKind::terminate())?;
+        let mut hup = listen(SignalKind::hangup())?;
+        let (tx, rx) = watch::channel(0);
+        tokio::spawn(async move {
+            loop {
+                let signal = tokio::select! {
+                    _ = int.recv() => Signal::SIGINT,
+                    _ = term.recv() => Signal::SIGTERM,
+                    _ = hup.recv() => Signal::SIGHUP,
+                };
+                if *tx.borrow() != 0 {
+                    eprintln!("torture: {signal} again: exiting at once, without the summary");
+                    std::process::exit(128 + signal as i32);
+                }
+                let _ = tx.send(signal as i32);
+            }
+        });
+        Ok(Self(rx))
+    }
+
+    /// The first stop signal that arrived, if one did.
+    fn received(&self) -> Option<Signal> {
+        Signal::try_from(*self.0.borrow()).ok()
+    }
 }
 
 /// What the workers reported so far: every event, and how many holds.
@@ -476,7 +537,8 @@ struct Worker {
     reader: JoinHandle<()>,
 }
 
-/// The worker processes of a run.
+/// The worker processes of a run. Each is killed if dropped (an early
+/// return, a panic): none outlives the orchestrator's run.
 struct Workers<'a> {
     cli: &'a Cli,
     plan: &'a Plan,
@@ -547,6 +609,7 @@ impl<'a> Workers<'a> {
             .args(["--seed", &seed.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
+            .kill_on_drop(true)
             .spawn()
             .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot start a worker: {e}")))?;
         let pid = child
@@ -585,16 +648,20 @@ impl<'a> Workers<'a> {
 
     /// Workers stop by themselves at the deadline, then release their
     /// locks and exit; together they get [`WIND_DOWN`]. One that is still
-    /// running after that is killed, and the reason is said. Then the rest
-    /// of each one's output is read.
-    async fn wind_down(mut self) {
+    /// running after that is killed, and the reason is said. When the run
+    /// stopped `early` (or a stop signal arrives meanwhile), they are
+    /// killed at once. Then the rest of each one's output is read, for at
+    /// most [`DRAIN`] in all.
+    async fn wind_down(mut self, early: bool, stop: &StopSignals) {
         let until = Instant::now() + WIND_DOWN;
         let mut said = false;
+        let mut killed_early = 0;
         for worker in &mut self.running {
             loop {
+                let early = early || stop.received().is_some();
                 match worker.child.try_wait() {
                     Ok(Some(_)) => break,
-                    Ok(None) if Instant::now() < until => {
+                    Ok(None) if !early && Instant::now() < until => {
                         if !said && Instant::now() + WIND_DOWN / 2 > until {
                             eprintln!(
                                 "torture: waiting for the workers to release their locks and exit"
@@ -604,21 +671,55 @@ impl<'a> Workers<'a> {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                     _ => {
-                        eprintln!(
-                            "torture: worker {} did not exit within {} of the end (stuck \
-                             releasing or reporting); killed it, its last holds may be missing",
-                            worker.pid,
-                            duration::format(WIND_DOWN)
-                        );
+                        if early {
+                            killed_early += 1;
+                        } else {
+                            eprintln!(
+                                "torture: worker {} did not exit within {} of the end (stuck \
+                                 releasing or reporting); killed it, its last holds may be missing",
+                                worker.pid,
+                                duration::format(WIND_DOWN)
+                            );
+                        }
                         let _ = kill(Pid::from_raw(worker.pid as i32), Signal::SIGKILL);
-                        let _ = worker.child.wait().await;
+                        if tokio::time::timeout(DRAIN, worker.child.wait())
+                            .await
+                            .is_err()
+                        {
+                            eprintln!(
+                                "torture: worker {} did not die of SIGKILL within {}",
+                                worker.pid,
+                                duration::format(DRAIN)
+                            );
+                        }
                         break;
                     }
                 }
             }
         }
+        if killed_early > 0 {
+            eprintln!(
+                "torture: killed {killed_early} workers still running; their last holds may be missing"
+            );
+        }
+        let drained_by = Instant::now() + DRAIN;
         for worker in self.running.iter_mut().chain(self.killed.iter_mut()) {
-            let _ = (&mut worker.reader).await;
+            match tokio::time::timeout_at(drained_by.into(), &mut worker.reader).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => eprintln!(
+                    "torture: reading the output of worker {} failed ({e}); its holds may be missing",
+                    worker.pid
+                ),
+                Err(_) => {
+                    worker.reader.abort();
+                    eprintln!(
+                        "torture: the output of worker {} was still open {} after it exited; \
+                         its last holds may be missing",
+                        worker.pid,
+                        duration::format(DRAIN)
+                    );
+                }
+            }
         }
     }
 }
@@ -642,6 +743,27 @@ impl Injected {
     /// Faults of every kind, forged grants apart.
     fn total(&self) -> u32 {
         self.kills + self.pauses + self.delays + self.silent + self.cuts + self.busy
+    }
+}
+
+/// How the fault phase ended.
+enum End {
+    /// At the deadline: the whole run.
+    Deadline,
+    /// A stop signal arrived.
+    Signal(Signal),
+    /// The orchestrator could not go on (Redis gone, no new worker).
+    Failed(Failure),
+}
+
+impl End {
+    /// Why the run stopped before its deadline, if it did.
+    fn why(&self) -> Option<String> {
+        match self {
+            End::Deadline => None,
+            End::Signal(signal) => Some(signal.to_string()),
+            End::Failed(failure) => Some(failure.message.clone()),
+        }
     }
 }
 
@@ -725,22 +847,31 @@ impl<'a> Injector<'a> {
         })
     }
 
-    /// Until the deadline: show progress, sample the queue, end reply
-    /// delays, forge grants, inject faults.
+    /// Until the deadline, a stop signal or a failure: show progress,
+    /// sample the queue, end reply delays, forge grants, inject faults.
     async fn run(
         &mut self,
         workers: &mut Workers<'_>,
         started: Instant,
         deadline: Instant,
-    ) -> Result<(), Failure> {
+        stop: &StopSignals,
+    ) -> End {
         let mut progress = Progress::new(started, self.plan.duration);
-        while Instant::now() < deadline {
+        let end = loop {
+            if Instant::now() >= deadline {
+                break End::Deadline;
+            }
+            if let Some(signal) = stop.received() {
+                break End::Signal(signal);
+            }
             progress.tick(workers.reports.holds(), self.injected.total());
-            self.step(workers, deadline).await?;
+            if let Err(failure) = self.step(workers, deadline).await {
+                break End::Failed(failure);
+            }
             tokio::time::sleep(Duration::from_millis(3)).await;
-        }
+        };
         progress.line.clear();
-        Ok(())
+        end
     }
 
     async fn step(&mut self, workers: &mut Workers<'_>, deadline: Instant) -> Result<(), Failure> {
@@ -934,14 +1065,19 @@ fn check(plan: &Plan, history: &History, queue: QueueLog) -> Verdict {
     }
 }
 
-/// The summary on stdout.
+/// The summary on stdout; `early`: why and when the run stopped before
+/// its end.
 fn print_summary(
     plan: &Plan,
     history: &History,
     injected: &Injected,
     verdict: &Verdict,
     elapsed: Duration,
+    early: Option<&str>,
 ) {
+    if let Some(early) = early {
+        println!("stopped early {early} (the checks cover the run so far)");
+    }
     let mut outcomes: HashMap<&str, usize> = HashMap::new();
     for event in &history.events {
         if let Event::NoGrant { outcome, .. } = event {
