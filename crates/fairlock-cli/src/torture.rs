@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use fairlock::{AcquireOptions, FairLock, LockClient, Owner, Protocol};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::watch;
@@ -105,7 +105,7 @@ impl Rng {
 
 /// The server's clock (µs), retried for up to 10 s: the torture's own BUSY
 /// scripts and connection cuts refuse calls for a while.
-async fn server_time_us(conn: &mut MultiplexedConnection) -> Result<u64, Failure> {
+async fn server_time_us(conn: &mut impl ConnectionLike) -> Result<u64, Failure> {
     let give_up = Instant::now() + Duration::from_secs(10);
     loop {
         match redis::cmd("TIME").query_async::<(u64, u64)>(conn).await {
@@ -122,6 +122,17 @@ async fn raw_connection(url: &str) -> Result<MultiplexedConnection, Failure> {
     redis::Client::open(url)
         .map_err(|e| Failure::new(exit::USAGE, format!("bad URL: {e}")))?
         .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| Failure::new(exit::UNAVAILABLE, format!("cannot reach Redis: {e}")))
+}
+
+/// A worker task's connection for reading the server's clock. It goes
+/// through the fault proxy, and a cut breaks a multiplexed connection for
+/// good (every later call fails): this one connects again.
+async fn time_connection(url: &str) -> Result<ConnectionManager, Failure> {
+    redis::Client::open(url)
+        .map_err(|e| Failure::new(exit::USAGE, format!("bad URL: {e}")))?
+        .get_connection_manager()
         .await
         .map_err(|e| Failure::new(exit::UNAVAILABLE, format!("cannot reach Redis: {e}")))
 }
@@ -162,7 +173,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     for t in 0..args.tasks {
         let client = client.clone();
         let out = out.clone();
-        let mut conn = raw_connection(&url).await?;
+        let mut conn = time_connection(&url).await?;
         let mut rng = Rng(args.seed.wrapping_mul(31).wrapping_add(u64::from(t)) | 1);
         // Reused by some non-fair rounds: a new hold of an owner whose
         // earlier hold was lost (a pause) must not be touched by the old guard.
@@ -190,7 +201,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
 
 async fn one_round(
     client: &LockClient,
-    conn: &mut MultiplexedConnection,
+    conn: &mut ConnectionManager,
     rng: &mut Rng,
     owner: &Owner,
 ) -> Result<Event, Failure> {
