@@ -98,6 +98,12 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
         &[Sub::Exec],
         "signal N arrived while waiting for the lock (the queue entry is removed)",
     ),
+    (
+        "128+N",
+        &[Sub::Torture],
+        "signal N (SIGINT, SIGTERM, SIGHUP) stopped the run early: the summary covers the run \
+         so far",
+    ),
 ];
 
 fn name(sub: Sub) -> &'static str {

@@ -3,43 +3,64 @@
 //! Workers record every hold with Redis server time read right after the
 //! acquire returned and right before the release, the owner and the fencing
 //! token; and every wait that ended without a grant. The orchestrator adds
-//! snapshots of each fair lock's queue. The checker reports:
-//! - overlaps: two holds of one lock, both still valid at their end
-//!   (`is_held()`), whose server-time intervals intersect;
-//! - FIFO violations (fair locks): two waiters seen queued in one order and
-//!   granted in the other, counting only what was seen after each waiter's
-//!   last (re)arrival in the queue;
-//! - token violations (native): a valid hold whose token is not above every
-//!   earlier valid hold's token of that lock;
-//! - liveness violations: a grant that took longer than a bound computed
-//!   from the holds granted meanwhile and the faults injected meanwhile.
+//! snapshots of each fair lock's queue. [`check`] runs one function per
+//! rule, each documented with the rule it checks:
+//! - [`check_overlaps`]: no two valid holds of one lock intersect;
+//! - [`check_tokens`] (native): tokens of valid holds only go up;
+//! - [`check_liveness`] (fair locks): every grant within its bound;
+//! - [`check_requeues`] (fair locks): no live waiter moved back in line;
+//! - [`check_fifo`] (fair locks): live waiters granted in queue order.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
-/// One record of a worker's history (one JSON line).
-#[derive(Debug, Clone, PartialEq)]
+/// One hold, from the acquire to the release (times are the server's, µs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Hold {
+    pub(crate) lock: String,
+    pub(crate) owner: String,
+    pub(crate) token: Option<u64>,
+    /// Server time before the acquire call.
+    pub(crate) requested: u64,
+    /// Server time right after the acquire returned.
+    pub(crate) start: u64,
+    /// Server time right before the release.
+    pub(crate) end: u64,
+    /// `is_held()` at the end: false when the holder was told it lost the
+    /// lock (it paused past its lease, say).
+    pub(crate) valid: bool,
+}
+
+/// One record of a worker's history: one line of JSON, tagged by `kind`:
+///
+/// ```text
+/// {"kind":"hold","lock":"l","owner":"a","token":1,"requested":2,"start":3,"end":4,"valid":true}
+/// {"kind":"no_grant","lock":"l","outcome":"timeout"}
+/// {"kind":"client","pid":42,"id":"0a1b…"}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub(crate) enum Event {
     /// A hold, from the acquire to the release.
-    Hold {
-        lock: String,
-        owner: String,
-        token: Option<u64>,
-        /// Server time (µs) before the acquire call.
-        requested: u64,
-        /// Server time right after the acquire returned.
-        start: u64,
-        /// Server time right before the release.
-        end: u64,
-        /// `is_held()` at the end: false when the holder was told it lost
-        /// the lock (it paused past its lease, say).
-        valid: bool,
-    },
+    Hold(Hold),
     /// A wait that ended without a grant: "timeout", "cancelled" or "error".
     NoGrant { lock: String, outcome: String },
     /// A worker process announces its client id (the prefix of its owners).
     Client { pid: u32, id: String },
+}
+
+impl Event {
+    /// The event as one line of JSON (without the newline).
+    pub(crate) fn to_line(&self) -> String {
+        // Strings, numbers and booleans only: nothing that cannot be written.
+        serde_json::to_string(self).expect("an event is plain data")
+    }
+
+    /// Parse one line; `None` for anything else (a line cut by SIGKILL).
+    pub(crate) fn parse(line: &str) -> Option<Self> {
+        serde_json::from_str(line).ok()
+    }
 }
 
 /// A fault injected into one worker process, at a server time (µs).
@@ -48,54 +69,6 @@ pub(crate) struct Fault {
     pub(crate) at: u64,
     /// The client id of the process hit (`""` when unknown).
     pub(crate) client: String,
-}
-
-impl Event {
-    pub(crate) fn to_json(&self) -> Value {
-        match self {
-            Event::Hold {
-                lock,
-                owner,
-                token,
-                requested,
-                start,
-                end,
-                valid,
-            } => json!({"kind": "hold", "lock": lock, "owner": owner, "token": token,
-                "requested": requested, "start": start, "end": end, "valid": valid}),
-            Event::NoGrant { lock, outcome } => {
-                json!({"kind": "no_grant", "lock": lock, "outcome": outcome})
-            }
-            Event::Client { pid, id } => json!({"kind": "client", "pid": pid, "id": id}),
-        }
-    }
-
-    /// Parse one line; `None` for anything else (a line cut by SIGKILL).
-    pub(crate) fn parse(line: &str) -> Option<Self> {
-        let v: Value = serde_json::from_str(line).ok()?;
-        let text = |k: &str| v.get(k)?.as_str().map(str::to_owned);
-        let num = |k: &str| v.get(k)?.as_u64();
-        match v.get("kind")?.as_str()? {
-            "hold" => Some(Event::Hold {
-                lock: text("lock")?,
-                owner: text("owner")?,
-                token: num("token"),
-                requested: num("requested")?,
-                start: num("start")?,
-                end: num("end")?,
-                valid: v.get("valid")?.as_bool()?,
-            }),
-            "no_grant" => Some(Event::NoGrant {
-                lock: text("lock")?,
-                outcome: text("outcome")?,
-            }),
-            "client" => Some(Event::Client {
-                pid: u32::try_from(num("pid")?).ok()?,
-                id: text("id")?,
-            }),
-            _ => None,
-        }
-    }
 }
 
 /// Queue snapshots of one fair lock, in the order they were taken.
@@ -154,8 +127,10 @@ pub(crate) struct Bounds {
 }
 
 /// Check `events` (all workers) against `queues` (one per fair lock name:
-/// FIFO and liveness are checked for those locks only);
-/// `faults` are server times (µs) at which faults were injected.
+/// FIFO, requeues and liveness are checked for those locks only; a non-fair
+/// lock may starve a waiter by design); `faults` are the faults injected,
+/// at server times (µs). `native`: tokens are checked, and a requeue is a
+/// violation.
 pub(crate) fn check(
     events: &[Event],
     queues: &HashMap<String, QueueLog>,
@@ -163,203 +138,293 @@ pub(crate) fn check(
     faults: &[Fault],
     bounds: Bounds,
 ) -> Report {
-    let tokens = native;
     let mut report = Report {
         strict_order: native,
         ..Report::default()
     };
-    let mut by_lock: HashMap<&str, Vec<&Event>> = HashMap::new();
-    for event in events {
-        if let Event::Hold { lock, .. } = event {
-            by_lock.entry(lock.as_str()).or_default().push(event);
-            report.holds += 1;
+    let faults = FaultTimes::new(faults);
+    for (lock, holds) in holds_by_lock(events) {
+        report.holds += holds.len();
+        check_overlaps(lock, &holds, &mut report);
+        if native {
+            check_tokens(lock, &holds, &mut report);
         }
-    }
-    for (lock, mut holds) in by_lock {
-        holds.sort_by_key(|e| match e {
-            Event::Hold { start, .. } => *start,
-            _ => 0,
-        });
-        let valid: Vec<(u64, u64, Option<u64>, &str)> = holds
-            .iter()
-            .filter_map(|e| match e {
-                Event::Hold {
-                    start,
-                    end,
-                    token,
-                    owner,
-                    valid: true,
-                    ..
-                } => Some((*start, *end, *token, owner.as_str())),
-                _ => None,
-            })
-            .collect();
-        // Overlaps: any valid hold starting before the previous one ended.
-        let mut latest_end = 0u64;
-        let mut latest_owner = "";
-        for (start, end, _, owner) in &valid {
-            if *start < latest_end {
-                report.overlaps += 1;
-                report.example(format!(
-                    "{lock}: {owner} started at {start} before {latest_owner} ended at {latest_end}"
-                ));
-            }
-            if *end > latest_end {
-                latest_end = *end;
-                latest_owner = owner;
-            }
-        }
-        if tokens {
-            let mut highest = 0u64;
-            for (start, _, token, owner) in &valid {
-                match token {
-                    Some(t) if *t > highest => highest = *t,
-                    Some(t) => {
-                        report.token_violations += 1;
-                        report.example(format!(
-                            "{lock}: {owner} at {start} got token {t}, not above {highest}"
-                        ));
-                    }
-                    None => {
-                        report.token_violations += 1;
-                        report.example(format!("{lock}: {owner} got no token"));
-                    }
-                }
-            }
-        }
-        // Liveness: each grant of a fair lock within its bound (a non-fair
-        // lock may starve a waiter by design).
-        if !queues.contains_key(lock) {
+        let Some(log) = queues.get(lock) else {
             continue;
-        }
-        let starts: Vec<u64> = holds
-            .iter()
-            .filter_map(|e| match e {
-                Event::Hold { start, .. } => Some(*start),
-                _ => None,
-            })
-            .collect();
-        for event in &holds {
-            if let Event::Hold {
-                requested,
-                start,
-                owner,
-                ..
-            } = event
-            {
-                let granted_meanwhile = starts
-                    .iter()
-                    .filter(|s| **s > *requested && **s < *start)
-                    .count() as u64;
-                let faults_meanwhile = faults
-                    .iter()
-                    .filter(|f| {
-                        f.at >= requested.saturating_sub(bounds.per_fault_us) && f.at <= *start
-                    })
-                    .count() as u64;
-                let bound = (granted_meanwhile + 1) * (bounds.max_hold_us + bounds.handoff_us)
-                    + faults_meanwhile * bounds.per_fault_us
-                    + bounds.base_us;
-                let waited = start.saturating_sub(*requested);
-                if waited > bound {
-                    report.liveness_violations += 1;
-                    report.example(format!(
-                        "{lock}: {owner} waited {waited} µs, bound {bound} µs ({granted_meanwhile} grants, {faults_meanwhile} faults meanwhile)"
-                    ));
-                }
-            }
-        }
-        check_fifo(lock, &holds, &queues[lock], faults, bounds, &mut report);
+        };
+        check_liveness(lock, &holds, &faults, bounds, &mut report);
+        let live = live_grants(&holds, &faults, bounds, native);
+        let arrivals = Arrivals::of(log);
+        check_requeues(lock, &arrivals, &live, &mut report);
+        check_fifo(lock, log, &arrivals, &live, &mut report);
     }
     report
 }
 
-/// Pairs (a ahead of b) seen in a snapshot taken after both last (re)joined
-/// the queue must be granted a before b. Waiters whose process was paused or
-/// killed while they waited did not stay alive: they are left out (under
-/// Redisson, every waiter that waited through a fault: a stall anywhere can
-/// push it past its slot).
-fn check_fifo(
-    lock: &str,
-    holds: &[&Event],
-    log: &QueueLog,
-    faults: &[Fault],
-    bounds: Bounds,
-    report: &mut Report,
-) {
-    let granted: HashMap<&str, u64> = holds
-        .iter()
-        .filter_map(|e| match e {
-            Event::Hold {
-                owner,
-                start,
-                requested,
-                ..
-            } => {
-                // Native: only the paused or killed process's own waiters.
-                // Redisson: any fault while it waited, since a stall anywhere
-                // can push a live waiter past its slot (Redisson then drops it).
-                let hit = faults.iter().any(|f| {
-                    let ours = !f.client.is_empty() && owner.starts_with(f.client.as_str());
-                    (ours || !report.strict_order)
-                        && f.at + bounds.per_fault_us >= *requested
-                        && f.at <= *start
-                });
-                (!hit).then_some((owner.as_str(), *start))
-            }
-            _ => None,
-        })
-        .collect();
-    // For each owner, the snapshot index of its latest (re)arrival: a
-    // waiter that left the queue without a grant (skipped while paused, say)
-    // and came back is a new arrival; what was seen before does not count.
-    let mut last_arrival: HashMap<&str, usize> = HashMap::new();
-    for (i, snapshot) in log.snapshots.iter().enumerate() {
-        let previous = i.checked_sub(1).map(|p| &log.snapshots[p]);
-        for (pos, owner) in snapshot.iter().enumerate() {
-            let Some(previous) = previous else {
-                last_arrival.insert(owner.as_str(), i);
-                continue;
-            };
-            let Some(before) = previous.iter().position(|o| o == owner) else {
-                last_arrival.insert(owner.as_str(), i);
-                continue;
-            };
-            // Moved behind a waiter that was behind it: dropped and queued
-            // again within one call (never seen absent).
-            let overtaken = snapshot[..pos].iter().any(|o| {
-                previous
-                    .iter()
-                    .position(|p| p == o)
-                    .is_some_and(|q| q > before)
-            });
-            if overtaken {
-                last_arrival.insert(owner.as_str(), i);
-                // As for FIFO: only a waiter that stayed alive (its own
-                // process, or under a network or server fault every
-                // process, was not hit while it waited) was promised its
-                // place; a client that cannot refresh within its waiter ttl
-                // is dead by the protocol's rule and queued again.
-                if !granted.contains_key(owner.as_str()) {
-                    continue;
-                }
-                report.requeued += 1;
+/// The holds of each lock, in the order they started (holds that started at
+/// the same time in the order they were recorded).
+fn holds_by_lock(events: &[Event]) -> BTreeMap<&str, Vec<&Hold>> {
+    let mut by_lock: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+    for event in events {
+        if let Event::Hold(hold) = event {
+            by_lock.entry(hold.lock.as_str()).or_default().push(hold);
+        }
+    }
+    for holds in by_lock.values_mut() {
+        holds.sort_by_key(|h| h.start);
+    }
+    by_lock
+}
+
+/// Overlaps. Rule: two holds of one lock that were both still valid at
+/// their end (`is_held()`) do not intersect in server time: each valid
+/// hold starts no earlier than every earlier valid hold ended (starting at
+/// the very moment the last one ended is fine). Holds told they lost the
+/// lock are left out.
+fn check_overlaps(lock: &str, holds: &[&Hold], report: &mut Report) {
+    let mut latest_end = 0u64;
+    let mut latest_owner = "";
+    for hold in holds.iter().filter(|h| h.valid) {
+        if hold.start < latest_end {
+            report.overlaps += 1;
+            report.example(format!(
+                "{lock}: {} started at {} before {latest_owner} ended at {latest_end}",
+                hold.owner, hold.start
+            ));
+        }
+        if hold.end > latest_end {
+            latest_end = hold.end;
+            latest_owner = &hold.owner;
+        }
+    }
+}
+
+/// Fencing tokens (native). Rule: every valid hold has a token, strictly
+/// above the token of every valid hold of that lock that started before
+/// it. Holds told they lost the lock are left out.
+fn check_tokens(lock: &str, holds: &[&Hold], report: &mut Report) {
+    let mut highest = 0u64;
+    for hold in holds.iter().filter(|h| h.valid) {
+        let owner = &hold.owner;
+        match hold.token {
+            Some(t) if t > highest => highest = t,
+            Some(t) => {
+                report.token_violations += 1;
                 report.example(format!(
-                    "{lock}: {owner} was moved to the back of the queue (snapshot {i})"
+                    "{lock}: {owner} at {} got token {t}, not above {highest}",
+                    hold.start
                 ));
+            }
+            None => {
+                report.token_violations += 1;
+                report.example(format!("{lock}: {owner} got no token"));
             }
         }
     }
-    let mut checked = std::collections::HashSet::new();
+}
+
+/// Liveness (fair locks). Rule: every hold (valid or not) was granted
+/// within `(g + 1) × (max hold + handoff) + f × per fault + base` of its
+/// request, where `g` counts the holds of that lock granted strictly
+/// between its request and its grant, and `f` the faults injected from
+/// `per fault` before its request up to its grant.
+fn check_liveness(
+    lock: &str,
+    holds: &[&Hold],
+    faults: &FaultTimes<'_>,
+    bounds: Bounds,
+    report: &mut Report,
+) {
+    // In start order (see `holds_by_lock`).
+    let starts: Vec<u64> = holds.iter().map(|h| h.start).collect();
+    for hold in holds {
+        let (requested, start) = (hold.requested, hold.start);
+        let granted_meanwhile = {
+            let after_request = starts.partition_point(|s| *s <= requested);
+            let before_grant = starts.partition_point(|s| *s < start);
+            before_grant.saturating_sub(after_request) as u64
+        };
+        let faults_meanwhile = count_between(
+            &faults.all,
+            requested.saturating_sub(bounds.per_fault_us),
+            start,
+        ) as u64;
+        let bound = (granted_meanwhile + 1) * (bounds.max_hold_us + bounds.handoff_us)
+            + faults_meanwhile * bounds.per_fault_us
+            + bounds.base_us;
+        let waited = start.saturating_sub(requested);
+        if waited > bound {
+            report.liveness_violations += 1;
+            report.example(format!(
+                "{lock}: {} waited {waited} µs, bound {bound} µs ({granted_meanwhile} grants, {faults_meanwhile} faults meanwhile)",
+                hold.owner
+            ));
+        }
+    }
+}
+
+/// The grant time of each owner whose wait stayed alive, the waiters FIFO
+/// and requeues are checked for (an owner granted more than once: its
+/// latest such grant). A waiter whose process was paused or killed while it
+/// waited (from `per fault` before its request up to its grant) did not
+/// stay alive; under Redisson (`strict_order` false) neither did any waiter
+/// that waited through a fault anywhere, since a stall anywhere can push a
+/// live waiter past its slot (Redisson then drops it).
+fn live_grants<'a>(
+    holds: &[&'a Hold],
+    faults: &FaultTimes<'_>,
+    bounds: Bounds,
+    strict_order: bool,
+) -> HashMap<&'a str, u64> {
+    holds
+        .iter()
+        .filter(|hold| {
+            let from = hold.requested.saturating_sub(bounds.per_fault_us);
+            let hit = |times: &[u64]| count_between(times, from, hold.start) > 0;
+            let hit = if strict_order {
+                // Only the paused or killed process's own waiters.
+                faults
+                    .by_client
+                    .iter()
+                    .any(|(client, times)| hold.owner.starts_with(client) && hit(times))
+            } else {
+                hit(&faults.all)
+            };
+            !hit
+        })
+        .map(|hold| (hold.owner.as_str(), hold.start))
+        .collect()
+}
+
+/// Fault times, sorted: all of them, and per client id (faults of an
+/// unknown client, `""`, hit no client in particular).
+struct FaultTimes<'a> {
+    all: Vec<u64>,
+    by_client: Vec<(&'a str, Vec<u64>)>,
+}
+
+impl<'a> FaultTimes<'a> {
+    fn new(faults: &'a [Fault]) -> Self {
+        let mut all: Vec<u64> = faults.iter().map(|f| f.at).collect();
+        all.sort_unstable();
+        let mut by_client: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+        for fault in faults.iter().filter(|f| !f.client.is_empty()) {
+            by_client
+                .entry(fault.client.as_str())
+                .or_default()
+                .push(fault.at);
+        }
+        let by_client = by_client
+            .into_iter()
+            .map(|(client, mut times)| {
+                times.sort_unstable();
+                (client, times)
+            })
+            .collect();
+        Self { all, by_client }
+    }
+}
+
+/// How many of `sorted` lie in `from..=to`.
+fn count_between(sorted: &[u64], from: u64, to: u64) -> usize {
+    let below = sorted.partition_point(|t| *t < from);
+    let up_to = sorted.partition_point(|t| *t <= to);
+    up_to.saturating_sub(below)
+}
+
+/// The queue's history, owner by owner.
+struct Arrivals<'a> {
+    /// For each owner, the snapshot index of its latest (re)arrival: a
+    /// waiter that left the queue without a grant (skipped while paused,
+    /// say) and came back, or was moved back, is a new arrival; what was
+    /// seen before does not count.
+    last: HashMap<&'a str, usize>,
+    /// Each waiter moved behind a waiter that was behind it (dropped and
+    /// queued again within one call, never seen absent), with the snapshot
+    /// index, in snapshot order.
+    moved_back: Vec<(&'a str, usize)>,
+}
+
+impl<'a> Arrivals<'a> {
+    fn of(log: &'a QueueLog) -> Self {
+        let mut last = HashMap::new();
+        let mut moved_back = Vec::new();
+        for (i, snapshot) in log.snapshots.iter().enumerate() {
+            let previous = i.checked_sub(1).map(|p| &log.snapshots[p]);
+            for (pos, owner) in snapshot.iter().enumerate() {
+                let Some(previous) = previous else {
+                    last.insert(owner.as_str(), i);
+                    continue;
+                };
+                let Some(before) = previous.iter().position(|o| o == owner) else {
+                    last.insert(owner.as_str(), i);
+                    continue;
+                };
+                let overtaken = snapshot[..pos].iter().any(|o| {
+                    previous
+                        .iter()
+                        .position(|p| p == o)
+                        .is_some_and(|q| q > before)
+                });
+                if overtaken {
+                    last.insert(owner.as_str(), i);
+                    moved_back.push((owner.as_str(), i));
+                }
+            }
+        }
+        Self { last, moved_back }
+    }
+
+    /// Whether `owner` was seen in snapshot `i` during its latest stay.
+    fn current(&self, owner: &str, i: usize) -> bool {
+        self.last.get(owner).is_some_and(|arrived| i >= *arrived)
+    }
+}
+
+/// Requeues (fair locks; a violation under native only, see
+/// [`Report::strict_order`]). Rule: a waiter that stayed alive (see
+/// [`live_grants`]) is never moved behind a waiter that was behind it. A
+/// client that cannot refresh within its waiter ttl is dead by the
+/// protocol's rule and queued again, as Redisson drops a waiter past its
+/// slot.
+fn check_requeues(
+    lock: &str,
+    arrivals: &Arrivals<'_>,
+    live: &HashMap<&str, u64>,
+    report: &mut Report,
+) {
+    for (owner, i) in &arrivals.moved_back {
+        if live.contains_key(owner) {
+            report.requeued += 1;
+            report.example(format!(
+                "{lock}: {owner} was moved to the back of the queue (snapshot {i})"
+            ));
+        }
+    }
+}
+
+/// FIFO (fair locks). Rule: for two waiters that stayed alive (see
+/// [`live_grants`]) seen in one snapshot, a ahead of b, taken after both
+/// last (re)arrived, a was granted no later than b. Each ordered pair is
+/// checked once, at the first snapshot that shows it.
+fn check_fifo(
+    lock: &str,
+    log: &QueueLog,
+    arrivals: &Arrivals<'_>,
+    live: &HashMap<&str, u64>,
+    report: &mut Report,
+) {
+    let mut checked = HashSet::new();
     for (i, snapshot) in log.snapshots.iter().enumerate() {
         for (x, a) in snapshot.iter().enumerate() {
             for b in &snapshot[x + 1..] {
-                let (Some(ga), Some(gb)) = (granted.get(a.as_str()), granted.get(b.as_str()))
-                else {
+                let (Some(ga), Some(gb)) = (live.get(a.as_str()), live.get(b.as_str())) else {
                     continue;
                 };
-                let current = |o: &str| last_arrival.get(o).is_some_and(|arrived| i >= *arrived);
-                if !current(a) || !current(b) || !checked.insert((a.as_str(), b.as_str())) {
+                if !arrivals.current(a, i)
+                    || !arrivals.current(b, i)
+                    || !checked.insert((a.as_str(), b.as_str()))
+                {
                     continue;
                 }
                 report.fifo_pairs_checked += 1;
@@ -379,7 +444,7 @@ mod tests {
     use super::*;
 
     fn hold(owner: &str, token: u64, requested: u64, start: u64, end: u64) -> Event {
-        Event::Hold {
+        Event::Hold(Hold {
             lock: "l".into(),
             owner: owner.into(),
             token: Some(token),
@@ -387,6 +452,20 @@ mod tests {
             start,
             end,
             valid: true,
+        })
+    }
+
+    /// The holds among `events`, as the check functions take them.
+    fn holds(events: &[Event]) -> Vec<&Hold> {
+        holds_by_lock(events).remove("l").unwrap_or_default()
+    }
+
+    fn queue(snapshots: &[&[&str]]) -> QueueLog {
+        QueueLog {
+            snapshots: snapshots
+                .iter()
+                .map(|s| s.iter().map(|o| (*o).to_owned()).collect())
+                .collect(),
         }
     }
 
@@ -442,7 +521,7 @@ mod tests {
     #[test]
     fn invalid_holds_and_rearrivals_are_not_held_against() {
         let mut lost = hold("b", 4, 0, 50, 60);
-        if let Event::Hold { valid, .. } = &mut lost {
+        if let Event::Hold(Hold { valid, .. }) = &mut lost {
             *valid = false;
         }
         // b left the queue (skipped while paused) and came back behind c.
@@ -536,12 +615,242 @@ mod tests {
     #[test]
     fn lines_round_trip() {
         let e = hold("a", 1, 2, 3, 4);
-        assert_eq!(Event::parse(&e.to_json().to_string()), Some(e));
+        assert_eq!(Event::parse(&e.to_line()), Some(e));
         let n = Event::NoGrant {
             lock: "l".into(),
             outcome: "timeout".into(),
         };
-        assert_eq!(Event::parse(&n.to_json().to_string()), Some(n));
+        assert_eq!(Event::parse(&n.to_line()), Some(n));
         assert_eq!(Event::parse("{\"kind\":\"hold\",\"lo"), None);
+    }
+
+    /// The lines on disk are those the workers always wrote.
+    #[test]
+    fn line_format_is_unchanged() {
+        let lines = [
+            (
+                hold("a", 1, 2, 3, 4),
+                r#"{"kind":"hold","lock":"l","owner":"a","token":1,"requested":2,"start":3,"end":4,"valid":true}"#,
+            ),
+            (
+                Event::NoGrant {
+                    lock: "l".into(),
+                    outcome: "cancelled".into(),
+                },
+                r#"{"kind":"no_grant","lock":"l","outcome":"cancelled"}"#,
+            ),
+            (
+                Event::Client {
+                    pid: 42,
+                    id: "c1".into(),
+                },
+                r#"{"kind":"client","pid":42,"id":"c1"}"#,
+            ),
+        ];
+        for (event, line) in lines {
+            assert_eq!(event.to_line(), line);
+            assert_eq!(Event::parse(line), Some(event));
+        }
+        // A hold without a token (Redisson): null, or (as read before) absent.
+        let Some(Event::Hold(tokenless)) = Event::parse(
+            r#"{"kind":"hold","lock":"l","owner":"a","token":null,"requested":2,"start":3,"end":4,"valid":false}"#,
+        ) else {
+            panic!("a hold");
+        };
+        assert_eq!((tokenless.token, tokenless.valid), (None, false));
+        let absent = r#"{"kind":"hold","lock":"l","owner":"a","requested":2,"start":3,"end":4,"valid":false}"#;
+        assert_eq!(Event::parse(absent), Some(Event::Hold(tokenless)));
+    }
+
+    /// A line cut anywhere (SIGKILL in the middle of a write), an unknown
+    /// kind or a missing field is skipped, never an error.
+    #[test]
+    fn cut_and_foreign_lines_are_skipped() {
+        let line = hold("a", 1, 2, 3, 4).to_line();
+        for cut in 0..line.len() {
+            assert_eq!(Event::parse(&line[..cut]), None, "{}", &line[..cut]);
+        }
+        for foreign in [
+            "",
+            "not json",
+            r#"{"kind":"other","lock":"l"}"#,
+            r#"{"lock":"l","outcome":"timeout"}"#,
+            r#"{"kind":"no_grant","lock":"l"}"#,
+            r#"{"kind":"client","pid":-1,"id":"c"}"#,
+        ] {
+            assert_eq!(Event::parse(foreign), None, "{foreign}");
+        }
+    }
+
+    #[test]
+    fn overlaps_are_valid_holds_intersecting() {
+        let mut events = vec![
+            hold("a", 1, 0, 10, 100),
+            // Inside a, both of them: two overlaps with a.
+            hold("b", 2, 0, 20, 30),
+            hold("c", 3, 0, 40, 50),
+            // Starts as a ends: fine.
+            hold("d", 4, 0, 100, 110),
+            // Told it lost the lock: left out.
+            hold("e", 5, 0, 105, 120),
+        ];
+        if let Event::Hold(e) = &mut events[4] {
+            e.valid = false;
+        }
+        let mut report = Report::default();
+        check_overlaps("l", &holds(&events), &mut report);
+        assert_eq!(report.overlaps, 2, "{report:?}");
+        assert_eq!(
+            report.examples[0],
+            "l: b started at 20 before a ended at 100"
+        );
+    }
+
+    #[test]
+    fn tokens_must_go_up() {
+        let mut events = vec![
+            hold("a", 5, 0, 10, 20),
+            // Equal: a violation.
+            hold("b", 5, 0, 30, 40),
+            hold("c", 6, 0, 50, 60),
+            // Lower, but told it lost the lock: left out.
+            hold("d", 1, 0, 70, 80),
+            hold("e", 9, 0, 90, 95),
+        ];
+        if let Event::Hold(d) = &mut events[3] {
+            d.valid = false;
+        }
+        if let Event::Hold(e) = &mut events[4] {
+            e.token = None;
+        }
+        let mut report = Report::default();
+        check_tokens("l", &holds(&events), &mut report);
+        assert_eq!(report.token_violations, 2, "{report:?}");
+        assert_eq!(
+            report.examples,
+            ["l: b at 30 got token 5, not above 5", "l: e got no token"]
+        );
+    }
+
+    #[test]
+    fn liveness_bound_grows_with_grants_and_faults_meanwhile() {
+        // Alone: bound (0 + 1) x 2_000 + 1_000 = 3_000 µs.
+        let on_time = [hold("a", 1, 1_000, 4_000, 4_010)];
+        let late = [hold("a", 1, 1_000, 4_001, 4_010)];
+        let faults = FaultTimes::new(&[]);
+        let mut report = Report::default();
+        check_liveness("l", &holds(&on_time), &faults, BOUNDS, &mut report);
+        assert_eq!(report.liveness_violations, 0, "{report:?}");
+        check_liveness("l", &holds(&late), &faults, BOUNDS, &mut report);
+        assert_eq!(report.liveness_violations, 1, "{report:?}");
+        assert_eq!(
+            report.examples[0],
+            "l: a waited 3001 µs, bound 3000 µs (0 grants, 0 faults meanwhile)"
+        );
+        // One grant in between: 5_000 µs for b.
+        let events = [
+            hold("a", 1, 0, 2_000, 2_010),
+            hold("b", 2, 1_000, 6_000, 6_010),
+        ];
+        let mut report = Report::default();
+        check_liveness("l", &holds(&events), &faults, BOUNDS, &mut report);
+        assert_eq!(report.liveness_violations, 0, "{report:?}");
+        // A fault up to per_fault_us before the request counts: 13_000 µs.
+        let slow = [hold("a", 1, 20_000, 33_000, 33_010)];
+        let mut report = Report::default();
+        let before = [Fault {
+            at: 10_000,
+            client: String::new(),
+        }];
+        check_liveness(
+            "l",
+            &holds(&slow),
+            &FaultTimes::new(&before),
+            BOUNDS,
+            &mut report,
+        );
+        assert_eq!(report.liveness_violations, 0, "{report:?}");
+        let too_early = [Fault {
+            at: 9_999,
+            client: String::new(),
+        }];
+        check_liveness(
+            "l",
+            &holds(&slow),
+            &FaultTimes::new(&too_early),
+            BOUNDS,
+            &mut report,
+        );
+        assert_eq!(report.liveness_violations, 1, "{report:?}");
+    }
+
+    #[test]
+    fn live_grants_leave_out_waiters_hit_by_a_fault() {
+        let events = [
+            hold("p:1", 1, 20_000, 30_000, 30_010),
+            hold("q:1", 2, 20_000, 40_000, 40_010),
+        ];
+        let faults = [Fault {
+            at: 10_000,
+            client: "p".into(),
+        }];
+        let faults = FaultTimes::new(&faults);
+        // Native: only p's own waiters; Redisson: every waiter meanwhile.
+        let native = live_grants(&holds(&events), &faults, BOUNDS, true);
+        assert_eq!(native, HashMap::from([("q:1", 40_000)]));
+        let redisson = live_grants(&holds(&events), &faults, BOUNDS, false);
+        assert!(redisson.is_empty(), "{redisson:?}");
+        // A fault after the grant hits nobody.
+        let after = [Fault {
+            at: 30_001,
+            client: "p".into(),
+        }];
+        let after = FaultTimes::new(&after);
+        let native = live_grants(&holds(&events), &after, BOUNDS, true);
+        assert_eq!(native.len(), 2, "{native:?}");
+    }
+
+    #[test]
+    fn requeues_are_live_waiters_moved_back() {
+        // x and a are moved behind b (requeues; x is not live); c leaves
+        // and comes back (a new arrival, not a requeue).
+        let log = queue(&[
+            &["x", "a", "b", "c"],
+            &["b", "x", "a"],
+            &["b", "x", "a", "c"],
+        ]);
+        let arrivals = Arrivals::of(&log);
+        assert_eq!(arrivals.moved_back, [("x", 1), ("a", 1)]);
+        assert_eq!(arrivals.last["c"], 2);
+        let live = HashMap::from([("a", 10), ("b", 5), ("c", 20)]);
+        let mut report = Report::default();
+        check_requeues("l", &arrivals, &live, &mut report);
+        assert_eq!(report.requeued, 1, "{report:?}");
+        assert_eq!(
+            report.examples,
+            ["l: a was moved to the back of the queue (snapshot 1)"]
+        );
+    }
+
+    #[test]
+    fn fifo_pairs_are_checked_once_and_only_in_a_current_stay() {
+        // (a, b) is seen three times: checked once. (c, a) and (c, b) were
+        // seen before c left and came back: not checked (c was granted
+        // after a). x was never granted (or not live): its pairs are not
+        // checked. (b, c), seen at the end, was granted the other way.
+        let log = queue(&[&["c", "a", "b", "x"], &["a", "b"], &["a", "b", "c"]]);
+        let arrivals = Arrivals::of(&log);
+        let live = HashMap::from([("a", 10), ("b", 20), ("c", 15)]);
+        let mut report = Report::default();
+        check_fifo("l", &log, &arrivals, &live, &mut report);
+        assert_eq!(
+            (report.fifo_pairs_checked, report.fifo_violations),
+            (3, 1),
+            "{report:?}"
+        );
+        assert_eq!(
+            report.examples,
+            ["l: b queued ahead of c (snapshot 2) but granted after it"]
+        );
     }
 }

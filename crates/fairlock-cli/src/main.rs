@@ -186,6 +186,8 @@ enum Command {
     /// Without --redis or $REDIS_URL, starts a private redis-server. Shows
     /// its progress while it runs (a live line on a terminal, a line every
     /// 10 s otherwise) and ends on time; a long soak runs for minutes.
+    /// SIGINT, SIGTERM or SIGHUP stops it early with the summary of the run
+    /// so far.
     #[command(after_help = after_help(Sub::Torture, "fairlock torture --duration 20m"))]
     Torture(torture::TortureArgs),
     /// One worker process of `torture` (internal).

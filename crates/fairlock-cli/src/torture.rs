@@ -14,19 +14,32 @@
 //! (waiter ttl, lease), and their non-fair rounds sometimes reuse one owner
 //! across acquisitions, so a hold lost to a pause is followed by a new one
 //! of the same owner.
+//!
+//! [`run`] goes step by step: [`Plan::new`] (what the run does),
+//! [`prepare`] (Redis, the observer, the fault proxy), [`Workers::start`]
+//! (the worker processes, under `tokio::process`, their output read by a
+//! task each), [`Injector::run`] (queue samples, forged grants and faults
+//! until the deadline, a signal or a failure), [`Workers::wind_down`],
+//! [`collect`] (the history), [`check`] and [`print_summary`]. However the
+//! fault phase ends, the run goes through the wind-down and the summary,
+//! and says why it ended.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{AcquireOptions, LockClient, Owner, Protocol};
+use fairlock::{AcquireOptions, FairLock, LockClient, Owner, Protocol};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdout, Command};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-use crate::history::{self, Bounds, Event, QueueLog};
+use crate::history::{self, Bounds, Event, Hold, QueueLog, Report};
 use crate::private_redis::PrivateRedis;
 use crate::progress::LiveLine;
 use crate::torture_proxy::FaultProxy;
@@ -70,6 +83,9 @@ pub(crate) struct WorkerArgs {
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// How long workers get, after the run, to release their locks and exit.
 const WIND_DOWN: Duration = Duration::from_secs(10);
+/// How long the rest of the workers' output may take to be read once they
+/// exited (it ends with them: nothing else holds their stdout).
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// A small xorshift generator: reproducible from the seed, no dependency.
 struct Rng(u64);
@@ -89,7 +105,7 @@ impl Rng {
 
 /// The server's clock (µs), retried for up to 10 s: the torture's own BUSY
 /// scripts and connection cuts refuse calls for a while.
-async fn server_time_us(conn: &mut redis::aio::MultiplexedConnection) -> Result<u64, Failure> {
+async fn server_time_us(conn: &mut impl ConnectionLike) -> Result<u64, Failure> {
     let give_up = Instant::now() + Duration::from_secs(10);
     loop {
         match redis::cmd("TIME").query_async::<(u64, u64)>(conn).await {
@@ -102,7 +118,7 @@ async fn server_time_us(conn: &mut redis::aio::MultiplexedConnection) -> Result<
     }
 }
 
-async fn raw_connection(url: &str) -> Result<redis::aio::MultiplexedConnection, Failure> {
+async fn raw_connection(url: &str) -> Result<MultiplexedConnection, Failure> {
     redis::Client::open(url)
         .map_err(|e| Failure::new(exit::USAGE, format!("bad URL: {e}")))?
         .get_multiplexed_async_connection()
@@ -110,26 +126,54 @@ async fn raw_connection(url: &str) -> Result<redis::aio::MultiplexedConnection, 
         .map_err(|e| Failure::new(exit::UNAVAILABLE, format!("cannot reach Redis: {e}")))
 }
 
+/// A worker task's connection for reading the server's clock. It goes
+/// through the fault proxy, and a cut breaks a multiplexed connection for
+/// good (every later call fails): this one connects again.
+async fn time_connection(url: &str) -> Result<ConnectionManager, Failure> {
+    redis::Client::open(url)
+        .map_err(|e| Failure::new(exit::USAGE, format!("bad URL: {e}")))?
+        .get_connection_manager()
+        .await
+        .map_err(|e| Failure::new(exit::UNAVAILABLE, format!("cannot reach Redis: {e}")))
+}
+
+/// A worker's stdout, shared by its tasks: one whole line per event.
+#[derive(Clone)]
+struct EventOut(Arc<tokio::sync::Mutex<tokio::io::Stdout>>);
+
+impl EventOut {
+    fn stdout() -> Self {
+        Self(Arc::new(tokio::sync::Mutex::new(tokio::io::stdout())))
+    }
+
+    /// Write `event` and flush it: once this returns, the line is in the
+    /// pipe, even if the process is killed next. Errors (the orchestrator
+    /// is gone) are ignored.
+    async fn write(&self, event: &Event) {
+        let mut line = event.to_line();
+        line.push('\n');
+        let mut out = self.0.lock().await;
+        let _ = out.write_all(line.as_bytes()).await;
+        let _ = out.flush().await;
+    }
+}
+
 /// One worker process: tasks taking the locks until the duration is over.
 pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> {
     let url = cli.url();
     let client = cli.connect(&url, &cli.settings(&args.settings)).await?;
-    let out = Arc::new(Mutex::new(std::io::stdout()));
-    {
-        let hello = Event::Client {
-            pid: std::process::id(),
-            id: client.id().to_owned(),
-        };
-        let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = writeln!(out, "{}", hello.to_json());
-        let _ = out.flush();
-    }
+    let out = EventOut::stdout();
+    out.write(&Event::Client {
+        pid: std::process::id(),
+        id: client.id().to_owned(),
+    })
+    .await;
     let deadline = Instant::now() + args.duration;
     let mut tasks = Vec::new();
     for t in 0..args.tasks {
         let client = client.clone();
-        let out = Arc::clone(&out);
-        let mut conn = raw_connection(&url).await?;
+        let out = out.clone();
+        let mut conn = time_connection(&url).await?;
         let mut rng = Rng(args.seed.wrapping_mul(31).wrapping_add(u64::from(t)) | 1);
         // Reused by some non-fair rounds: a new hold of an owner whose
         // earlier hold was lost (a pause) must not be touched by the old guard.
@@ -144,9 +188,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
                     Ok(Err(_)) => continue,
                     Err(_) => break,
                 };
-                let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = writeln!(out, "{}", event.to_json());
-                let _ = out.flush();
+                out.write(&event).await;
             }
         }));
     }
@@ -159,7 +201,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
 
 async fn one_round(
     client: &LockClient,
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut ConnectionManager,
     rng: &mut Rng,
     owner: &Owner,
 ) -> Result<Event, Failure> {
@@ -212,7 +254,7 @@ async fn one_round(
     tokio::time::sleep(Duration::from_millis(rng.below(MAX_HOLD_MS))).await;
     let end = server_time_us(conn).await?;
     let valid = guard.is_held();
-    let event = Event::Hold {
+    let event = Event::Hold(Hold {
         lock: name.into(),
         owner: guard.owner().to_string(),
         token: guard.token(),
@@ -220,7 +262,7 @@ async fn one_round(
         start,
         end,
         valid,
-    };
+    });
     let _ = guard.unlock().await;
     Ok(event)
 }
@@ -238,128 +280,147 @@ fn lease(settings: &LockSettings) -> Duration {
     settings.lease_or(Duration::from_secs(1))
 }
 
-struct Worker {
-    child: Child,
-    reader: std::thread::JoinHandle<()>,
-}
-
-/// What the workers reported so far: every line, and the holds among them.
-#[derive(Default)]
-struct Reports {
-    lines: Mutex<Vec<String>>,
-    holds: AtomicU64,
-}
-
-fn spawn_worker(
-    cli: &Cli,
-    settings: &LockSettings,
-    url: &str,
+/// What one run does, fixed before it starts.
+struct Plan {
+    duration: Duration,
+    processes: u16,
     tasks: u16,
-    left: Duration,
-    seed: u64,
-    reports: &Arc<Reports>,
-) -> Result<Worker, Failure> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot find myself: {e}")))?;
-    // Workers differ in their settings, as clients of one lock do.
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9) | 1);
-    let lease = lease(settings) * (1 + rng.below(2) as u32);
-    let waiter_ttl = [
-        settings.waiter_ttl(),
-        Duration::from_secs(1),
-        Duration::from_secs(2),
-    ][rng.below(3) as usize];
-    let mut child = Command::new(exe)
-        .args(["--redis", url, "--protocol", cli.protocol.as_str()])
-        .arg("torture-worker")
-        .args(["--lease", &format!("{}ms", lease.as_millis())])
-        .args(["--waiter-ttl", &format!("{}ms", waiter_ttl.as_millis())])
-        .args([
-            "--waiter-slot",
-            &format!("{}ms", settings.waiter_slot().as_millis()),
-        ])
-        .args(["--tasks", &tasks.to_string()])
-        .args(["--duration", &format!("{}ms", left.as_millis().max(1))])
-        .args(["--seed", &seed.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot start a worker: {e}")))?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| Failure::new(exit::SOFTWARE, "worker without stdout"))?;
-    let reports = Arc::clone(reports);
-    let reader = std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if matches!(Event::parse(&line), Some(Event::Hold { .. })) {
-                reports.holds.fetch_add(1, Ordering::Relaxed);
-            }
-            reports
-                .lines
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(line);
-        }
-    });
-    Ok(Worker { child, reader })
+    faults: bool,
+    protocol: Protocol,
+    settings: LockSettings,
+    /// The workers' lease (some get twice this).
+    lease: Duration,
+    /// How long a paused worker stays stopped: past the lease.
+    pause_for: Duration,
 }
 
-fn signal(worker: &Worker, sig: Signal) {
-    let _ = kill(Pid::from_raw(worker.child.id() as i32), sig);
-}
-
-/// Workers stop by themselves at the deadline, then release their locks
-/// and exit; together they get [`WIND_DOWN`]. One that is still running
-/// after that is killed, and the reason is said.
-async fn wind_down(workers: Vec<Worker>) {
-    let until = Instant::now() + WIND_DOWN;
-    let mut said = false;
-    for mut worker in workers {
-        loop {
-            match worker.child.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if Instant::now() < until => {
-                    if !said && Instant::now() + WIND_DOWN / 2 > until {
-                        eprintln!(
-                            "torture: waiting for the workers to release their locks and exit"
-                        );
-                        said = true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                _ => {
-                    eprintln!(
-                        "torture: worker {} did not exit within {} of the end (stuck releasing \
-                         or reporting); killed it, its last holds may be missing",
-                        worker.child.id(),
-                        duration::format(WIND_DOWN)
-                    );
-                    let _ = worker.child.kill();
-                    let _ = worker.child.wait();
-                    break;
-                }
-            }
+impl Plan {
+    fn new(cli: &Cli, args: &TortureArgs) -> Self {
+        let settings = cli.settings(&args.settings);
+        let lease = lease(&settings);
+        Self {
+            duration: args.duration,
+            processes: args.processes,
+            tasks: args.tasks,
+            faults: !args.no_faults,
+            protocol: cli.protocol,
+            settings,
+            lease,
+            pause_for: lease + Duration::from_millis(300),
         }
-        let _ = worker.reader.join();
+    }
+
+    /// The first line of the run.
+    fn banner(&self) -> String {
+        format!(
+            "torture: {} ({} protocol), {} processes x {} tasks, faults {}, lease {}",
+            duration::format(self.duration),
+            self.protocol,
+            self.processes,
+            self.tasks,
+            if self.faults { "on" } else { "off" },
+            duration::format(self.lease),
+        )
+    }
+
+    /// The inputs of the liveness bound.
+    fn bounds(&self) -> Bounds {
+        let slot = if self.protocol == Protocol::Redisson {
+            self.settings.waiter_slot()
+        } else {
+            self.settings.waiter_ttl()
+        };
+        Bounds {
+            max_hold_us: MAX_HOLD_MS * 1000,
+            handoff_us: 300_000,
+            // Workers may have twice the lease (their settings differ).
+            per_fault_us: (self.lease * 2 + slot + self.pause_for + Duration::from_secs(1))
+                .as_micros() as u64,
+            base_us: 3_000_000,
+        }
     }
 }
 
+/// `fairlock torture`: plan, prepare Redis, start the workers, inject
+/// faults, wind down, collect, check, report.
 pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
-    let (url, _server) = match cli.explicit_url() {
+    let plan = Plan::new(cli, args);
+    let (url, server) = match cli.explicit_url() {
         Some(url) => (url, None),
         None => {
-            let server = PrivateRedis::start().map_err(|e| Failure::new(exit::UNAVAILABLE, e))?;
-            let url = server.url();
-            (url, Some(server))
+            // Starting it waits for its port: not on the runtime's threads.
+            let server = tokio::task::spawn_blocking(PrivateRedis::start)
+                .await
+                .map_err(|e| Failure::new(exit::SOFTWARE, format!("redis-server start: {e}")))?
+                .map_err(|e| Failure::new(exit::UNAVAILABLE, e))?;
+            (server.url(), Some(server))
         }
     };
-    let settings = cli.settings(&args.settings);
+    let result = run_against(cli, &plan, url).await;
+    if let Some(server) = server {
+        // Killed and reaped: not on the runtime's threads either.
+        let _ = tokio::task::spawn_blocking(move || drop(server)).await;
+    }
+    result
+}
+
+async fn run_against(cli: &Cli, plan: &Plan, url: String) -> Result<u8, Failure> {
+    let stage = prepare(cli, plan, url).await?;
+    println!("{}", plan.banner());
+    let stop = StopSignals::listen()?;
+    let reports = Arc::new(Reports::default());
+    let started = Instant::now();
+    let deadline = started + plan.duration;
+    let mut workers = Workers::start(cli, plan, &stage.worker_url, &reports)?;
+    let mut injector = Injector::new(plan, &stage, workers.seed)?;
+    let end = injector.run(&mut workers, started, deadline, &stop).await;
+    let early = end.why().map(|why| {
+        format!(
+            "after {} of {}: {why}",
+            duration::format(Duration::from_secs(started.elapsed().as_secs())),
+            duration::format(plan.duration)
+        )
+    });
+    if let Some(early) = &early {
+        eprintln!("torture: stopping early {early}");
+    }
+    workers.wind_down(early.is_some(), &stop).await;
+    let history = collect(&reports, &injector.injected.hits);
+    let verdict = check(plan, &history, injector.queue);
+    print_summary(
+        plan,
+        &history,
+        &injector.injected,
+        &verdict,
+        started.elapsed(),
+        early.as_deref(),
+    );
+    stage.observer.shutdown().await;
+    match end {
+        End::Deadline => Ok(if verdict.violations() == 0 { 0 } else { 1 }),
+        End::Failed(failure) => Err(failure),
+        End::Signal(signal) => Ok(128 + signal as u8),
+    }
+}
+
+/// Redis as the run uses it.
+struct Stage {
+    url: String,
+    /// Where the workers connect: the fault proxy (Redis itself when
+    /// faults are off).
+    worker_url: String,
+    /// Cleans the locks up first, then samples the fair queue.
+    observer: LockClient,
+    /// For server time and forged grants.
+    conn: MultiplexedConnection,
+    proxy: FaultProxy,
+}
+
+/// Connect, let BUSY scripts answer BUSY after 100 ms, start the fault
+/// proxy, and release whatever an earlier run left held.
+async fn prepare(cli: &Cli, plan: &Plan, url: String) -> Result<Stage, Failure> {
     let observer = cli
-        .connect_with_lease(&url, &settings, lease(&settings))
+        .connect_with_lease(&url, &plan.settings, plan.lease)
         .await?;
     let mut conn = raw_connection(&url).await?;
     // A busy script answers BUSY to everyone else after 100 ms.
@@ -374,180 +435,590 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     let proxy = FaultProxy::start(target)
         .await
         .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot start the fault proxy: {e}")))?;
-    let worker_url = if args.no_faults {
-        url.clone()
-    } else {
+    let worker_url = if plan.faults {
         proxy.url(&url)
+    } else {
+        url.clone()
     };
     for key in [FAIR, PLAIN] {
         let _ = observer.fair_lock(key)?.force_unlock().await;
     }
-    println!(
-        "torture: {} ({} protocol), {} processes x {} tasks, faults {}, lease {}",
-        duration::format(args.duration),
-        cli.protocol,
-        args.processes,
-        args.tasks,
-        if args.no_faults { "off" } else { "on" },
-        duration::format(lease(&settings)),
-    );
-    let reports = Arc::new(Reports::default());
-    let started = Instant::now();
-    let deadline = started + args.duration;
-    let mut seed = u64::from(std::process::id()) << 16 | 1;
-    let mut workers = Vec::new();
-    for _ in 0..args.processes {
-        seed += 1;
-        workers.push(spawn_worker(
-            cli,
-            &settings,
-            &worker_url,
-            args.tasks,
-            args.duration,
-            seed,
-            &reports,
-        )?);
-    }
-    let mut rng = Rng(seed | 1);
-    let lock = observer.fair_lock(FAIR)?;
-    let mut queue = QueueLog::default();
-    let mut faults = Vec::new();
-    let (mut kills, mut pauses) = (0u32, 0u32);
-    let (mut delays, mut silent, mut cuts, mut busy, mut forged) = (0u32, 0u32, 0u32, 0u32, 0u64);
-    let mut next_forgery = Instant::now();
-    let mut undelay_at: Option<Instant> = None;
-    let channel_prefix = match cli.protocol {
-        Protocol::Redisson => format!("redisson_lock__channel:{{{FAIR}}}"),
-        _ => format!("fairlock:{{{FAIR}}}:wake"),
-    };
-    let mut next_fault = Instant::now() + Duration::from_millis(1500);
-    let pause_for = lease(&settings) + Duration::from_millis(300);
-    let mut status = LiveLine::stderr();
-    let show_every = if status.in_place() {
-        Duration::from_secs(1)
-    } else {
-        PROGRESS_EVERY
-    };
-    let mut next_status = started + show_every;
-    while Instant::now() < deadline {
-        if Instant::now() >= next_status {
-            let faults = kills + pauses + delays + silent + cuts + busy;
-            status.show(&format!(
-                "torture: {} of {}, {} holds, {faults} faults so far",
-                duration::format(Duration::from_secs(started.elapsed().as_secs())),
-                duration::format(args.duration),
-                reports.holds.load(Ordering::Relaxed),
-            ));
-            next_status += show_every;
-        }
-        if let Ok(info) = lock.inspect().await {
-            let owners: Vec<String> = info.queue.into_iter().map(|w| w.owner).collect();
-            if queue.snapshots.last() != Some(&owners) {
-                queue.snapshots.push(owners);
-            }
-        }
-        if undelay_at.is_some_and(|at| Instant::now() >= at) {
-            proxy.delay_replies(Duration::ZERO);
-            undelay_at = None;
-        }
-        // A hostile client with PUBLISH rights forges grants to every
-        // queued waiter (a huge token: any holder with it is a violation).
-        if !args.no_faults && Instant::now() >= next_forgery {
-            let now_ms = server_time_us(&mut conn).await? / 1000;
-            for owner in queue.snapshots.last().cloned().unwrap_or_default() {
-                let forgery = format!(
-                    "grant:9000000000000000000:{now_ms}:60000:{:040x}",
-                    rng.next()
-                );
-                let _: redis::RedisResult<i64> = redis::cmd("PUBLISH")
-                    .arg(format!("{channel_prefix}:{owner}"))
-                    .arg(forgery)
-                    .query_async(&mut conn)
-                    .await;
-                forged += 1;
-            }
-            next_forgery = Instant::now() + Duration::from_millis(50);
-        }
-        if !args.no_faults && Instant::now() >= next_fault && deadline > Instant::now() + pause_for
-        {
-            let victim = rng.below(workers.len() as u64) as usize;
-            let at = server_time_us(&mut conn).await?;
-            let kind = rng.below(6);
-            // Network and server faults hit every worker.
-            faults.push((
-                at,
-                if kind < 2 {
-                    workers[victim].child.id()
-                } else {
-                    0
-                },
-            ));
-            if kind == 2 {
-                proxy.delay_replies(Duration::from_millis(30 + rng.below(120)));
-                undelay_at = Some(Instant::now() + Duration::from_secs(2));
-                delays += 1;
-            } else if kind == 3 {
-                proxy.blackhole_pubsub();
-                silent += 1;
-            } else if kind == 4 {
-                proxy.cut_all();
-                cuts += 1;
-            } else if kind == 5 {
-                let mut busy_conn = raw_connection(&url).await?;
-                tokio::spawn(async move {
-                    let script = "local t = redis.call('time') local e = t[1] * 1000000 + t[2] + 300000 \
-                                  while true do local n = redis.call('time') \
-                                  if n[1] * 1000000 + n[2] > e then return 1 end end";
-                    let _: redis::RedisResult<i64> = redis::cmd("EVAL")
-                        .arg(script)
-                        .arg(0)
-                        .query_async(&mut busy_conn)
-                        .await;
-                });
-                busy += 1;
-            } else if kind == 0 {
-                signal(&workers[victim], Signal::SIGKILL);
-                kills += 1;
-                seed += 1;
-                let left = deadline.saturating_duration_since(Instant::now());
-                let fresh = spawn_worker(
-                    cli,
-                    &settings,
-                    &worker_url,
-                    args.tasks,
-                    left,
-                    seed,
-                    &reports,
-                )?;
-                let mut dead = std::mem::replace(&mut workers[victim], fresh);
-                let _ = dead.child.wait();
-            } else {
-                signal(&workers[victim], Signal::SIGSTOP);
-                pauses += 1;
-                let until = Instant::now() + pause_for;
-                while Instant::now() < until {
-                    if let Ok(info) = lock.inspect().await {
-                        let owners: Vec<String> = info.queue.into_iter().map(|w| w.owner).collect();
-                        if queue.snapshots.last() != Some(&owners) {
-                            queue.snapshots.push(owners);
-                        }
-                    }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
+    Ok(Stage {
+        url,
+        worker_url,
+        observer,
+        conn,
+        proxy,
+    })
+}
+
+/// SIGINT, SIGTERM and SIGHUP stop the run early: the fault phase ends,
+/// the workers are killed, and the summary covers the run so far (exit
+/// 128+N). A second one exits at once.
+struct StopSignals(watch::Receiver<i32>);
+
+impl StopSignals {
+    fn listen() -> Result<Self, Failure> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind| {
+            signal(kind)
+                .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {e}")))
+        };
+        let mut int = listen(SignalKind::interrupt())?;
+        let mut term = listen(SignalKind::terminate())?;
+        let mut hup = listen(SignalKind::hangup())?;
+        let (tx, rx) = watch::channel(0);
+        tokio::spawn(async move {
+            loop {
+                let signal = tokio::select! {
+                    _ = int.recv() => Signal::SIGINT,
+                    _ = term.recv() => Signal::SIGTERM,
+                    _ = hup.recv() => Signal::SIGHUP,
+                };
+                if *tx.borrow() != 0 {
+                    eprintln!("torture: {signal} again: exiting at once, without the summary");
+                    std::process::exit(128 + signal as i32);
                 }
-                signal(&workers[victim], Signal::SIGCONT);
+                let _ = tx.send(signal as i32);
             }
-            next_fault = Instant::now() + Duration::from_millis(1500 + rng.below(1500));
-        }
-        tokio::time::sleep(Duration::from_millis(3)).await;
+        });
+        Ok(Self(rx))
     }
-    status.clear();
-    wind_down(workers).await;
-    let lines = reports
-        .lines
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    let events: Vec<Event> = lines.iter().filter_map(|l| Event::parse(l)).collect();
+
+    /// The first stop signal that arrived, if one did.
+    fn received(&self) -> Option<Signal> {
+        Signal::try_from(*self.0.borrow()).ok()
+    }
+}
+
+/// What the workers reported so far: every event, and how many holds.
+#[derive(Default)]
+struct Reports {
+    events: Mutex<Vec<Event>>,
+    holds: AtomicU64,
+}
+
+impl Reports {
+    /// One line of a worker's output; anything but an event (a line cut
+    /// short by SIGKILL) is skipped.
+    fn add(&self, line: &str) {
+        let Some(event) = Event::parse(line) else {
+            return;
+        };
+        if matches!(event, Event::Hold(_)) {
+            self.holds.fetch_add(1, Ordering::Relaxed);
+        }
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(event);
+    }
+
+    fn holds(&self) -> u64 {
+        self.holds.load(Ordering::Relaxed)
+    }
+
+    fn events(&self) -> Vec<Event> {
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// Read a worker's output to its end, every line into `reports`. Bytes
+/// that are not UTF-8 are replaced, not a reason to stop: the pipe is
+/// drained until the worker closes it, so the worker never blocks on it.
+async fn read_reports(stdout: ChildStdout, reports: Arc<Reports>) {
+    let mut stdout = BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match stdout.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => reports.add(String::from_utf8_lossy(&line).trim_end()),
+        }
+    }
+}
+
+/// One worker process, and the task reading its output.
+struct Worker {
+    pid: u32,
+    child: Child,
+    reader: JoinHandle<()>,
+}
+
+/// The worker processes of a run. Each is killed if dropped (an early
+/// return, a panic): none outlives the orchestrator's run.
+struct Workers<'a> {
+    cli: &'a Cli,
+    plan: &'a Plan,
+    url: &'a str,
+    reports: Arc<Reports>,
+    /// The seed of the latest worker; the next one gets the next seed.
+    seed: u64,
+    running: Vec<Worker>,
+    /// Workers killed as a fault (reaped): their output may still be read.
+    killed: Vec<Worker>,
+}
+
+impl<'a> Workers<'a> {
+    /// Start `plan.processes` workers for the whole run.
+    fn start(
+        cli: &'a Cli,
+        plan: &'a Plan,
+        url: &'a str,
+        reports: &Arc<Reports>,
+    ) -> Result<Self, Failure> {
+        let mut workers = Self {
+            cli,
+            plan,
+            url,
+            reports: Arc::clone(reports),
+            seed: u64::from(std::process::id()) << 16 | 1,
+            running: Vec::new(),
+            killed: Vec::new(),
+        };
+        for _ in 0..plan.processes {
+            let worker = workers.spawn(plan.duration)?;
+            workers.running.push(worker);
+        }
+        Ok(workers)
+    }
+
+    /// Start one worker that runs for `run_for`, with settings of its own.
+    fn spawn(&mut self, run_for: Duration) -> Result<Worker, Failure> {
+        self.seed += 1;
+        let seed = self.seed;
+        let settings = &self.plan.settings;
+        let exe = std::env::current_exe()
+            .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot find myself: {e}")))?;
+        // Workers differ in their settings, as clients of one lock do.
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9) | 1);
+        let lease = self.plan.lease * (1 + rng.below(2) as u32);
+        let waiter_ttl = [
+            settings.waiter_ttl(),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        ][rng.below(3) as usize];
+        let mut child = Command::new(exe)
+            .args([
+                "--redis",
+                self.url,
+                "--protocol",
+                self.cli.protocol.as_str(),
+            ])
+            .arg("torture-worker")
+            .args(["--lease", &format!("{}ms", lease.as_millis())])
+            .args(["--waiter-ttl", &format!("{}ms", waiter_ttl.as_millis())])
+            .args([
+                "--waiter-slot",
+                &format!("{}ms", settings.waiter_slot().as_millis()),
+            ])
+            .args(["--tasks", &self.plan.tasks.to_string()])
+            .args(["--duration", &format!("{}ms", run_for.as_millis().max(1))])
+            .args(["--seed", &seed.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot start a worker: {e}")))?;
+        let pid = child
+            .id()
+            .ok_or_else(|| Failure::new(exit::SOFTWARE, "a worker exited at once"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| Failure::new(exit::SOFTWARE, "worker without stdout"))?;
+        let reader = tokio::spawn(read_reports(stdout, Arc::clone(&self.reports)));
+        Ok(Worker { pid, child, reader })
+    }
+
+    fn count(&self) -> usize {
+        self.running.len()
+    }
+
+    fn pid(&self, index: usize) -> u32 {
+        self.running[index].pid
+    }
+
+    fn signal(&self, index: usize, signal: Signal) {
+        let _ = kill(Pid::from_raw(self.pid(index) as i32), signal);
+    }
+
+    /// SIGKILL worker `index`, start a fresh one in its place for what is
+    /// `left` of the run, and reap the dead one.
+    async fn replace(&mut self, index: usize, left: Duration) -> Result<(), Failure> {
+        self.signal(index, Signal::SIGKILL);
+        let fresh = self.spawn(left)?;
+        let mut dead = std::mem::replace(&mut self.running[index], fresh);
+        let _ = dead.child.wait().await;
+        self.killed.push(dead);
+        Ok(())
+    }
+
+    /// Workers stop by themselves at the deadline, then release their
+    /// locks and exit; together they get [`WIND_DOWN`]. One that is still
+    /// running after that is killed, and the reason is said. When the run
+    /// stopped `early` (or a stop signal arrives meanwhile), they are
+    /// killed at once. Then the rest of each one's output is read, for at
+    /// most [`DRAIN`] in all.
+    async fn wind_down(mut self, early: bool, stop: &StopSignals) {
+        let until = Instant::now() + WIND_DOWN;
+        let mut said = false;
+        let mut killed_early = 0;
+        for worker in &mut self.running {
+            loop {
+                let early = early || stop.received().is_some();
+                match worker.child.try_wait() {
+                    Ok(Some(_)) => break,
+                    Ok(None) if !early && Instant::now() < until => {
+                        if !said && Instant::now() + WIND_DOWN / 2 > until {
+                            eprintln!(
+                                "torture: waiting for the workers to release their locks and exit"
+                            );
+                            said = true;
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    _ => {
+                        if early {
+                            killed_early += 1;
+                        } else {
+                            eprintln!(
+                                "torture: worker {} did not exit within {} of the end (stuck \
+                                 releasing or reporting); killed it, its last holds may be missing",
+                                worker.pid,
+                                duration::format(WIND_DOWN)
+                            );
+                        }
+                        let _ = kill(Pid::from_raw(worker.pid as i32), Signal::SIGKILL);
+                        if tokio::time::timeout(DRAIN, worker.child.wait())
+                            .await
+                            .is_err()
+                        {
+                            eprintln!(
+                                "torture: worker {} did not die of SIGKILL within {}",
+                                worker.pid,
+                                duration::format(DRAIN)
+                            );
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        if killed_early > 0 {
+            eprintln!(
+                "torture: killed {killed_early} workers still running; their last holds may be missing"
+            );
+        }
+        let drained_by = Instant::now() + DRAIN;
+        for worker in self.running.iter_mut().chain(self.killed.iter_mut()) {
+            match tokio::time::timeout_at(drained_by.into(), &mut worker.reader).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => eprintln!(
+                    "torture: reading the output of worker {} failed ({e}); its holds may be missing",
+                    worker.pid
+                ),
+                Err(_) => {
+                    worker.reader.abort();
+                    eprintln!(
+                        "torture: the output of worker {} was still open {} after it exited; \
+                         its last holds may be missing",
+                        worker.pid,
+                        duration::format(DRAIN)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The faults injected so far.
+#[derive(Default)]
+struct Injected {
+    kills: u32,
+    pauses: u32,
+    delays: u32,
+    silent: u32,
+    cuts: u32,
+    busy: u32,
+    forged: u64,
+    /// When each fault hit (server time, µs) and whom: a worker's pid, or
+    /// 0 for every worker (a fault of the network or the server).
+    hits: Vec<(u64, u32)>,
+}
+
+impl Injected {
+    /// Faults of every kind, forged grants apart.
+    fn total(&self) -> u32 {
+        self.kills + self.pauses + self.delays + self.silent + self.cuts + self.busy
+    }
+}
+
+/// How the fault phase ended.
+enum End {
+    /// At the deadline: the whole run.
+    Deadline,
+    /// A stop signal arrived.
+    Signal(Signal),
+    /// The orchestrator could not go on (Redis gone, no new worker).
+    Failed(Failure),
+}
+
+impl End {
+    /// Why the run stopped before its deadline, if it did.
+    fn why(&self) -> Option<String> {
+        match self {
+            End::Deadline => None,
+            End::Signal(signal) => Some(signal.to_string()),
+            End::Failed(failure) => Some(failure.message.clone()),
+        }
+    }
+}
+
+/// The progress line: each second on a terminal, every
+/// [`PROGRESS_EVERY`] otherwise.
+struct Progress {
+    line: LiveLine,
+    every: Duration,
+    next: Instant,
+    started: Instant,
+    duration: Duration,
+}
+
+impl Progress {
+    fn new(started: Instant, duration: Duration) -> Self {
+        let line = LiveLine::stderr();
+        let every = if line.in_place() {
+            Duration::from_secs(1)
+        } else {
+            PROGRESS_EVERY
+        };
+        Self {
+            line,
+            every,
+            next: started + every,
+            started,
+            duration,
+        }
+    }
+
+    /// Show the line if it is time to.
+    fn tick(&mut self, holds: u64, faults: u32) {
+        if Instant::now() < self.next {
+            return;
+        }
+        self.line.show(&format!(
+            "torture: {} of {}, {holds} holds, {faults} faults so far",
+            duration::format(Duration::from_secs(self.started.elapsed().as_secs())),
+            duration::format(self.duration),
+        ));
+        self.next += self.every;
+    }
+}
+
+/// The orchestrator's side of the run: it samples the fair queue, forges
+/// grants and injects faults.
+struct Injector<'a> {
+    plan: &'a Plan,
+    stage: &'a Stage,
+    lock: FairLock,
+    conn: MultiplexedConnection,
+    rng: Rng,
+    /// The fair queue's wake-up channels, but for the owner.
+    channel_prefix: String,
+    queue: QueueLog,
+    injected: Injected,
+    next_forgery: Instant,
+    next_fault: Instant,
+    /// When the reply delay in force ends.
+    undelay_at: Option<Instant>,
+}
+
+impl<'a> Injector<'a> {
+    fn new(plan: &'a Plan, stage: &'a Stage, seed: u64) -> Result<Self, Failure> {
+        let channel_prefix = match plan.protocol {
+            Protocol::Redisson => format!("redisson_lock__channel:{{{FAIR}}}"),
+            _ => format!("fairlock:{{{FAIR}}}:wake"),
+        };
+        Ok(Self {
+            plan,
+            stage,
+            lock: stage.observer.fair_lock(FAIR)?,
+            conn: stage.conn.clone(),
+            rng: Rng(seed | 1),
+            channel_prefix,
+            queue: QueueLog::default(),
+            injected: Injected::default(),
+            next_forgery: Instant::now(),
+            next_fault: Instant::now() + Duration::from_millis(1500),
+            undelay_at: None,
+        })
+    }
+
+    /// Until the deadline, a stop signal or a failure: show progress,
+    /// sample the queue, end reply delays, forge grants, inject faults.
+    async fn run(
+        &mut self,
+        workers: &mut Workers<'_>,
+        started: Instant,
+        deadline: Instant,
+        stop: &StopSignals,
+    ) -> End {
+        let mut progress = Progress::new(started, self.plan.duration);
+        let end = loop {
+            if Instant::now() >= deadline {
+                break End::Deadline;
+            }
+            if let Some(signal) = stop.received() {
+                break End::Signal(signal);
+            }
+            progress.tick(workers.reports.holds(), self.injected.total());
+            if let Err(failure) = self.step(workers, deadline).await {
+                break End::Failed(failure);
+            }
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        };
+        progress.line.clear();
+        end
+    }
+
+    async fn step(&mut self, workers: &mut Workers<'_>, deadline: Instant) -> Result<(), Failure> {
+        self.sample_queue().await;
+        if self.undelay_at.is_some_and(|at| Instant::now() >= at) {
+            self.stage.proxy.delay_replies(Duration::ZERO);
+            self.undelay_at = None;
+        }
+        if self.plan.faults && Instant::now() >= self.next_forgery {
+            self.forge_grants().await?;
+        }
+        if self.plan.faults
+            && Instant::now() >= self.next_fault
+            && deadline > Instant::now() + self.plan.pause_for
+        {
+            self.inject_fault(workers, deadline).await?;
+        }
+        Ok(())
+    }
+
+    /// Record the fair queue if it changed.
+    async fn sample_queue(&mut self) {
+        if let Ok(info) = self.lock.inspect().await {
+            let owners: Vec<String> = info.queue.into_iter().map(|w| w.owner).collect();
+            if self.queue.snapshots.last() != Some(&owners) {
+                self.queue.snapshots.push(owners);
+            }
+        }
+    }
+
+    /// A hostile client with PUBLISH rights forges grants to every queued
+    /// waiter (a huge token: any holder with it is a violation).
+    async fn forge_grants(&mut self) -> Result<(), Failure> {
+        let now_ms = server_time_us(&mut self.conn).await? / 1000;
+        for owner in self.queue.snapshots.last().cloned().unwrap_or_default() {
+            let forgery = format!(
+                "grant:9000000000000000000:{now_ms}:60000:{:040x}",
+                self.rng.next()
+            );
+            let _: redis::RedisResult<i64> = redis::cmd("PUBLISH")
+                .arg(format!("{}:{owner}", self.channel_prefix))
+                .arg(forgery)
+                .query_async(&mut self.conn)
+                .await;
+            self.injected.forged += 1;
+        }
+        self.next_forgery = Instant::now() + Duration::from_millis(50);
+        Ok(())
+    }
+
+    /// One fault of a random kind: SIGKILL or SIGSTOP a random worker,
+    /// delay replies, kill pub/sub silently, cut every connection, or run
+    /// a BUSY script.
+    async fn inject_fault(
+        &mut self,
+        workers: &mut Workers<'_>,
+        deadline: Instant,
+    ) -> Result<(), Failure> {
+        let victim = self.rng.below(workers.count() as u64) as usize;
+        let at = server_time_us(&mut self.conn).await?;
+        let kind = self.rng.below(6);
+        // Network and server faults hit every worker.
+        let hit = if kind < 2 { workers.pid(victim) } else { 0 };
+        self.injected.hits.push((at, hit));
+        match kind {
+            0 => {
+                self.injected.kills += 1;
+                let left = deadline.saturating_duration_since(Instant::now());
+                workers.replace(victim, left).await?;
+            }
+            1 => self.pause(workers, victim).await,
+            2 => {
+                let delay = Duration::from_millis(30 + self.rng.below(120));
+                self.stage.proxy.delay_replies(delay);
+                self.undelay_at = Some(Instant::now() + Duration::from_secs(2));
+                self.injected.delays += 1;
+            }
+            3 => {
+                self.stage.proxy.blackhole_pubsub();
+                self.injected.silent += 1;
+            }
+            4 => {
+                self.stage.proxy.cut_all();
+                self.injected.cuts += 1;
+            }
+            _ => {
+                self.busy_script().await?;
+                self.injected.busy += 1;
+            }
+        }
+        self.next_fault = Instant::now() + Duration::from_millis(1500 + self.rng.below(1500));
+        Ok(())
+    }
+
+    /// SIGSTOP worker `victim` past its lease, sampling the queue
+    /// meanwhile, then SIGCONT it.
+    async fn pause(&mut self, workers: &Workers<'_>, victim: usize) {
+        workers.signal(victim, Signal::SIGSTOP);
+        self.injected.pauses += 1;
+        let until = Instant::now() + self.plan.pause_for;
+        while Instant::now() < until {
+            self.sample_queue().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        workers.signal(victim, Signal::SIGCONT);
+    }
+
+    /// A script that keeps Redis busy for 300 ms, in the background.
+    async fn busy_script(&mut self) -> Result<(), Failure> {
+        let mut busy_conn = raw_connection(&self.stage.url).await?;
+        tokio::spawn(async move {
+            let script = "local t = redis.call('time') local e = t[1] * 1000000 + t[2] + 300000 \
+                          while true do local n = redis.call('time') \
+                          if n[1] * 1000000 + n[2] > e then return 1 end end";
+            let _: redis::RedisResult<i64> = redis::cmd("EVAL")
+                .arg(script)
+                .arg(0)
+                .query_async(&mut busy_conn)
+                .await;
+        });
+        Ok(())
+    }
+}
+
+/// The run's history as the checker takes it.
+struct History {
+    events: Vec<Event>,
+    /// Each fault once per client it hit.
+    faults: Vec<history::Fault>,
+}
+
+/// Every event the workers reported, and each fault attributed to the
+/// clients it hit: a worker's own client (named by its pid), or every
+/// client for a fault of the network or the server (pid 0).
+fn collect(reports: &Reports, hits: &[(u64, u32)]) -> History {
+    let events = reports.events();
     let clients: HashMap<u32, String> = events
         .iter()
         .filter_map(|e| match e {
@@ -555,10 +1026,9 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
             _ => None,
         })
         .collect();
-    // A fault of the network or the server (pid 0) hits every client.
-    let faults: Vec<history::Fault> = faults
-        .into_iter()
-        .flat_map(|(at, pid)| {
+    let faults = hits
+        .iter()
+        .flat_map(|&(at, pid)| {
             let hit: Vec<String> = if pid == 0 {
                 clients.values().cloned().collect()
             } else {
@@ -568,52 +1038,86 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
                 .map(move |client| history::Fault { at, client })
         })
         .collect();
-    let mut outcomes: HashMap<String, usize> = HashMap::new();
-    for event in &events {
-        if let Event::NoGrant { outcome, .. } = event {
-            *outcomes.entry(outcome.clone()).or_default() += 1;
-        }
+    History { events, faults }
+}
+
+/// What the checks found.
+struct Verdict {
+    report: Report,
+    /// Holds with the forged token: granted by a message, not the server.
+    forged_holds: usize,
+}
+
+impl Verdict {
+    fn violations(&self) -> usize {
+        self.report.violations() + self.forged_holds
     }
-    let slot = if cli.protocol == Protocol::Redisson {
-        settings.waiter_slot()
-    } else {
-        settings.waiter_ttl()
-    };
-    let bounds = Bounds {
-        max_hold_us: MAX_HOLD_MS * 1000,
-        handoff_us: 300_000,
-        // Workers may have twice the lease (their settings differ).
-        per_fault_us: (lease(&settings) * 2 + slot + pause_for + Duration::from_secs(1)).as_micros()
-            as u64,
-        base_us: 3_000_000,
-    };
+}
+
+fn check(plan: &Plan, history: &History, queue: QueueLog) -> Verdict {
     let queues = HashMap::from([(FAIR.to_owned(), queue)]);
     let report = history::check(
-        &events,
+        &history.events,
         &queues,
-        cli.protocol == Protocol::Native,
-        &faults,
-        bounds,
+        plan.protocol == Protocol::Native,
+        &history.faults,
+        plan.bounds(),
     );
+    let forged_holds = history
+        .events
+        .iter()
+        .filter(
+            |e| matches!(e, Event::Hold(Hold { token: Some(t), .. }) if *t >= 9_000_000_000_000_000_000),
+        )
+        .count();
+    Verdict {
+        report,
+        forged_holds,
+    }
+}
+
+/// The summary on stdout; `early`: why and when the run stopped before
+/// its end.
+fn print_summary(
+    plan: &Plan,
+    history: &History,
+    injected: &Injected,
+    verdict: &Verdict,
+    elapsed: Duration,
+    early: Option<&str>,
+) {
+    if let Some(early) = early {
+        println!("stopped early {early} (the checks cover the run so far)");
+    }
+    let mut outcomes: HashMap<&str, usize> = HashMap::new();
+    for event in &history.events {
+        if let Event::NoGrant { outcome, .. } = event {
+            *outcomes.entry(outcome.as_str()).or_default() += 1;
+        }
+    }
+    let report = &verdict.report;
     println!(
         "operations: {} holds, {} timeouts, {} cancellations, {} errors in {:.1}s",
         report.holds,
         outcomes.get("timeout").unwrap_or(&0),
         outcomes.get("cancelled").unwrap_or(&0),
         outcomes.get("error").unwrap_or(&0),
-        started.elapsed().as_secs_f64()
+        elapsed.as_secs_f64()
     );
+    let Injected {
+        kills,
+        pauses,
+        delays,
+        silent,
+        cuts,
+        busy,
+        forged,
+        ..
+    } = injected;
     println!(
         "faults injected: {kills} SIGKILL, {pauses} SIGSTOP past the lease, {delays} reply delays, \
          {silent} silent pub/sub deaths, {cuts} connection cuts, {busy} BUSY scripts, {forged} forged grants"
     );
-    // A hold with the forged token came from a message, not the server.
-    let forged_holds = events
-        .iter()
-        .filter(
-            |e| matches!(e, Event::Hold { token: Some(t), .. } if *t >= 9_000_000_000_000_000_000),
-        )
-        .count();
     println!(
         "checks: overlaps {}, FIFO {} (of {} queue-order pairs), requeued live waiters {}{}, tokens {}, liveness {}",
         report.overlaps,
@@ -625,7 +1129,7 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
         } else {
             " (allowed: Redisson drops waiters past their slot)"
         },
-        if cli.protocol == Protocol::Native {
+        if plan.protocol == Protocol::Native {
             report.token_violations.to_string()
         } else {
             "n/a".to_owned()
@@ -635,9 +1139,6 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     for example in &report.examples {
         println!("  {example}");
     }
-    println!("forged tokens held: {forged_holds}");
-    let violations = report.violations() + forged_holds;
-    println!("violations: {violations}");
-    observer.shutdown().await;
-    Ok(if violations == 0 { 0 } else { 1 })
+    println!("forged tokens held: {}", verdict.forged_holds);
+    println!("violations: {}", verdict.violations());
 }

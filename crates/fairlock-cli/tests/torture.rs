@@ -5,8 +5,11 @@
 // The library's harness (tests/support links to it).
 mod support;
 
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 
 use support::RedisServer;
 
@@ -102,4 +105,113 @@ fn torture_quick_redisson() {
 fn torture_redisson_default_slot_ends_on_time() {
     let summary = torture("redisson", &[]);
     assert_eq!(number_after(&summary, "violations:"), 0, "{summary}");
+}
+
+/// A torture of 60 s in the background, stdout and stderr piped.
+fn torture_in_background(server: &RedisServer) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", &server.url()])
+        .args([
+            "torture",
+            "--duration",
+            "60s",
+            "--processes",
+            "2",
+            "--tasks",
+            "2",
+        ])
+        .env_remove("REDIS_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start fairlock torture")
+}
+
+/// The processes whose parent is `parent` (from /proc).
+fn children_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // pid (comm) state ppid ...: comm may hold spaces, not ')'.
+            let ppid: u32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == parent).then_some(pid)
+        })
+        .collect()
+}
+
+/// SIGTERM in the middle of a run: the workers are killed, the summary of
+/// the run so far is printed with the reason, and the exit code is 128+15.
+#[test]
+fn a_stop_signal_ends_the_run_with_its_summary() {
+    let server = RedisServer::start();
+    let child = torture_in_background(&server);
+    std::thread::sleep(Duration::from_secs(5));
+    let workers = children_of(child.id());
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let signalled = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let took = signalled.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(128 + 15), "{stdout}\n{stderr}");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    assert!(
+        stderr.contains("torture: stopping early after ") && stderr.contains(": SIGTERM\n"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("stopped early after ")
+            && l.ends_with(": SIGTERM (the checks cover the run so far)")),
+        "{stdout}"
+    );
+    assert_eq!(number_after(&stdout, "violations:"), 0, "{stdout}");
+    assert!(number_after(&stdout, "operations:") > 0, "{stdout}");
+    for pid in workers {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "worker {pid} outlived the run"
+        );
+    }
+}
+
+/// Redis gone for good in the middle of a run: the orchestrator cannot
+/// read the server time and stops, with the summary of the run so far,
+/// then the error and its exit code (69).
+#[test]
+fn a_failure_mid_run_ends_with_the_summary_and_the_error() {
+    let mut server = RedisServer::start();
+    let child = torture_in_background(&server);
+    std::thread::sleep(Duration::from_secs(5));
+    let workers = children_of(child.id());
+    server.stop();
+    let stopped = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let took = stopped.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(69), "{stdout}\n{stderr}");
+    // 10 s of retries, then the workers are killed at once.
+    assert!(took < Duration::from_secs(25), "took {took:?}");
+    assert!(
+        stderr.contains("torture: stopping early after "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("\nfairlock: "), "{stderr}");
+    assert!(stdout.contains("\nstopped early after "), "{stdout}");
+    assert!(stdout.contains("\nviolations: "), "{stdout}");
+    for pid in workers {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "worker {pid} outlived the run"
+        );
+    }
 }
