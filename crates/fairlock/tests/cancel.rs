@@ -1,10 +1,9 @@
 //! Timeouts and cancellation: no ghost waiters, no leaked holds.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use fairlock::Protocol;
+use fairlock_test_support as support;
 use rand::RngExt;
 use support::{
     PROTOCOLS, RedisServer, assert_clean_for, client_for, eventually, lock_keys, queue_len,

@@ -3,12 +3,11 @@
 //! force-unlock, unlock by a non-owner; and, under redisson, the raw key
 //! layout Redisson expects (docs/redisson-protocol.md).
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fairlock::{AcquireOptions, ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::{
     PROTOCOLS, RedisServer, assert_clean_for, client, client_for, eventually, queue_len,
 };

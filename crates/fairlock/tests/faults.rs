@@ -1,11 +1,10 @@
 //! Bad input, unreachable or restarted servers, wrong credentials, keys of
 //! the wrong type, flushed scripts, dropped connections.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use fairlock::{ClientConfig, Error, LockClient, MAX_NAME_LEN};
+use fairlock_test_support as support;
 use support::{RedisServer, assert_clean, client, client_with, eventually};
 
 #[tokio::test]

@@ -3,13 +3,12 @@
 //! behaviour where it differs. (Killed processes: see the CLI crate's
 //! `tests/processes.rs`.)
 
-mod support;
-
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairlock::{ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys, queue_len};
 
 async fn client(

@@ -1,13 +1,12 @@
-//! Network faults through a loopback proxy (tests/support/proxy.rs): stalled
-//! and cut connections. No waiter hangs beyond its wait budget plus the
-//! documented bound, and no two holders overlap.
-
-mod support;
+//! Network faults through a loopback proxy (`fairlock_test_support::proxy`):
+//! stalled and cut connections. No waiter hangs beyond its wait budget plus
+//! the documented bound, and no two holders overlap.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairlock::{ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, client_for};
 

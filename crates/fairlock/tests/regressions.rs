@@ -2,11 +2,10 @@
 //! later hold of the same owner, re-entry must not turn into a new grant, and
 //! a retried acquire after a lost reply must count its hold once.
 
-mod support;
-
 use std::time::Duration;
 
 use fairlock::{AcquireOptions, ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
 

@@ -1,15 +1,15 @@
-//! The harness's core: a real `redis-server` on a free loopback port, in a
-//! temp dir, without persistence; killed on drop, its log printed when the
-//! owning test panicked. Knows nothing of fairlock (the crate's own unit
-//! tests include this file too).
-
-#![allow(dead_code, unreachable_pub)]
+//! One `redis-server` on a free loopback port, in a temp dir, without
+//! persistence; killed on drop, its log printed when the owning test
+//! panicked. Knows nothing of fairlock (the library's own unit tests use
+//! this module too).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A `redis-server` process of the test's own (see the [module
+/// docs](self)).
 pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
@@ -21,6 +21,7 @@ pub struct RedisServer {
 /// A private CA and a server certificate for 127.0.0.1, made with openssl.
 pub struct TlsMaterial {
     dir: tempfile::TempDir,
+    /// The port the server listens on with TLS.
     pub port: u16,
 }
 
@@ -90,6 +91,7 @@ impl TlsMaterial {
         Self { dir, port: 0 }
     }
 
+    /// The CA certificate, PEM: what a client must trust.
     pub fn ca_pem(&self) -> Vec<u8> {
         std::fs::read(self.dir.path().join("ca.crt")).expect("ca.crt")
     }
@@ -164,6 +166,7 @@ impl RedisServer {
         server
     }
 
+    /// The TLS material of a server started with [`start_tls`](Self::start_tls).
     pub fn tls(&self) -> Option<&TlsMaterial> {
         self.tls.as_ref()
     }
@@ -253,14 +256,17 @@ impl RedisServer {
         line["process_id:".len()..].trim().parse().ok()
     }
 
+    /// The plain (non-TLS) port.
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    /// `127.0.0.1:PORT`.
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
@@ -315,6 +321,7 @@ impl RedisServer {
         channels
     }
 
+    /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }

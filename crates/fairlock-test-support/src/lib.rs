@@ -1,15 +1,56 @@
-//! Test harness: real `redis-server` processes on free loopback ports, in
-//! temp dirs, without persistence. Killed on drop; the server log is printed
-//! when the test that owned the server panicked. Never touches port 6379.
+//! The test harness of the fairlock workspace: real `redis-server` processes
+//! on free loopback ports, in temp dirs, without persistence. Killed on
+//! drop; the server log is printed when the test that owned the server
+//! panicked. Never touches port 6379, nor any Redis that was already running.
+//!
+//! A dev-dependency of `fairlock` (its integration tests, its benches and
+//! its model tests) and of `fairlock-cli` (its tests); not published.
+//!
+//! # Topologies
+//!
+//! Each [`Topology`] has a module of its own, with a type that starts the
+//! processes, waits until they serve, and kills them on drop:
+//!
+//! | topology | module | type |
+//! | --- | --- | --- |
+//! | one server | [`standalone`] | [`RedisServer`] |
+//!
+//! Sentinel (a master with replicas behind `redis-server --sentinel`
+//! processes) and Cluster (masters made with `--cluster-enabled yes` and
+//! `redis-cli --cluster create`) come next, as modules `sentinel` and
+//! `cluster` beside [`standalone`] and as variants of [`Topology`].
+//! [`standalone`] knows nothing of fairlock: the library's own unit tests
+//! use it too.
+//!
+//! # Faults
+//!
+//! [`proxy::Proxy`] sits between a client and a server and stalls, cuts,
+//! refuses, delays or silently drops traffic on command.
+//!
+//! # Locks
+//!
+//! Clients and raw lock state: [`client_for`], [`client_with`],
+//! [`lock_keys`], [`queue_len`], [`is_held`], [`assert_clean_for`], and
+//! [`PROTOCOLS`] for tests that must hold under each.
 
-#![allow(dead_code, unreachable_pub)]
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+#![forbid(unsafe_code)]
 
 pub mod proxy;
+pub mod standalone;
 
 use std::time::{Duration, Instant};
 
-mod server;
-pub use server::*;
+pub use standalone::{RedisServer, TlsMaterial};
+
+/// The shapes of Redis deployment the harness starts, each in a module of
+/// its own (see the [crate docs](crate#topologies)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Topology {
+    /// One `redis-server`: [`RedisServer`].
+    Standalone,
+}
 
 /// Wait until `condition` holds, polling every 10 ms, for at most `limit`.
 /// For observing state in another process (Redis), where no event exists.
@@ -33,7 +74,7 @@ pub fn init_tracing() {
 pub const PROTOCOLS: [fairlock::Protocol; 2] =
     [fairlock::Protocol::Native, fairlock::Protocol::Redisson];
 
-/// A `redisson`-protocol client for `server` with default settings (tests of
+/// A redisson-protocol client for `server` with default settings (tests of
 /// Redisson's exact key layout use it).
 pub async fn client(server: &RedisServer) -> fairlock::LockClient {
     client_for(server, fairlock::Protocol::Redisson).await
@@ -47,7 +88,7 @@ pub async fn client_for(
     client_with(server, |c| c.protocol(protocol)).await
 }
 
-/// A `redisson` client for `server`, its config adjusted by `adjust`
+/// A redisson-protocol client for `server`, its config adjusted by `adjust`
 /// (which may change the protocol).
 pub async fn client_with(
     server: &RedisServer,
