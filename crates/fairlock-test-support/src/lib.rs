@@ -29,7 +29,8 @@
 //!
 //! # Locks
 //!
-//! Clients and raw lock state: [`client_for`], [`client_with`],
+//! Clients and raw lock state, always under a protocol the caller names
+//! (nothing here picks one by default): [`client`], [`client_with`],
 //! [`lock_keys`], [`queue_len`], [`is_held`], [`assert_clean_for`], and
 //! [`PROTOCOLS`] for tests that must hold under each.
 
@@ -74,31 +75,29 @@ pub fn init_tracing() {
 pub const PROTOCOLS: [fairlock::Protocol; 2] =
     [fairlock::Protocol::Native, fairlock::Protocol::Redisson];
 
-/// A redisson-protocol client for `server` with default settings (tests of
-/// Redisson's exact key layout use it).
-pub async fn client(server: &RedisServer) -> fairlock::LockClient {
-    client_for(server, fairlock::Protocol::Redisson).await
-}
-
 /// A client for `server` speaking `protocol`, default settings.
-pub async fn client_for(
-    server: &RedisServer,
-    protocol: fairlock::Protocol,
-) -> fairlock::LockClient {
-    client_with(server, |c| c.protocol(protocol)).await
+pub async fn client(server: &RedisServer, protocol: fairlock::Protocol) -> fairlock::LockClient {
+    client_with(server, protocol, |c| c).await
 }
 
-/// A redisson-protocol client for `server`, its config adjusted by `adjust`
-/// (which may change the protocol).
+/// A client for `server` speaking `protocol`, its config adjusted by
+/// `adjust`, which must leave the protocol as it is.
 pub async fn client_with(
     server: &RedisServer,
+    protocol: fairlock::Protocol,
     adjust: impl FnOnce(fairlock::ClientConfig) -> fairlock::ClientConfig,
 ) -> fairlock::LockClient {
     init_tracing();
     let config = fairlock::ClientConfig::from_url(&server.url())
         .expect("url")
-        .protocol(fairlock::Protocol::Redisson);
-    fairlock::LockClient::with_config(adjust(config))
+        .protocol(protocol);
+    let config = adjust(config);
+    assert_eq!(
+        config.get_protocol(),
+        protocol,
+        "client_with: pass the protocol as its argument, not through `adjust`"
+    );
+    fairlock::LockClient::with_config(config)
         .await
         .expect("connect")
 }
@@ -119,7 +118,7 @@ pub fn lock_keys(protocol: fairlock::Protocol, name: &str) -> (String, String, V
                 vec![format!("redisson_lock_timeout:{tagged}")],
             )
         }
-        _ => (
+        fairlock::Protocol::Native => (
             format!("fairlock:{{{name}}}:lock"),
             format!("fairlock:{{{name}}}:queue"),
             vec![
@@ -127,6 +126,7 @@ pub fn lock_keys(protocol: fairlock::Protocol, name: &str) -> (String, String, V
                 format!("fairlock:{{{name}}}:leases"),
             ],
         ),
+        other => panic!("the harness knows no key layout for {other}"),
     }
 }
 
@@ -135,7 +135,8 @@ pub fn queue_len(server: &RedisServer, protocol: fairlock::Protocol, name: &str)
     let (_, queue, _) = lock_keys(protocol, name);
     match protocol {
         fairlock::Protocol::Redisson => server.cmd(&["LLEN", &queue]),
-        _ => server.cmd(&["ZCARD", &queue]),
+        fairlock::Protocol::Native => server.cmd(&["ZCARD", &queue]),
+        other => panic!("the harness knows no queue of {other}"),
     }
 }
 
@@ -159,9 +160,4 @@ pub fn assert_clean_for(server: &RedisServer, protocol: fairlock::Protocol, name
         "{protocol} lock {name}: keys left among {keys:?}: {:?}",
         server.cmd::<Vec<String>>(&["KEYS", "*"])
     );
-}
-
-/// As [`assert_clean_for`] under the `redisson` protocol.
-pub fn assert_clean(server: &RedisServer, name: &str) {
-    assert_clean_for(server, fairlock::Protocol::Redisson, name);
 }

@@ -16,7 +16,7 @@ async fn client(
     protocol: Protocol,
     adjust: impl FnOnce(ClientConfig) -> ClientConfig,
 ) -> LockClient {
-    client_with(server, |c| adjust(c.protocol(protocol))).await
+    client_with(server, protocol, adjust).await
 }
 
 /// Start a waiter that records the order of grants; returns once it is queued.

@@ -13,10 +13,7 @@ use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
 async fn lost_hold_spares_the_next_hold_of_its_owner() {
     for protocol in PROTOCOLS {
         let server = RedisServer::start();
-        let client = client_with(&server, |c| {
-            c.protocol(protocol).lease(Duration::from_millis(600))
-        })
-        .await;
+        let client = client_with(&server, protocol, |c| c.lease(Duration::from_millis(600))).await;
         let lock = client.fair_lock("again").unwrap();
         let old = lock.lock().await.unwrap();
         let owner = old.owner().clone();
