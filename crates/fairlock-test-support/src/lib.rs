@@ -14,13 +14,15 @@
 //! | topology | module | type |
 //! | --- | --- | --- |
 //! | one server | [`standalone`] | [`RedisServer`] |
+//! | a master with replicas, watched by `redis-server --sentinel` processes | [`sentinel`] | [`Sentinel`] |
+//! | masters made with `--cluster-enabled yes` and `redis-cli --cluster create` | [`cluster`] | [`Cluster`] |
 //!
-//! Sentinel (a master with replicas behind `redis-server --sentinel`
-//! processes) and Cluster (masters made with `--cluster-enabled yes` and
-//! `redis-cli --cluster create`) come next, as modules `sentinel` and
-//! `cluster` beside [`standalone`] and as variants of [`Topology`].
-//! [`standalone`] knows nothing of fairlock: the library's own unit tests
-//! use it too.
+//! Every process of every topology is a [`RedisServer`], so each is killed
+//! on drop and prints its log when the owning test panicked; the topology
+//! types hand them out to stop or restart one. The topologies know nothing
+//! of fairlock: the library's own unit tests use [`standalone`] too. The
+//! lock helpers below take a [`RedisServer`]; Cluster needs `redis-cli` on
+//! `PATH` besides `redis-server`.
 //!
 //! # Faults
 //!
@@ -37,11 +39,16 @@
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+pub mod cluster;
 pub mod proxy;
+mod readiness;
+pub mod sentinel;
 pub mod standalone;
 
 use std::time::{Duration, Instant};
 
+pub use cluster::Cluster;
+pub use sentinel::Sentinel;
 pub use standalone::{RedisServer, TlsMaterial};
 
 /// The shapes of Redis deployment the harness starts, each in a module of
@@ -51,6 +58,10 @@ pub use standalone::{RedisServer, TlsMaterial};
 pub enum Topology {
     /// One `redis-server`: [`RedisServer`].
     Standalone,
+    /// A master with replicas behind sentinels: [`Sentinel`].
+    Sentinel,
+    /// Masters sharing the slots: [`Cluster`].
+    Cluster,
 }
 
 /// Wait until `condition` holds, polling every 10 ms, for at most `limit`.
