@@ -1,13 +1,11 @@
 //! The `fairlock` binary against harness-started Redis servers.
 
-// The library's harness (tests/support links to it).
-mod support;
-
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use fairlock::Protocol;
+use fairlock_test_support as support;
 use serde_json::Value;
 use support::{PROTOCOLS, RedisServer};
 

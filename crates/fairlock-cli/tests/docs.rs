@@ -1,13 +1,11 @@
 //! The README's key tables against what each protocol writes to Redis.
 
-// The library's harness (tests/support links to it).
-mod support;
-
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fairlock::Protocol;
+use fairlock_test_support as support;
 use support::{PROTOCOLS, RedisServer};
 
 const NAME: &str = "docs";

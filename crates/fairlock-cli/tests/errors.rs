@@ -1,15 +1,13 @@
 //! Every error a user can cause, and every exit code: the code and the
 //! message (which names what went wrong in the user's terms and what to do).
 
-// The library's harness (tests/support links to it).
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use fairlock::Protocol;
+use fairlock_test_support as support;
 use support::RedisServer;
 
 fn fairlock() -> Command {

@@ -4,9 +4,6 @@
 //! Signals reach the command exactly once; a command still reads the
 //! terminal; waiting is shown without reading the whole queue.
 
-// The library's harness (tests/support links to it).
-mod support;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -14,6 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use fairlock::Protocol;
+use fairlock_test_support as support;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use support::RedisServer;

@@ -1,13 +1,11 @@
 //! Clients that die: `fairlock exec` processes killed with SIGKILL while they
 //! wait or hold, under both protocols.
 
-// The library's harness (tests/support links to it).
-mod support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fairlock::{ClientConfig, Protocol};
+use fairlock_test_support as support;
 use support::{RedisServer, queue_len};
 
 fn exec(

@@ -2,15 +2,12 @@
 //! SIGKILL and SIGSTOP faults, checked by the history checker, under both
 //! protocols. The long soak is `fairlock torture --duration 20m`.
 
-// The library's harness (tests/support links to it).
-mod support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fairlock_test_support as support;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-
 use support::RedisServer;
 
 fn torture(protocol: &str, extra: &[&str]) -> String {

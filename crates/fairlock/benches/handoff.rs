@@ -12,14 +12,12 @@
 //! cargo bench -p fairlock --bench handoff -- --quick # 10 and 1,000 waiters only
 //! ```
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairlock::{ClientConfig, FairLock, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::RedisServer;
 
 const NAME: &str = "bench-queue";

@@ -5,10 +5,9 @@
 //! cargo bench -p fairlock --bench uncontended
 //! ```
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::time::{Duration, Instant};
+
+use fairlock_test_support as support;
 
 const ROUNDS: usize = 3;
 const PER_ROUND: Duration = Duration::from_secs(2);

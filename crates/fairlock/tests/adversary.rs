@@ -2,11 +2,10 @@
 //! on the code it was written against (see the note on each); each names
 //! the promise (the reviewer brief, ADVERSARY.md) it breaks.
 
-mod support;
-
 use std::time::Duration;
 
 use fairlock::{ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::RedisServer;
 #[allow(unused_imports)]
 use support::{eventually, proxy::Proxy};

@@ -1,10 +1,9 @@
 //! The blocking API, and the types' auto traits.
 
-mod support;
-
 use std::time::Duration;
 
 use fairlock::blocking;
+use fairlock_test_support as support;
 use support::RedisServer;
 
 #[test]

@@ -1,14 +1,11 @@
 //! Timeouts and cancellation: no ghost waiters, no leaked holds.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use fairlock::Protocol;
+use fairlock_test_support as support;
 use rand::RngExt;
-use support::{
-    PROTOCOLS, RedisServer, assert_clean_for, client_for, eventually, lock_keys, queue_len,
-};
+use support::{PROTOCOLS, RedisServer, assert_clean_for, client, eventually, lock_keys, queue_len};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_lock_for_timeout_leaves_the_queue_clean() {
@@ -19,8 +16,8 @@ async fn try_lock_for_timeout_leaves_the_queue_clean() {
 
 async fn try_lock_for_timeout(protocol: Protocol) {
     let server = RedisServer::start();
-    let a = client_for(&server, protocol).await;
-    let b = client_for(&server, protocol).await;
+    let a = client(&server, protocol).await;
+    let b = client(&server, protocol).await;
     let holder = a.fair_lock("tl").unwrap().lock().await.unwrap();
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -69,7 +66,7 @@ async fn try_lock_for_gets_the_lock_when_released_in_time() {
 
 async fn try_lock_for_in_time(protocol: Protocol) {
     let server = RedisServer::start();
-    let a = client_for(&server, protocol).await;
+    let a = client(&server, protocol).await;
     let holder = a.fair_lock("tl2").unwrap().lock().await.unwrap();
     let waiter = {
         let lock = a.fair_lock("tl2").unwrap();
@@ -94,8 +91,8 @@ async fn try_lock_for_in_time(protocol: Protocol) {
 async fn cancellation_storm(protocol: Protocol, fair: bool) {
     let server = RedisServer::start();
     let clients = [
-        client_for(&server, protocol).await,
-        client_for(&server, protocol).await,
+        client(&server, protocol).await,
+        client(&server, protocol).await,
     ];
     let name = if fair { "storm-fair" } else { "storm-plain" };
     let holder = clients[0].fair_lock(name).unwrap();
@@ -179,7 +176,7 @@ async fn grant_racing_a_cancellation_is_released() {
 
 async fn grant_racing_a_cancellation(protocol: Protocol) {
     let server = RedisServer::start();
-    let client = client_for(&server, protocol).await;
+    let client = client(&server, protocol).await;
     let lock = client.fair_lock("race").unwrap();
     let mut rng = rand::rng();
     let mut granted = 0;

@@ -3,15 +3,12 @@
 //! force-unlock, unlock by a non-owner; and, under redisson, the raw key
 //! layout Redisson expects (docs/redisson-protocol.md).
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fairlock::{AcquireOptions, ClientConfig, LockClient, Protocol};
-use support::{
-    PROTOCOLS, RedisServer, assert_clean_for, client, client_for, eventually, queue_len,
-};
+use fairlock_test_support as support;
+use support::{PROTOCOLS, RedisServer, assert_clean_for, client, eventually, queue_len};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifo_order_across_two_clients() {
@@ -23,8 +20,8 @@ async fn fifo_order_across_two_clients() {
 async fn fifo_order(protocol: Protocol) {
     let server = RedisServer::start();
     let clients = [
-        client_for(&server, protocol).await,
-        client_for(&server, protocol).await,
+        client(&server, protocol).await,
+        client(&server, protocol).await,
     ];
     let holder = clients[0].fair_lock("fifo").unwrap().lock().await.unwrap();
 
@@ -62,8 +59,8 @@ async fn fifo_order(protocol: Protocol) {
 async fn mutual_exclusion(protocol: Protocol, fair: bool, rounds: usize) {
     let server = RedisServer::start();
     let clients = [
-        client_for(&server, protocol).await,
-        client_for(&server, protocol).await,
+        client(&server, protocol).await,
+        client(&server, protocol).await,
     ];
     const TASKS: usize = 8;
     let mut tasks = Vec::new();
@@ -135,7 +132,7 @@ async fn mutual_exclusion_nonfair_redisson() {
 async fn reentrancy_counts() {
     let server = RedisServer::start();
     for protocol in PROTOCOLS {
-        let client = client_for(&server, protocol).await;
+        let client = client(&server, protocol).await;
         for fair in [true, false] {
             let name = format!("re-{protocol}-{fair}");
             let (fair_lock, plain_lock) = (
@@ -204,7 +201,7 @@ async fn force_unlock_is_locked_remaining_lease() {
 
 async fn force_unlock_status(protocol: Protocol) {
     let server = RedisServer::start();
-    let client = client_for(&server, protocol).await;
+    let client = client(&server, protocol).await;
     let lock = client.fair_lock("status").unwrap();
     assert!(!lock.is_locked().await.unwrap());
     assert_eq!(lock.remaining_lease().await.unwrap(), None);
@@ -255,7 +252,7 @@ async fn unlock_by_non_owner_is_refused() {
 
 async fn unlock_by_non_owner(protocol: Protocol) {
     let server = RedisServer::start();
-    let client = client_for(&server, protocol).await;
+    let client = client(&server, protocol).await;
     let lock = client.fair_lock("mine").unwrap();
     let guard = lock.lock().await.unwrap();
     let stranger = client.new_owner();
@@ -384,7 +381,7 @@ async fn raw_layout_matches_redisson() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nonfair_layout_and_channel() {
     let server = RedisServer::start();
-    let client = client(&server).await;
+    let client = client(&server, Protocol::Redisson).await;
     let lock = client.lock("plain").unwrap();
     let guard = lock.lock().await.unwrap();
     let fields: Vec<String> = server.cmd(&["HGETALL", "plain"]);

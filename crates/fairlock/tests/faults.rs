@@ -1,17 +1,16 @@
 //! Bad input, unreachable or restarted servers, wrong credentials, keys of
 //! the wrong type, flushed scripts, dropped connections.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use fairlock::{ClientConfig, Error, LockClient, MAX_NAME_LEN};
-use support::{RedisServer, assert_clean, client, client_with, eventually};
+use fairlock::{ClientConfig, Error, LockClient, MAX_NAME_LEN, Protocol};
+use fairlock_test_support as support;
+use support::{RedisServer, assert_clean_for, client, client_with, eventually};
 
 #[tokio::test]
 async fn bad_names_are_refused() {
     let server = RedisServer::start();
-    let client = client(&server).await;
+    let client = client(&server, Protocol::Redisson).await;
     let long = "n".repeat(MAX_NAME_LEN + 1);
     for bad in ["", long.as_str(), "a}b", "a{b", "{}x", "tab\there"] {
         let err = client.fair_lock(bad).unwrap_err();
@@ -40,7 +39,7 @@ async fn bad_names_are_refused() {
 #[tokio::test]
 async fn bad_durations_are_refused() {
     let server = RedisServer::start();
-    let client = client(&server).await;
+    let client = client(&server, Protocol::Redisson).await;
     let lock = client.fair_lock("d").unwrap();
     let cases = [
         lock.lock_with_lease(Duration::ZERO).await.map(|_| ()),
@@ -152,7 +151,7 @@ async fn credentials_password_acl_user_and_db() {
 #[tokio::test]
 async fn wrong_type_is_reported_and_nothing_changes() {
     let server = RedisServer::start();
-    let client = client(&server).await;
+    let client = client(&server, Protocol::Redisson).await;
     let _: () = server.cmd(&["SET", "taken", "a string"]);
     for fair in [true, false] {
         let result = if fair {
@@ -189,7 +188,7 @@ async fn wrong_type_is_reported_and_nothing_changes() {
 #[tokio::test]
 async fn script_flush_between_calls() {
     let server = RedisServer::start();
-    let client = client(&server).await;
+    let client = client(&server, Protocol::Redisson).await;
     let lock = client.fair_lock("flush").unwrap();
     for _ in 0..3 {
         let _: () = server.cmd(&["SCRIPT", "FLUSH"]);
@@ -203,7 +202,7 @@ async fn script_flush_between_calls() {
         let _: () = server.cmd(&["SCRIPT", "FLUSH"]);
         guard.unlock().await.unwrap();
     }
-    assert_clean(&server, "flush");
+    assert_clean_for(&server, Protocol::Redisson, "flush");
 }
 
 /// Redis restarts (no persistence) while a waiter waits: the waiter recovers
@@ -221,8 +220,8 @@ async fn redis_restart(protocol: fairlock::Protocol) {
         c.lease(Duration::from_millis(900))
             .retry_budget(Duration::from_secs(8))
     };
-    let a = client_with(&server, |c| adjust(c).protocol(protocol)).await;
-    let b = client_with(&server, |c| adjust(c).protocol(protocol)).await;
+    let a = client_with(&server, protocol, adjust).await;
+    let b = client_with(&server, protocol, adjust).await;
     let holder = a.fair_lock("restart").unwrap().lock().await.unwrap();
     let waiter = {
         let lock = b.fair_lock("restart").unwrap();
@@ -261,8 +260,8 @@ async fn redis_gone_while_waiting_is_an_error_not_a_hang() {
 async fn redis_gone(protocol: fairlock::Protocol) {
     let mut server = RedisServer::start();
     let adjust = |c: ClientConfig| c.retry_budget(Duration::from_secs(1));
-    let a = client_with(&server, |c| adjust(c).protocol(protocol)).await;
-    let b = client_with(&server, |c| adjust(c).protocol(protocol)).await;
+    let a = client_with(&server, protocol, adjust).await;
+    let b = client_with(&server, protocol, adjust).await;
     let holder = a.fair_lock("gone").unwrap().lock().await.unwrap();
     let waiter = {
         let lock = b.fair_lock("gone").unwrap();
@@ -300,8 +299,8 @@ async fn dropped_connections_mid_wait_recover() {
 
 async fn dropped_connections(protocol: fairlock::Protocol) {
     let server = RedisServer::start();
-    let a = support::client_for(&server, protocol).await;
-    let b = support::client_for(&server, protocol).await;
+    let a = support::client(&server, protocol).await;
+    let b = support::client(&server, protocol).await;
     let holder = a.fair_lock("killed").unwrap().lock().await.unwrap();
     let waiter = {
         let lock = b.fair_lock("killed").unwrap();

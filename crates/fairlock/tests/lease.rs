@@ -1,19 +1,15 @@
 //! Leases, the watchdog and the lost-lock signal, under both protocols.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use fairlock::{LockClient, LockGuard, Protocol};
+use fairlock_test_support as support;
 use support::{PROTOCOLS, RedisServer, client_with, lock_keys};
 
 async fn client(server: &RedisServer, protocol: Protocol, lease: Option<Duration>) -> LockClient {
-    client_with(server, |c| {
-        let c = c.protocol(protocol);
-        match lease {
-            Some(lease) => c.lease(lease),
-            None => c,
-        }
+    client_with(server, protocol, |c| match lease {
+        Some(lease) => c.lease(lease),
+        None => c,
     })
     .await
 }

@@ -3,13 +3,12 @@
 //! behaviour where it differs. (Killed processes: see the CLI crate's
 //! `tests/processes.rs`.)
 
-mod support;
-
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairlock::{ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys, queue_len};
 
 async fn client(
@@ -17,7 +16,7 @@ async fn client(
     protocol: Protocol,
     adjust: impl FnOnce(ClientConfig) -> ClientConfig,
 ) -> LockClient {
-    client_with(server, |c| adjust(c.protocol(protocol))).await
+    client_with(server, protocol, adjust).await
 }
 
 /// Start a waiter that records the order of grants; returns once it is queued.

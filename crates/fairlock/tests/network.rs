@@ -1,15 +1,14 @@
-//! Network faults through a loopback proxy (tests/support/proxy.rs): stalled
-//! and cut connections. No waiter hangs beyond its wait budget plus the
-//! documented bound, and no two holders overlap.
-
-mod support;
+//! Network faults through a loopback proxy (`fairlock_test_support::proxy`):
+//! stalled and cut connections. No waiter hangs beyond its wait budget plus
+//! the documented bound, and no two holders overlap.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairlock::{ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::proxy::Proxy;
-use support::{PROTOCOLS, RedisServer, client_for};
+use support::{PROTOCOLS, RedisServer, client};
 
 async fn through(proxy: &Proxy, protocol: Protocol, response_timeout: Duration) -> LockClient {
     support::init_tracing();
@@ -31,7 +30,7 @@ async fn stalled_connections_do_not_hang_a_waiter() {
     for protocol in PROTOCOLS {
         let server = RedisServer::start();
         let proxy = Proxy::start(server.port());
-        let holder = client_for(&server, protocol).await;
+        let holder = client(&server, protocol).await;
         let guard = holder.fair_lock("stall").unwrap().lock().await.unwrap();
         let response_timeout = Duration::from_millis(500);
         let waiter = through(&proxy, protocol, response_timeout).await;

@@ -2,11 +2,10 @@
 //! later hold of the same owner, re-entry must not turn into a new grant, and
 //! a retried acquire after a lost reply must count its hold once.
 
-mod support;
-
 use std::time::Duration;
 
 use fairlock::{AcquireOptions, ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
 
@@ -14,10 +13,7 @@ use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
 async fn lost_hold_spares_the_next_hold_of_its_owner() {
     for protocol in PROTOCOLS {
         let server = RedisServer::start();
-        let client = client_with(&server, |c| {
-            c.protocol(protocol).lease(Duration::from_millis(600))
-        })
-        .await;
+        let client = client_with(&server, protocol, |c| c.lease(Duration::from_millis(600))).await;
         let lock = client.fair_lock("again").unwrap();
         let old = lock.lock().await.unwrap();
         let owner = old.owner().clone();

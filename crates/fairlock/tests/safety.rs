@@ -3,11 +3,10 @@
 //! `redis-server` processes, most through the fault proxy. Each failed on
 //! the code before the fix (see the note on each).
 
-mod support;
-
 use std::time::Duration;
 
 use fairlock::{AcquireOptions, ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, eventually, lock_keys};
 use tokio::time::Instant;

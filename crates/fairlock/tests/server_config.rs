@@ -3,14 +3,13 @@
 //! protocol, tried with users that have exactly those rules; and what
 //! connecting tells apart (a server that is not Redis, a missing database).
 
-mod support;
-
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairlock::{AcquireOptions, ClientConfig, Error, LockClient, Protocol};
+use fairlock_test_support as support;
 use support::{PROTOCOLS, RedisServer};
 
 // ---------------------------------------------------------------------------

@@ -6,11 +6,9 @@
 //! Leases and waiter slots are an hour, so nothing expires during a case:
 //! the model is about who holds, how often, and who waits in which order.
 
-#[path = "../../tests/support/server.rs"]
-mod server;
-
 use std::time::Duration;
 
+use fairlock_test_support::standalone as server;
 use proptest::prelude::*;
 
 use super::{Acquire, AcquireArgs, Dialect, Protocol, ProtocolLock, ProtocolSettings, Release};

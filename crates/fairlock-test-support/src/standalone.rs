@@ -1,19 +1,21 @@
-//! The harness's core: a real `redis-server` on a free loopback port, in a
-//! temp dir, without persistence; killed on drop, its log printed when the
-//! owning test panicked. Knows nothing of fairlock (the crate's own unit
-//! tests include this file too).
-
-#![allow(dead_code, unreachable_pub)]
+//! One `redis-server` on a free loopback port, in a temp dir, without
+//! persistence; killed on drop, its log printed when the owning test
+//! panicked. Knows nothing of fairlock (the library's own unit tests use
+//! this module too).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A `redis-server` process of the test's own (see the [module
+/// docs](self)).
 pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// A config file in `dir`, passed first (a sentinel rewrites its own).
+    config: Option<PathBuf>,
     extra: Vec<String>,
     tls: Option<TlsMaterial>,
 }
@@ -21,6 +23,7 @@ pub struct RedisServer {
 /// A private CA and a server certificate for 127.0.0.1, made with openssl.
 pub struct TlsMaterial {
     dir: tempfile::TempDir,
+    /// The port the server listens on with TLS.
     pub port: u16,
 }
 
@@ -90,6 +93,7 @@ impl TlsMaterial {
         Self { dir, port: 0 }
     }
 
+    /// The CA certificate, PEM: what a client must trust.
     pub fn ca_pem(&self) -> Vec<u8> {
         std::fs::read(self.dir.path().join("ca.crt")).expect("ca.crt")
     }
@@ -99,7 +103,8 @@ impl TlsMaterial {
     }
 }
 
-fn free_port() -> u16 {
+/// A loopback port that was free just now, never 6379.
+pub(crate) fn free_port() -> u16 {
     loop {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
         let port = listener.local_addr().expect("local addr").port();
@@ -118,19 +123,37 @@ impl RedisServer {
     /// Start a server with extra `redis-server` arguments (e.g.
     /// `["--requirepass", "secret"]`).
     pub fn start_with(extra: &[&str]) -> Self {
+        let mut server = Self::unstarted(extra.iter().map(|s| (*s).to_owned()).collect(), None);
+        server.boot();
+        server
+    }
+
+    /// Start a server whose first argument is the config file `name`,
+    /// written into its dir with `contents`, followed by `extra` (a sentinel
+    /// needs a config file it may rewrite).
+    pub(crate) fn start_with_config(name: &str, contents: &str, extra: &[&str]) -> Self {
+        let mut server = Self::unstarted(extra.iter().map(|s| (*s).to_owned()).collect(), None);
+        let config = server.dir.path().join(name);
+        std::fs::write(&config, contents).expect("write the config file");
+        server.config = Some(config);
+        server.boot();
+        server
+    }
+
+    /// A server in a fresh temp dir, not started yet.
+    pub(crate) fn unstarted(extra: Vec<String>, tls: Option<TlsMaterial>) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("fairlock-redis-")
             .tempdir()
             .expect("temp dir");
-        let mut server = Self {
+        Self {
             port: 0,
             dir,
             child: None,
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
-            tls: None,
-        };
-        server.boot();
-        server
+            config: None,
+            extra,
+            tls,
+        }
     }
 
     /// Start a server that also listens with TLS (certificates from a private
@@ -150,35 +173,33 @@ impl RedisServer {
             "--tls-auth-clients".to_owned(),
             "no".to_owned(),
         ];
-        let mut server = Self {
-            port: 0,
-            dir: tempfile::Builder::new()
-                .prefix("fairlock-redis-")
-                .tempdir()
-                .expect("temp dir"),
-            child: None,
-            extra,
-            tls: Some(tls),
-        };
+        let mut server = Self::unstarted(extra, Some(tls));
         server.boot();
         server
     }
 
+    /// The TLS material of a server started with [`start_tls`](Self::start_tls).
     pub fn tls(&self) -> Option<&TlsMaterial> {
         self.tls.as_ref()
     }
 
     fn boot(&mut self) {
-        let server = self;
+        if !self.try_boot() {
+            panic!("could not start redis-server:\n{}", self.log());
+        }
+    }
+
+    /// Start on a free port; `false` if five ports in a row failed.
+    pub(crate) fn try_boot(&mut self) -> bool {
         // A port that was free when probed can be taken before redis binds
         // it; try a few.
         for _ in 0..5 {
-            server.port = free_port();
-            if server.spawn() {
-                return;
+            self.port = free_port();
+            if self.spawn() {
+                return true;
             }
         }
-        panic!("could not start redis-server:\n{}", server.log());
+        false
     }
 
     fn log_path(&self) -> PathBuf {
@@ -188,7 +209,8 @@ impl RedisServer {
     /// Spawn on `self.port`; `true` once it answers PING.
     fn spawn(&mut self) -> bool {
         let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &self.port.to_string()])
+        cmd.args(&self.config)
+            .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
@@ -253,14 +275,17 @@ impl RedisServer {
         line["process_id:".len()..].trim().parse().ok()
     }
 
+    /// The plain (non-TLS) port.
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    /// `127.0.0.1:PORT`.
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
@@ -315,6 +340,7 @@ impl RedisServer {
         channels
     }
 
+    /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }

@@ -1,15 +1,68 @@
-//! Test harness: real `redis-server` processes on free loopback ports, in
-//! temp dirs, without persistence. Killed on drop; the server log is printed
-//! when the test that owned the server panicked. Never touches port 6379.
+//! The test harness of the fairlock workspace: real `redis-server` processes
+//! on free loopback ports, in temp dirs, without persistence. Killed on
+//! drop; the server log is printed when the test that owned the server
+//! panicked. Never touches port 6379, nor any Redis that was already running.
+//!
+//! A dev-dependency of `fairlock` (its integration tests, its benches and
+//! its model tests) and of `fairlock-cli` (its tests); not published.
+//!
+//! # Topologies
+//!
+//! Each [`Topology`] has a module of its own, with a type that starts the
+//! processes, waits until they serve, and kills them on drop:
+//!
+//! | topology | module | type |
+//! | --- | --- | --- |
+//! | one server | [`standalone`] | [`RedisServer`] |
+//! | a master with replicas, watched by `redis-server --sentinel` processes | [`sentinel`] | [`Sentinel`] |
+//! | masters made with `--cluster-enabled yes` and `redis-cli --cluster create` | [`cluster`] | [`Cluster`] |
+//!
+//! Every process of every topology is a [`RedisServer`], so each is killed
+//! on drop and prints its log when the owning test panicked; the topology
+//! types hand them out to stop or restart one. The topologies know nothing
+//! of fairlock: the library's own unit tests use [`standalone`] too. The
+//! lock helpers below take a [`RedisServer`]; Cluster needs `redis-cli` on
+//! `PATH` besides `redis-server`.
+//!
+//! # Faults
+//!
+//! [`proxy::Proxy`] sits between a client and a server and stalls, cuts,
+//! refuses, delays or silently drops traffic on command.
+//!
+//! # Locks
+//!
+//! Clients and raw lock state, always under a protocol the caller names
+//! (nothing here picks one by default): [`client`], [`client_with`],
+//! [`lock_keys`], [`queue_len`], [`is_held`], [`assert_clean_for`], and
+//! [`PROTOCOLS`] for tests that must hold under each.
 
-#![allow(dead_code, unreachable_pub)]
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+#![forbid(unsafe_code)]
 
+pub mod cluster;
 pub mod proxy;
+mod readiness;
+pub mod sentinel;
+pub mod standalone;
 
 use std::time::{Duration, Instant};
 
-mod server;
-pub use server::*;
+pub use cluster::Cluster;
+pub use sentinel::Sentinel;
+pub use standalone::{RedisServer, TlsMaterial};
+
+/// The shapes of Redis deployment the harness starts, each in a module of
+/// its own (see the [crate docs](crate#topologies)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Topology {
+    /// One `redis-server`: [`RedisServer`].
+    Standalone,
+    /// A master with replicas behind sentinels: [`Sentinel`].
+    Sentinel,
+    /// Masters sharing the slots: [`Cluster`].
+    Cluster,
+}
 
 /// Wait until `condition` holds, polling every 10 ms, for at most `limit`.
 /// For observing state in another process (Redis), where no event exists.
@@ -33,31 +86,29 @@ pub fn init_tracing() {
 pub const PROTOCOLS: [fairlock::Protocol; 2] =
     [fairlock::Protocol::Native, fairlock::Protocol::Redisson];
 
-/// A `redisson`-protocol client for `server` with default settings (tests of
-/// Redisson's exact key layout use it).
-pub async fn client(server: &RedisServer) -> fairlock::LockClient {
-    client_for(server, fairlock::Protocol::Redisson).await
-}
-
 /// A client for `server` speaking `protocol`, default settings.
-pub async fn client_for(
-    server: &RedisServer,
-    protocol: fairlock::Protocol,
-) -> fairlock::LockClient {
-    client_with(server, |c| c.protocol(protocol)).await
+pub async fn client(server: &RedisServer, protocol: fairlock::Protocol) -> fairlock::LockClient {
+    client_with(server, protocol, |c| c).await
 }
 
-/// A `redisson` client for `server`, its config adjusted by `adjust`
-/// (which may change the protocol).
+/// A client for `server` speaking `protocol`, its config adjusted by
+/// `adjust`, which must leave the protocol as it is.
 pub async fn client_with(
     server: &RedisServer,
+    protocol: fairlock::Protocol,
     adjust: impl FnOnce(fairlock::ClientConfig) -> fairlock::ClientConfig,
 ) -> fairlock::LockClient {
     init_tracing();
     let config = fairlock::ClientConfig::from_url(&server.url())
         .expect("url")
-        .protocol(fairlock::Protocol::Redisson);
-    fairlock::LockClient::with_config(adjust(config))
+        .protocol(protocol);
+    let config = adjust(config);
+    assert_eq!(
+        config.get_protocol(),
+        protocol,
+        "client_with: pass the protocol as its argument, not through `adjust`"
+    );
+    fairlock::LockClient::with_config(config)
         .await
         .expect("connect")
 }
@@ -78,7 +129,7 @@ pub fn lock_keys(protocol: fairlock::Protocol, name: &str) -> (String, String, V
                 vec![format!("redisson_lock_timeout:{tagged}")],
             )
         }
-        _ => (
+        fairlock::Protocol::Native => (
             format!("fairlock:{{{name}}}:lock"),
             format!("fairlock:{{{name}}}:queue"),
             vec![
@@ -86,6 +137,7 @@ pub fn lock_keys(protocol: fairlock::Protocol, name: &str) -> (String, String, V
                 format!("fairlock:{{{name}}}:leases"),
             ],
         ),
+        other => panic!("the harness knows no key layout for {other}"),
     }
 }
 
@@ -94,7 +146,8 @@ pub fn queue_len(server: &RedisServer, protocol: fairlock::Protocol, name: &str)
     let (_, queue, _) = lock_keys(protocol, name);
     match protocol {
         fairlock::Protocol::Redisson => server.cmd(&["LLEN", &queue]),
-        _ => server.cmd(&["ZCARD", &queue]),
+        fairlock::Protocol::Native => server.cmd(&["ZCARD", &queue]),
+        other => panic!("the harness knows no queue of {other}"),
     }
 }
 
@@ -118,9 +171,4 @@ pub fn assert_clean_for(server: &RedisServer, protocol: fairlock::Protocol, name
         "{protocol} lock {name}: keys left among {keys:?}: {:?}",
         server.cmd::<Vec<String>>(&["KEYS", "*"])
     );
-}
-
-/// As [`assert_clean_for`] under the `redisson` protocol.
-pub fn assert_clean(server: &RedisServer, name: &str) {
-    assert_clean_for(server, fairlock::Protocol::Redisson, name);
 }

@@ -38,6 +38,7 @@ struct ConnFlags {
     dead: AtomicBool,
 }
 
+/// A running proxy (see the [module docs](self)); stops on drop.
 pub struct Proxy {
     port: u16,
     state: Arc<State>,
@@ -86,10 +87,12 @@ impl Proxy {
         Self { port, state }
     }
 
+    /// The port clients connect to.
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    /// `redis://127.0.0.1:PORT` of the proxy.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
