@@ -28,6 +28,7 @@ impl<T> DisarmOnDrop<T> {
     }
 
     /// `true` until disarmed or cleaned up.
+    #[cfg(test)]
     pub(crate) fn is_armed(&self) -> bool {
         self.cleanup.is_some()
     }

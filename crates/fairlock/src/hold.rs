@@ -360,10 +360,12 @@ impl Hold {
         let core = Arc::clone(shared.core());
         core.spawn_cleanup(async move {
             let lock_key = shared.protocol().lock_key();
-            let claimed = shared
-                .core()
-                .retry()
-                .run_until(until, || async {
+            // Every error is retried until the grant ends: a failure that
+            // passes (an ACL being edited, say) must not cost a live grant.
+            let claimed = crate::retry::retry_until(
+                until,
+                |_| true,
+                || async {
                     if released.load(Ordering::SeqCst) {
                         return Ok(None);
                     }
@@ -375,8 +377,9 @@ impl Hold {
                         .renew(shared.conn(), &hold, Some(lease))
                         .await?;
                     Ok(Some((held == [true], sent_at)))
-                })
-                .await;
+                },
+            )
+            .await;
             match claimed {
                 Ok(None) => {}
                 Ok(Some((true, sent_at))) => state.extend(sent_at + lease),

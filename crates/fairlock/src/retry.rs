@@ -104,10 +104,29 @@ impl RetryPolicy {
 
     /// As [`run`](Self::run), retrying only while the next try would begin
     /// before `deadline`.
-    pub(crate) async fn run_until<T, F, Fut>(&self, deadline: Instant, mut call: F) -> Result<T>
+    pub(crate) async fn run_until<T, F, Fut>(&self, deadline: Instant, call: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
+    {
+        retry_until(deadline, Error::is_connection, call).await
+    }
+}
+
+/// Run `call` again after every error `retryable` accepts, with backoff,
+/// while the next try would begin before `deadline`. For calls whose every
+/// failure may be passing (an ACL being edited, a moved slot) and that are
+/// worth any number of tries until a deadline of their own: the claim of a
+/// handed-over grant.
+pub(crate) async fn retry_until<T, F, Fut>(
+    deadline: Instant,
+    retryable: fn(&Error) -> bool,
+    mut call: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
     {
         let mut backoff = Backoff::commands();
         loop {
@@ -120,10 +139,6 @@ impl RetryPolicy {
             }
         }
     }
-}
-
-fn retryable(err: &Error) -> bool {
-    err.is_connection()
 }
 
 #[cfg(test)]

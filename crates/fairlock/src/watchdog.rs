@@ -313,7 +313,8 @@ async fn run(
         }
         let batch: Vec<(Key, Option<u64>, Arc<HeldState>)> = locked(&entries)
             .iter()
-            .filter(|(_, entry)| check_only || entry.renewed > 0)
+            // A hold known lost is never renewed: its lock must expire.
+            .filter(|(_, entry)| !entry.state.status().lost && (check_only || entry.renewed > 0))
             .map(|(key, entry)| (key.clone(), entry.token, Arc::clone(&entry.state)))
             .collect();
         for chunk in batch.chunks(RENEW_BATCH) {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use fairlock::{AcquireOptions, ClientConfig, LockClient, Protocol};
 use fairlock_test_support as support;
 use support::proxy::Proxy;
-use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
+use support::{PROTOCOLS, RedisServer, client, client_with, eventually, lock_keys, queue_len};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_hold_spares_the_next_hold_of_its_owner() {
@@ -109,4 +109,55 @@ async fn retried_reentry_after_a_lost_reply_counts_once() {
         first.unlock().await.unwrap();
         assert!(!lock.is_locked().await.unwrap());
     }
+}
+
+/// A claim of a handed-over grant that meets a passing error other than a
+/// connection error (NOPERM while an ACL is being edited) keeps trying
+/// until the grant ends, so the holder keeps its live grant; and a hold
+/// known lost is never renewed by the watchdog. Found by the review of the
+/// restructuring: the claim had marked the hold lost at once, while the
+/// watchdog went on renewing its lock until the guard was dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_outlasts_a_passing_refusal() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&["ACL", "SETUSER", "b", "on", ">pw", "~*", "&*", "+@all"]);
+    let a = client(&server, Protocol::Native).await;
+    let config = ClientConfig::from_url(&format!("redis://b:pw@{}", server.addr()))
+        .unwrap()
+        .protocol(Protocol::Native)
+        .lease(Duration::from_secs(20))
+        .renew_interval(Duration::from_secs(1))
+        .waiter_ttl(Duration::from_secs(30));
+    let b = LockClient::with_config(config).await.unwrap();
+    let holder = a.fair_lock("c").unwrap().lock().await.unwrap();
+    let waiter = {
+        let lock = b.fair_lock("c").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    eventually(Duration::from_secs(5), "queued and subscribed", || {
+        queue_len(&server, Protocol::Native, "c") == 1 && !server.wait_channels().is_empty()
+    })
+    .await;
+    // B may not run scripts while the lock is handed to it.
+    let _: () = server.cmd(&["ACL", "SETUSER", "b", "-evalsha", "-eval"]);
+    holder.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let _: () = server.cmd(&["ACL", "SETUSER", "b", "+@all"]);
+    let (lock_key, _, _) = lock_keys(Protocol::Native, "c");
+    // Claimed: the lease is B's own 20 s, renewed by the watchdog.
+    eventually(Duration::from_secs(5), "the grant claimed", || {
+        server
+            .cmd::<Option<String>>(&["HGET", &lock_key, "claimed"])
+            .as_deref()
+            == Some("1")
+    })
+    .await;
+    assert!(guard.is_held());
+    guard.unlock().await.expect("unlock");
+    assert_eq!(server.cmd::<i64>(&["EXISTS", &lock_key]), 0);
 }

@@ -9,6 +9,7 @@
 //! seen before it is sent (register, then check).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -37,15 +38,22 @@ pub(super) async fn until(
 ) -> Result<Option<ArmedHold>> {
     let core = Arc::clone(acquisition.shared.core());
     let closing = core.closing();
-    // Leaves the queue if this future is dropped (cancelled, timed out, or
-    // the client shut down). Only a fair lock has a queue to leave.
-    let mut leave_queue = DisarmOnDrop::new(Arc::clone(acquisition), |acquisition| {
-        leave_in_background(acquisition);
-    });
-    if !acquisition.shared.protocol().fair() {
-        leave_queue.disarm();
-    }
-    let mut waiter = Waiter::new(acquisition);
+    // Undoes the wait if this future is dropped (cancelled, timed out, or
+    // the client shut down): leaves the queue, and while attempts are
+    // failing (the last one's outcome unknown) also releases a hold that
+    // attempt may have taken.
+    let failing = Arc::new(AtomicBool::new(false));
+    let mut abandon = DisarmOnDrop::new(
+        (Arc::clone(acquisition), Arc::clone(&failing)),
+        |(acquisition, failing)| {
+            if failing.load(Ordering::SeqCst) {
+                acquisition.undo_unknown_outcome();
+            } else if acquisition.shared.protocol().fair() {
+                leave_in_background(acquisition);
+            }
+        },
+    );
+    let mut waiter = Waiter::new(acquisition, failing);
     let outcome = {
         let waiting = async {
             let wait = waiter.run();
@@ -62,12 +70,13 @@ pub(super) async fn until(
     match outcome {
         Some(Ok(hold)) => {
             // Granted: the waiter left the queue by taking the lock.
-            leave_queue.disarm();
+            abandon.disarm();
             Ok(Some(hold))
         }
         Some(Err(err)) if err.is_connection() => {
             // Gave up after the retry budget: the last attempt may have
             // succeeded on the server.
+            abandon.disarm();
             acquisition.undo_unknown_outcome();
             Err(err)
         }
@@ -80,18 +89,20 @@ pub(super) async fn until(
             // Leave the queue: usually done within a round trip, but the
             // caller waits one response timeout at most; the rest goes on in
             // the background.
-            if leave_queue.is_armed() {
-                leave_queue.disarm();
-                let leaving = leave_in_background(acquisition);
-                let limit = core.config().response_timeout;
-                let _ = tokio::time::timeout(limit, leaving).await;
-            }
+            abandon.disarm();
             match waiter.failing {
                 Some(err) => {
                     acquisition.undo_unknown_outcome();
                     Err(err)
                 }
-                None => Ok(None),
+                None => {
+                    if acquisition.shared.protocol().fair() {
+                        let leaving = leave_in_background(acquisition);
+                        let limit = core.config().response_timeout;
+                        let _ = tokio::time::timeout(limit, leaving).await;
+                    }
+                    Ok(None)
+                }
             }
         }
     }
@@ -155,6 +166,8 @@ struct Waiter<'a> {
     /// The last connection error, while attempts keep failing: a wait that
     /// runs out then reports it instead of a plain "not acquired".
     failing: Option<Error>,
+    /// Set while `failing` is: what a drop of the wait must undo.
+    failing_flag: Arc<AtomicBool>,
     failing_since: Option<Instant>,
     backoff: Backoff,
     idle_poll: Backoff,
@@ -165,7 +178,7 @@ struct Waiter<'a> {
 }
 
 impl<'a> Waiter<'a> {
-    fn new(acquisition: &'a Arc<Acquisition>) -> Self {
+    fn new(acquisition: &'a Arc<Acquisition>, failing_flag: Arc<AtomicBool>) -> Self {
         let poll = acquisition
             .shared
             .protocol()
@@ -177,6 +190,7 @@ impl<'a> Waiter<'a> {
             subscription: None,
             poll,
             failing: None,
+            failing_flag,
             failing_since: None,
             backoff: Backoff::commands(),
             idle_poll: Backoff::idle_poll(),
@@ -233,6 +247,7 @@ impl<'a> Waiter<'a> {
                 server_ms,
             }) => {
                 self.failing = None;
+                self.failing_flag.store(false, Ordering::SeqCst);
                 self.failing_since = None;
                 self.backoff.reset();
                 self.anchor = server_ms.map(|server_ms| Anchor { server_ms, sent_at });
@@ -267,6 +282,7 @@ impl<'a> Waiter<'a> {
                     return Err(err);
                 }
                 self.failing = Some(err);
+                self.failing_flag.store(true, Ordering::SeqCst);
                 tokio::time::sleep(self.backoff.next_delay()).await;
                 return Ok(Next::Again);
             }
