@@ -1,0 +1,80 @@
+//! The `fairlock` binary on a `redis+sentinel://` URL: `exec` finds the
+//! master through the sentinel, and the sentinel's own password comes from
+//! `$FAIRLOCK_SENTINEL_PASSWORD` (or `--sentinel-password`).
+
+use std::process::Command;
+
+use fairlock_test_support::Sentinel;
+
+fn fairlock(url: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairlock"));
+    cmd.arg("--redis")
+        .arg(url)
+        .env_remove("REDIS_URL")
+        .env_remove("FAIRLOCK_SENTINEL_USER")
+        .env_remove("FAIRLOCK_SENTINEL_PASSWORD");
+    cmd
+}
+
+#[test]
+fn exec_through_a_sentinel_with_and_without_its_password() {
+    let deployment = Sentinel::start_with(0, 1);
+    let url = deployment.url();
+    let exec = |cmd: &mut Command| {
+        cmd.args([
+            "exec",
+            "sentinel-job",
+            "--wait",
+            "10s",
+            "--",
+            "sh",
+            "-c",
+            "echo \"token=$FAIRLOCK_TOKEN\"",
+        ])
+        .output()
+        .expect("run fairlock")
+    };
+    let out = exec(&mut fairlock(&url));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = stdout.trim().strip_prefix("token=").unwrap_or_default();
+    assert!(token.parse::<u64>().is_ok(), "{stdout}");
+    let master = deployment.master();
+    assert_eq!(
+        master.cmd::<i64>(&["EXISTS", "fairlock:{sentinel-job}:lock"]),
+        0,
+        "released on the master"
+    );
+
+    // The sentinel now wants a password; the data node does not.
+    let sentinel = &deployment.sentinels()[0];
+    let _: () = sentinel.cmd(&["ACL", "SETUSER", "default", "resetpass", ">sentinel-pw"]);
+    let refused = exec(&mut fairlock(&url));
+    assert_eq!(
+        refused.status.code(),
+        Some(69),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let out = exec(fairlock(&url).env("FAIRLOCK_SENTINEL_PASSWORD", "sentinel-pw"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = exec(fairlock(&url).args([
+        "--sentinel-user",
+        "default",
+        "--sentinel-password",
+        "sentinel-pw",
+    ]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
