@@ -458,10 +458,13 @@ async fn check_master(
     let mut conn = open(&client, timeouts)
         .await
         .map_err(|e| from_first_reply(e, &addr))?;
-    let role: redis::Value = redis::cmd("ROLE")
-        .query_async(&mut conn)
-        .await
-        .map_err(|e| from_redis_conn(e, &addr))?;
+    let role: redis::Value = match redis::cmd("ROLE").query_async(&mut conn).await {
+        Ok(role) => role,
+        // An ACL user without +role: trust the sentinel (a demoted master
+        // still answers writes with READONLY, which re-resolves).
+        Err(err) if err.code() == Some("NOPERM") => return Ok(true),
+        Err(err) => return Err(from_redis_conn(err, &addr)),
+    };
     let first = match role {
         redis::Value::Array(items) => items.into_iter().next(),
         _ => None,
