@@ -11,6 +11,7 @@ mod failure;
 mod history;
 mod inspect;
 mod private_redis;
+mod private_sentinel;
 mod progress;
 mod torture;
 mod torture_proxy;
