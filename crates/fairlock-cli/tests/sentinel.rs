@@ -78,3 +78,48 @@ fn exec_through_a_sentinel_with_and_without_its_password() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `torture --topology sentinel`: its own deployment, failover faults, a
+/// clean verdict; `--redis` is refused with it.
+#[test]
+fn torture_on_a_private_sentinel_deployment() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["torture", "--topology", "sentinel", "--duration", "15s"])
+        .args(["--processes", "2", "--tasks", "3"])
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("run fairlock torture");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("sentinel topology"), "{stdout}");
+    assert!(stdout.contains("\nfailovers: "), "{stdout}");
+    assert!(stdout.contains("\nviolations: 0"), "{stdout}");
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", "redis://127.0.0.1:1"])
+        .args(["torture", "--topology", "sentinel", "--duration", "1s"])
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("run fairlock torture");
+    assert_eq!(refused.status.code(), Some(64));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("drop --redis"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
+
+#[test]
+fn help_lists_the_sentinel_url_form() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .arg("--help")
+        .output()
+        .expect("run fairlock --help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]"),
+        "{help}"
+    );
+    assert!(help.contains("FAIRLOCK_SENTINEL_PASSWORD"), "{help}");
+}
