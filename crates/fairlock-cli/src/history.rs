@@ -215,22 +215,27 @@ fn check_overlaps(lock: &str, holds: &[&Hold], failovers: &Failovers, report: &m
     }
 }
 
-/// When failovers were injected (server time, µs), and how long after one
-/// a second holder may still meet a first one that the failover made lose
+/// When failovers were injected (server time, µs); how long one may take
+/// until the new master serves (the old master may grant until then: a
+/// `SENTINEL FAILOVER` does not stop it at once); and how long after one a
+/// second holder may still meet a first one that the failover made lose
 /// the lock without knowing yet (µs).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Failovers {
     pub(crate) at: Vec<u64>,
+    pub(crate) settle_us: u64,
     pub(crate) window_us: u64,
 }
 
 impl Failovers {
-    /// A failover came at or after `earlier` began and at or before
-    /// `later` began, less than the window before it.
+    /// The hold that began at `earlier` may have been granted by a master
+    /// that a failover then replaced (it began before that failover
+    /// settled), and the one that began at `later` came after the failover
+    /// began, within its window.
     fn between(&self, earlier: u64, later: u64) -> bool {
-        self.at
-            .iter()
-            .any(|&f| earlier <= f && f <= later && later - f <= self.window_us)
+        self.at.iter().any(|&f| {
+            earlier <= f.saturating_add(self.settle_us) && f <= later && later - f <= self.window_us
+        })
     }
 }
 
@@ -742,6 +747,7 @@ mod tests {
         ];
         let failovers = Failovers {
             at: vec![15],
+            settle_us: 0,
             window_us: 10,
         };
         let mut report = Report::default();
@@ -756,14 +762,23 @@ mod tests {
             "{report:?}"
         );
         assert_eq!(report.violations(), 1);
-        // A failover before the earlier hold began explains nothing.
+        // A failover that settled before the earlier hold began explains
+        // nothing; one still settling when it began does.
         let before = Failovers {
             at: vec![5],
+            settle_us: 4,
             window_us: 1000,
         };
         let mut report = Report::default();
         check_overlaps("l", &holds(&events), &before, &mut report);
         assert_eq!((report.overlaps, report.failover_overlaps), (2, 0));
+        let settling = Failovers {
+            settle_us: 5,
+            ..before
+        };
+        let mut report = Report::default();
+        check_overlaps("l", &holds(&events), &settling, &mut report);
+        assert_eq!((report.overlaps, report.failover_overlaps), (0, 2));
     }
 
     #[test]

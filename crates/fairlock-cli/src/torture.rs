@@ -470,6 +470,7 @@ async fn run_against(
     let history = collect(&reports, &injector.injected.hits);
     let failovers = Failovers {
         at: injector.injected.failovers.clone(),
+        settle_us: plan.failover_time().as_micros() as u64,
         window_us: plan.failover_window().as_micros() as u64,
     };
     let verdict = check(plan, &history, injector.queue, &failovers);

@@ -65,6 +65,15 @@ impl PubSubConnector {
     /// Sentinel, its stream ends when the client switches to another master
     /// (the router then reconnects, to the new one).
     pub(crate) async fn connect(&self) -> Result<(PubSubSink, PubSubStream)> {
+        let connected = self.connect_once().await;
+        if let (Err(err), Target::Following(follower)) = (&connected, &self.target) {
+            // The master may be gone: look it up again.
+            follower.after_error(err, follower.current().1);
+        }
+        connected
+    }
+
+    async fn connect_once(&self) -> Result<(PubSubSink, PubSubStream)> {
         let (client, moved) = match &self.target {
             Target::Fixed(client) => (client.as_ref().clone(), None),
             Target::Following(follower) => {
