@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use crate::config::check_duration;
 use crate::error::{Error, Result};
+use crate::events::AcquireRecord;
 use crate::hold::{ArmedHold, Lease, LockShared, new_request_id};
 use crate::owner::Owner;
 
@@ -158,16 +159,27 @@ pub(crate) async fn acquire(
     // for it to leave the queue or undo its grant.
     let _active = core.enter_acquisition()?;
     let mut plan = Plan::new(&shared, options)?;
-    let Some((owner, base)) = plan.owner(&shared).await? else {
-        return Ok(None);
-    };
-    let span = tracing::debug_span!(
-        "acquire",
-        lock = %shared.name(),
-        owner = %owner,
-        fair = shared.protocol().fair(),
-        protocol = %core.dialect().protocol()
+    // Counts the outcome (a drop counts as cancelled) and carries the span.
+    let record = AcquireRecord::start(
+        core.events(),
+        shared.name(),
+        shared.protocol().fair(),
+        plan.started,
     );
+    let span = record.span();
+    let owner = plan.owner(&shared).instrument(span.clone()).await;
+    let (owner, base) = match owner {
+        Ok(Some(owner)) => owner,
+        Ok(None) => {
+            record.finish(Ok(None));
+            return Ok(None);
+        }
+        Err(err) => {
+            record.finish(Err(&err));
+            return Err(err);
+        }
+    };
+    record.owner(&owner);
     let acquisition = Arc::new(Acquisition {
         shared,
         owner,
@@ -175,6 +187,7 @@ pub(crate) async fn acquire(
         wait: plan.wait,
         base,
         nonce: new_request_id(),
+        progress: record.progress(),
     });
     let acquired = async move {
         let acquired = match plan.budget {
@@ -191,5 +204,10 @@ pub(crate) async fn acquire(
             other => Ok(other),
         }
     };
-    acquired.instrument(span).await
+    let acquired = acquired.instrument(span).await;
+    match &acquired {
+        Ok(hold) => record.finish(Ok(hold.as_ref().map(|hold| hold.get().token()))),
+        Err(err) => record.finish(Err(err)),
+    }
+    acquired
 }
