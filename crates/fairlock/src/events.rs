@@ -140,6 +140,8 @@ pub(crate) enum Event<'a> {
     PubSubRetry { error: &'a dyn fmt::Display },
     /// The client shut down; `unfinished` acquisitions outlived the wait.
     ShutDown { client: &'a str, unfinished: bool },
+    /// An acquire script got its answer (or failed).
+    Attempted { lock: &'a str },
     /// A hold renewed by the watchdog.
     Renewed { lock: &'a str },
     /// A new hold entered the registry (not a re-entry).
@@ -201,6 +203,10 @@ impl Recorder {
                 };
                 bump(counter);
                 self.meters.lost(lock, cause.label());
+            }
+            Event::Attempted { lock } => {
+                bump(&c.attempts);
+                self.meters.attempt(lock);
             }
             Event::Renewed { lock } => {
                 bump(&c.renewals);
@@ -331,13 +337,9 @@ pub(crate) struct AcquireRecord {
 }
 
 impl AcquireRecord {
-    /// An acquisition of `lock` begins (`started`: when the call began).
-    pub(crate) fn start(
-        recorder: &Arc<Recorder>,
-        lock: &str,
-        fair: bool,
-        started: Instant,
-    ) -> Self {
+    /// An acquisition of `lock` begins.
+    pub(crate) fn start(recorder: &Arc<Recorder>, lock: &str, fair: bool) -> Self {
+        let started = Instant::now();
         let span = tracing::debug_span!(
             "acquire",
             lock,
@@ -527,6 +529,7 @@ pub(crate) fn record(event: Event<'_>) {
             info!(client, "lock client shut down")
         }
         Event::Renewed { lock } => tracing::trace!(lock, "renewed"),
+        Event::Attempted { .. } => {}
         Event::HoldStarted { lock } => tracing::trace!(lock, "hold started"),
         Event::HoldEnded { lock, held_for } => tracing::trace!(lock, ?held_for, "hold ended"),
         Event::PubSubConnected { reconnect } => debug!(reconnect, "pub/sub connected"),

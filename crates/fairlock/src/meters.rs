@@ -74,6 +74,7 @@ impl fmt::Debug for LockLabel {
 pub(crate) mod names {
     pub(crate) const ACQUISITIONS: &str = "fairlock_acquisitions_total";
     pub(crate) const WAIT: &str = "fairlock_wait_seconds";
+    pub(crate) const ATTEMPTS: &str = "fairlock_attempts_total";
     pub(crate) const HANDOFFS: &str = "fairlock_handoffs_total";
     pub(crate) const HANDOFF_LATENCY: &str = "fairlock_handoff_latency_seconds";
     pub(crate) const RELEASES: &str = "fairlock_releases_total";
@@ -146,6 +147,11 @@ impl Meters {
         ::metrics::histogram!(names::WAIT, labels).record(wait.as_secs_f64());
     }
 
+    pub(crate) fn attempt(&self, lock: &str) {
+        let labels = labels(self.protocol, &[], self.lock(lock));
+        ::metrics::counter!(names::ATTEMPTS, labels).increment(1);
+    }
+
     pub(crate) fn handoff(&self, lock: &str, kind: &'static str, latency: Duration) {
         let labels = labels(self.protocol, &[("handoff", kind)], self.lock(lock));
         ::metrics::counter!(names::HANDOFFS, labels.clone()).increment(1);
@@ -204,6 +210,8 @@ impl Meters {
     }
     #[inline(always)]
     pub(crate) fn acquisition(&self, _: &str, _: bool, _: &'static str, _: Duration) {}
+    #[inline(always)]
+    pub(crate) fn attempt(&self, _: &str) {}
     #[inline(always)]
     pub(crate) fn handoff(&self, _: &str, _: &'static str, _: Duration) {}
     #[inline(always)]

@@ -34,6 +34,11 @@ pub struct Statistics {
     /// Total time acquisitions took, whatever their outcome (cancelled ones
     /// up to when they were dropped).
     pub wait_time: Duration,
+    /// Acquire scripts that got an answer from Redis (or failed): every
+    /// attempt of every acquisition, the first one, the re-check after
+    /// subscribing, refreshes while waiting and retries after errors. The
+    /// load acquisitions put on Redis.
+    pub attempts: u64,
     /// Grants received from a release: the lock handed over directly
     /// (native) or taken on the attempt a release's wake-up message started.
     pub handoffs: u64,
@@ -143,6 +148,7 @@ pub(crate) struct Counters {
     pub(crate) cancelled: AtomicU64,
     pub(crate) failed: AtomicU64,
     pub(crate) wait_nanos: AtomicU64,
+    pub(crate) attempts: AtomicU64,
     pub(crate) handoffs: AtomicU64,
     pub(crate) releases: AtomicU64,
     pub(crate) holds_ended: AtomicU64,
@@ -179,6 +185,7 @@ impl Counters {
             cancelled: get(&self.cancelled),
             failed: get(&self.failed),
             wait_time: Duration::from_nanos(get(&self.wait_nanos)),
+            attempts: get(&self.attempts),
             handoffs: get(&self.handoffs),
             releases: get(&self.releases),
             holds_ended: get(&self.holds_ended),

@@ -108,21 +108,28 @@ impl Totals {
     fn update(&mut self) {}
 }
 
+/// A client with lock names as labels, whose waiters re-check on their
+/// own only every 15 s (half the lease): within a scenario, a waiter gets
+/// the lock from a release, never from a refresh that happens to follow it.
 async fn observed_client(server: &RedisServer, protocol: Protocol) -> LockClient {
-    client_with(server, protocol, |c| c.metrics_lock_label(LockLabel::Name)).await
+    client_with(server, protocol, |c| {
+        c.metrics_lock_label(LockLabel::Name)
+            .waiter_ttl(Duration::from_secs(60))
+    })
+    .await
 }
 
-/// Poll (with a deadline) until the client's status says `waiting` tasks
-/// are in line and subscribed (revocation channel + one per waited lock).
-async fn until_waiting(client: &LockClient, waiting: usize, channels: usize) {
-    eventually(
-        Duration::from_secs(10),
-        "waiter queued and subscribed",
-        || {
-            let status = client.status();
-            status.waiting == waiting && status.subscribed_channels == channels
-        },
-    )
+/// Poll (with a deadline) until one waiter is in its pause: counted as
+/// waiting, subscribed (the revocation channel and its own), and its second
+/// attempt (the re-check after subscribing) answered, so `attempts` is
+/// `before` + 2.
+async fn until_pausing(client: &LockClient, before: u64) {
+    eventually(Duration::from_secs(10), "waiter in its pause", || {
+        let status = client.status();
+        status.waiting == 1
+            && status.subscribed_channels == 2
+            && client.statistics().attempts == before + 2
+    })
     .await;
 }
 
@@ -163,15 +170,17 @@ async fn counts_after_scripted_scenarios() {
             "{protocol}: immediate"
         );
         assert!(a.status().held.is_empty());
+        assert_eq!(a.statistics().attempts, 1, "{protocol}: one script call");
 
         // 2. Wait, then get the lock from the release (a handoff).
         let lock = a.fair_lock("waited").unwrap();
         let first = lock.lock().await.unwrap();
+        let before = a.statistics().attempts;
         let waiter = tokio::spawn({
             let lock = lock.clone();
             async move { lock.lock().await }
         });
-        until_waiting(&a, 1, 2).await;
+        until_pausing(&a, before).await;
         first.unlock().await.unwrap();
         let second = tokio::time::timeout(Duration::from_secs(10), waiter)
             .await
@@ -211,14 +220,25 @@ async fn counts_after_scripted_scenarios() {
             "{protocol}: timeout"
         );
 
+        // An acquisition refused for bad input is an error outcome.
+        let err = lock.lock_with_lease(Duration::ZERO).await.unwrap_err();
+        assert!(err.is_invalid_input());
+        expected.failed += 1;
+        assert_eq!(
+            a.statistics(),
+            with_times(&a, &expected),
+            "{protocol}: error"
+        );
+
         // 4. Cancellation: a waiting task aborted.
         let lock = a.fair_lock("cancel").unwrap();
         let held = lock.lock().await.unwrap();
+        let before = a.statistics().attempts;
         let waiter = tokio::spawn({
             let lock = lock.clone();
             async move { lock.lock().await }
         });
-        until_waiting(&a, 1, 2).await;
+        until_pausing(&a, before).await;
         waiter.abort();
         assert!(waiter.await.unwrap_err().is_cancelled());
         held.unlock().await.unwrap();
@@ -262,6 +282,11 @@ async fn counts_after_scripted_scenarios() {
         tokio::time::timeout(Duration::from_secs(10), held.lost())
             .await
             .expect("lost() when the lease runs out");
+        // The local estimate ends first; wait for the server's key to go.
+        eventually(Duration::from_secs(10), "the key expired", || {
+            !support::is_held(&server, protocol, "expiring")
+        })
+        .await;
         assert!(held.unlock().await.unwrap_err().is_lock_lost());
         expected.acquired_immediately += 1;
         // The release was sent (the lease is only known to have run out
@@ -312,7 +337,7 @@ async fn counts_after_scripted_scenarios() {
         assert!(a.status().closed);
 
         let stats = a.statistics();
-        assert_eq!(stats.acquisitions(), 10, "{protocol}");
+        assert_eq!(stats.acquisitions(), 11, "{protocol}");
         assert!(stats.wait_time >= Duration::from_millis(300), "{stats:?}");
         assert!(stats.hold_time > Duration::ZERO, "{stats:?}");
 
@@ -351,19 +376,24 @@ async fn counts_after_scripted_scenarios() {
             assert_eq!(per_outcome("after_wait"), stats.acquired_after_wait);
             assert_eq!(per_outcome("timed_out"), stats.timed_out);
             assert_eq!(per_outcome("cancelled"), stats.cancelled);
-            assert_eq!(per_outcome("error"), 0);
+            assert_eq!(per_outcome("error"), 1);
             assert_eq!(
                 count(acq, &[("kind", "fair")]),
-                11,
-                "{protocol}: a's 10 and r's 1"
+                12,
+                "{protocol}: a's 11 and r's 1"
             );
             assert_eq!(count(acq, &[("kind", "nonfair")]), 0);
             assert_eq!(
                 count(acq, &[("lock", "timeout"), ("outcome", "timed_out")]),
                 2
             );
+            let attempts: u64 = a_locks
+                .iter()
+                .map(|lock| count("fairlock_attempts_total", &[("lock", lock)]))
+                .sum();
+            assert_eq!(attempts, stats.attempts);
             // One wait sample per acquisition.
-            assert_eq!(samples("fairlock_wait_seconds", &[]), 11);
+            assert_eq!(samples("fairlock_wait_seconds", &[]), 12);
             assert_eq!(
                 samples(
                     "fairlock_wait_seconds",
@@ -435,6 +465,9 @@ async fn counts_after_scripted_scenarios() {
 fn with_times(client: &LockClient, expected: &Statistics) -> Statistics {
     let mut expected = expected.clone();
     let actual = client.statistics();
+    // Attempts are checked where they are known (the first scenario, the
+    // waiters' pauses) and against the metric at the end.
+    expected.attempts = actual.attempts;
     expected.wait_time = actual.wait_time;
     expected.hold_time = actual.hold_time;
     expected

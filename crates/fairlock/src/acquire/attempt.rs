@@ -59,6 +59,9 @@ impl Acquisition {
             };
             let shared = &acquisition.shared;
             let reply = shared.protocol().acquire(shared.conn(), &args).await;
+            shared.core().events().record(Event::Attempted {
+                lock: shared.name(),
+            });
             // The caller is gone: undo what the attempt did.
             if let Err(reply) = tx.send(reply) {
                 acquisition.undo(&reply).await;

@@ -155,17 +155,20 @@ pub(crate) async fn acquire(
     options: AcquireOptions,
 ) -> Result<Option<ArmedHold>> {
     let core = Arc::clone(shared.core());
+    // Counts the outcome (a drop counts as cancelled) and carries the span.
+    let record = AcquireRecord::start(core.events(), shared.name(), shared.protocol().fair());
     // Counted until this acquisition is over, so that `shutdown` can wait
     // for it to leave the queue or undo its grant.
-    let _active = core.enter_acquisition()?;
-    let mut plan = Plan::new(&shared, options)?;
-    // Counts the outcome (a drop counts as cancelled) and carries the span.
-    let record = AcquireRecord::start(
-        core.events(),
-        shared.name(),
-        shared.protocol().fair(),
-        plan.started,
-    );
+    let planned = core
+        .enter_acquisition()
+        .and_then(|active| Ok((active, Plan::new(&shared, options)?)));
+    let (_active, mut plan) = match planned {
+        Ok(planned) => planned,
+        Err(err) => {
+            record.finish(Err(&err));
+            return Err(err);
+        }
+    };
     let span = record.span();
     let owner = plan.owner(&shared).instrument(span.clone()).await;
     let (owner, base) = match owner {
