@@ -306,6 +306,17 @@ impl Watchdog {
     }
 }
 
+impl Drop for Watchdog {
+    /// The client is gone (no guard is left to end them): the holds still
+    /// registered (forgotten ones are not) end here for the counts and
+    /// gauges.
+    fn drop(&mut self) {
+        for ((_, owner), entry) in locked(&self.entries).drain() {
+            entry.ended(&owner, &self.events);
+        }
+    }
+}
+
 impl Watchdog {
     /// Every hold in the registry, ordered by lock name then owner.
     pub(crate) fn snapshot(&self) -> Vec<HeldLock> {
