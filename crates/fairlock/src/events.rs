@@ -150,6 +150,17 @@ pub(crate) enum Event<'a> {
     HoldEnded { lock: &'a str, held_for: Duration },
     /// The pub/sub connection is up (`reconnect`: not the first time).
     PubSubConnected { reconnect: bool },
+    /// Sentinel: the client switched to the master the sentinels name now.
+    MasterSwitched {
+        service: &'a str,
+        from: &'a str,
+        to: &'a str,
+    },
+    /// Sentinel: resolving the master failed; retried.
+    SentinelRetry {
+        service: &'a str,
+        error: &'a dyn fmt::Display,
+    },
     /// The server's eviction policy was read at connect (`Err`: it would
     /// not say).
     EvictionPolicy {
@@ -533,6 +544,15 @@ pub(crate) fn record(event: Event<'_>) {
         Event::HoldStarted { lock } => tracing::trace!(lock, "hold started"),
         Event::HoldEnded { lock, held_for } => tracing::trace!(lock, ?held_for, "hold ended"),
         Event::PubSubConnected { reconnect } => debug!(reconnect, "pub/sub connected"),
+        Event::MasterSwitched { service, from, to } => {
+            warn!(
+                service,
+                from, to, "sentinel: the master moved; following it"
+            )
+        }
+        Event::SentinelRetry { service, error } => {
+            debug!(service, %error, "sentinel: resolving the master failed; retrying")
+        }
         Event::EvictionPolicy { addr, policy } => match policy {
             Err(error) => {
                 debug!(addr, %error, "cannot read maxmemory-policy; eviction check skipped")

@@ -24,9 +24,10 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
-use super::endpoint::Endpoint;
+use super::endpoint::{Endpoint, Topology};
 use super::errors::{from_first_reply, from_redis, from_redis_conn};
 use super::pubsub::PubSubConnector;
+use super::sentinel::Follower;
 use crate::error::{Error, Result};
 use crate::events::{self, Event};
 
@@ -46,23 +47,130 @@ pub(crate) struct Timeouts {
     pub(crate) response: Duration,
 }
 
-/// The command connection of one client. Cheap to clone.
+/// The command connection of one client: one server, or the master a
+/// sentinel deployment names now (`sentinel.rs`). Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Connection {
-    manager: ConnectionManager,
-    addr: Arc<str>,
-    maxmemory_policy: Option<Arc<str>>,
+    backend: Backend,
+}
+
+#[derive(Clone)]
+enum Backend {
+    Standalone(Box<Direct>),
+    Sentinel(Arc<Follower>),
 }
 
 impl Connection {
     /// Connect to `endpoint`: a probe tells apart a server that is down, is
     /// not Redis, refuses the credentials or lacks the database, then the
     /// reconnecting command connection is made. Also returns what opens
-    /// pub/sub connections to the same server.
+    /// pub/sub connections to the same server (for Sentinel: to the master
+    /// known at the time).
     pub(crate) async fn connect(
         endpoint: &Endpoint,
         timeouts: Timeouts,
     ) -> Result<(Self, PubSubConnector)> {
+        match endpoint.topology() {
+            Topology::Standalone => {
+                let direct = Direct::connect(endpoint, timeouts).await?;
+                let pubsub = PubSubConnector::new(direct.client.clone(), timeouts);
+                let backend = Backend::Standalone(Box::new(direct));
+                Ok((Self { backend }, pubsub))
+            }
+            Topology::Sentinel(spec) => {
+                let follower = Follower::connect(endpoint, Arc::clone(spec), timeouts).await?;
+                let pubsub = PubSubConnector::following(Arc::clone(&follower), timeouts);
+                let backend = Backend::Sentinel(follower);
+                Ok((Self { backend }, pubsub))
+            }
+        }
+    }
+
+    /// The server's `maxmemory-policy` as read at connect (for Sentinel:
+    /// on the master found first).
+    pub(crate) fn maxmemory_policy(&self) -> Option<&str> {
+        match &self.backend {
+            Backend::Standalone(direct) => direct.maxmemory_policy(),
+            Backend::Sentinel(follower) => follower.first_maxmemory_policy(),
+        }
+    }
+
+    /// Run `script` for lock `name` (named in errors, with the first key).
+    pub(crate) async fn script<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        name: &str,
+        keys: &[&str],
+        args: &[String],
+    ) -> Result<T> {
+        match &self.backend {
+            Backend::Standalone(direct) => direct.script(script, name, keys, args).await,
+            Backend::Sentinel(follower) => {
+                let (direct, seen) = follower.current();
+                let result = direct.script(script, name, keys, args).await;
+                if let Err(err) = &result {
+                    follower.after_error(err, seen);
+                }
+                result
+            }
+        }
+    }
+
+    /// Run one command on `key` of lock `name`.
+    pub(crate) async fn command<T: FromRedisValue>(
+        &self,
+        name: &str,
+        command: &str,
+        key: &str,
+        args: &[&str],
+    ) -> Result<T> {
+        match &self.backend {
+            Backend::Standalone(direct) => direct.command(name, command, key, args).await,
+            Backend::Sentinel(follower) => {
+                let (direct, seen) = follower.current();
+                let result = direct.command(name, command, key, args).await;
+                if let Err(err) = &result {
+                    follower.after_error(err, seen);
+                }
+                result
+            }
+        }
+    }
+
+    /// Wait until `replicas` replicas acknowledged every write this client
+    /// made so far, at most `timeout` (Redis `WAIT`); returns how many did.
+    /// Runs on a connection of its own: a `WAIT` blocks the connection it is
+    /// sent on, and must not hold up the client's other commands.
+    pub(crate) async fn sync_replicas(&self, replicas: u32, timeout: Duration) -> Result<u32> {
+        match &self.backend {
+            Backend::Standalone(direct) => direct.sync_replicas(replicas, timeout).await,
+            Backend::Sentinel(follower) => {
+                let (direct, seen) = follower.current();
+                let result = direct.sync_replicas(replicas, timeout).await;
+                if let Err(err) = &result {
+                    follower.after_error(err, seen);
+                }
+                result
+            }
+        }
+    }
+}
+
+/// A connection to one server. Cheap to clone.
+#[derive(Clone)]
+pub(super) struct Direct {
+    manager: ConnectionManager,
+    client: redis::Client,
+    addr: Arc<str>,
+    maxmemory_policy: Option<Arc<str>>,
+    /// Idle connections for `WAIT` (see [`Connection::sync_replicas`]).
+    replica_waits: Arc<std::sync::Mutex<Vec<MultiplexedConnection>>>,
+}
+
+impl Direct {
+    /// Connect to the server of a standalone `endpoint` (see
+    /// [`Connection::connect`]).
+    pub(super) async fn connect(endpoint: &Endpoint, timeouts: Timeouts) -> Result<Self> {
         let addr: Arc<str> = endpoint.address().into();
         let client = endpoint.redis_client()?;
         let probe_config = AsyncConnectionConfig::new()
@@ -101,21 +209,31 @@ impl Connection {
         let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
             .await
             .map_err(|e| from_redis_conn(e, &addr))?;
-        let connection = Self {
+        Ok(Self {
             manager,
+            client,
             addr,
             maxmemory_policy,
-        };
-        Ok((connection, PubSubConnector::new(client, timeouts)))
+            replica_waits: Arc::default(),
+        })
     }
 
     /// The server's `maxmemory-policy` as read at connect.
-    pub(crate) fn maxmemory_policy(&self) -> Option<&str> {
+    pub(super) fn maxmemory_policy(&self) -> Option<&str> {
         self.maxmemory_policy.as_deref()
     }
 
-    /// Run `script` for lock `name` (named in errors, with the first key).
-    pub(crate) async fn script<T: FromRedisValue>(
+    /// `host:port` of the server.
+    pub(super) fn address(&self) -> &str {
+        &self.addr
+    }
+
+    /// The Redis client of this server (for pub/sub connections).
+    pub(super) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    async fn script<T: FromRedisValue>(
         &self,
         script: &Script,
         name: &str,
@@ -136,8 +254,7 @@ impl Connection {
             .map_err(|e| from_redis(e, &self.addr, name, keys.first().copied().unwrap_or("")))
     }
 
-    /// Run one command on `key` of lock `name`.
-    pub(crate) async fn command<T: FromRedisValue>(
+    async fn command<T: FromRedisValue>(
         &self,
         name: &str,
         command: &str,
@@ -154,7 +271,54 @@ impl Connection {
             .await
             .map_err(|e| from_redis(e, &self.addr, name, key))
     }
+
+    /// `PUBLISH` (a write every replica receives, so that `WAIT` covers
+    /// whatever this client or a handoff wrote before) then `WAIT`, on an
+    /// idle connection of the pool (a new one when none is idle).
+    async fn sync_replicas(&self, replicas: u32, timeout: Duration) -> Result<u32> {
+        let pooled = self
+            .replica_waits
+            .lock()
+            .ok()
+            .and_then(|mut idle| idle.pop());
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => {
+                // The reply to WAIT comes after `timeout` at worst.
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(Duration::from_secs(3)))
+                    .set_response_timeout(Some(timeout + Duration::from_secs(3)));
+                self.client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map_err(|e| from_redis_conn(e, &self.addr))?
+            }
+        };
+        let timeout_ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let (_, acked): (i64, i64) = redis::pipe()
+            .cmd("PUBLISH")
+            .arg(REPLICA_SYNC_CHANNEL)
+            .arg("")
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(timeout_ms)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| from_redis_conn(e, &self.addr))?;
+        if let Ok(mut idle) = self.replica_waits.lock() {
+            if idle.len() < 8 {
+                idle.push(conn);
+            }
+        }
+        Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
+    }
 }
+
+/// The channel `sync_replicas` publishes on (nobody listens; the message
+/// only advances the replication offset that `WAIT` waits for).
+const REPLICA_SYNC_CHANNEL: &str = "fairlock:replica-sync";
 
 async fn read_eviction_policy(probe: &mut MultiplexedConnection, addr: &str) -> Option<Arc<str>> {
     let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")

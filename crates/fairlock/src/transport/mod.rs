@@ -11,6 +11,7 @@ mod connection;
 mod endpoint;
 mod errors;
 mod pubsub;
+mod sentinel;
 
 pub(crate) use connection::{Connection, Script, Timeouts};
 pub(crate) use endpoint::{Endpoint, URL_FORMS};

@@ -10,12 +10,20 @@ use futures_util::stream::BoxStream;
 
 use super::connection::Timeouts;
 use super::errors::{from_redis_conn, timed_out};
+use super::sentinel::Follower;
 use crate::error::Result;
 
-/// Opens pub/sub connections to the client's server.
+/// Opens pub/sub connections to the client's server (for Sentinel: to the
+/// master known at the time).
 pub(crate) struct PubSubConnector {
-    client: redis::Client,
+    target: Target,
     timeouts: Timeouts,
+}
+
+enum Target {
+    Fixed(Box<redis::Client>),
+    /// The master a sentinel deployment names; a stream ends when it moves.
+    Following(Arc<Follower>),
 }
 
 /// The sending half of a pub/sub connection: (un)subscribe and PING.
@@ -28,6 +36,8 @@ pub(crate) struct PubSubSink {
 /// The receiving half: the messages of every subscribed channel.
 pub(crate) struct PubSubStream {
     stream: BoxStream<'static, redis::Msg>,
+    /// Sentinel: changes when the client switched to another master.
+    moved: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 /// One message: its channel and payload (not UTF-8: replaced lossily).
@@ -38,13 +48,44 @@ pub(crate) struct Message {
 
 impl PubSubConnector {
     pub(super) fn new(client: redis::Client, timeouts: Timeouts) -> Self {
-        Self { client, timeouts }
+        Self {
+            target: Target::Fixed(Box::new(client)),
+            timeouts,
+        }
     }
 
-    /// Open a new pub/sub connection, within the connect timeout.
+    pub(super) fn following(follower: Arc<Follower>, timeouts: Timeouts) -> Self {
+        Self {
+            target: Target::Following(follower),
+            timeouts,
+        }
+    }
+
+    /// Open a new pub/sub connection, within the connect timeout. For
+    /// Sentinel, its stream ends when the client switches to another master
+    /// (the router then reconnects, to the new one).
     pub(crate) async fn connect(&self) -> Result<(PubSubSink, PubSubStream)> {
-        let addr = self.client.get_connection_info().addr().to_string();
-        let connected = tokio::time::timeout(self.timeouts.connect, self.client.get_async_pubsub());
+        let connected = self.connect_once().await;
+        if let (Err(err), Target::Following(follower)) = (&connected, &self.target) {
+            // The master may be gone: look it up again.
+            follower.after_error(err, follower.current().1);
+        }
+        connected
+    }
+
+    async fn connect_once(&self) -> Result<(PubSubSink, PubSubStream)> {
+        let (client, moved) = match &self.target {
+            Target::Fixed(client) => (client.as_ref().clone(), None),
+            Target::Following(follower) => {
+                // Watch first: a switch after this point ends the stream.
+                let mut moved = follower.switches();
+                moved.borrow_and_update();
+                let (direct, _) = follower.current();
+                (direct.client().clone(), Some(moved))
+            }
+        };
+        let addr = client.get_connection_info().addr().to_string();
+        let connected = tokio::time::timeout(self.timeouts.connect, client.get_async_pubsub());
         let pubsub = match connected.await {
             Ok(Ok(pubsub)) => pubsub,
             Ok(Err(err)) => return Err(from_redis_conn(err, &addr)),
@@ -64,6 +105,7 @@ impl PubSubConnector {
             },
             PubSubStream {
                 stream: stream.boxed(),
+                moved,
             },
         ))
     }
@@ -91,9 +133,16 @@ impl PubSubSink {
 }
 
 impl PubSubStream {
-    /// The next message; `None` when the connection closed.
+    /// The next message; `None` when the connection closed (or, for
+    /// Sentinel, the client moved to another master).
     pub(crate) async fn next(&mut self) -> Option<Message> {
-        let message = self.stream.next().await?;
+        let message = match &mut self.moved {
+            None => self.stream.next().await?,
+            Some(moved) => tokio::select! {
+                message = self.stream.next() => message?,
+                _ = moved.changed() => return None,
+            },
+        };
         Some(Message {
             channel: message.get_channel_name().to_owned(),
             payload: String::from_utf8_lossy(message.get_payload_bytes()).into(),
