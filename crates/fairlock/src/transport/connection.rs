@@ -24,19 +24,52 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
+use super::cluster::{self, ClusterCommands};
 use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis, from_redis_conn};
 use super::pubsub::PubSubConnector;
 use crate::error::{Error, Result};
 use crate::events::{self, Event};
 
-/// A Lua script: its SHA-1 computed once, run with EVALSHA.
-pub(crate) struct Script(redis::Script);
+/// A Lua script: its SHA-1 computed once, run with EVALSHA. On a cluster
+/// with sharded pub/sub the script's wake-up publications run as SPUBLISH
+/// (a variant made once from the same source, see [`sharded_source`]).
+pub(crate) struct Script {
+    plain: redis::Script,
+    plain_code: String,
+    sharded: redis::Script,
+    sharded_code: String,
+}
 
 impl Script {
     pub(crate) fn new(code: &str) -> Self {
-        Self(redis::Script::new(code))
+        let sharded_code = sharded_source(code);
+        Self {
+            plain: redis::Script::new(code),
+            plain_code: code.to_owned(),
+            sharded: redis::Script::new(&sharded_code),
+            sharded_code,
+        }
     }
+}
+
+/// The script with every `redis.call('publish', ...)` on a lock's own
+/// channel turned into `redis.call('spublish', ...)`. The lock channels
+/// carry the lock's hash tag, so on a cluster they live in the slot of the
+/// keys the script touches; the revocation channel
+/// (`fairlock:revoked:CLIENT`, published with `revoked_prefix`) belongs to
+/// no slot and stays a cluster-wide PUBLISH.
+pub(crate) fn sharded_source(code: &str) -> String {
+    code.lines()
+        .map(|line| {
+            if line.contains("revoked_prefix") {
+                line.to_owned()
+            } else {
+                line.replace("redis.call('publish',", "redis.call('spublish',")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// How long connecting and each reply may take.
@@ -49,9 +82,16 @@ pub(crate) struct Timeouts {
 /// The command connection of one client. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Connection {
-    manager: ConnectionManager,
+    backend: Backend,
     addr: Arc<str>,
     maxmemory_policy: Option<Arc<str>>,
+}
+
+/// One server, or a cluster routed by key slot (`cluster.rs`).
+#[derive(Clone)]
+enum Backend {
+    Single(ConnectionManager),
+    Cluster(ClusterCommands),
 }
 
 impl Connection {
@@ -64,6 +104,26 @@ impl Connection {
         timeouts: Timeouts,
     ) -> Result<(Self, PubSubConnector)> {
         let addr: Arc<str> = endpoint.address().into();
+        if let Some(seeds) = endpoint.cluster_seeds() {
+            let builder = cluster::Builder::new(
+                seeds.clone(),
+                timeouts,
+                #[cfg(feature = "tls")]
+                endpoint.tls_certificates(),
+            );
+            let connected = ClusterCommands::connect(builder).await?;
+            let pubsub = PubSubConnector::cluster(
+                connected.builder,
+                connected.commands.sharded(),
+                timeouts,
+            );
+            let connection = Self {
+                backend: Backend::Cluster(connected.commands),
+                addr,
+                maxmemory_policy: connected.maxmemory_policy,
+            };
+            return Ok((connection, pubsub));
+        }
         let client = endpoint.redis_client()?;
         let probe_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeouts.connect))
@@ -102,11 +162,30 @@ impl Connection {
             .await
             .map_err(|e| from_redis_conn(e, &addr))?;
         let connection = Self {
-            manager,
+            backend: Backend::Single(manager),
             addr,
             maxmemory_policy,
         };
         Ok((connection, PubSubConnector::new(client, timeouts)))
+    }
+
+    /// The group of `key` for calls on several keys: keys of one group may
+    /// go in one script call. Its hash slot on a cluster (a call whose keys
+    /// span slots fails with CROSSSLOT); one group on a single server.
+    pub(crate) fn key_group(&self, key: &str) -> u16 {
+        match self.backend {
+            Backend::Single(_) => 0,
+            Backend::Cluster(_) => cluster::slot(key),
+        }
+    }
+
+    /// `host:port` of the server that serves `key` of lock `name`: the
+    /// master of its slot on a cluster, the server otherwise.
+    pub(crate) async fn node_for(&self, name: &str, key: &str) -> Result<String> {
+        match &self.backend {
+            Backend::Single(_) => Ok(self.addr.to_string()),
+            Backend::Cluster(cluster) => cluster.node_for(name, key).await,
+        }
     }
 
     /// The server's `maxmemory-policy` as read at connect.
@@ -122,14 +201,25 @@ impl Connection {
         keys: &[&str],
         args: &[String],
     ) -> Result<T> {
-        let mut invocation = script.0.prepare_invoke();
+        let manager = match &self.backend {
+            Backend::Single(manager) => manager,
+            Backend::Cluster(cluster) => {
+                let (hash, code) = if cluster.sharded() {
+                    (script.sharded.get_hash(), script.sharded_code.as_str())
+                } else {
+                    (script.plain.get_hash(), script.plain_code.as_str())
+                };
+                return cluster.script(hash, code, name, keys, args).await;
+            }
+        };
+        let mut invocation = script.plain.prepare_invoke();
         for key in keys {
             invocation.key(*key);
         }
         for arg in args {
             invocation.arg(arg.as_str());
         }
-        let mut manager = self.manager.clone();
+        let mut manager = manager.clone();
         invocation
             .invoke_async(&mut manager)
             .await
@@ -144,12 +234,16 @@ impl Connection {
         key: &str,
         args: &[&str],
     ) -> Result<T> {
+        let manager = match &self.backend {
+            Backend::Single(manager) => manager,
+            Backend::Cluster(cluster) => return cluster.command(name, command, key, args).await,
+        };
         let mut cmd = redis::cmd(command);
         cmd.arg(key);
         for arg in args {
             cmd.arg(*arg);
         }
-        let mut manager = self.manager.clone();
+        let mut manager = manager.clone();
         cmd.query_async(&mut manager)
             .await
             .map_err(|e| from_redis(e, &self.addr, name, key))

@@ -1,16 +1,20 @@
 //! Where the Redis server is and how to reach it: the parsed URL and the
 //! TLS material, and the Redis clients built from them.
 
+use super::cluster::{Seeds, parse_seeds};
 use crate::error::{Error, Result};
 
 /// The accepted URL forms, for messages.
 pub(crate) const URL_FORMS: &str = "redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], \
-     rediss://... (the same, over TLS), or redis+unix:///PATH/TO/SOCKET[?db=DB]";
+     rediss://... (the same, over TLS), redis+unix:///PATH/TO/SOCKET[?db=DB], or \
+     redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...] (rediss+cluster:// over TLS)";
 
 /// One standalone server (Sentinel and Cluster endpoints join it here).
 #[derive(Clone)]
 pub(crate) struct Endpoint {
     info: redis::ConnectionInfo,
+    /// The seeds of a Redis Cluster (`info` is the first one).
+    cluster: Option<Seeds>,
     #[cfg(feature = "tls")]
     tls: Option<TlsFiles>,
 }
@@ -28,6 +32,20 @@ impl Endpoint {
     /// and never shows the password.
     pub(crate) fn parse(url: &str) -> Result<Self> {
         use redis::IntoConnectionInfo;
+        if let Some(seeds) = parse_seeds(url) {
+            let seeds = seeds.map_err(|problem| {
+                Error::InvalidConfig(format!(
+                    "Redis URL {:?} is not valid ({problem}); use {URL_FORMS}",
+                    redact_password(url),
+                ))
+            })?;
+            return Ok(Self {
+                info: seeds.nodes[0].clone(),
+                cluster: Some(seeds),
+                #[cfg(feature = "tls")]
+                tls: None,
+            });
+        }
         let info = url.into_connection_info().map_err(|e| {
             Error::InvalidConfig(format!(
                 "Redis URL {:?} is not valid ({}); use {URL_FORMS}",
@@ -37,14 +55,45 @@ impl Endpoint {
         })?;
         Ok(Self {
             info,
+            cluster: None,
             #[cfg(feature = "tls")]
             tls: None,
         })
     }
 
-    /// `host:port` (or the socket path).
+    /// `host:port` (or the socket path); every seed, comma-separated, for
+    /// a cluster.
     pub(crate) fn address(&self) -> String {
-        self.info.addr().to_string()
+        match &self.cluster {
+            Some(seeds) => seeds
+                .nodes
+                .iter()
+                .map(|info| info.addr().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            None => self.info.addr().to_string(),
+        }
+    }
+
+    /// The seeds, for a Redis Cluster endpoint.
+    pub(super) fn cluster_seeds(&self) -> Option<&Seeds> {
+        self.cluster.as_ref()
+    }
+
+    /// The TLS files as the Redis client takes them, when set.
+    #[cfg(feature = "tls")]
+    pub(super) fn tls_certificates(&self) -> Option<redis::TlsCertificates> {
+        let tls = self.tls.as_ref()?;
+        Some(redis::TlsCertificates {
+            client_tls: tls
+                .client
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: tls.root_cert.clone(),
+        })
     }
 
     /// The database number.

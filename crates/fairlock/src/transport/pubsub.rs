@@ -8,26 +8,44 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
+use super::cluster::Builder;
 use super::connection::Timeouts;
 use super::errors::{from_redis_conn, timed_out};
+use super::sharded::{ShardedConnector, ShardedSink, ShardedStream};
 use crate::error::Result;
 
-/// Opens pub/sub connections to the client's server.
+/// Opens pub/sub connections to the client's server (or cluster:
+/// `sharded.rs`).
 pub(crate) struct PubSubConnector {
-    client: redis::Client,
+    servers: Servers,
     timeouts: Timeouts,
+}
+
+enum Servers {
+    Single(redis::Client),
+    Cluster(ShardedConnector),
 }
 
 /// The sending half of a pub/sub connection: (un)subscribe and PING.
 pub(crate) struct PubSubSink {
-    sink: redis::aio::PubSubSink,
+    sink: SinkKind,
     timeouts: Timeouts,
     addr: String,
 }
 
+enum SinkKind {
+    Single(redis::aio::PubSubSink),
+    Cluster(ShardedSink),
+}
+
 /// The receiving half: the messages of every subscribed channel.
 pub(crate) struct PubSubStream {
-    stream: BoxStream<'static, redis::Msg>,
+    stream: StreamKind,
+}
+
+enum StreamKind {
+    Single(BoxStream<'static, redis::Msg>),
+    Cluster(ShardedStream),
 }
 
 /// One message: its channel and payload (not UTF-8: replaced lossily).
@@ -38,13 +56,40 @@ pub(crate) struct Message {
 
 impl PubSubConnector {
     pub(super) fn new(client: redis::Client, timeouts: Timeouts) -> Self {
-        Self { client, timeouts }
+        Self {
+            servers: Servers::Single(client),
+            timeouts,
+        }
+    }
+
+    /// Pub/sub on a cluster, sharded when `sharded` (see `sharded.rs`).
+    pub(super) fn cluster(builder: Builder, sharded: bool, timeouts: Timeouts) -> Self {
+        Self {
+            servers: Servers::Cluster(ShardedConnector::new(builder, sharded, timeouts)),
+            timeouts,
+        }
     }
 
     /// Open a new pub/sub connection, within the connect timeout.
     pub(crate) async fn connect(&self) -> Result<(PubSubSink, PubSubStream)> {
-        let addr = self.client.get_connection_info().addr().to_string();
-        let connected = tokio::time::timeout(self.timeouts.connect, self.client.get_async_pubsub());
+        let client = match &self.servers {
+            Servers::Single(client) => client,
+            Servers::Cluster(cluster) => {
+                let (sink, stream) = cluster.connect().await?;
+                return Ok((
+                    PubSubSink {
+                        sink: SinkKind::Cluster(sink),
+                        timeouts: self.timeouts,
+                        addr: String::new(),
+                    },
+                    PubSubStream {
+                        stream: StreamKind::Cluster(stream),
+                    },
+                ));
+            }
+        };
+        let addr = client.get_connection_info().addr().to_string();
+        let connected = tokio::time::timeout(self.timeouts.connect, client.get_async_pubsub());
         let pubsub = match connected.await {
             Ok(Ok(pubsub)) => pubsub,
             Ok(Err(err)) => return Err(from_redis_conn(err, &addr)),
@@ -58,12 +103,12 @@ impl PubSubConnector {
         let (sink, stream) = pubsub.split();
         Ok((
             PubSubSink {
-                sink,
+                sink: SinkKind::Single(sink),
                 timeouts: self.timeouts,
                 addr,
             },
             PubSubStream {
-                stream: stream.boxed(),
+                stream: StreamKind::Single(stream.boxed()),
             },
         ))
     }
@@ -73,19 +118,29 @@ impl PubSubSink {
     /// Subscribe to `channels`, confirmed by the server.
     pub(crate) async fn subscribe(&mut self, channels: &[String]) -> Result<()> {
         let limit = self.timeouts.response;
-        bounded(limit, &self.addr, self.sink.subscribe(channels)).await
+        match &mut self.sink {
+            SinkKind::Single(sink) => bounded(limit, &self.addr, sink.subscribe(channels)).await,
+            SinkKind::Cluster(sink) => sink.subscribe(channels).await,
+        }
     }
 
     /// Unsubscribe from `channel`.
     pub(crate) async fn unsubscribe(&mut self, channel: &str) -> Result<()> {
         let limit = self.timeouts.response;
-        bounded(limit, &self.addr, self.sink.unsubscribe(channel)).await
+        match &mut self.sink {
+            SinkKind::Single(sink) => bounded(limit, &self.addr, sink.unsubscribe(channel)).await,
+            SinkKind::Cluster(sink) => sink.unsubscribe(channel).await,
+        }
     }
 
     /// Check that the connection still answers.
     pub(crate) async fn ping(&mut self) -> Result<()> {
         let limit = self.timeouts.response;
-        let ping = async { self.sink.ping::<redis::Value>().await.map(drop) };
+        let sink = match &mut self.sink {
+            SinkKind::Single(sink) => sink,
+            SinkKind::Cluster(sink) => return sink.ping().await,
+        };
+        let ping = async { sink.ping::<redis::Value>().await.map(drop) };
         bounded(limit, &self.addr, ping).await
     }
 }
@@ -93,7 +148,11 @@ impl PubSubSink {
 impl PubSubStream {
     /// The next message; `None` when the connection closed.
     pub(crate) async fn next(&mut self) -> Option<Message> {
-        let message = self.stream.next().await?;
+        let stream = match &mut self.stream {
+            StreamKind::Single(stream) => stream,
+            StreamKind::Cluster(stream) => return stream.next().await,
+        };
+        let message = stream.next().await?;
         Some(Message {
             channel: message.get_channel_name().to_owned(),
             payload: String::from_utf8_lossy(message.get_payload_bytes()).into(),
