@@ -154,7 +154,11 @@ pub async fn cluster_client_with(
         .expect("url")
         .protocol(protocol);
     let config = adjust(config);
-    assert_eq!(config.get_protocol(), protocol, "cluster_client_with: keep the protocol");
+    assert_eq!(
+        config.get_protocol(),
+        protocol,
+        "cluster_client_with: keep the protocol"
+    );
     fairlock::LockClient::with_config(config)
         .await
         .expect("connect to the cluster")
@@ -162,7 +166,11 @@ pub async fn cluster_client_with(
 
 /// The node of `cluster` serving lock `name` under `protocol` now (every
 /// key of a lock shares its slot).
-pub fn node_of<'a>(cluster: &'a Cluster, protocol: fairlock::Protocol, name: &str) -> &'a RedisServer {
+pub fn node_of<'a>(
+    cluster: &'a Cluster,
+    protocol: fairlock::Protocol,
+    name: &str,
+) -> &'a RedisServer {
     cluster.node_for_key(&lock_keys(protocol, name).1)
 }
 

@@ -320,9 +320,8 @@ async fn run(
         // One script call may only touch keys of one group (one hash slot
         // on a cluster, where other calls fail with CROSSSLOT).
         batch.sort_by_key(|((key, _), _, _)| conn.key_group(key));
-        let groups = batch.chunk_by(|((a, _), _, _), ((b, _), _, _)| {
-            conn.key_group(a) == conn.key_group(b)
-        });
+        let groups =
+            batch.chunk_by(|((a, _), _, _), ((b, _), _, _)| conn.key_group(a) == conn.key_group(b));
         for chunk in groups.flat_map(|group| group.chunks(RENEW_BATCH)) {
             let holds: Vec<HoldRef<'_>> = chunk
                 .iter()

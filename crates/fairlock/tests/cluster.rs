@@ -127,7 +127,11 @@ async fn mutual_exclusion(cluster: &Cluster, protocol: Protocol) {
         task.await.unwrap();
     }
     let total: u64 = cluster.node_for_key(&counter).cmd(&["GET", &counter]);
-    assert_eq!(total, (TASKS * ROUNDS) as u64, "{protocol}: overlapping holds");
+    assert_eq!(
+        total,
+        (TASKS * ROUNDS) as u64,
+        "{protocol}: overlapping holds"
+    );
     support::assert_clean_for(node_of(cluster, protocol, name), protocol, name);
 }
 
@@ -153,7 +157,10 @@ async fn locks_on_every_master_are_renewed_for_three_leases() {
         );
         for (name, guard) in names.iter().zip(&guards) {
             assert!(guard.is_held(), "{protocol} {name}");
-            assert!(is_held(&cluster, protocol, name), "{protocol} {name}: key gone");
+            assert!(
+                is_held(&cluster, protocol, name),
+                "{protocol} {name}: key gone"
+            );
             let pttl: i64 =
                 node_of(&cluster, protocol, name).cmd(&["PTTL", &lock_keys(protocol, name).0]);
             assert!(pttl > 0, "{protocol} {name}: pttl {pttl}");
@@ -178,7 +185,12 @@ async fn busy_lock_slot_migrated_while_held_and_waited_on() {
         let name = format!("migrating-{protocol}");
         let holder_client = cluster_client_with(&cluster, protocol, |c| c.lease(lease)).await;
         let waiter_client = cluster_client_with(&cluster, protocol, |c| c.lease(lease)).await;
-        let held = holder_client.fair_lock(&name).unwrap().lock().await.unwrap();
+        let held = holder_client
+            .fair_lock(&name)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
         let lock = waiter_client.fair_lock(&name).unwrap();
         let waiter = tokio::spawn(async move { lock.lock().await });
         eventually(Duration::from_secs(10), "waiter queued", || {
@@ -204,7 +216,11 @@ async fn busy_lock_slot_migrated_while_held_and_waited_on() {
         tokio::time::sleep(lease + lease / 2).await;
         assert!(held.is_held(), "{protocol}: hold lost across the migration");
         assert!(is_held(&cluster, protocol, &name));
-        assert_eq!(queue_len(&cluster, protocol, &name), 1, "{protocol}: waiter lost its place");
+        assert_eq!(
+            queue_len(&cluster, protocol, &name),
+            1,
+            "{protocol}: waiter lost its place"
+        );
 
         let released = Instant::now();
         held.unlock().await.unwrap();
@@ -233,7 +249,12 @@ async fn cluster_failover_of_the_master_serving_a_lock() {
         let name = format!("failover-{protocol}");
         let holder_client = cluster_client_with(&cluster, protocol, |c| c.lease(lease)).await;
         let waiter_client = cluster_client_with(&cluster, protocol, |c| c.lease(lease)).await;
-        let held = holder_client.fair_lock(&name).unwrap().lock().await.unwrap();
+        let held = holder_client
+            .fair_lock(&name)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
         let lock = waiter_client.fair_lock(&name).unwrap();
         let waiter = tokio::spawn(async move { lock.lock().await });
         eventually(Duration::from_secs(10), "waiter queued", || {

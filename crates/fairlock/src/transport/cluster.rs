@@ -75,7 +75,9 @@ fn parse_rest(base: &str, rest: &str) -> std::result::Result<Seeds, String> {
             return Err("an empty host in the list of seeds".to_owned());
         }
         if !host.contains(':') {
-            return Err(format!("seed {host:?} has no port: give every seed as HOST:PORT"));
+            return Err(format!(
+                "seed {host:?} has no port: give every seed as HOST:PORT"
+            ));
         }
         let info = format!("{base}://{userinfo}{host}")
             .into_connection_info()
@@ -253,7 +255,9 @@ impl ClusterCommands {
         let mut conn = self.conn.clone();
         let addr = "cluster";
         match evalsha.query_async(&mut conn).await {
-            Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
                 let mut load = redis::cmd("SCRIPT");
                 load.arg("LOAD").arg(code);
                 let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
@@ -340,7 +344,10 @@ async fn read_eviction_policy(conn: &mut ClusterConnection, addr: &str) -> Optio
     let mut cmd = redis::cmd("CONFIG");
     cmd.arg("GET").arg("maxmemory-policy");
     let reply = conn
-        .route_command(cmd, RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary))
+        .route_command(
+            cmd,
+            RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
+        )
         .await
         .and_then(|value| {
             HashMap::<String, String>::from_redis_value(value).map_err(redis::RedisError::from)

@@ -112,11 +112,8 @@ impl Connection {
                 endpoint.tls_certificates(),
             );
             let connected = ClusterCommands::connect(builder).await?;
-            let pubsub = PubSubConnector::cluster(
-                connected.builder,
-                connected.commands.sharded(),
-                timeouts,
-            );
+            let pubsub =
+                PubSubConnector::cluster(connected.builder, connected.commands.sharded(), timeouts);
             let connection = Self {
                 backend: Backend::Cluster(connected.commands),
                 addr,

@@ -174,7 +174,12 @@ impl ShardedSink {
     pub(crate) async fn ping(&mut self) -> Result<()> {
         let limit = self.timeouts.response;
         let conn = &mut self.conn;
-        let ping = async { redis::cmd("PING").query_async::<Value>(conn).await.map(drop) };
+        let ping = async {
+            redis::cmd("PING")
+                .query_async::<Value>(conn)
+                .await
+                .map(drop)
+        };
         bounded(limit, &self.addr, ping).await
     }
 }
