@@ -47,7 +47,9 @@ fn after_help(sub: Sub, example: &str) -> String {
 )]
 pub(crate) struct Cli {
     /// Redis URL: redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], rediss:// for
-    /// TLS, redis+unix:///PATH. Default: $REDIS_URL, else
+    /// TLS, redis+unix:///PATH, or a Redis Cluster as
+    /// redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]
+    /// (rediss+cluster:// for TLS). Default: $REDIS_URL, else
     /// redis://127.0.0.1:6379 (demo and torture start a private
     /// redis-server instead).
     #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]

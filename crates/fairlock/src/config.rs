@@ -34,7 +34,10 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// ```
 ///
 /// URLs: `redis://[user][:password@]host[:port][/db]`, `rediss://` for TLS
-/// (feature `tls`, on by default), `redis+unix:///path` or `unix:///path`.
+/// (feature `tls`, on by default), `redis+unix:///path` or `unix:///path`,
+/// and a Redis Cluster as `redis+cluster://[user:password@]host:port[,host:port...]`
+/// (`rediss+cluster://` for TLS): every seed is tried, one that answers is
+/// enough.
 #[derive(Clone)]
 pub struct ClientConfig {
     pub(crate) endpoint: Endpoint,

@@ -281,3 +281,44 @@ fn missing_database(err: redis::RedisError, addr: &str, db: i64) -> Error {
          as in redis://HOST:PORT/0"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::sharded_source;
+
+    /// Every publication in every protocol script: on a lock's channel it
+    /// becomes SPUBLISH in the sharded variant, on the revocation channel
+    /// it stays PUBLISH; nothing else changes.
+    #[test]
+    fn sharded_scripts_publish_lock_channels_with_spublish() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol");
+        let mut spublish = 0;
+        for sub in ["native", "redisson"] {
+            for entry in std::fs::read_dir(format!("{dir}/{sub}")).unwrap() {
+                let path = entry.unwrap().path();
+                let code = std::fs::read_to_string(&path).unwrap();
+                let sharded = sharded_source(&code);
+                assert_eq!(sharded.lines().count(), code.lines().count(), "{path:?}");
+                for (before, after) in code.lines().zip(sharded.lines()) {
+                    if !before.contains("redis.call('publish'") {
+                        assert_eq!(before, after, "{path:?}");
+                    } else if before.contains("revoked_prefix") {
+                        assert_eq!(before, after, "{path:?}: revocations stay PUBLISH");
+                    } else {
+                        assert!(after.contains("redis.call('spublish'"), "{path:?}: {after}");
+                        assert!(!after.contains("redis.call('publish'"), "{path:?}: {after}");
+                        spublish += 1;
+                    }
+                }
+                // A publication written another way would escape the rule.
+                assert_eq!(
+                    code.matches("'publish'").count(),
+                    code.matches("redis.call('publish'").count(),
+                    "{path:?}"
+                );
+            }
+        }
+        // native: grant and free; redisson: head and non-fair releases.
+        assert!(spublish >= 4, "{spublish}");
+    }
+}
