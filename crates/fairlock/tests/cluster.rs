@@ -343,3 +343,51 @@ async fn redisson_wakeups_use_sharded_channels() {
     guard.unlock().await.unwrap();
     support::assert_clean_for(node, protocol, name);
 }
+
+/// SIGKILL of the master serving a held lock with a waiter: its replica
+/// takes over after the node timeout; the holder's renewals and release,
+/// retried within the retry budget, reach the new master (the lock was
+/// replicated, so it is kept), and the waiter gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn master_killed_while_a_lock_is_held_and_waited_on() {
+    let mut cluster = Cluster::start();
+    let protocol = Protocol::Native;
+    let name = "killed";
+    let lease = Duration::from_secs(10);
+    let holder_client = cluster_client_with(&cluster, protocol, |c| c.lease(lease)).await;
+    let waiter_client = cluster_client_with(&cluster, protocol, |c| c.lease(lease)).await;
+    let held = holder_client.fair_lock(name).unwrap().lock().await.unwrap();
+    let lock = waiter_client.fair_lock(name).unwrap();
+    let waiter = tokio::spawn(async move { lock.lock().await });
+    eventually(Duration::from_secs(10), "waiter queued", || {
+        queue_len(&cluster, protocol, name) == 1
+    })
+    .await;
+    let master = node_of(&cluster, protocol, name).port();
+    let acked: i64 = cluster.node(master).cmd(&["WAIT", "1", "5000"]);
+    assert_eq!(acked, 1, "the replica did not acknowledge the lock");
+    let slot = cluster.slot_of(&lock_keys(protocol, name).1);
+
+    let killed = Instant::now();
+    let replica = cluster.kill_master(master);
+    let served_by = cluster.wait_slot_served(slot);
+    eprintln!(
+        "SIGKILL of the master: slot served again by :{served_by} after {:?}",
+        killed.elapsed()
+    );
+    assert_eq!(served_by, replica);
+    // The lock survived on the promoted replica; the holder still has it.
+    assert!(held.is_held(), "the hold was kept by the replica");
+    assert!(is_held(&cluster, protocol, name));
+    held.unlock()
+        .await
+        .expect("the release reaches the new master");
+    let guard = tokio::time::timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("the waiter gets the lock after the master died")
+        .unwrap()
+        .unwrap();
+    eprintln!("waiter got the lock {:?} after the kill", killed.elapsed());
+    guard.unlock().await.unwrap();
+    support::assert_clean_for(cluster.node(replica), protocol, name);
+}

@@ -9,8 +9,10 @@
 //!   `ASK` (a slot in migration) redirections itself, a few times per call.
 //! - A script runs with EVALSHA on the master of its first key's slot. A
 //!   NOSCRIPT reply (a promoted replica, a new node: scripts are not
-//!   replicated) loads the script on that node with SCRIPT LOAD and runs
-//!   it again.
+//!   replicated) runs it once with EVAL, routed by the same key, which also
+//!   leaves it in that node's script cache. (A separate SCRIPT LOAD routed
+//!   by slot could reach another node than the redirected EVALSHA while the
+//!   slot map is refreshed after a failover: the tests saw NOSCRIPT twice.)
 //! - What the redirections do not fix within the call (`TRYAGAIN` during a
 //!   migration, `CLUSTERDOWN` and refused connections while a failed master
 //!   is replaced) is an [`Error::Unavailable`] or [`Error::Connection`],
@@ -239,8 +241,9 @@ impl ClusterCommands {
     }
 
     /// Run the script whose SHA-1 is `hash` (source `code`) with `keys`
-    /// and `args`, on the master of the first key's slot; NOSCRIPT loads it
-    /// there and runs it again.
+    /// and `args`, on the master of the first key's slot; after NOSCRIPT it
+    /// runs again as EVAL. Cancelling it drops the reply; the script may
+    /// have run (the scripts are safe to send again).
     pub(crate) async fn script<T: FromRedisValue>(
         &self,
         hash: &str,
@@ -258,16 +261,11 @@ impl ClusterCommands {
             Err(err)
                 if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
             {
-                let mut load = redis::cmd("SCRIPT");
-                load.arg("LOAD").arg(code);
-                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
-                    Route::new(slot(first), SlotAddr::Master),
-                ));
-                conn.route_command(load, route)
-                    .await
-                    .map_err(|e| from_redis(e, addr, name, first))?;
-                evalsha
-                    .query_async(&mut conn)
+                // EVAL, routed by the same key, runs the script on the
+                // node that lacks it and leaves it in that node's cache.
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(code).arg(keys.len()).arg(keys).arg(args);
+                eval.query_async(&mut conn)
                     .await
                     .map_err(|e| from_redis(e, addr, name, first))
             }
