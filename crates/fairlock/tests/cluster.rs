@@ -391,3 +391,50 @@ async fn master_killed_while_a_lock_is_held_and_waited_on() {
     guard.unlock().await.unwrap();
     support::assert_clean_for(cluster.node(replica), protocol, name);
 }
+
+/// Not a check: handoffs per second of one contended fair lock (4 tasks
+/// over 2 clients, each locking and unlocking in a loop for 5 s), on a
+/// standalone server and on the cluster, in one run:
+/// `cargo nextest run -p fairlock --test cluster handoff_rates --run-ignored only --no-capture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check"]
+async fn handoff_rates_standalone_and_cluster() {
+    let server = support::RedisServer::start();
+    let cluster = Cluster::start();
+    for protocol in PROTOCOLS {
+        let standalone = [
+            support::client(&server, protocol).await,
+            support::client(&server, protocol).await,
+        ];
+        let on_cluster = [
+            cluster_client(&cluster, protocol).await,
+            cluster_client(&cluster, protocol).await,
+        ];
+        for (topology, clients) in [("standalone", standalone), ("cluster", on_cluster)] {
+            let rate = handoff_rate(&clients, Duration::from_secs(5)).await;
+            eprintln!("{protocol} {topology}: {rate:.0} handoffs/s");
+        }
+    }
+}
+
+async fn handoff_rate(clients: &[LockClient; 2], run_for: Duration) -> f64 {
+    let deadline = Instant::now() + run_for;
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        let lock = clients[t % 2].fair_lock("rate").unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                lock.lock().await.unwrap().unlock().await.unwrap();
+                n += 1;
+            }
+            n
+        }));
+    }
+    let started = Instant::now();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}

@@ -198,7 +198,8 @@ impl Builder {
 impl ClusterCommands {
     /// Connect through the seeds; a probe PING tells apart seeds that are
     /// down, not Redis or refuse the credentials, then the sharded pub/sub
-    /// support and the eviction policy are read.
+    /// support and the eviction policy are read. Cancelling it drops the
+    /// connections made so far.
     pub(crate) async fn connect(builder: Builder) -> Result<Connected> {
         let addr = builder.address();
         let client = builder
@@ -273,7 +274,8 @@ impl ClusterCommands {
         }
     }
 
-    /// Run one command on `key` of lock `name`.
+    /// Run one command on `key` of lock `name`. Cancelling it drops the
+    /// reply (the command may have run).
     pub(crate) async fn command<T: FromRedisValue>(
         &self,
         name: &str,
@@ -290,7 +292,8 @@ impl ClusterCommands {
     }
 
     /// `host:port` of the master serving `key` now, as the cluster says
-    /// (`CLUSTER SHARDS` would do too; `CLUSTER SLOTS` exists since 3.0).
+    /// (`CLUSTER SLOTS`, asked of that master). Read only: cancelling it
+    /// changes nothing.
     pub(crate) async fn node_for(&self, name: &str, key: &str) -> Result<String> {
         let mut conn = self.conn.clone();
         let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(

@@ -93,7 +93,8 @@ impl ShardedConnector {
     }
 
     /// Open a new pub/sub cluster connection, within twice the connect
-    /// timeout (the seeds, then the masters).
+    /// timeout (the seeds, then the masters). Cancelling it drops the
+    /// connections made so far.
     pub(crate) async fn connect(&self) -> Result<(ShardedSink, ShardedStream)> {
         let addr = self.builder.address();
         let (tx, pushes) = mpsc::unbounded_channel();
@@ -135,7 +136,10 @@ impl ShardedConnector {
 }
 
 impl ShardedSink {
-    /// Subscribe to `channels`, each confirmed by the server.
+    /// Subscribe to `channels`, each confirmed by the server. Cancelled or
+    /// failed part-way, the channels are still in the wanted set: the
+    /// router treats the connection as broken and subscribes again on a
+    /// new one.
     pub(crate) async fn subscribe(&mut self, channels: &[String]) -> Result<()> {
         for channel in channels {
             self.wanted.set().insert(channel.clone());
@@ -154,7 +158,8 @@ impl ShardedSink {
         Ok(())
     }
 
-    /// Unsubscribe from `channel`.
+    /// Unsubscribe from `channel`. Cancelled, the subscription may stay
+    /// until the connection is replaced; its messages only wake nobody.
     pub(crate) async fn unsubscribe(&mut self, channel: &str) -> Result<()> {
         self.wanted.set().remove(channel);
         let sharded = self.sharded && has_hash_tag(channel);
@@ -170,7 +175,8 @@ impl ShardedSink {
         bounded(limit, &self.addr, unsubscribe).await
     }
 
-    /// Check that every master still answers.
+    /// Check that every master still answers (cancelling it changes
+    /// nothing).
     pub(crate) async fn ping(&mut self) -> Result<()> {
         let limit = self.timeouts.response;
         let conn = &mut self.conn;
@@ -186,7 +192,9 @@ impl ShardedSink {
 
 impl ShardedStream {
     /// The next message; `None` when a node connection broke (the router
-    /// then starts over with a new connection).
+    /// then starts over with a new connection). Cancelled while it
+    /// re-subscribes a moved channel, the channel stays unsubscribed until
+    /// the next reconnect; its waiters still re-check on their wait bound.
     pub(crate) async fn next(&mut self) -> Option<Message> {
         loop {
             let push = self.pushes.recv().await?;
