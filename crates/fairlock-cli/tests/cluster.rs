@@ -90,3 +90,29 @@ fn exec_and_inspect_on_a_cluster() {
         assert_eq!(info["locked"], false, "{info}");
     }
 }
+
+/// The wrong URL form for the topology is a usage error (exit 64) that
+/// names the right one, not MOVED or CROSSSLOT failures later.
+#[test]
+fn wrong_url_form_for_the_topology_says_which_to_use() {
+    let cluster = Cluster::start();
+    let node = &cluster.nodes()[0];
+    let out = run(Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", &node.url(), "exec", "x", "--", "true"])
+        .env_remove("REDIS_URL"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains(&format!("redis+cluster://{}", node.addr())),
+        "{stderr}"
+    );
+
+    let server = support::RedisServer::start();
+    let out = run(Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", &format!("redis+cluster://{}", server.addr())])
+        .args(["exec", "x", "--", "true"])
+        .env_remove("REDIS_URL"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("not a Redis Cluster node"), "{stderr}");
+}

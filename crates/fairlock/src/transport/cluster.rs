@@ -132,6 +132,8 @@ fn crc16(bytes: &[u8]) -> u16 {
 #[derive(Clone)]
 pub(crate) struct ClusterCommands {
     conn: ClusterConnection,
+    /// The seeds, `host:port,...`, for errors.
+    addr: Arc<str>,
     /// Every master has sharded pub/sub (scripts publish with SPUBLISH).
     sharded: bool,
 }
@@ -185,6 +187,17 @@ impl Builder {
         builder
     }
 
+    /// Every seed, `host:port,...`, for errors.
+    pub(crate) fn seeds_address(&self) -> String {
+        let seeds: Vec<String> = self
+            .seeds
+            .nodes
+            .iter()
+            .map(|i| i.addr().to_string())
+            .collect();
+        seeds.join(",")
+    }
+
     /// The first seed, `host:port`, for messages.
     pub(crate) fn address(&self) -> String {
         self.seeds
@@ -201,7 +214,7 @@ impl ClusterCommands {
     /// support and the eviction policy are read. Cancelling it drops the
     /// connections made so far.
     pub(crate) async fn connect(builder: Builder) -> Result<Connected> {
-        let addr = builder.address();
+        let addr = builder.seeds_address();
         let client = builder
             .builder()
             .build()
@@ -209,6 +222,12 @@ impl ClusterCommands {
         let connect = client.get_async_connection();
         let mut conn = match tokio::time::timeout(builder.timeouts.connect * 2, connect).await {
             Ok(Ok(conn)) => conn,
+            Ok(Err(err)) if err.to_string().contains("cluster support disabled") => {
+                return Err(Error::InvalidConfig(format!(
+                    "Redis at {addr} is not a Redis Cluster node (cluster support disabled): \
+                     connect with redis://HOST:PORT instead of redis+cluster://"
+                )));
+            }
             Ok(Err(err)) => return Err(from_first_reply(err, &addr)),
             Err(_) => {
                 return Err(from_redis_conn(
@@ -230,7 +249,11 @@ impl ClusterCommands {
             .is_ok();
         let maxmemory_policy = read_eviction_policy(&mut conn, &addr).await;
         Ok(Connected {
-            commands: Self { conn, sharded },
+            commands: Self {
+                conn,
+                addr: builder.seeds_address().into(),
+                sharded,
+            },
             maxmemory_policy,
             builder,
         })
@@ -257,7 +280,7 @@ impl ClusterCommands {
         let mut evalsha = redis::cmd("EVALSHA");
         evalsha.arg(hash).arg(keys.len()).arg(keys).arg(args);
         let mut conn = self.conn.clone();
-        let addr = "cluster";
+        let addr = &*self.addr;
         match evalsha.query_async(&mut conn).await {
             Err(err)
                 if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
@@ -288,7 +311,7 @@ impl ClusterCommands {
         let mut conn = self.conn.clone();
         cmd.query_async(&mut conn)
             .await
-            .map_err(|e| from_redis(e, "cluster", name, key))
+            .map_err(|e| from_redis(e, &self.addr, name, key))
     }
 
     /// `host:port` of the master serving `key` now, as the cluster says
@@ -305,7 +328,7 @@ impl ClusterCommands {
         let table = conn
             .route_command(cmd, route)
             .await
-            .map_err(|e| from_redis(e, "cluster", name, key))?;
+            .map_err(|e| from_redis(e, &self.addr, name, key))?;
         let wanted = slot(key);
         serving(&table, wanted).ok_or_else(|| {
             Error::Protocol(format!("CLUSTER SLOTS names no master for slot {wanted}"))

@@ -105,6 +105,27 @@ impl Connection {
     ) -> Result<(Self, PubSubConnector)> {
         let addr: Arc<str> = endpoint.address().into();
         if let Some(seeds) = endpoint.cluster_seeds() {
+            // Each seed in turn until one answers PING: a cluster whose
+            // seeds all fail is reported as the first one failed (down,
+            // not Redis, refusing the credentials), told apart as for one
+            // server.
+            let mut first_failure = None;
+            for info in seeds.nodes.iter() {
+                let seed = info.addr().to_string();
+                let client = endpoint.client_for(info.clone())?;
+                match probe_seed(&client, &seed, timeouts).await {
+                    Ok(()) => {
+                        first_failure = None;
+                        break;
+                    }
+                    Err(err) => {
+                        first_failure.get_or_insert(err);
+                    }
+                }
+            }
+            if let Some(err) = first_failure {
+                return Err(err);
+            }
             let builder = cluster::Builder::new(
                 seeds.clone(),
                 timeouts,
@@ -146,6 +167,7 @@ impl Connection {
                 .await
                 .map_err(|e| missing_database(e, &addr, db))?;
         }
+        refuse_cluster_node(&mut probe, &addr).await?;
         let maxmemory_policy = read_eviction_policy(&mut probe, &addr).await;
         drop(probe);
 
@@ -245,6 +267,38 @@ impl Connection {
             .await
             .map_err(|e| from_redis(e, &self.addr, name, key))
     }
+}
+
+/// A cluster node reached with `redis://` would answer MOVED for most
+/// locks and CROSSSLOT for batched renewals: refused at connect with the
+/// URL to use. A server that refuses INFO is not checked.
+async fn refuse_cluster_node(probe: &mut MultiplexedConnection, addr: &str) -> Result<()> {
+    let info: redis::RedisResult<String> =
+        redis::cmd("INFO").arg("cluster").query_async(probe).await;
+    match info {
+        Ok(text) if text.lines().any(|line| line.trim() == "cluster_enabled:1") => {
+            Err(Error::InvalidConfig(format!(
+                "Redis at {addr} is a Redis Cluster node: connect with \
+                 redis+cluster://{addr} (add more nodes, comma-separated, as seeds)"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Connect to one cluster seed and PING it, within the timeouts.
+async fn probe_seed(client: &redis::Client, addr: &str, timeouts: Timeouts) -> Result<()> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeouts.connect))
+        .set_response_timeout(Some(timeouts.response));
+    let mut probe = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| from_first_reply(e, addr))?;
+    redis::cmd("PING")
+        .query_async::<()>(&mut probe)
+        .await
+        .map_err(|e| from_first_reply(e, addr))
 }
 
 async fn read_eviction_policy(probe: &mut MultiplexedConnection, addr: &str) -> Option<Arc<str>> {

@@ -147,7 +147,9 @@ impl Endpoint {
         self.client_for(self.info.clone().set_redis_settings(settings))
     }
 
-    fn client_for(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
+    /// A Redis client for `info` with this endpoint's TLS files (one
+    /// cluster seed).
+    pub(super) fn client_for(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
         // rustls needs a process-wide crypto provider; install ring's unless
         // the application installed one already.
         #[cfg(feature = "tls")]
