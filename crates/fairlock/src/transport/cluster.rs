@@ -134,17 +134,10 @@ pub(crate) struct ClusterCommands {
     conn: ClusterConnection,
     /// The seeds, `host:port,...`, for errors.
     addr: Arc<str>,
+    /// `maxmemory-policy` of a master, read at connect.
+    maxmemory_policy: Option<Arc<str>>,
     /// Every master has sharded pub/sub (scripts publish with SPUBLISH).
     sharded: bool,
-}
-
-/// What connecting to a cluster yields: the command connection, what
-/// `maxmemory-policy` a node reported, and the client to open pub/sub
-/// connections with.
-pub(crate) struct Connected {
-    pub(crate) commands: ClusterCommands,
-    pub(crate) maxmemory_policy: Option<Arc<str>>,
-    pub(crate) builder: Builder,
 }
 
 /// How to build more cluster clients for the same seeds (the pub/sub one).
@@ -213,7 +206,7 @@ impl ClusterCommands {
     /// down, not Redis or refuse the credentials, then the sharded pub/sub
     /// support and the eviction policy are read. Cancelling it drops the
     /// connections made so far.
-    pub(crate) async fn connect(builder: Builder) -> Result<Connected> {
+    pub(crate) async fn connect(builder: Builder) -> Result<Self> {
         let addr = builder.seeds_address();
         let client = builder
             .builder()
@@ -248,15 +241,17 @@ impl ClusterCommands {
             .await
             .is_ok();
         let maxmemory_policy = read_eviction_policy(&mut conn, &addr).await;
-        Ok(Connected {
-            commands: Self {
-                conn,
-                addr: builder.seeds_address().into(),
-                sharded,
-            },
+        Ok(Self {
+            conn,
+            addr: builder.seeds_address().into(),
             maxmemory_policy,
-            builder,
+            sharded,
         })
+    }
+
+    /// `maxmemory-policy` of a master, as read at connect.
+    pub(crate) fn maxmemory_policy(&self) -> Option<&str> {
+        self.maxmemory_policy.as_deref()
     }
 
     /// `true` when wake-ups use sharded pub/sub (SPUBLISH/SSUBSCRIBE).

@@ -132,13 +132,12 @@ impl Connection {
                 #[cfg(feature = "tls")]
                 endpoint.tls_certificates(),
             );
-            let connected = ClusterCommands::connect(builder).await?;
-            let pubsub =
-                PubSubConnector::cluster(connected.builder, connected.commands.sharded(), timeouts);
+            let commands = ClusterCommands::connect(builder.clone()).await?;
+            let pubsub = PubSubConnector::cluster(builder, commands.sharded(), timeouts);
             let connection = Self {
-                backend: Backend::Cluster(connected.commands),
+                maxmemory_policy: commands.maxmemory_policy().map(Arc::from),
+                backend: Backend::Cluster(commands),
                 addr,
-                maxmemory_policy: connected.maxmemory_policy,
             };
             return Ok((connection, pubsub));
         }
