@@ -11,6 +11,7 @@ mod failure;
 mod history;
 mod inspect;
 mod private_redis;
+mod private_sentinel;
 mod progress;
 mod torture;
 mod torture_proxy;
@@ -47,13 +48,26 @@ fn after_help(sub: Sub, example: &str) -> String {
 )]
 pub(crate) struct Cli {
     /// Redis URL: redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], rediss:// for
-    /// TLS, redis+unix:///PATH, or a Redis Cluster as
-    /// redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]
+    /// TLS, redis+unix:///PATH, Redis Sentinel:
+    /// redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]
+    /// (rediss+sentinel:// for TLS; USER:PASSWORD are the data nodes'), or a
+    /// Redis Cluster: redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]
     /// (rediss+cluster:// for TLS). Default: $REDIS_URL, else
     /// redis://127.0.0.1:6379 (demo and torture start a private
     /// redis-server instead).
     #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
     redis: Option<String>,
+
+    /// Sentinel URLs: the user the sentinels themselves authenticate (empty:
+    /// the default user). Only with --sentinel-password.
+    #[arg(long, global = true, value_name = "USER", env = "FAIRLOCK_SENTINEL_USER", help_heading = GLOBAL)]
+    sentinel_user: Option<String>,
+
+    /// Sentinel URLs: the password of the sentinels themselves (the URL's
+    /// password is the data nodes'). Prefer the environment variable: a
+    /// flag shows in `ps`.
+    #[arg(long, global = true, value_name = "PASSWORD", env = "FAIRLOCK_SENTINEL_PASSWORD", hide_env_values = true, help_heading = GLOBAL)]
+    sentinel_password: Option<String>,
 
     /// Lock protocol: `native` (fencing tokens, server time, direct handoff)
     /// or `redisson` (shares locks with Java services using Redisson's
@@ -254,11 +268,23 @@ impl Cli {
         settings: &LockSettings,
         default_lease: Duration,
     ) -> Result<ClientConfig, Failure> {
-        Ok(ClientConfig::from_url(url)?
+        let config = ClientConfig::from_url(url)?
             .protocol(self.protocol)
             .lease(settings.lease_or(default_lease))
             .waiter_ttl(settings.waiter_ttl())
-            .waiter_slot(settings.waiter_slot()))
+            .waiter_slot(settings.waiter_slot());
+        Ok(self.with_sentinel_auth(config))
+    }
+
+    /// `config` with the sentinels' credentials, when given.
+    pub(crate) fn with_sentinel_auth(&self, config: ClientConfig) -> ClientConfig {
+        match &self.sentinel_password {
+            Some(password) => config.sentinel_auth(
+                self.sentinel_user.clone().unwrap_or_default(),
+                password.clone(),
+            ),
+            None => config,
+        }
     }
 
     /// A client for `url` with these lock settings (lease default 30 s).

@@ -39,8 +39,9 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::history::{self, Bounds, Event, Hold, QueueLog, Report};
+use crate::history::{self, Bounds, Event, Failovers, Hold, QueueLog, Report};
 use crate::private_redis::PrivateRedis;
+use crate::private_sentinel::{self, PrivateSentinel};
 use crate::progress::LiveLine;
 use crate::torture_proxy::FaultProxy;
 use crate::{Cli, Failure, LockSettings, duration, exit};
@@ -63,8 +64,33 @@ pub(crate) struct TortureArgs {
     /// Do not inject faults (kills and pauses of workers).
     #[arg(long)]
     no_faults: bool,
+    /// standalone: one redis-server (a private one, or --redis). sentinel:
+    /// a private master and replica behind three sentinels, with failover
+    /// faults besides the workers' (SIGKILL or SIGSTOP of the master,
+    /// SENTINEL FAILOVER); overlaps that start at a failover are counted
+    /// apart. sentinel starts its own deployment: it refuses --redis.
+    #[arg(long, value_enum, default_value_t = Topology::Standalone)]
+    topology: Topology,
     #[command(flatten)]
     settings: LockSettings,
+}
+
+/// The Redis deployment a torture runs on.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topology {
+    /// One server.
+    Standalone,
+    /// A master and a replica behind three sentinels.
+    Sentinel,
+}
+
+impl Topology {
+    fn as_str(self) -> &'static str {
+        match self {
+            Topology::Standalone => "standalone",
+            Topology::Sentinel => "sentinel",
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -75,6 +101,9 @@ pub(crate) struct WorkerArgs {
     duration: Duration,
     #[arg(long)]
     seed: u64,
+    /// Where to read the server clock (default: --redis).
+    #[arg(long)]
+    clock: Option<String>,
     #[command(flatten)]
     settings: LockSettings,
 }
@@ -161,6 +190,7 @@ impl EventOut {
 /// One worker process: tasks taking the locks until the duration is over.
 pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> {
     let url = cli.url();
+    let clock = args.clock.clone().unwrap_or_else(|| url.clone());
     let client = cli.connect(&url, &cli.settings(&args.settings)).await?;
     let out = EventOut::stdout();
     out.write(&Event::Client {
@@ -173,7 +203,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     for t in 0..args.tasks {
         let client = client.clone();
         let out = out.clone();
-        let mut conn = time_connection(&url).await?;
+        let mut conn = time_connection(&clock).await?;
         let mut rng = Rng(args.seed.wrapping_mul(31).wrapping_add(u64::from(t)) | 1);
         // Reused by some non-fair rounds: a new hold of an owner whose
         // earlier hold was lost (a pause) must not be touched by the old guard.
@@ -286,6 +316,7 @@ struct Plan {
     processes: u16,
     tasks: u16,
     faults: bool,
+    topology: Topology,
     protocol: Protocol,
     settings: LockSettings,
     /// The workers' lease (some get twice this).
@@ -303,6 +334,7 @@ impl Plan {
             processes: args.processes,
             tasks: args.tasks,
             faults: !args.no_faults,
+            topology: args.topology,
             protocol: cli.protocol,
             settings,
             lease,
@@ -313,9 +345,10 @@ impl Plan {
     /// The first line of the run.
     fn banner(&self) -> String {
         format!(
-            "torture: {} ({} protocol), {} processes x {} tasks, faults {}, lease {}",
+            "torture: {} ({} protocol, {} topology), {} processes x {} tasks, faults {}, lease {}",
             duration::format(self.duration),
             self.protocol,
+            self.topology.as_str(),
             self.processes,
             self.tasks,
             if self.faults { "on" } else { "off" },
@@ -334,10 +367,30 @@ impl Plan {
             max_hold_us: MAX_HOLD_MS * 1000,
             handoff_us: 300_000,
             // Workers may have twice the lease (their settings differ).
-            per_fault_us: (self.lease * 2 + slot + self.pause_for + Duration::from_secs(1))
-                .as_micros() as u64,
+            per_fault_us: (self.lease * 2
+                + slot
+                + self.pause_for
+                + Duration::from_secs(1)
+                + self.failover_time())
+            .as_micros() as u64,
             base_us: 3_000_000,
         }
+    }
+
+    /// How long a failover may take to play out: the sentinels' down-after,
+    /// an election and the clients' re-resolution (0 without Sentinel).
+    fn failover_time(&self) -> Duration {
+        match self.topology {
+            Topology::Standalone => Duration::ZERO,
+            Topology::Sentinel => private_sentinel::DOWN_AFTER * 3 + Duration::from_secs(7),
+        }
+    }
+
+    /// How long after a failover a hold may still overlap one that the
+    /// failover lost: until the lost holder's renewal (a third of twice
+    /// the lease) once the new master answers.
+    fn failover_window(&self) -> Duration {
+        self.failover_time() + self.lease * 2
     }
 }
 
@@ -345,6 +398,24 @@ impl Plan {
 /// faults, wind down, collect, check, report.
 pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     let plan = Plan::new(cli, args);
+    if plan.topology == Topology::Sentinel {
+        if cli.explicit_url().is_some() {
+            return Err(Failure::new(
+                exit::USAGE,
+                "--topology sentinel starts a private Sentinel deployment of its own: drop \
+                 --redis (and $REDIS_URL)",
+            ));
+        }
+        let deployment = tokio::task::spawn_blocking(PrivateSentinel::start)
+            .await
+            .map_err(|e| Failure::new(exit::SOFTWARE, format!("sentinel start: {e}")))?
+            .map_err(|e| Failure::new(exit::UNAVAILABLE, e))?;
+        let deployment = Arc::new(Mutex::new(deployment));
+        let url = lock_deployment(&deployment).url();
+        let result = run_against(cli, &plan, url, Some(Arc::clone(&deployment))).await;
+        let _ = tokio::task::spawn_blocking(move || drop(deployment)).await;
+        return result;
+    }
     let (url, server) = match cli.explicit_url() {
         Some(url) => (url, None),
         None => {
@@ -356,7 +427,7 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
             (server.url(), Some(server))
         }
     };
-    let result = run_against(cli, &plan, url).await;
+    let result = run_against(cli, &plan, url, None).await;
     if let Some(server) = server {
         // Killed and reaped: not on the runtime's threads either.
         let _ = tokio::task::spawn_blocking(move || drop(server)).await;
@@ -364,14 +435,25 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     result
 }
 
-async fn run_against(cli: &Cli, plan: &Plan, url: String) -> Result<u8, Failure> {
-    let stage = prepare(cli, plan, url).await?;
+fn lock_deployment(
+    deployment: &Mutex<PrivateSentinel>,
+) -> std::sync::MutexGuard<'_, PrivateSentinel> {
+    deployment.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn run_against(
+    cli: &Cli,
+    plan: &Plan,
+    url: String,
+    sentinel: Option<Arc<Mutex<PrivateSentinel>>>,
+) -> Result<u8, Failure> {
+    let stage = prepare(cli, plan, url, sentinel).await?;
     println!("{}", plan.banner());
     let stop = StopSignals::listen()?;
     let reports = Arc::new(Reports::default());
     let started = Instant::now();
     let deadline = started + plan.duration;
-    let mut workers = Workers::start(cli, plan, &stage.worker_url, &reports)?;
+    let mut workers = Workers::start(cli, plan, &stage.worker_url, &stage.clock_url, &reports)?;
     let mut injector = Injector::new(plan, &stage, workers.seed)?;
     let end = injector.run(&mut workers, started, deadline, &stop).await;
     let early = end.why().map(|why| {
@@ -386,7 +468,12 @@ async fn run_against(cli: &Cli, plan: &Plan, url: String) -> Result<u8, Failure>
     }
     workers.wind_down(early.is_some(), &stop).await;
     let history = collect(&reports, &injector.injected.hits);
-    let verdict = check(plan, &history, injector.queue);
+    let failovers = Failovers {
+        at: injector.injected.failovers.clone(),
+        settle_us: plan.failover_time().as_micros() as u64,
+        window_us: plan.failover_window().as_micros() as u64,
+    };
+    let verdict = check(plan, &history, injector.queue, &failovers);
     print_summary(
         plan,
         &history,
@@ -407,22 +494,37 @@ async fn run_against(cli: &Cli, plan: &Plan, url: String) -> Result<u8, Failure>
 struct Stage {
     url: String,
     /// Where the workers connect: the fault proxy (Redis itself when
-    /// faults are off).
+    /// faults are off, or under Sentinel).
     worker_url: String,
+    /// Where the server clock is read: Redis itself, or under Sentinel the
+    /// deployment's clock server.
+    clock_url: String,
     /// Cleans the locks up first, then samples the fair queue.
     observer: LockClient,
-    /// For server time and forged grants.
+    /// For server time and forged grants (under Sentinel: the clock).
     conn: MultiplexedConnection,
-    proxy: FaultProxy,
+    /// Standalone only: the workers' connections go through it.
+    proxy: Option<FaultProxy>,
+    /// Sentinel only: the deployment, for failover faults.
+    sentinel: Option<Arc<Mutex<PrivateSentinel>>>,
 }
 
 /// Connect, let BUSY scripts answer BUSY after 100 ms, start the fault
 /// proxy, and release whatever an earlier run left held.
-async fn prepare(cli: &Cli, plan: &Plan, url: String) -> Result<Stage, Failure> {
+async fn prepare(
+    cli: &Cli,
+    plan: &Plan,
+    url: String,
+    sentinel: Option<Arc<Mutex<PrivateSentinel>>>,
+) -> Result<Stage, Failure> {
     let observer = cli
         .connect_with_lease(&url, &plan.settings, plan.lease)
         .await?;
-    let mut conn = raw_connection(&url).await?;
+    let clock_url = match &sentinel {
+        Some(deployment) => lock_deployment(deployment).clock_url(),
+        None => url.clone(),
+    };
+    let mut conn = raw_connection(&clock_url).await?;
     // A busy script answers BUSY to everyone else after 100 ms.
     let _: redis::RedisResult<()> = redis::cmd("CONFIG")
         .arg("SET")
@@ -430,15 +532,20 @@ async fn prepare(cli: &Cli, plan: &Plan, url: String) -> Result<Stage, Failure> 
         .arg("100")
         .query_async(&mut conn)
         .await;
-    // Workers reach Redis through the fault proxy.
-    let target = observer.config().address();
-    let proxy = FaultProxy::start(target)
-        .await
-        .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot start the fault proxy: {e}")))?;
-    let worker_url = if plan.faults {
-        proxy.url(&url)
-    } else {
-        url.clone()
+    // Workers reach a standalone Redis through the fault proxy.
+    let proxy = match &sentinel {
+        Some(_) => None,
+        None => Some(
+            FaultProxy::start(observer.config().address())
+                .await
+                .map_err(|e| {
+                    Failure::new(exit::SOFTWARE, format!("cannot start the fault proxy: {e}"))
+                })?,
+        ),
+    };
+    let worker_url = match &proxy {
+        Some(proxy) if plan.faults => proxy.url(&url),
+        _ => url.clone(),
     };
     for key in [FAIR, PLAIN] {
         let _ = observer.fair_lock(key)?.force_unlock().await;
@@ -446,9 +553,11 @@ async fn prepare(cli: &Cli, plan: &Plan, url: String) -> Result<Stage, Failure> 
     Ok(Stage {
         url,
         worker_url,
+        clock_url,
         observer,
         conn,
         proxy,
+        sentinel,
     })
 }
 
@@ -554,6 +663,7 @@ struct Workers<'a> {
     cli: &'a Cli,
     plan: &'a Plan,
     url: &'a str,
+    clock: &'a str,
     reports: Arc<Reports>,
     /// The seed of the latest worker; the next one gets the next seed.
     seed: u64,
@@ -568,12 +678,14 @@ impl<'a> Workers<'a> {
         cli: &'a Cli,
         plan: &'a Plan,
         url: &'a str,
+        clock: &'a str,
         reports: &Arc<Reports>,
     ) -> Result<Self, Failure> {
         let mut workers = Self {
             cli,
             plan,
             url,
+            clock,
             reports: Arc::clone(reports),
             seed: u64::from(std::process::id()) << 16 | 1,
             running: Vec::new(),
@@ -618,6 +730,7 @@ impl<'a> Workers<'a> {
             .args(["--tasks", &self.plan.tasks.to_string()])
             .args(["--duration", &format!("{}ms", run_for.as_millis().max(1))])
             .args(["--seed", &seed.to_string()])
+            .args(["--clock", self.clock])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -745,6 +858,12 @@ struct Injected {
     cuts: u32,
     busy: u32,
     forged: u64,
+    /// Sentinel: SIGKILLs and SIGSTOPs of the master, `SENTINEL FAILOVER`s.
+    master_kills: u32,
+    master_pauses: u32,
+    sentinel_failovers: u32,
+    /// When each failover fault hit (server time, µs).
+    failovers: Vec<u64>,
     /// When each fault hit (server time, µs) and whom: a worker's pid, or
     /// 0 for every worker (a fault of the network or the server).
     hits: Vec<(u64, u32)>,
@@ -753,7 +872,15 @@ struct Injected {
 impl Injected {
     /// Faults of every kind, forged grants apart.
     fn total(&self) -> u32 {
-        self.kills + self.pauses + self.delays + self.silent + self.cuts + self.busy
+        self.kills
+            + self.pauses
+            + self.delays
+            + self.silent
+            + self.cuts
+            + self.busy
+            + self.master_kills
+            + self.master_pauses
+            + self.sentinel_failovers
     }
 }
 
@@ -835,6 +962,19 @@ struct Injector<'a> {
     next_fault: Instant,
     /// When the reply delay in force ends.
     undelay_at: Option<Instant>,
+    /// Sentinel: the state of failover faults.
+    failover: FailoverState,
+}
+
+/// Failover faults in progress (Sentinel topology).
+struct FailoverState {
+    /// The port of a killed master, to start again as a replica once the
+    /// sentinels named another master.
+    rejoin: Option<u16>,
+    /// A SIGSTOPped master's pid, and when to SIGCONT it.
+    resume: Option<(u32, Instant)>,
+    /// No failover fault before this.
+    next_allowed: Instant,
 }
 
 impl<'a> Injector<'a> {
@@ -855,6 +995,11 @@ impl<'a> Injector<'a> {
             next_forgery: Instant::now(),
             next_fault: Instant::now() + Duration::from_millis(1500),
             undelay_at: None,
+            failover: FailoverState {
+                rejoin: None,
+                resume: None,
+                next_allowed: Instant::now() + Duration::from_secs(2),
+            },
         })
     }
 
@@ -882,16 +1027,25 @@ impl<'a> Injector<'a> {
             tokio::time::sleep(Duration::from_millis(3)).await;
         };
         progress.line.clear();
+        // A paused master must not stay paused after the run.
+        if let Some((pid, _)) = self.failover.resume.take() {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+        }
         end
     }
 
     async fn step(&mut self, workers: &mut Workers<'_>, deadline: Instant) -> Result<(), Failure> {
         self.sample_queue().await;
         if self.undelay_at.is_some_and(|at| Instant::now() >= at) {
-            self.stage.proxy.delay_replies(Duration::ZERO);
+            if let Some(proxy) = &self.stage.proxy {
+                proxy.delay_replies(Duration::ZERO);
+            }
             self.undelay_at = None;
         }
-        if self.plan.faults && Instant::now() >= self.next_forgery {
+        self.tend_failovers().await;
+        // Forged grants go to a standalone server (under Sentinel the
+        // connection is the clock's).
+        if self.plan.faults && self.stage.proxy.is_some() && Instant::now() >= self.next_forgery {
             self.forge_grants().await?;
         }
         if self.plan.faults
@@ -943,6 +1097,11 @@ impl<'a> Injector<'a> {
     ) -> Result<(), Failure> {
         let victim = self.rng.below(workers.count() as u64) as usize;
         let at = server_time_us(&mut self.conn).await?;
+        if self.stage.sentinel.is_some() {
+            return self
+                .inject_sentinel_fault(workers, deadline, victim, at)
+                .await;
+        }
         let kind = self.rng.below(6);
         // Network and server faults hit every worker.
         let hit = if kind < 2 { workers.pid(victim) } else { 0 };
@@ -956,16 +1115,22 @@ impl<'a> Injector<'a> {
             1 => self.pause(workers, victim).await,
             2 => {
                 let delay = Duration::from_millis(30 + self.rng.below(120));
-                self.stage.proxy.delay_replies(delay);
+                if let Some(proxy) = &self.stage.proxy {
+                    proxy.delay_replies(delay);
+                }
                 self.undelay_at = Some(Instant::now() + Duration::from_secs(2));
                 self.injected.delays += 1;
             }
             3 => {
-                self.stage.proxy.blackhole_pubsub();
+                if let Some(proxy) = &self.stage.proxy {
+                    proxy.blackhole_pubsub();
+                }
                 self.injected.silent += 1;
             }
             4 => {
-                self.stage.proxy.cut_all();
+                if let Some(proxy) = &self.stage.proxy {
+                    proxy.cut_all();
+                }
                 self.injected.cuts += 1;
             }
             _ => {
@@ -975,6 +1140,155 @@ impl<'a> Injector<'a> {
         }
         self.next_fault = Instant::now() + Duration::from_millis(1500 + self.rng.below(1500));
         Ok(())
+    }
+
+    /// Sentinel: SIGKILL or SIGSTOP a worker, or (when the replica is in
+    /// sync and no failover is under way) SIGKILL or SIGSTOP the master or
+    /// ask the sentinels to fail over.
+    async fn inject_sentinel_fault(
+        &mut self,
+        workers: &mut Workers<'_>,
+        deadline: Instant,
+        victim: usize,
+        at: u64,
+    ) -> Result<(), Failure> {
+        let mut kind = self.rng.below(5);
+        let master = if kind >= 2 {
+            self.failover_target().await
+        } else {
+            None
+        };
+        if kind >= 2 && master.is_none() {
+            kind = self.rng.below(2);
+        }
+        self.injected
+            .hits
+            .push((at, if kind < 2 { workers.pid(victim) } else { 0 }));
+        match (kind, master) {
+            (0, _) => {
+                self.injected.kills += 1;
+                let left = deadline.saturating_duration_since(Instant::now());
+                workers.replace(victim, left).await?;
+            }
+            (1, _) => self.pause(workers, victim).await,
+            (2, Some(port)) => {
+                if let Some(deployment) = &self.stage.sentinel {
+                    lock_deployment(deployment).kill_node(port);
+                }
+                self.failover.rejoin = Some(port);
+                self.injected.master_kills += 1;
+                self.failed_over(at);
+            }
+            (3, Some(port)) => {
+                let pid = self
+                    .stage
+                    .sentinel
+                    .as_ref()
+                    .and_then(|d| lock_deployment(d).node_pid(port));
+                if let Some(pid) = pid {
+                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGSTOP);
+                    // Past the sentinels' down-after: they fail over, and the
+                    // old master comes back to find itself demoted.
+                    self.failover.resume =
+                        Some((pid, Instant::now() + private_sentinel::DOWN_AFTER * 3));
+                    self.injected.master_pauses += 1;
+                    self.failed_over(at);
+                }
+            }
+            (_, Some(_)) => {
+                let asked: Option<String> = query(
+                    &self.sentinel_url(),
+                    redis::cmd("SENTINEL")
+                        .arg("FAILOVER")
+                        .arg(private_sentinel::SERVICE),
+                )
+                .await;
+                if asked.is_some() {
+                    self.injected.sentinel_failovers += 1;
+                    self.failed_over(at);
+                }
+            }
+            _ => {}
+        }
+        self.next_fault = Instant::now() + Duration::from_millis(1500 + self.rng.below(1500));
+        Ok(())
+    }
+
+    fn failed_over(&mut self, at: u64) {
+        self.injected.failovers.push(at);
+        // Room for the failover, the old master's return and its resync.
+        self.failover.next_allowed = Instant::now() + Duration::from_secs(10);
+    }
+
+    fn sentinel_url(&self) -> String {
+        self.stage
+            .sentinel
+            .as_ref()
+            .map(|d| lock_deployment(d).sentinel_url())
+            .unwrap_or_default()
+    }
+
+    /// The master's port, when a failover fault may hit now: none under
+    /// way, and the replica in sync.
+    async fn failover_target(&mut self) -> Option<u16> {
+        if self.failover.rejoin.is_some()
+            || self.failover.resume.is_some()
+            || Instant::now() < self.failover.next_allowed
+        {
+            return None;
+        }
+        let port = self.master_port().await?;
+        let url = self
+            .stage
+            .sentinel
+            .as_ref()
+            .and_then(|d| lock_deployment(d).node_url(port))?;
+        let info: String = query(&url, redis::cmd("INFO").arg("replication")).await?;
+        let synced = info.contains("role:master")
+            && info
+                .lines()
+                .any(|l| l.starts_with("slave0:") && l.contains("state=online"));
+        synced.then_some(port)
+    }
+
+    /// The master's port, as the first sentinel names it.
+    async fn master_port(&self) -> Option<u16> {
+        let named: (String, u16) = query(
+            &self.sentinel_url(),
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(private_sentinel::SERVICE),
+        )
+        .await?;
+        Some(named.1)
+    }
+
+    /// SIGCONT a paused master when due; start a killed one again, as a
+    /// replica, once the sentinels named another master.
+    async fn tend_failovers(&mut self) {
+        if let Some((pid, at)) = self.failover.resume {
+            if Instant::now() >= at {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+                self.failover.resume = None;
+            }
+        }
+        let Some(port) = self.failover.rejoin else {
+            return;
+        };
+        let Some(master) = self.master_port().await else {
+            return;
+        };
+        if master == port {
+            return;
+        }
+        if let Some(deployment) = &self.stage.sentinel {
+            let deployment = Arc::clone(deployment);
+            let _ = tokio::task::spawn_blocking(move || {
+                lock_deployment(&deployment).rejoin(port, master)
+            })
+            .await;
+        }
+        self.failover.rejoin = None;
     }
 
     /// SIGSTOP worker `victim` past its lease, sampling the queue
@@ -1005,6 +1319,19 @@ impl<'a> Injector<'a> {
         });
         Ok(())
     }
+}
+
+/// One command on a fresh connection, at most 2 s; `None` on any error.
+async fn query<T: redis::FromRedisValue>(url: &str, cmd: &redis::Cmd) -> Option<T> {
+    let client = redis::Client::open(url).ok()?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(Duration::from_secs(2)));
+    let mut conn = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .ok()?;
+    cmd.query_async(&mut conn).await.ok()
 }
 
 /// The run's history as the checker takes it.
@@ -1054,7 +1381,7 @@ impl Verdict {
     }
 }
 
-fn check(plan: &Plan, history: &History, queue: QueueLog) -> Verdict {
+fn check(plan: &Plan, history: &History, queue: QueueLog, failovers: &Failovers) -> Verdict {
     let queues = HashMap::from([(FAIR.to_owned(), queue)]);
     let report = history::check(
         &history.events,
@@ -1062,6 +1389,7 @@ fn check(plan: &Plan, history: &History, queue: QueueLog) -> Verdict {
         plan.protocol == Protocol::Native,
         &history.faults,
         plan.bounds(),
+        failovers,
     );
     let forged_holds = history
         .events
@@ -1112,12 +1440,23 @@ fn print_summary(
         cuts,
         busy,
         forged,
+        master_kills,
+        master_pauses,
+        sentinel_failovers,
         ..
     } = injected;
     println!(
         "faults injected: {kills} SIGKILL, {pauses} SIGSTOP past the lease, {delays} reply delays, \
          {silent} silent pub/sub deaths, {cuts} connection cuts, {busy} BUSY scripts, {forged} forged grants"
     );
+    if plan.topology == Topology::Sentinel {
+        println!(
+            "failovers: {master_kills} SIGKILL of the master, {master_pauses} SIGSTOP of the \
+             master, {sentinel_failovers} SENTINEL FAILOVER; overlaps that started at a \
+             failover (asynchronous replication, not counted as violations): {}",
+            report.failover_overlaps
+        );
+    }
     println!(
         "checks: overlaps {}, FIFO {} (of {} queue-order pairs), requeued live waiters {}{}, tokens {}, liveness {}",
         report.overlaps,

@@ -120,6 +120,15 @@ impl Sentinel {
         self.sentinels.iter().map(RedisServer::addr).collect()
     }
 
+    /// `redis+sentinel://127.0.0.1:P1,127.0.0.1:P2,.../fairlock`: what a
+    /// fairlock client is given.
+    pub fn url(&self) -> String {
+        format!(
+            "redis+sentinel://{}/{MASTER_NAME}",
+            self.sentinel_addrs().join(",")
+        )
+    }
+
     /// `127.0.0.1:PORT` of the master, as the first sentinel names it now.
     pub fn master_addr(&self) -> String {
         let (ip, port): (String, u16) =

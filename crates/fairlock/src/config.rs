@@ -35,6 +35,10 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 ///
 /// URLs: `redis://[user][:password@]host[:port][/db]`, `rediss://` for TLS
 /// (feature `tls`, on by default), `redis+unix:///path` or `unix:///path`,
+/// and for Redis Sentinel
+/// `redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]`
+/// (`rediss+sentinel://` over TLS; the credentials are the data nodes',
+/// see [`sentinel_auth`](Self::sentinel_auth) for the sentinels' own),
 /// and a Redis Cluster as `redis+cluster://[user:password@]host:port[,host:port...]`
 /// (`rediss+cluster://` for TLS): every seed is tried, one that answers is
 /// enough.
@@ -50,6 +54,7 @@ pub struct ClientConfig {
     pub(crate) response_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) retry_budget: Duration,
+    pub(crate) min_replicas: Option<(u32, Duration)>,
 }
 
 impl ClientConfig {
@@ -82,6 +87,7 @@ impl ClientConfig {
             response_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(3),
             retry_budget: Duration::from_secs(10),
+            min_replicas: None,
         })
     }
 
@@ -157,6 +163,57 @@ impl ClientConfig {
     pub fn retry_budget(mut self, budget: Duration) -> Self {
         self.retry_budget = budget;
         self
+    }
+
+    /// Credentials for the sentinels of a `redis+sentinel://` URL (the
+    /// URL's own user and password are the data nodes'). An empty
+    /// `username` authenticates as the default user (`AUTH password`).
+    /// Ignored for other URLs. Default: no authentication to the sentinels.
+    ///
+    /// ```
+    /// # fn main() -> fairlock::Result<()> {
+    /// let config = fairlock::ClientConfig::from_url(
+    ///     "redis+sentinel://app:data-secret@10.0.0.1:26379,10.0.0.2:26379/orders/0",
+    /// )?
+    /// .sentinel_auth("", "sentinel-secret");
+    /// assert!(!format!("{config:?}").contains("secret"));
+    /// # Ok(()) }
+    /// ```
+    pub fn sentinel_auth(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.endpoint
+            .set_sentinel_auth(username.into(), password.into());
+        self
+    }
+
+    /// After every acquisition and every release, wait until `replicas`
+    /// replicas acknowledged it (Redis `WAIT replicas timeout`), for at most
+    /// `timeout`. When fewer did, an acquisition is undone (released) and
+    /// fails with [`Error::ReplicasNotSynced`]; a release (already done)
+    /// reports the same error. Redisson's `checkLockSyncedSlaves` with
+    /// `slavesSyncTimeout`.
+    ///
+    /// This narrows the window in which a failover loses a lock: a lock
+    /// acknowledged by `replicas` replicas survives the promotion of any of
+    /// them. It cannot close it: replication stays asynchronous (a write
+    /// between the grant and the `WAIT`, a renewal, is not waited for), and
+    /// the sentinels may promote a replica that had not acknowledged. Fencing
+    /// tokens are the real protection (see `docs/topologies.md`).
+    ///
+    /// `replicas == 0` turns it off (the default). Each acquisition and
+    /// release costs one more round trip on a separate connection (`WAIT`
+    /// blocks the connection it is sent on).
+    pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.min_replicas = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
+
+    /// The configured replica acknowledgement: `(replicas, timeout)`.
+    pub fn get_min_replicas(&self) -> Option<(u32, Duration)> {
+        self.min_replicas
     }
 
     /// Trust the CA certificate `pem` (PEM) for `rediss://` connections,
@@ -241,6 +298,9 @@ impl ClientConfig {
         check_duration("response timeout", self.response_timeout)?;
         check_duration("connect timeout", self.connect_timeout)?;
         check_duration("retry budget", self.retry_budget)?;
+        if let Some((_, timeout)) = self.min_replicas {
+            check_duration("replica acknowledgement timeout", timeout)?;
+        }
         if self.get_renew_interval() >= self.lease {
             return Err(Error::InvalidConfig(format!(
                 "renew interval {:?} must be shorter than the lease {:?}",
@@ -271,6 +331,11 @@ impl fmt::Debug for ClientConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("retry_budget", &self.retry_budget)
             .field("tls_files", &self.endpoint.tls_files_summary())
+            .field(
+                "sentinel_auth",
+                &self.endpoint.has_sentinel_auth().then_some("<hidden>"),
+            )
+            .field("min_replicas", &self.min_replicas)
             .finish()
     }
 }

@@ -130,6 +130,27 @@ pub enum Error {
     #[error("unexpected reply from Redis: {0}")]
     Protocol(String),
 
+    /// Fewer replicas than
+    /// [`min_replicas`](crate::ClientConfig::min_replicas) asks for
+    /// acknowledged an acquisition or a release within its timeout. An
+    /// acquisition was undone (the lock released again); a release is done
+    /// all the same.
+    #[error(
+        "lock {name:?}: {acked} of {wanted} replicas acknowledged the {what} within {timeout:?}"
+    )]
+    ReplicasNotSynced {
+        /// The lock name.
+        name: String,
+        /// `"acquisition"` or `"release"`.
+        what: &'static str,
+        /// How many replicas were asked for.
+        wanted: u32,
+        /// How many acknowledged in time.
+        acked: u32,
+        /// The timeout it waited for.
+        timeout: Duration,
+    },
+
     /// The [`LockClient`](crate::LockClient) was shut down.
     #[error("the lock client was shut down")]
     Closed,

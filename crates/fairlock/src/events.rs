@@ -111,6 +111,17 @@ pub(crate) enum Event<'a> {
     PubSubRetry { error: &'a dyn fmt::Display },
     /// The client shut down; `unfinished` acquisitions outlived the wait.
     ShutDown { client: &'a str, unfinished: bool },
+    /// Sentinel: the client switched to the master the sentinels name now.
+    MasterSwitched {
+        service: &'a str,
+        from: &'a str,
+        to: &'a str,
+    },
+    /// Sentinel: resolving the master failed; retried.
+    SentinelRetry {
+        service: &'a str,
+        error: &'a dyn fmt::Display,
+    },
     /// The server's eviction policy was read at connect (`Err`: it would
     /// not say).
     EvictionPolicy {
@@ -195,6 +206,15 @@ pub(crate) fn record(event: Event<'_>) {
                 warn!("shutdown: some acquisitions did not finish within the response timeout");
             }
             info!(client, "lock client shut down")
+        }
+        Event::MasterSwitched { service, from, to } => {
+            warn!(
+                service,
+                from, to, "sentinel: the master moved; following it"
+            )
+        }
+        Event::SentinelRetry { service, error } => {
+            debug!(service, %error, "sentinel: resolving the master failed; retrying")
         }
         Event::EvictionPolicy { addr, policy } => match policy {
             Err(error) => {

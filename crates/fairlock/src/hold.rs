@@ -49,6 +49,30 @@ impl LockShared {
         self.core.conn()
     }
 
+    /// With [`min_replicas`](crate::ClientConfig::min_replicas) set: wait
+    /// until that many replicas acknowledged what this client wrote so far
+    /// (`what`: the acquisition or the release just made).
+    ///
+    /// # Errors
+    /// [`Error::ReplicasNotSynced`] when fewer acknowledged within the
+    /// timeout; [`Error::Connection`] when the master did not answer.
+    pub(crate) async fn sync_replicas(&self, what: &'static str) -> Result<()> {
+        let Some((wanted, timeout)) = self.core.config().min_replicas else {
+            return Ok(());
+        };
+        let acked = self.conn().sync_replicas(wanted, timeout).await?;
+        if acked >= wanted {
+            return Ok(());
+        }
+        Err(Error::ReplicasNotSynced {
+            name: self.name().to_owned(),
+            what,
+            wanted,
+            acked,
+            timeout,
+        })
+    }
+
     /// Release one hold of `owner` (under native, only of the acquisition
     /// with `token`) under a fresh request id.
     pub(crate) async fn release(
@@ -302,8 +326,17 @@ impl Hold {
         );
     }
 
-    /// Release this hold (`unlock`).
+    /// Release this hold (`unlock`); with
+    /// [`min_replicas`](crate::ClientConfig::min_replicas), then wait for
+    /// the replicas.
     pub(crate) async fn release(&self) -> Result<()> {
+        self.release_unsynced().await?;
+        self.shared.sync_replicas("release").await
+    }
+
+    /// Release this hold without waiting for replicas (the undo of an
+    /// acquisition the replicas did not acknowledge).
+    pub(crate) async fn release_unsynced(&self) -> Result<()> {
         self.stop_renewing();
         // Known lost: a release now could only hit a later hold of the same
         // owner.

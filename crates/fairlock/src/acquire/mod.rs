@@ -188,6 +188,19 @@ pub(crate) async fn acquire(
                 let _ = hold.get().release().await;
                 Err(Error::Closed)
             }
+            // Replica acknowledgement asked for: undo the acquisition when
+            // too few replicas have it. Dropping this future meanwhile drops
+            // the armed hold, which releases it in the background.
+            Some(mut hold) if core.config().min_replicas.is_some() => {
+                match acquisition.shared.sync_replicas("acquisition").await {
+                    Ok(()) => Ok(Some(hold)),
+                    Err(err) => {
+                        hold.disarm();
+                        let _ = hold.get().release_unsynced().await;
+                        Err(err)
+                    }
+                }
+            }
             other => Ok(other),
         }
     };

@@ -25,9 +25,10 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnecti
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
 use super::cluster::{self, ClusterCommands};
-use super::endpoint::Endpoint;
+use super::endpoint::{Endpoint, Topology};
 use super::errors::{from_first_reply, from_redis, from_redis_conn};
 use super::pubsub::PubSubConnector;
+use super::sentinel::Follower;
 use crate::error::{Error, Result};
 use crate::events::{self, Event};
 
@@ -79,68 +80,203 @@ pub(crate) struct Timeouts {
     pub(crate) response: Duration,
 }
 
-/// The command connection of one client. Cheap to clone.
+/// The command connection of one client: one server, or the master a
+/// sentinel deployment names now (`sentinel.rs`). Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Connection {
     backend: Backend,
-    addr: Arc<str>,
-    maxmemory_policy: Option<Arc<str>>,
 }
 
-/// One server, or a cluster routed by key slot (`cluster.rs`).
 #[derive(Clone)]
 enum Backend {
-    Single(ConnectionManager),
-    Cluster(ClusterCommands),
+    Standalone(Box<Direct>),
+    Sentinel(Arc<Follower>),
+    /// A cluster routed by key slot (`cluster.rs`).
+    Cluster(Box<ClusterCommands>),
 }
 
 impl Connection {
     /// Connect to `endpoint`: a probe tells apart a server that is down, is
     /// not Redis, refuses the credentials or lacks the database, then the
     /// reconnecting command connection is made. Also returns what opens
-    /// pub/sub connections to the same server.
+    /// pub/sub connections to the same server (for Sentinel: to the master
+    /// known at the time).
     pub(crate) async fn connect(
         endpoint: &Endpoint,
         timeouts: Timeouts,
     ) -> Result<(Self, PubSubConnector)> {
-        let addr: Arc<str> = endpoint.address().into();
-        if let Some(seeds) = endpoint.cluster_seeds() {
-            // Each seed in turn until one answers PING: a cluster whose
-            // seeds all fail is reported as the first one failed (down,
-            // not Redis, refusing the credentials), told apart as for one
-            // server.
-            let mut first_failure = None;
-            for info in seeds.nodes.iter() {
-                let seed = info.addr().to_string();
-                let client = endpoint.client_for(info.clone())?;
-                match probe_seed(&client, &seed, timeouts).await {
-                    Ok(()) => {
-                        first_failure = None;
-                        break;
-                    }
-                    Err(err) => {
-                        first_failure.get_or_insert(err);
+        match endpoint.topology() {
+            Topology::Standalone => {
+                let direct = Direct::connect(endpoint, timeouts).await?;
+                let pubsub = PubSubConnector::new(direct.client.clone(), timeouts);
+                let backend = Backend::Standalone(Box::new(direct));
+                Ok((Self { backend }, pubsub))
+            }
+            Topology::Sentinel(spec) => {
+                let follower = Follower::connect(endpoint, Arc::clone(spec), timeouts).await?;
+                let pubsub = PubSubConnector::following(Arc::clone(&follower), timeouts);
+                let backend = Backend::Sentinel(follower);
+                Ok((Self { backend }, pubsub))
+            }
+            Topology::Cluster(seeds) => {
+                // Each seed in turn until one answers PING: a cluster whose
+                // seeds all fail is reported as the first one failed (down,
+                // not Redis, refusing the credentials), told apart as for
+                // one server.
+                let mut first_failure = None;
+                for info in seeds.nodes.iter() {
+                    let seed = info.addr().to_string();
+                    let client = endpoint.client_for(info.clone())?;
+                    match probe_seed(&client, &seed, timeouts).await {
+                        Ok(()) => {
+                            first_failure = None;
+                            break;
+                        }
+                        Err(err) => {
+                            first_failure.get_or_insert(err);
+                        }
                     }
                 }
+                if let Some(err) = first_failure {
+                    return Err(err);
+                }
+                let builder = cluster::Builder::new(
+                    seeds.clone(),
+                    timeouts,
+                    #[cfg(feature = "tls")]
+                    endpoint.tls_certificates(),
+                );
+                let commands = ClusterCommands::connect(builder.clone()).await?;
+                let pubsub = PubSubConnector::cluster(builder, commands.sharded(), timeouts);
+                let backend = Backend::Cluster(Box::new(commands));
+                Ok((Self { backend }, pubsub))
             }
-            if let Some(err) = first_failure {
-                return Err(err);
-            }
-            let builder = cluster::Builder::new(
-                seeds.clone(),
-                timeouts,
-                #[cfg(feature = "tls")]
-                endpoint.tls_certificates(),
-            );
-            let commands = ClusterCommands::connect(builder.clone()).await?;
-            let pubsub = PubSubConnector::cluster(builder, commands.sharded(), timeouts);
-            let connection = Self {
-                maxmemory_policy: commands.maxmemory_policy().map(Arc::from),
-                backend: Backend::Cluster(commands),
-                addr,
-            };
-            return Ok((connection, pubsub));
         }
+    }
+
+    /// The group of `key` for calls on several keys: keys of one group may
+    /// go in one script call. Its hash slot on a cluster (a call whose keys
+    /// span slots fails with CROSSSLOT); one group on one server.
+    pub(crate) fn key_group(&self, key: &str) -> u16 {
+        match &self.backend {
+            Backend::Standalone(_) | Backend::Sentinel(_) => 0,
+            Backend::Cluster(_) => cluster::slot(key),
+        }
+    }
+
+    /// `host:port` of the server that serves `key` of lock `name`: the
+    /// master of its slot on a cluster, the (current) master otherwise.
+    pub(crate) async fn node_for(&self, name: &str, key: &str) -> Result<String> {
+        match &self.backend {
+            Backend::Standalone(direct) => Ok(direct.address().to_owned()),
+            Backend::Sentinel(follower) => Ok(follower.current().0.address().to_owned()),
+            Backend::Cluster(cluster) => cluster.node_for(name, key).await,
+        }
+    }
+
+    /// The server's `maxmemory-policy` as read at connect (for Sentinel:
+    /// on the master found first).
+    pub(crate) fn maxmemory_policy(&self) -> Option<&str> {
+        match &self.backend {
+            Backend::Standalone(direct) => direct.maxmemory_policy(),
+            Backend::Sentinel(follower) => follower.first_maxmemory_policy(),
+            Backend::Cluster(cluster) => cluster.maxmemory_policy(),
+        }
+    }
+
+    /// Run `script` for lock `name` (named in errors, with the first key).
+    pub(crate) async fn script<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        name: &str,
+        keys: &[&str],
+        args: &[String],
+    ) -> Result<T> {
+        match &self.backend {
+            Backend::Standalone(direct) => direct.script(script, name, keys, args).await,
+            Backend::Cluster(cluster) => {
+                let (hash, code) = if cluster.sharded() {
+                    (script.sharded.get_hash(), script.sharded_code.as_str())
+                } else {
+                    (script.plain.get_hash(), script.plain_code.as_str())
+                };
+                cluster.script(hash, code, name, keys, args).await
+            }
+            Backend::Sentinel(follower) => {
+                let (direct, seen) = follower.current();
+                let result = direct.script(script, name, keys, args).await;
+                if let Err(err) = &result {
+                    follower.after_error(err, seen);
+                }
+                result
+            }
+        }
+    }
+
+    /// Run one command on `key` of lock `name`.
+    pub(crate) async fn command<T: FromRedisValue>(
+        &self,
+        name: &str,
+        command: &str,
+        key: &str,
+        args: &[&str],
+    ) -> Result<T> {
+        match &self.backend {
+            Backend::Standalone(direct) => direct.command(name, command, key, args).await,
+            Backend::Cluster(cluster) => cluster.command(name, command, key, args).await,
+            Backend::Sentinel(follower) => {
+                let (direct, seen) = follower.current();
+                let result = direct.command(name, command, key, args).await;
+                if let Err(err) = &result {
+                    follower.after_error(err, seen);
+                }
+                result
+            }
+        }
+    }
+
+    /// Wait until `replicas` replicas acknowledged every write this client
+    /// made so far, at most `timeout` (Redis `WAIT`); returns how many did.
+    /// Runs on a connection of its own: a `WAIT` blocks the connection it is
+    /// sent on, and must not hold up the client's other commands.
+    pub(crate) async fn sync_replicas(&self, replicas: u32, timeout: Duration) -> Result<u32> {
+        match &self.backend {
+            Backend::Standalone(direct) => direct.sync_replicas(replicas, timeout).await,
+            // WAIT counts the writes of the connection it is sent on, on
+            // one master: a cluster client's writes go to many.
+            Backend::Cluster(_) => Err(Error::InvalidConfig(
+                "min_replicas is not available on a Redis Cluster yet: WAIT would have to \
+                 reach the master of each lock on the connection that wrote to it"
+                    .to_owned(),
+            )),
+            Backend::Sentinel(follower) => {
+                let (direct, seen) = follower.current();
+                let result = direct.sync_replicas(replicas, timeout).await;
+                if let Err(err) = &result {
+                    follower.after_error(err, seen);
+                }
+                result
+            }
+        }
+    }
+}
+
+/// A connection to one server. Cheap to clone.
+#[derive(Clone)]
+pub(super) struct Direct {
+    manager: ConnectionManager,
+    client: redis::Client,
+    addr: Arc<str>,
+    maxmemory_policy: Option<Arc<str>>,
+    /// Idle connections for `WAIT` (see [`Connection::sync_replicas`]).
+    replica_waits: Arc<std::sync::Mutex<Vec<MultiplexedConnection>>>,
+}
+
+impl Direct {
+    /// Connect to the server of a standalone `endpoint` (see
+    /// [`Connection::connect`]).
+    pub(super) async fn connect(endpoint: &Endpoint, timeouts: Timeouts) -> Result<Self> {
+        let addr: Arc<str> = endpoint.address().into();
         let client = endpoint.redis_client()?;
         let probe_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeouts.connect))
@@ -179,57 +315,37 @@ impl Connection {
         let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
             .await
             .map_err(|e| from_redis_conn(e, &addr))?;
-        let connection = Self {
-            backend: Backend::Single(manager),
+        Ok(Self {
+            manager,
+            client,
             addr,
             maxmemory_policy,
-        };
-        Ok((connection, PubSubConnector::new(client, timeouts)))
-    }
-
-    /// The group of `key` for calls on several keys: keys of one group may
-    /// go in one script call. Its hash slot on a cluster (a call whose keys
-    /// span slots fails with CROSSSLOT); one group on a single server.
-    pub(crate) fn key_group(&self, key: &str) -> u16 {
-        match self.backend {
-            Backend::Single(_) => 0,
-            Backend::Cluster(_) => cluster::slot(key),
-        }
-    }
-
-    /// `host:port` of the server that serves `key` of lock `name`: the
-    /// master of its slot on a cluster, the server otherwise.
-    pub(crate) async fn node_for(&self, name: &str, key: &str) -> Result<String> {
-        match &self.backend {
-            Backend::Single(_) => Ok(self.addr.to_string()),
-            Backend::Cluster(cluster) => cluster.node_for(name, key).await,
-        }
+            replica_waits: Arc::default(),
+        })
     }
 
     /// The server's `maxmemory-policy` as read at connect.
-    pub(crate) fn maxmemory_policy(&self) -> Option<&str> {
+    pub(super) fn maxmemory_policy(&self) -> Option<&str> {
         self.maxmemory_policy.as_deref()
     }
 
-    /// Run `script` for lock `name` (named in errors, with the first key).
-    pub(crate) async fn script<T: FromRedisValue>(
+    /// `host:port` of the server.
+    pub(super) fn address(&self) -> &str {
+        &self.addr
+    }
+
+    /// The Redis client of this server (for pub/sub connections).
+    pub(super) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    async fn script<T: FromRedisValue>(
         &self,
         script: &Script,
         name: &str,
         keys: &[&str],
         args: &[String],
     ) -> Result<T> {
-        let manager = match &self.backend {
-            Backend::Single(manager) => manager,
-            Backend::Cluster(cluster) => {
-                let (hash, code) = if cluster.sharded() {
-                    (script.sharded.get_hash(), script.sharded_code.as_str())
-                } else {
-                    (script.plain.get_hash(), script.plain_code.as_str())
-                };
-                return cluster.script(hash, code, name, keys, args).await;
-            }
-        };
         let mut invocation = script.plain.prepare_invoke();
         for key in keys {
             invocation.key(*key);
@@ -237,45 +353,92 @@ impl Connection {
         for arg in args {
             invocation.arg(arg.as_str());
         }
-        let mut manager = manager.clone();
+        let mut manager = self.manager.clone();
         invocation
             .invoke_async(&mut manager)
             .await
             .map_err(|e| from_redis(e, &self.addr, name, keys.first().copied().unwrap_or("")))
     }
 
-    /// Run one command on `key` of lock `name`.
-    pub(crate) async fn command<T: FromRedisValue>(
+    async fn command<T: FromRedisValue>(
         &self,
         name: &str,
         command: &str,
         key: &str,
         args: &[&str],
     ) -> Result<T> {
-        let manager = match &self.backend {
-            Backend::Single(manager) => manager,
-            Backend::Cluster(cluster) => return cluster.command(name, command, key, args).await,
-        };
         let mut cmd = redis::cmd(command);
         cmd.arg(key);
         for arg in args {
             cmd.arg(*arg);
         }
-        let mut manager = manager.clone();
+        let mut manager = self.manager.clone();
         cmd.query_async(&mut manager)
             .await
             .map_err(|e| from_redis(e, &self.addr, name, key))
     }
+
+    /// `PUBLISH` (a write every replica receives, so that `WAIT` covers
+    /// whatever this client or a handoff wrote before) then `WAIT`, on an
+    /// idle connection of the pool (a new one when none is idle).
+    async fn sync_replicas(&self, replicas: u32, timeout: Duration) -> Result<u32> {
+        let pooled = self
+            .replica_waits
+            .lock()
+            .ok()
+            .and_then(|mut idle| idle.pop());
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => {
+                // The reply to WAIT comes after `timeout` at worst.
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(Duration::from_secs(3)))
+                    .set_response_timeout(Some(timeout + Duration::from_secs(3)));
+                self.client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map_err(|e| from_redis_conn(e, &self.addr))?
+            }
+        };
+        let timeout_ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let (_, acked): (i64, i64) = redis::pipe()
+            .cmd("PUBLISH")
+            .arg(REPLICA_SYNC_CHANNEL)
+            .arg("")
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(timeout_ms)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| from_redis_conn(e, &self.addr))?;
+        if let Ok(mut idle) = self.replica_waits.lock() {
+            if idle.len() < 8 {
+                idle.push(conn);
+            }
+        }
+        Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
+    }
 }
+
+/// The channel `sync_replicas` publishes on (nobody listens; the message
+/// only advances the replication offset that `WAIT` waits for).
+const REPLICA_SYNC_CHANNEL: &str = "fairlock:replica-sync";
 
 /// A cluster node reached with `redis://` would answer MOVED for most
 /// locks and CROSSSLOT for batched renewals: refused at connect with the
-/// URL to use. A server that refuses INFO is not checked.
+/// URL to use. Read with `CONFIG GET cluster-enabled` (the optional
+/// `+config|get` permission of `docs/deployment.md`); a server that
+/// refuses CONFIG is not checked.
 async fn refuse_cluster_node(probe: &mut MultiplexedConnection, addr: &str) -> Result<()> {
-    let info: redis::RedisResult<String> =
-        redis::cmd("INFO").arg("cluster").query_async(probe).await;
-    match info {
-        Ok(text) if text.lines().any(|line| line.trim() == "cluster_enabled:1") => {
+    let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("cluster-enabled")
+        .query_async(probe)
+        .await;
+    match reply {
+        Ok(settings) if settings.get("cluster-enabled").map(String::as_str) == Some("yes") => {
             Err(Error::InvalidConfig(format!(
                 "Redis at {addr} is a Redis Cluster node: connect with \
                  redis+cluster://{addr} (add more nodes, comma-separated, as seeds)"

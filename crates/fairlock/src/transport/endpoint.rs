@@ -1,22 +1,42 @@
 //! Where the Redis server is and how to reach it: the parsed URL and the
 //! TLS material, and the Redis clients built from them.
 
+use std::sync::Arc;
+
 use super::cluster::{Seeds, parse_seeds};
+use super::sentinel::{SentinelSpec, parse_sentinel_url};
 use crate::error::{Error, Result};
 
 /// The accepted URL forms, for messages.
 pub(crate) const URL_FORMS: &str = "redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], \
-     rediss://... (the same, over TLS), redis+unix:///PATH/TO/SOCKET[?db=DB], or \
-     redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...] (rediss+cluster:// over TLS)";
+     rediss://... (the same, over TLS), redis+unix:///PATH/TO/SOCKET[?db=DB], \
+     redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB], \
+     rediss+sentinel://... (the same, over TLS), \
+     redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...] or \
+     rediss+cluster://... (the same, over TLS)";
 
-/// One standalone server (Sentinel and Cluster endpoints join it here).
+/// Where the data is: one server, or a master found through sentinels.
+/// `info` holds the data nodes' settings (database, credentials, TLS); for
+/// Sentinel its address is the first sentinel's, replaced by the master's
+/// once it is resolved.
 #[derive(Clone)]
 pub(crate) struct Endpoint {
     info: redis::ConnectionInfo,
-    /// The seeds of a Redis Cluster (`info` is the first one).
-    cluster: Option<Seeds>,
+    topology: Topology,
     #[cfg(feature = "tls")]
     tls: Option<TlsFiles>,
+}
+
+/// The shape of the deployment an endpoint names.
+#[derive(Clone)]
+pub(crate) enum Topology {
+    /// One server.
+    Standalone,
+    /// A master with replicas behind sentinels (`redis+sentinel://`).
+    Sentinel(Arc<SentinelSpec>),
+    /// A Redis Cluster, through its seeds (`redis+cluster://`); `info` is
+    /// the first seed.
+    Cluster(Seeds),
 }
 
 /// Private CA and client certificate for `rediss://`.
@@ -32,16 +52,37 @@ impl Endpoint {
     /// and never shows the password.
     pub(crate) fn parse(url: &str) -> Result<Self> {
         use redis::IntoConnectionInfo;
+        let invalid = |problem: String| {
+            Error::InvalidConfig(format!(
+                "Redis URL {:?} is not valid ({problem}); use {URL_FORMS}",
+                redact_password(url),
+            ))
+        };
         if let Some(seeds) = parse_seeds(url) {
-            let seeds = seeds.map_err(|problem| {
-                Error::InvalidConfig(format!(
-                    "Redis URL {:?} is not valid ({problem}); use {URL_FORMS}",
-                    redact_password(url),
-                ))
-            })?;
+            let seeds = seeds.map_err(invalid)?;
             return Ok(Self {
                 info: seeds.nodes[0].clone(),
-                cluster: Some(seeds),
+                topology: Topology::Cluster(seeds),
+                #[cfg(feature = "tls")]
+                tls: None,
+            });
+        }
+        if let Some(parsed) = parse_sentinel_url(url).map_err(invalid)? {
+            let (host, port) = parsed.spec.sentinels[0].clone();
+            let mut settings = redis::RedisConnectionInfo::default().set_db(parsed.db);
+            if let Some(user) = &parsed.username {
+                settings = settings.set_username(user);
+            }
+            if let Some(password) = &parsed.password {
+                settings = settings.set_password(password);
+            }
+            let info = data_node_addr(parsed.spec.tls, host, port)
+                .into_connection_info()
+                .map_err(|e| invalid(e.to_string()))?
+                .set_redis_settings(settings);
+            return Ok(Self {
+                info,
+                topology: Topology::Sentinel(Arc::new(parsed.spec)),
                 #[cfg(feature = "tls")]
                 tls: None,
             });
@@ -55,29 +96,30 @@ impl Endpoint {
         })?;
         Ok(Self {
             info,
-            cluster: None,
+            topology: Topology::Standalone,
             #[cfg(feature = "tls")]
             tls: None,
         })
     }
 
-    /// `host:port` (or the socket path); every seed, comma-separated, for
-    /// a cluster.
+    /// The shape of the deployment.
+    pub(crate) fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// `host:port` (or the socket path); for Sentinel, the service and the
+    /// sentinels.
     pub(crate) fn address(&self) -> String {
-        match &self.cluster {
-            Some(seeds) => seeds
+        match &self.topology {
+            Topology::Standalone => self.info.addr().to_string(),
+            Topology::Sentinel(spec) => spec.describe(),
+            Topology::Cluster(seeds) => seeds
                 .nodes
                 .iter()
                 .map(|info| info.addr().to_string())
                 .collect::<Vec<_>>()
                 .join(","),
-            None => self.info.addr().to_string(),
         }
-    }
-
-    /// The seeds, for a Redis Cluster endpoint.
-    pub(super) fn cluster_seeds(&self) -> Option<&Seeds> {
-        self.cluster.as_ref()
     }
 
     /// The TLS files as the Redis client takes them, when set.
@@ -94,6 +136,59 @@ impl Endpoint {
                 }),
             root_cert: tls.root_cert.clone(),
         })
+    }
+
+    /// Credentials for the sentinels themselves (Sentinel endpoints only;
+    /// ignored for others). An empty user name means the default user.
+    pub(crate) fn set_sentinel_auth(&mut self, username: String, password: String) {
+        if let Topology::Sentinel(spec) = &mut self.topology {
+            let user = (!username.is_empty()).then_some(username);
+            Arc::make_mut(spec).auth = Some((user, password));
+        }
+    }
+
+    /// `true` when sentinel credentials are set.
+    pub(crate) fn has_sentinel_auth(&self) -> bool {
+        matches!(&self.topology, Topology::Sentinel(spec) if spec.auth.is_some())
+    }
+
+    /// A standalone endpoint for the data node at `host:port`, with this
+    /// endpoint's database, credentials and TLS files.
+    pub(super) fn for_data_node(&self, host: &str, port: u16) -> Endpoint {
+        let tls = matches!(&self.topology, Topology::Sentinel(spec) if spec.tls)
+            || matches!(self.info.addr(), redis::ConnectionAddr::TcpTls { .. });
+        Endpoint {
+            info: self
+                .info
+                .clone()
+                .set_addr(data_node_addr(tls, host.to_owned(), port)),
+            topology: Topology::Standalone,
+            #[cfg(feature = "tls")]
+            tls: self.tls.clone(),
+        }
+    }
+
+    /// A client for the sentinel at `host:port`: the sentinels' own
+    /// credentials (none unless set), database 0, this endpoint's TLS files.
+    pub(super) fn sentinel_client(
+        &self,
+        spec: &SentinelSpec,
+        host: &str,
+        port: u16,
+    ) -> Result<redis::Client> {
+        let mut settings = redis::RedisConnectionInfo::default();
+        if let Some((user, password)) = &spec.auth {
+            if let Some(user) = user {
+                settings = settings.set_username(user);
+            }
+            settings = settings.set_password(password);
+        }
+        let info = self
+            .info
+            .clone()
+            .set_addr(data_node_addr(spec.tls, host.to_owned(), port))
+            .set_redis_settings(settings);
+        self.client_for(info)
     }
 
     /// The database number.
@@ -177,6 +272,20 @@ impl Endpoint {
         redis::Client::open(info).map_err(|e| {
             Error::InvalidConfig(format!("cannot use Redis at {}: {e}", self.address()))
         })
+    }
+}
+
+/// A TCP address, over TLS when `tls`.
+fn data_node_addr(tls: bool, host: String, port: u16) -> redis::ConnectionAddr {
+    if tls {
+        redis::ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: false,
+            tls_params: None,
+        }
+    } else {
+        redis::ConnectionAddr::Tcp(host, port)
     }
 }
 

@@ -12,6 +12,7 @@ mod connection;
 mod endpoint;
 mod errors;
 mod pubsub;
+mod sentinel;
 mod sharded;
 
 pub(crate) use connection::{Connection, Script, Timeouts};

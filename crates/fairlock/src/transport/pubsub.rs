@@ -11,18 +11,22 @@ use futures_util::stream::BoxStream;
 use super::cluster::Builder;
 use super::connection::Timeouts;
 use super::errors::{from_redis_conn, timed_out};
+use super::sentinel::Follower;
 use super::sharded::{ShardedConnector, ShardedSink, ShardedStream};
 use crate::error::Result;
 
-/// Opens pub/sub connections to the client's server (or cluster:
-/// `sharded.rs`).
+/// Opens pub/sub connections to the client's server (for Sentinel: to the
+/// master known at the time).
 pub(crate) struct PubSubConnector {
-    servers: Servers,
+    target: Target,
     timeouts: Timeouts,
 }
 
-enum Servers {
-    Single(redis::Client),
+enum Target {
+    Fixed(Box<redis::Client>),
+    /// The master a sentinel deployment names; a stream ends when it moves.
+    Following(Arc<Follower>),
+    /// A cluster: `sharded.rs`.
     Cluster(ShardedConnector),
 }
 
@@ -41,6 +45,8 @@ enum SinkKind {
 /// The receiving half: the messages of every subscribed channel.
 pub(crate) struct PubSubStream {
     stream: StreamKind,
+    /// Sentinel: changes when the client switched to another master.
+    moved: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 enum StreamKind {
@@ -57,7 +63,7 @@ pub(crate) struct Message {
 impl PubSubConnector {
     pub(super) fn new(client: redis::Client, timeouts: Timeouts) -> Self {
         Self {
-            servers: Servers::Single(client),
+            target: Target::Fixed(Box::new(client)),
             timeouts,
         }
     }
@@ -65,16 +71,34 @@ impl PubSubConnector {
     /// Pub/sub on a cluster, sharded when `sharded` (see `sharded.rs`).
     pub(super) fn cluster(builder: Builder, sharded: bool, timeouts: Timeouts) -> Self {
         Self {
-            servers: Servers::Cluster(ShardedConnector::new(builder, sharded, timeouts)),
+            target: Target::Cluster(ShardedConnector::new(builder, sharded, timeouts)),
             timeouts,
         }
     }
 
-    /// Open a new pub/sub connection, within the connect timeout.
+    pub(super) fn following(follower: Arc<Follower>, timeouts: Timeouts) -> Self {
+        Self {
+            target: Target::Following(follower),
+            timeouts,
+        }
+    }
+
+    /// Open a new pub/sub connection, within the connect timeout. For
+    /// Sentinel, its stream ends when the client switches to another master
+    /// (the router then reconnects, to the new one).
     pub(crate) async fn connect(&self) -> Result<(PubSubSink, PubSubStream)> {
-        let client = match &self.servers {
-            Servers::Single(client) => client,
-            Servers::Cluster(cluster) => {
+        let connected = self.connect_once().await;
+        if let (Err(err), Target::Following(follower)) = (&connected, &self.target) {
+            // The master may be gone: look it up again.
+            follower.after_error(err, follower.current().1);
+        }
+        connected
+    }
+
+    async fn connect_once(&self) -> Result<(PubSubSink, PubSubStream)> {
+        let (client, moved) = match &self.target {
+            Target::Fixed(client) => (client.as_ref().clone(), None),
+            Target::Cluster(cluster) => {
                 let (sink, stream) = cluster.connect().await?;
                 return Ok((
                     PubSubSink {
@@ -84,8 +108,16 @@ impl PubSubConnector {
                     },
                     PubSubStream {
                         stream: StreamKind::Cluster(stream),
+                        moved: None,
                     },
                 ));
+            }
+            Target::Following(follower) => {
+                // Watch first: a switch after this point ends the stream.
+                let mut moved = follower.switches();
+                moved.borrow_and_update();
+                let (direct, _) = follower.current();
+                (direct.client().clone(), Some(moved))
             }
         };
         let addr = client.get_connection_info().addr().to_string();
@@ -109,6 +141,7 @@ impl PubSubConnector {
             },
             PubSubStream {
                 stream: StreamKind::Single(stream.boxed()),
+                moved,
             },
         ))
     }
@@ -146,13 +179,20 @@ impl PubSubSink {
 }
 
 impl PubSubStream {
-    /// The next message; `None` when the connection closed.
+    /// The next message; `None` when the connection closed (or, for
+    /// Sentinel, the client moved to another master).
     pub(crate) async fn next(&mut self) -> Option<Message> {
         let stream = match &mut self.stream {
             StreamKind::Single(stream) => stream,
             StreamKind::Cluster(stream) => return stream.next().await,
         };
-        let message = stream.next().await?;
+        let message = match &mut self.moved {
+            None => stream.next().await?,
+            Some(moved) => tokio::select! {
+                message = stream.next() => message?,
+                _ = moved.changed() => return None,
+            },
+        };
         Some(Message {
             channel: message.get_channel_name().to_owned(),
             payload: String::from_utf8_lossy(message.get_payload_bytes()).into(),

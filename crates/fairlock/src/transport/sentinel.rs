@@ -1,0 +1,624 @@
+//! Redis Sentinel: the `redis+sentinel://` endpoint and the command
+//! connection that follows the master.
+//!
+//! ## Behavior
+//! - **Discovery.** At connect, each sentinel is asked in turn (in the URL's
+//!   order) for `SENTINEL GET-MASTER-ADDR-BY-NAME SERVICE`; the address it
+//!   names is used only once `ROLE` there answers `master` (a sentinel that
+//!   has not noticed a failover yet names a demoted master).
+//! - **Following.** The connection re-resolves the master (in the
+//!   background, one resolution at a time) when a command fails on the
+//!   connection or is refused as `READONLY`, `MASTERDOWN` or `LOADING`, and
+//!   when a sentinel announces `+switch-master` for the service (one
+//!   sentinel's pub/sub is listened to at a time; the next one is tried
+//!   when it breaks). The failed command itself is not resent here: it
+//!   fails with a retryable error, and the caller's retry policy sends it
+//!   again, to the new master once it is known.
+//! - **Pub/sub follows too**: every switch to a new master closes the
+//!   wake-up connection's stream, and the router reconnects to the master
+//!   now known (see `pubsub.rs`).
+//! - A resolution keeps trying (50 ms doubling to 1 s) until a sentinel
+//!   names an address whose `ROLE` is `master`; while it tries, commands go
+//!   to the last master known and fail or succeed there.
+
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use super::connection::{Direct, Timeouts};
+use super::endpoint::Endpoint;
+use super::errors::{from_first_reply, from_redis_conn, timed_out};
+use crate::error::{Error, Result};
+use crate::events::{self, Event};
+use crate::retry::Backoff;
+
+/// The port a sentinel listens on when the URL names none.
+pub(super) const DEFAULT_SENTINEL_PORT: u16 = 26379;
+
+/// What a `redis+sentinel://` URL names: the sentinels, the service (the
+/// master's name in the sentinels' configuration), whether TLS is used, and
+/// the sentinels' own credentials (set apart from the URL's, which are the
+/// data nodes').
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SentinelSpec {
+    pub(super) sentinels: Vec<(String, u16)>,
+    pub(super) service: String,
+    pub(super) tls: bool,
+    pub(super) auth: Option<(Option<String>, String)>,
+}
+
+impl SentinelSpec {
+    /// `SERVICE via HOST:PORT,HOST:PORT`, for messages.
+    pub(super) fn describe(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|(host, port)| format_host_port(host, *port))
+            .collect();
+        format!("sentinel service {} via {}", self.service, hosts.join(","))
+    }
+}
+
+fn format_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The data-node settings and the sentinels of a sentinel URL.
+pub(super) struct ParsedSentinelUrl {
+    pub(super) spec: SentinelSpec,
+    pub(super) db: i64,
+    pub(super) username: Option<String>,
+    pub(super) password: Option<String>,
+}
+
+/// Parse `redis+sentinel://` and `rediss+sentinel://` URLs; `Ok(None)` for
+/// any other scheme. `Err` carries the problem in the user's terms (the
+/// caller adds the URL and the accepted forms).
+pub(super) fn parse_sentinel_url(
+    url: &str,
+) -> std::result::Result<Option<ParsedSentinelUrl>, String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok(None);
+    };
+    let tls = match scheme.to_ascii_lowercase().as_str() {
+        "redis+sentinel" => false,
+        "rediss+sentinel" => true,
+        _ => return Ok(None),
+    };
+    if rest.contains(['?', '#']) {
+        return Err("a sentinel URL takes no query (?...) or fragment (#...)".to_owned());
+    }
+    let Some((authority, path)) = rest.split_once('/') else {
+        return Err("the service name is missing: add /SERVICE after the sentinels".to_owned());
+    };
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let (username, password) = match userinfo {
+        None => (None, None),
+        Some(userinfo) => {
+            let (user, password) = match userinfo.split_once(':') {
+                Some((user, password)) => (user, Some(password)),
+                None => (userinfo, None),
+            };
+            let user = percent_decode(user).ok_or("the user name has a bad %-escape")?;
+            let password = password
+                .map(|p| percent_decode(p).ok_or("the password has a bad %-escape"))
+                .transpose()?;
+            ((!user.is_empty()).then_some(user), password)
+        }
+    };
+    let sentinels = parse_hosts(hosts)?;
+    let mut segments = path.split('/');
+    let service = segments.next().unwrap_or_default();
+    if service.is_empty() {
+        return Err("the service name is missing: add /SERVICE after the sentinels".to_owned());
+    }
+    let service = percent_decode(service).ok_or("the service name has a bad %-escape")?;
+    let db = match segments.next() {
+        None | Some("") => 0,
+        Some(db) => db
+            .parse::<i64>()
+            .ok()
+            .filter(|db| *db >= 0)
+            .ok_or_else(|| format!("invalid database number {db:?}: use 0, 1, 2, ..."))?,
+    };
+    if segments.any(|s| !s.is_empty()) {
+        return Err("too many path segments: the path is /SERVICE or /SERVICE/DB".to_owned());
+    }
+    Ok(Some(ParsedSentinelUrl {
+        spec: SentinelSpec {
+            sentinels,
+            service,
+            tls,
+            auth: None,
+        },
+        db,
+        username,
+        password,
+    }))
+}
+
+/// `HOST:PORT[,HOST:PORT...]`; a missing port means 26379; IPv6 hosts in
+/// brackets.
+fn parse_hosts(hosts: &str) -> std::result::Result<Vec<(String, u16)>, String> {
+    if hosts.is_empty() {
+        return Err("no sentinel is named: give HOST:PORT[,HOST:PORT...]".to_owned());
+    }
+    hosts
+        .split(',')
+        .map(|entry| {
+            let bad =
+                |why: &str| format!("bad sentinel address {entry:?} in the host list ({why})");
+            if entry.is_empty() {
+                return Err(bad(
+                    "empty entry: separate HOST:PORT pairs with single commas",
+                ));
+            }
+            let (host, port) = if let Some(bracketed) = entry.strip_prefix('[') {
+                let (host, after) = bracketed
+                    .split_once(']')
+                    .ok_or_else(|| bad("unclosed [ of an IPv6 address"))?;
+                match after {
+                    "" => (host, None),
+                    _ => match after.strip_prefix(':') {
+                        Some(port) => (host, Some(port)),
+                        None => return Err(bad("expected :PORT after ]")),
+                    },
+                }
+            } else {
+                match entry.rsplit_once(':') {
+                    Some((host, _)) if host.contains(':') => {
+                        return Err(bad("write an IPv6 address in brackets: [::1]:26379"));
+                    }
+                    Some((host, port)) => (host, Some(port)),
+                    None => (entry, None),
+                }
+            };
+            if host.is_empty() {
+                return Err(bad("empty host"));
+            }
+            if host.contains(['@', '/', ' ']) {
+                return Err(bad("not a host name"));
+            }
+            let port = match port {
+                None => DEFAULT_SENTINEL_PORT,
+                Some(port) => port
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| bad("the port must be a number from 1 to 65535"))?,
+            };
+            Ok((host.to_owned(), port))
+        })
+        .collect()
+}
+
+/// Decode `%XX` escapes; `None` on a malformed one or a result that is not
+/// UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The command connection to the master a sentinel deployment names now
+/// (see the [module docs](self)).
+pub(crate) struct Follower {
+    endpoint: Endpoint,
+    spec: Arc<SentinelSpec>,
+    timeouts: Timeouts,
+    runtime: tokio::runtime::Handle,
+    current: RwLock<Direct>,
+    /// Bumped at each switch to another master; pub/sub streams end on it.
+    generation: tokio::sync::watch::Sender<u64>,
+    resolving: Mutex<bool>,
+    /// The `+switch-master` listener, stopped when the follower goes.
+    listener: Mutex<Option<tokio::task::AbortHandle>>,
+    first_maxmemory_policy: Option<Arc<str>>,
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.lock().ok().and_then(|mut l| l.take()) {
+            listener.abort();
+        }
+    }
+}
+
+impl Follower {
+    /// Resolve the master through the sentinels, connect to it and start
+    /// listening for `+switch-master`.
+    pub(super) async fn connect(
+        endpoint: &Endpoint,
+        spec: Arc<SentinelSpec>,
+        timeouts: Timeouts,
+    ) -> Result<Arc<Self>> {
+        let (host, port) = resolve(endpoint, &spec, timeouts).await?;
+        let direct = Direct::connect(&endpoint.for_data_node(&host, port), timeouts).await?;
+        let follower = Arc::new(Self {
+            first_maxmemory_policy: direct.maxmemory_policy().map(Arc::from),
+            endpoint: endpoint.clone(),
+            spec,
+            timeouts,
+            runtime: tokio::runtime::Handle::current(),
+            current: RwLock::new(direct),
+            generation: tokio::sync::watch::Sender::new(0),
+            resolving: Mutex::new(false),
+            listener: Mutex::new(None),
+        });
+        let listener = follower
+            .runtime
+            .spawn(listen_for_switches(Arc::downgrade(&follower)));
+        if let Ok(mut slot) = follower.listener.lock() {
+            *slot = Some(listener.abort_handle());
+        }
+        Ok(follower)
+    }
+
+    /// The master's connection now, and the generation it belongs to.
+    pub(super) fn current(&self) -> (Direct, u64) {
+        let generation = *self.generation.borrow();
+        let direct = match self.current.read() {
+            Ok(current) => current.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        (direct, generation)
+    }
+
+    /// A receiver that sees every switch to another master.
+    pub(super) fn switches(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// The `maxmemory-policy` of the first master found.
+    pub(super) fn first_maxmemory_policy(&self) -> Option<&str> {
+        self.first_maxmemory_policy.as_deref()
+    }
+
+    /// A call on the master of generation `seen` failed with `err`: when
+    /// the error says the master may have moved, re-resolve it.
+    pub(super) fn after_error(self: &Arc<Self>, err: &Error, seen: u64) {
+        if err.is_connection() && *self.generation.borrow() == seen {
+            self.re_resolve();
+        }
+    }
+
+    /// Re-resolve the master in the background unless a resolution runs.
+    pub(super) fn re_resolve(self: &Arc<Self>) {
+        {
+            let Ok(mut resolving) = self.resolving.lock() else {
+                return;
+            };
+            if *resolving {
+                return;
+            }
+            *resolving = true;
+        }
+        let follower = Arc::downgrade(self);
+        self.runtime.spawn(follow(follower));
+    }
+
+    fn done_resolving(&self) {
+        if let Ok(mut resolving) = self.resolving.lock() {
+            *resolving = false;
+        }
+    }
+}
+
+/// Resolve until a verified master is found; switch to it when it moved.
+async fn follow(follower: Weak<Follower>) {
+    let mut backoff = Backoff::reconnect();
+    loop {
+        let Some(this) = follower.upgrade() else {
+            return;
+        };
+        match resolve(&this.endpoint, &this.spec, this.timeouts).await {
+            Ok((host, port)) => {
+                let (direct, _) = this.current();
+                let target = this.endpoint.for_data_node(&host, port);
+                if direct.address() == target.address() {
+                    this.done_resolving();
+                    return;
+                }
+                match Direct::connect(&target, this.timeouts).await {
+                    Ok(next) => {
+                        let from = direct.address().to_owned();
+                        match this.current.write() {
+                            Ok(mut current) => *current = next,
+                            Err(poisoned) => *poisoned.into_inner() = next,
+                        }
+                        this.generation.send_modify(|g| *g += 1);
+                        events::record(Event::MasterSwitched {
+                            service: &this.spec.service,
+                            from: &from,
+                            to: &target.address(),
+                        });
+                        this.done_resolving();
+                        return;
+                    }
+                    Err(err) => events::record(Event::SentinelRetry {
+                        service: &this.spec.service,
+                        error: &err,
+                    }),
+                }
+            }
+            Err(err) => events::record(Event::SentinelRetry {
+                service: &this.spec.service,
+                error: &err,
+            }),
+        }
+        drop(this);
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
+/// Ask each sentinel in turn for the master; return the first address that
+/// answers `ROLE` as a master.
+async fn resolve(
+    endpoint: &Endpoint,
+    spec: &SentinelSpec,
+    timeouts: Timeouts,
+) -> Result<(String, u16)> {
+    let mut last_error = None;
+    let mut unknown = 0;
+    for (host, port) in &spec.sentinels {
+        let sentinel = format_host_port(host, *port);
+        let asked = ask_sentinel(endpoint, spec, host, *port, timeouts).await;
+        let (master_host, master_port) = match asked {
+            Ok(Some(addr)) => addr,
+            Ok(None) => {
+                unknown += 1;
+                continue;
+            }
+            Err(err) => {
+                last_error = Some(err);
+                continue;
+            }
+        };
+        match check_master(endpoint, &master_host, master_port, timeouts).await {
+            Ok(true) => return Ok((master_host, master_port)),
+            Ok(false) => {
+                last_error = Some(Error::Unavailable {
+                    addr: format_host_port(&master_host, master_port),
+                    source: crate::error::RedisError::new(redis::RedisError::from((
+                        redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
+                        "sentinel named a server that is not a master (yet)",
+                        format!("named by sentinel {sentinel}"),
+                    ))),
+                });
+            }
+            Err(err) => last_error = Some(err),
+        }
+    }
+    if unknown == spec.sentinels.len() {
+        return Err(Error::InvalidConfig(format!(
+            "no sentinel knows a master named {:?} ({}): check the service name in the URL \
+             against `sentinel monitor NAME ...` in the sentinels' configuration",
+            spec.service,
+            spec.describe(),
+        )));
+    }
+    Err(last_error.unwrap_or_else(|| Error::Connection {
+        addr: spec.describe(),
+        source: crate::error::RedisError::new(timed_out("no sentinel named a master")),
+    }))
+}
+
+/// `SENTINEL GET-MASTER-ADDR-BY-NAME` on one sentinel; `Ok(None)` when it
+/// does not know the service.
+async fn ask_sentinel(
+    endpoint: &Endpoint,
+    spec: &SentinelSpec,
+    host: &str,
+    port: u16,
+    timeouts: Timeouts,
+) -> Result<Option<(String, u16)>> {
+    let addr = format_host_port(host, port);
+    let client = endpoint.sentinel_client(spec, host, port)?;
+    let mut conn = open(&client, timeouts)
+        .await
+        .map_err(|e| from_first_reply(e, &addr))?;
+    let reply: Option<(String, u16)> = redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(&spec.service)
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| from_redis_conn(e, &addr))?;
+    Ok(reply)
+}
+
+/// `true` when the server at `host:port` says `ROLE` is `master`.
+async fn check_master(
+    endpoint: &Endpoint,
+    host: &str,
+    port: u16,
+    timeouts: Timeouts,
+) -> Result<bool> {
+    let target = endpoint.for_data_node(host, port);
+    let addr = target.address();
+    let client = target.probe_client()?;
+    let mut conn = open(&client, timeouts)
+        .await
+        .map_err(|e| from_first_reply(e, &addr))?;
+    let role: redis::Value = match redis::cmd("ROLE").query_async(&mut conn).await {
+        Ok(role) => role,
+        // An ACL user without +role: trust the sentinel (a demoted master
+        // still answers writes with READONLY, which re-resolves).
+        Err(err) if err.code() == Some("NOPERM") => return Ok(true),
+        Err(err) => return Err(from_redis_conn(err, &addr)),
+    };
+    let first = match role {
+        redis::Value::Array(items) => items.into_iter().next(),
+        _ => None,
+    };
+    Ok(match first {
+        Some(redis::Value::BulkString(bytes)) => bytes == b"master",
+        Some(redis::Value::SimpleString(text)) => text == "master",
+        _ => false,
+    })
+}
+
+async fn open(
+    client: &redis::Client,
+    timeouts: Timeouts,
+) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeouts.connect))
+        .set_response_timeout(Some(timeouts.response));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+}
+
+/// Listen for `+switch-master` on one sentinel at a time and re-resolve
+/// when the service's master switched (or the listening connection broke:
+/// a switch may have been missed).
+async fn listen_for_switches(follower: Weak<Follower>) {
+    let mut backoff = Backoff::reconnect();
+    let mut index = 0usize;
+    loop {
+        let Some(this) = follower.upgrade() else {
+            return;
+        };
+        let (host, port) = this.spec.sentinels[index % this.spec.sentinels.len()].clone();
+        index = index.wrapping_add(1);
+        let client = this.endpoint.sentinel_client(&this.spec, &host, port);
+        let service = this.spec.service.clone();
+        let connect_timeout = this.timeouts.connect;
+        drop(this);
+        let subscribed = async {
+            let client = client.map_err(|e| e.to_string())?;
+            let mut pubsub = tokio::time::timeout(connect_timeout, client.get_async_pubsub())
+                .await
+                .map_err(|_| "connect timed out".to_owned())?
+                .map_err(|e| e.to_string())?;
+            tokio::time::timeout(connect_timeout, pubsub.subscribe("+switch-master"))
+                .await
+                .map_err(|_| "subscribe timed out".to_owned())?
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(pubsub)
+        };
+        let pubsub = match subscribed.await {
+            Ok(pubsub) => pubsub,
+            Err(_) => {
+                tokio::time::sleep(backoff.next_delay()).await;
+                continue;
+            }
+        };
+        backoff.reset();
+        // A switch may have happened while nobody listened.
+        if let Some(this) = follower.upgrade() {
+            this.re_resolve();
+        }
+        let mut messages = pubsub.into_on_message();
+        let mut health = tokio::time::interval(Duration::from_secs(5));
+        health.reset();
+        loop {
+            tokio::select! {
+                message = messages.next() => {
+                    let Some(message) = message else { break };
+                    let payload = String::from_utf8_lossy(message.get_payload_bytes()).into_owned();
+                    // "NAME OLD_IP OLD_PORT NEW_IP NEW_PORT"
+                    if payload.split(' ').next() == Some(service.as_str()) {
+                        match follower.upgrade() {
+                            Some(this) => this.re_resolve(),
+                            None => return,
+                        }
+                    }
+                }
+                _ = health.tick() => {
+                    if follower.strong_count() == 0 {
+                        return;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(url: &str) -> ParsedSentinelUrl {
+        parse_sentinel_url(url).unwrap().unwrap()
+    }
+
+    fn problem(url: &str) -> String {
+        match parse_sentinel_url(url) {
+            Err(problem) => problem,
+            Ok(_) => panic!("{url} parsed"),
+        }
+    }
+
+    #[test]
+    fn forms() {
+        let p = parse("redis+sentinel://h1:26379,h2:26380,[::1]:1/mymaster");
+        assert_eq!(
+            p.spec.sentinels,
+            vec![
+                ("h1".to_owned(), 26379),
+                ("h2".to_owned(), 26380),
+                ("::1".to_owned(), 1)
+            ]
+        );
+        assert_eq!(p.spec.service, "mymaster");
+        assert!(!p.spec.tls);
+        assert_eq!((p.db, p.username, p.password), (0, None, None));
+
+        let p = parse("rediss+sentinel://alice:p%40ss@h1:5000/svc/3");
+        assert!(p.spec.tls);
+        assert_eq!(p.db, 3);
+        assert_eq!(p.username.as_deref(), Some("alice"));
+        assert_eq!(p.password.as_deref(), Some("p@ss"));
+
+        let p = parse("redis+sentinel://:secret@h1/svc/");
+        assert_eq!(
+            p.spec.sentinels,
+            vec![("h1".to_owned(), DEFAULT_SENTINEL_PORT)]
+        );
+        assert_eq!((p.username, p.password.as_deref()), (None, Some("secret")));
+
+        assert!(parse_sentinel_url("redis://h:1").unwrap().is_none());
+        assert!(parse_sentinel_url("redis+cluster://h:1").unwrap().is_none());
+    }
+
+    #[test]
+    fn bad_input() {
+        assert!(problem("redis+sentinel://h1:26379").contains("service name is missing"));
+        assert!(problem("redis+sentinel://h1:26379/").contains("service name is missing"));
+        assert!(problem("redis+sentinel:///svc").contains("no sentinel is named"));
+        assert!(problem("redis+sentinel://h1,,h2/svc").contains("empty entry"));
+        assert!(problem("redis+sentinel://h1,/svc").contains("empty entry"));
+        assert!(problem("redis+sentinel://h1:0/svc").contains("1 to 65535"));
+        assert!(problem("redis+sentinel://h1:99999/svc").contains("1 to 65535"));
+        assert!(problem("redis+sentinel://h1:x/svc").contains("1 to 65535"));
+        assert!(problem("redis+sentinel://:26379/svc").contains("empty host"));
+        assert!(problem("redis+sentinel://::1:5/svc").contains("brackets"));
+        assert!(problem("redis+sentinel://[::1:5/svc").contains("unclosed"));
+        assert!(problem("redis+sentinel://h1/svc/x").contains("invalid database number"));
+        assert!(problem("redis+sentinel://h1/svc/-1").contains("invalid database number"));
+        assert!(problem("redis+sentinel://h1/svc/1/2").contains("too many path segments"));
+        assert!(problem("redis+sentinel://h1/svc?db=1").contains("no query"));
+        assert!(problem("redis+sentinel://u:%zz@h1/svc").contains("%-escape"));
+    }
+}
