@@ -378,13 +378,18 @@ async fn run(
         if !check_only {
             next_renewal = Instant::now() + interval;
         }
-        let batch: Vec<(Key, Option<u64>, Arc<HeldState>)> = locked(&entries)
+        let mut batch: Vec<(Key, Option<u64>, Arc<HeldState>)> = locked(&entries)
             .iter()
             // A hold known lost is never renewed: its lock must expire.
             .filter(|(_, entry)| !entry.state.status().lost && (check_only || entry.renewed > 0))
             .map(|(key, entry)| (key.clone(), entry.token, Arc::clone(&entry.state)))
             .collect();
-        for chunk in batch.chunks(RENEW_BATCH) {
+        // One script call may only touch keys of one group (one hash slot
+        // on a cluster, where other calls fail with CROSSSLOT).
+        batch.sort_by_key(|((key, _), _, _)| conn.key_group(key));
+        let groups =
+            batch.chunk_by(|((a, _), _, _), ((b, _), _, _)| conn.key_group(a) == conn.key_group(b));
+        for chunk in groups.flat_map(|group| group.chunks(RENEW_BATCH)) {
             let holds: Vec<HoldRef<'_>> = chunk
                 .iter()
                 .map(|((k, o), token, _)| (k.as_str(), o.as_str(), *token))
