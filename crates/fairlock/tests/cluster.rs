@@ -262,10 +262,8 @@ async fn cluster_failover_of_the_master_serving_a_lock() {
         })
         .await;
         let master = node_of(&cluster, protocol, &name).port();
-        // The replica must have the lock before it takes over (WAIT: every
-        // write so far acknowledged by one replica).
-        let acked: i64 = cluster.node(master).cmd(&["WAIT", "1", "5000"]);
-        assert_eq!(acked, 1, "the replica did not acknowledge the lock");
+        // The replica must have the lock before it takes over.
+        replicated(&cluster, master, &name);
 
         let started = Instant::now();
         let promoted = cluster.failover(master);
@@ -364,8 +362,7 @@ async fn master_killed_while_a_lock_is_held_and_waited_on() {
     })
     .await;
     let master = node_of(&cluster, protocol, name).port();
-    let acked: i64 = cluster.node(master).cmd(&["WAIT", "1", "5000"]);
-    assert_eq!(acked, 1, "the replica did not acknowledge the lock");
+    replicated(&cluster, master, name);
     let slot = cluster.slot_of(&lock_keys(protocol, name).1);
 
     let killed = Instant::now();
@@ -437,4 +434,26 @@ async fn handoff_rate(clients: &[LockClient; 2], run_for: Duration) -> f64 {
         total += task.await.unwrap();
     }
     total as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Wait until the replica of `master` has every write made there so far,
+/// the lock `name`'s included. `WAIT` counts only the writes of the
+/// connection it is sent on (with none, it returns at once whatever the
+/// replica has), so the same connection first writes a key in the lock's
+/// slot, then waits for it, then removes it.
+fn replicated(cluster: &Cluster, master: u16, name: &str) {
+    let mut conn = cluster.node(master).conn();
+    let marker = format!("{{{name}}}:replication-marker");
+    let _: () = redis::cmd("SET")
+        .arg(&marker)
+        .arg("1")
+        .query(&mut conn)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge the lock");
+    let _: i64 = redis::cmd("DEL").arg(&marker).query(&mut conn).unwrap();
 }
