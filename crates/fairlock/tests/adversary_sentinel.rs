@@ -1,0 +1,166 @@
+//! Adversarial tests of the Sentinel support (real processes: a master, a
+//! replica and three sentinels from `fairlock_test_support::Sentinel`).
+//!
+//! Tests marked `#[ignore = "finding N: ..."]` fail on the code they were
+//! written against; each documents one finding of the review.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use fairlock::{ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
+use support::{RedisServer, Sentinel};
+
+fn signal(server: &RedisServer, sig: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(server.pid().to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{sig} {}", server.pid());
+}
+
+/// SIGCONTs a paused process when dropped (also when the test panics), so
+/// that the harness can stop it.
+struct Paused<'a>(&'a RedisServer);
+
+impl<'a> Paused<'a> {
+    fn pause(server: &'a RedisServer) -> Self {
+        signal(server, "STOP");
+        Self(server)
+    }
+}
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-CONT")
+            .arg(self.0.pid().to_string())
+            .status();
+    }
+}
+
+fn is_master(server: &RedisServer) -> bool {
+    let info: String = server.cmd(&["INFO", "replication"]);
+    info.contains("role:master")
+}
+
+fn named_master(sentinel: &RedisServer) -> String {
+    let (ip, port): (String, u16) =
+        sentinel.cmd(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", support::sentinel::MASTER_NAME]);
+    format!("{ip}:{port}")
+}
+
+fn url_of(sentinels: &[&RedisServer]) -> String {
+    let hosts: Vec<String> = sentinels.iter().map(|s| s.addr()).collect();
+    format!(
+        "redis+sentinel://{}/{}",
+        hosts.join(","),
+        support::sentinel::MASTER_NAME
+    )
+}
+
+async fn client(url: &str, protocol: Protocol) -> LockClient {
+    support::init_tracing();
+    let config = ClientConfig::from_url(url)
+        .expect("sentinel url")
+        .protocol(protocol)
+        .response_timeout(Duration::from_millis(500))
+        .retry_budget(Duration::from_secs(20));
+    LockClient::with_config(config)
+        .await
+        .expect("connect through the sentinels")
+}
+
+/// Poll `check` until it holds or `limit` passes (blocking helpers only).
+async fn wait_until(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Finding 1: the `+switch-master` listener waits forever on a sentinel
+/// whose connection went silent (process paused, network stalled): nothing
+/// pings it and nothing bounds the wait, so it never moves to the next
+/// sentinel, and a client that sends no command during the failover never
+/// learns of it. After a `SENTINEL FAILOVER`, the old master stays a
+/// writable master until the sentinels convert it (seconds later): the
+/// idle client acquires there while another client holds the same lock on
+/// the new master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding 1: the +switch-master listener hangs on a silent sentinel; an idle client stays on the old master after a failover"]
+async fn switch_listener_on_a_silent_sentinel_misses_the_failover() {
+    idle_client_follows_a_manual_failover(true).await;
+}
+
+/// The control of finding 1: with every sentinel live, the idle client
+/// follows the same failover (held up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_client_follows_a_manual_failover_with_live_sentinels() {
+    idle_client_follows_a_manual_failover(false).await;
+}
+
+async fn idle_client_follows_a_manual_failover(silence_first_sentinel: bool) {
+    let deployment = Sentinel::start_with(1, 3);
+    let sentinels = deployment.sentinels();
+    let old_master = deployment.master().addr();
+    let replica = &deployment.replicas()[0];
+    let protocol = Protocol::Native;
+
+    // A listens on the first sentinel of its URL.
+    let a = client(&deployment.url(), protocol).await;
+    wait_until(Duration::from_secs(10), "A's switch listener", || {
+        let clients: String = sentinels[0].cmd(&["CLIENT", "LIST"]);
+        clients.contains("cmd=subscribe") || clients.contains("sub=1")
+    })
+    .await;
+    let a_lock = a.fair_lock("adv-split").unwrap();
+    // A is in use before the failover.
+    a_lock.lock().await.unwrap().unlock().await.unwrap();
+
+    // The first sentinel goes silent (its TCP connections stay open).
+    let _silent = silence_first_sentinel.then(|| Paused::pause(&sentinels[0]));
+    let _: String = sentinels[1].cmd(&["SENTINEL", "FAILOVER", support::sentinel::MASTER_NAME]);
+    wait_until(Duration::from_secs(20), "the promotion", || {
+        named_master(&sentinels[1]) == replica.addr()
+            && named_master(&sentinels[2]) == replica.addr()
+            && is_master(replica)
+    })
+    .await;
+    let switched = Instant::now();
+
+    // B, through the live sentinels, holds the lock on the new master.
+    let b = client(&url_of(&[&sentinels[1], &sentinels[2]]), protocol).await;
+    let b_guard = b
+        .fair_lock("adv-split")
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("B acquires on the new master");
+    assert!(support::is_held(replica, protocol, "adv-split"));
+
+    // Give A time to follow (a `+switch-master` reaches a live listener
+    // within milliseconds).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let a_guard = a_lock.try_lock().await.unwrap();
+    let old_still_master = is_master(deployment.master());
+    eprintln!(
+        "{:?} after the switch: A acquired: {}, old master {old_master} still master: \
+         {old_still_master}",
+        switched.elapsed(),
+        a_guard.is_some()
+    );
+    assert!(
+        a_guard.is_none(),
+        "A acquired the lock B holds on the new master {} (A still on the old master \
+         {old_master}, {:?} after the sentinels agreed on the switch; B's token {:?}, A's {:?})",
+        replica.addr(),
+        switched.elapsed(),
+        b_guard.token(),
+        a_guard.as_ref().and_then(|g| g.token()),
+    );
+    b_guard.unlock().await.unwrap();
+}
