@@ -215,3 +215,89 @@ async fn min_replicas_after_a_master_restart() {
     );
     outcome.unwrap().unlock().await.unwrap();
 }
+
+/// Held up: hostile and malformed sentinel URLs get a typed error, never a
+/// panic (parsed without any server).
+#[test]
+fn bad_sentinel_urls_are_typed_errors() {
+    let nasty = [
+        "redis+sentinel://",
+        "redis+sentinel:///",
+        "redis+sentinel://@/",
+        "redis+sentinel://%/s",
+        "redis+sentinel://u:%@h/s",
+        "redis+sentinel://u:%4@h/s",
+        "redis+sentinel://u:%é1@h/s",
+        "redis+sentinel://u:%+1@h/s",
+        "redis+sentinel://h/%",
+        "redis+sentinel://h/%ff",
+        "redis+sentinel://h/s/99999999999999999999999",
+        "redis+sentinel://h:65536/s",
+        "redis+sentinel://[/s",
+        "redis+sentinel://[]/s",
+        "redis+sentinel://[::1]x/s",
+        "redis+sentinel://[::1]:/s",
+        "redis+sentinel://h:/s",
+        "redis+sentinel://,/s",
+        "redis+sentinel://h h/s",
+        "REDIS+SENTINEL://h/s/1/",
+        "rediss+sentinel://ü:ö@ä/ß",
+        "redis+sentinel://a@b@c/s",
+        "redis+sentinel://h/s\0",
+        "redis+sentinel://\u{feff}h/s",
+    ];
+    for url in nasty {
+        let outcome = std::panic::catch_unwind(|| ClientConfig::from_url(url).map(|_| ()));
+        match outcome {
+            Err(_) => panic!("{url:?} panicked"),
+            Ok(Err(err)) => assert!(err.is_invalid_input(), "{url:?}: {err:?}"),
+            Ok(Ok(())) => {}
+        }
+    }
+}
+
+/// Held up: a hostile client cannot forge `+switch-master` on a sentinel
+/// (Sentinel accepts PUBLISH only on its hello channel), and a
+/// `+switch-master` published on the data master reaches no fairlock
+/// listener (they listen on the sentinels): the client stays on the true
+/// master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_switch_master_is_refused_or_ignored() {
+    let deployment = Sentinel::start_with(1, 3);
+    let replica = &deployment.replicas()[0];
+    let a = client(&deployment.url(), Protocol::Native).await;
+    let forged = format!(
+        "{} {} {} {}",
+        support::sentinel::MASTER_NAME,
+        deployment.master().addr().replace(':', " "),
+        replica.addr().replace(':', " "),
+        ""
+    );
+    let mut conn = deployment.sentinels()[0].conn();
+    let refused: Result<i64, _> = fairlock_redis_publish(&mut conn, &forged);
+    assert!(refused.is_err(), "a sentinel accepted a forged +switch-master");
+    let _: i64 = deployment
+        .master()
+        .cmd(&["PUBLISH", "+switch-master", forged.trim_end()]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let guard = a
+        .fair_lock("adv-forged")
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free");
+    assert!(support::is_held(
+        deployment.master(),
+        Protocol::Native,
+        "adv-forged"
+    ));
+    guard.unlock().await.unwrap();
+}
+
+fn fairlock_redis_publish(conn: &mut redis::Connection, payload: &str) -> redis::RedisResult<i64> {
+    redis::cmd("PUBLISH")
+        .arg("+switch-master")
+        .arg(payload)
+        .query(conn)
+}
