@@ -301,3 +301,62 @@ fn fairlock_redis_publish(conn: &mut redis::Connection, payload: &str) -> redis:
         .arg(payload)
         .query(conn)
 }
+
+/// Finding 3: the `WAIT` of `min_replicas` is bounded by its timeout plus a
+/// fixed 3 s (and its connect by a fixed 3 s), not by the client's response
+/// and connect timeouts: a master that stalls while a `try_lock` waits for
+/// its replicas holds the call for the `WAIT` timeout + 3 s, whatever
+/// `response_timeout` says (promise 2: every wait ends within its bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding 3: min_replicas WAIT ignores the response timeout (fixed +3 s)"]
+async fn min_replicas_wait_is_bounded_by_the_response_timeout() {
+    const WAIT: Duration = Duration::from_secs(1);
+    const RESPONSE: Duration = Duration::from_millis(300);
+    let master = RedisServer::start();
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    wait_until(Duration::from_secs(20), "the replica to link", || {
+        let info: String = replica.cmd(&["INFO", "replication"]);
+        info.contains("master_link_status:up")
+    })
+    .await;
+    let client = support::client_with(&master, Protocol::Native, |c| {
+        c.min_replicas(1, WAIT)
+            .response_timeout(RESPONSE)
+            .retry_budget(Duration::from_millis(500))
+    })
+    .await;
+    let lock = client.fair_lock("adv-wait-bound").unwrap();
+    lock.lock().await.expect("met").unlock().await.expect("met");
+
+    // The replica stops acknowledging: every WAIT now lasts its timeout.
+    let _replica_paused = Paused::pause(&replica);
+    let started = Instant::now();
+    let attempt = tokio::spawn(async move {
+        let outcome = lock.try_lock().await.map(|g| g.is_some());
+        (outcome, started.elapsed())
+    });
+    // Granted, now waiting for the replica: the master stalls.
+    wait_until(Duration::from_secs(5), "the grant", || {
+        support::is_held(&master, Protocol::Native, "adv-wait-bound")
+    })
+    .await;
+    let master_paused = Paused::pause(&master);
+    let (outcome, elapsed) = tokio::time::timeout(Duration::from_secs(30), attempt)
+        .await
+        .expect("try_lock ends")
+        .unwrap();
+    drop(master_paused);
+    eprintln!(
+        "try_lock with a stalled master: {outcome:?} after {elapsed:?}; still held after \
+         the master resumed: {}",
+        support::is_held(&master, Protocol::Native, "adv-wait-bound")
+    );
+    // WAIT timeout + a response timeout for the WAIT + the undo's retry
+    // budget and one response timeout, with 1 s to spare.
+    let bound = WAIT + RESPONSE + Duration::from_millis(500) + RESPONSE + Duration::from_secs(1);
+    assert!(
+        elapsed < bound,
+        "try_lock took {elapsed:?} (bound {bound:?}): {outcome:?}"
+    );
+}
