@@ -46,8 +46,11 @@ fn is_master(server: &RedisServer) -> bool {
 }
 
 fn named_master(sentinel: &RedisServer) -> String {
-    let (ip, port): (String, u16) =
-        sentinel.cmd(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", support::sentinel::MASTER_NAME]);
+    let (ip, port): (String, u16) = sentinel.cmd(&[
+        "SENTINEL",
+        "GET-MASTER-ADDR-BY-NAME",
+        support::sentinel::MASTER_NAME,
+    ]);
     format!("{ip}:{port}")
 }
 
@@ -275,7 +278,10 @@ async fn forged_switch_master_is_refused_or_ignored() {
     );
     let mut conn = deployment.sentinels()[0].conn();
     let refused: Result<i64, _> = fairlock_redis_publish(&mut conn, &forged);
-    assert!(refused.is_err(), "a sentinel accepted a forged +switch-master");
+    assert!(
+        refused.is_err(),
+        "a sentinel accepted a forged +switch-master"
+    );
     let _: i64 = deployment
         .master()
         .cmd(&["PUBLISH", "+switch-master", forged.trim_end()]);
