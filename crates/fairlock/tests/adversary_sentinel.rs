@@ -366,3 +366,76 @@ async fn min_replicas_wait_is_bounded_by_the_response_timeout() {
         "try_lock took {elapsed:?} (bound {bound:?}): {outcome:?}"
     );
 }
+
+async fn master_with_paused_replica_client(
+    wait: Duration,
+) -> (RedisServer, RedisServer, LockClient) {
+    let master = RedisServer::start();
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    wait_until(Duration::from_secs(20), "the replica to link", || {
+        let info: String = replica.cmd(&["INFO", "replication"]);
+        info.contains("master_link_status:up")
+    })
+    .await;
+    let client = support::client_with(&master, Protocol::Native, |c| {
+        c.min_replicas(1, wait)
+            .response_timeout(Duration::from_millis(500))
+            .retry_budget(Duration::from_secs(5))
+    })
+    .await;
+    (master, replica, client)
+}
+
+/// Held up: an acquisition dropped while it waits for the replicas is
+/// released in the background (not left held until its lease ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_acquisition_dropped_during_wait_is_released() {
+    let (master, replica, client) =
+        master_with_paused_replica_client(Duration::from_secs(20)).await;
+    let _paused = Paused::pause(&replica);
+    let lock = client.fair_lock("adv-wait-drop").unwrap();
+    let attempt = tokio::spawn(async move { lock.lock().await.map(drop) });
+    wait_until(Duration::from_secs(5), "the grant", || {
+        support::is_held(&master, Protocol::Native, "adv-wait-drop")
+    })
+    .await;
+    attempt.abort();
+    let started = Instant::now();
+    wait_until(Duration::from_secs(5), "the background release", || {
+        !support::is_held(&master, Protocol::Native, "adv-wait-drop")
+    })
+    .await;
+    eprintln!("released {:?} after the drop", started.elapsed());
+}
+
+/// Held up: a re-entry that the replicas did not acknowledge is undone
+/// alone; the outer hold stays and its count is right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_reentry_undo_keeps_the_outer_hold() {
+    let (master, replica, client) =
+        master_with_paused_replica_client(Duration::from_millis(500)).await;
+    let lock = client.fair_lock("adv-wait-reenter").unwrap();
+    let outer = lock.lock().await.expect("met");
+    let paused = Paused::pause(&replica);
+    let inner = tokio::time::timeout(Duration::from_secs(10), outer.reenter())
+        .await
+        .expect("the re-entry ends");
+    assert!(
+        matches!(inner, Err(fairlock::Error::ReplicasNotSynced { .. })),
+        "{inner:?}"
+    );
+    assert!(outer.is_held());
+    assert!(support::is_held(
+        &master,
+        Protocol::Native,
+        "adv-wait-reenter"
+    ));
+    drop(paused);
+    outer.unlock().await.expect("the outer hold is still ours");
+    assert!(!support::is_held(
+        &master,
+        Protocol::Native,
+        "adv-wait-reenter"
+    ));
+}
