@@ -10,11 +10,13 @@ mod exec;
 mod failure;
 mod history;
 mod inspect;
+mod metrics_server;
 mod private_redis;
 mod private_sentinel;
 mod progress;
 mod torture;
 mod torture_proxy;
+mod watch;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -48,11 +50,13 @@ fn after_help(sub: Sub, example: &str) -> String {
 )]
 pub(crate) struct Cli {
     /// Redis URL: redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], rediss:// for
-    /// TLS, redis+unix:///PATH, or Redis Sentinel:
+    /// TLS, redis+unix:///PATH, Redis Sentinel:
     /// redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]
-    /// (rediss+sentinel:// for TLS; USER:PASSWORD are the data nodes').
-    /// Default: $REDIS_URL, else redis://127.0.0.1:6379 (demo and torture
-    /// start a private redis-server instead).
+    /// (rediss+sentinel:// for TLS; USER:PASSWORD are the data nodes'), or a
+    /// Redis Cluster: redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]
+    /// (rediss+cluster:// for TLS). Default: $REDIS_URL, else
+    /// redis://127.0.0.1:6379 (demo and torture start a private
+    /// redis-server instead).
     #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
     redis: Option<String>,
 
@@ -187,6 +191,16 @@ enum Command {
     /// running without the lock.
     #[command(after_help = after_help(Sub::ForceUnlock, "fairlock force-unlock nightly-report --yes"))]
     ForceUnlock(inspect::ForceUnlockArgs),
+    /// A live view of locks: holder, hold time, lease left, token, queue
+    /// length and the longest wait, per lock.
+    ///
+    /// Redrawn in place on a terminal; one line per lock and refresh
+    /// otherwise; --json for one JSON object per lock and refresh. Hold and
+    /// wait times are as observed by watch (">=" for a holder or waiter
+    /// already there at the first refresh). Runs until SIGINT or SIGTERM,
+    /// or --count refreshes.
+    #[command(after_help = after_help(Sub::Watch, "fairlock watch nightly-report orders --interval 2s"))]
+    Watch(watch::WatchArgs),
     /// N clients contend for one fair lock: a timeline of the first
     /// handoffs, then a summary.
     ///
@@ -361,6 +375,10 @@ fn main() -> ExitCode {
             Command::ForceUnlock(args) => {
                 cli.refuse_settings("force-unlock")?;
                 inspect::force_unlock(&cli, args).await
+            }
+            Command::Watch(args) => {
+                cli.refuse_settings("watch")?;
+                watch::run(&cli, args).await
             }
             Command::Demo(args) => demo::run(&cli, args).await,
             Command::Torture(args) => torture::run(&cli, args).await,
