@@ -94,6 +94,13 @@ pub(crate) struct ExecArgs {
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = duration::grace)]
     grace: Duration,
 
+    /// Serve metrics (acquisition, wait, hold, renewals, lost locks; the
+    /// lock's name as the `lock` label) in the Prometheus text format at
+    /// http://HOST:PORT/metrics while exec runs (port 0: any free port,
+    /// printed on stderr).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
+
     /// The command to run, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -205,9 +212,18 @@ impl Progress {
 }
 
 pub(crate) async fn run(cli: &Cli, args: &ExecArgs) -> Result<u8, Failure> {
-    let client = cli
-        .connect(&cli.url(), &cli.settings(&args.settings))
-        .await?;
+    let _server = match &args.metrics_addr {
+        Some(addr) => Some(crate::metrics_server::serve(addr).await?),
+        None => None,
+    };
+    let settings = cli.settings(&args.settings);
+    // One lock: its name is a label of bounded cardinality.
+    let config = cli
+        .config(&cli.url(), &settings, fairlock::ClientConfig::DEFAULT_LEASE)?
+        .metrics_lock_label(fairlock::LockLabel::Name);
+    let client = LockClient::with_config(config)
+        .await
+        .map_err(crate::failure::connect_failure)?;
     let result = run_with(&client, args).await;
     // Release whatever is still held, leave the queue, and let the
     // background work finish before the process exits.

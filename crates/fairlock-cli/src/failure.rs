@@ -29,6 +29,7 @@ pub(crate) enum Sub {
     Exec,
     Inspect,
     ForceUnlock,
+    Watch,
     Demo,
     Torture,
 }
@@ -37,6 +38,7 @@ const ALL: &[Sub] = &[
     Sub::Exec,
     Sub::Inspect,
     Sub::ForceUnlock,
+    Sub::Watch,
     Sub::Demo,
     Sub::Torture,
 ];
@@ -111,6 +113,7 @@ fn name(sub: Sub) -> &'static str {
         Sub::Exec => "exec",
         Sub::Inspect => "inspect",
         Sub::ForceUnlock => "force-unlock",
+        Sub::Watch => "watch",
         Sub::Demo => "demo",
         Sub::Torture => "torture",
     }

@@ -10,11 +10,13 @@ mod exec;
 mod failure;
 mod history;
 mod inspect;
+mod metrics_server;
 mod private_redis;
 mod private_sentinel;
 mod progress;
 mod torture;
 mod torture_proxy;
+mod watch;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -189,6 +191,16 @@ enum Command {
     /// running without the lock.
     #[command(after_help = after_help(Sub::ForceUnlock, "fairlock force-unlock nightly-report --yes"))]
     ForceUnlock(inspect::ForceUnlockArgs),
+    /// A live view of locks: holder, hold time, lease left, token, queue
+    /// length and the longest wait, per lock.
+    ///
+    /// Redrawn in place on a terminal; one line per lock and refresh
+    /// otherwise; --json for one JSON object per lock and refresh. Hold and
+    /// wait times are as observed by watch (">=" for a holder or waiter
+    /// already there at the first refresh). Runs until SIGINT or SIGTERM,
+    /// or --count refreshes.
+    #[command(after_help = after_help(Sub::Watch, "fairlock watch nightly-report orders --interval 2s"))]
+    Watch(watch::WatchArgs),
     /// N clients contend for one fair lock: a timeline of the first
     /// handoffs, then a summary.
     ///
@@ -363,6 +375,10 @@ fn main() -> ExitCode {
             Command::ForceUnlock(args) => {
                 cli.refuse_settings("force-unlock")?;
                 inspect::force_unlock(&cli, args).await
+            }
+            Command::Watch(args) => {
+                cli.refuse_settings("watch")?;
+                watch::run(&cli, args).await
             }
             Command::Demo(args) => demo::run(&cli, args).await,
             Command::Torture(args) => torture::run(&cli, args).await,

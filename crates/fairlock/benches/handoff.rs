@@ -22,6 +22,33 @@ use support::RedisServer;
 
 const NAME: &str = "bench-queue";
 
+/// With the `metrics` feature: the most a user can turn on, a Prometheus
+/// recorder and lock names as a label. Compare runs with and without the
+/// feature with `scripts/bench-metrics`.
+fn observe(config: fairlock::ClientConfig) -> fairlock::ClientConfig {
+    #[cfg(feature = "metrics")]
+    let config = config.metrics_lock_label(fairlock::LockLabel::Name);
+    config
+}
+
+/// Install the Prometheus recorder (with the `metrics` feature) and say
+/// which variant runs.
+fn install_metrics() {
+    #[cfg(feature = "metrics")]
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map(std::mem::forget)
+        .expect("recorder");
+    println!(
+        "metrics: {}",
+        if cfg!(feature = "metrics") {
+            "on (Prometheus recorder, lock names as labels)"
+        } else {
+            "off"
+        }
+    );
+}
+
 /// Shared by the waiters of one run.
 struct Chain {
     lock: FairLock,
@@ -103,7 +130,9 @@ async fn run(protocol: Protocol, waiters: usize, handoffs: usize) -> Outcome {
         .waiter_slot(Duration::from_secs(3600))
         .waiter_ttl(Duration::from_secs(3600))
         .retry_budget(Duration::from_millis(50));
-    let client = LockClient::with_config(config).await.expect("connect");
+    let client = LockClient::with_config(observe(config))
+        .await
+        .expect("connect");
     let chain = Arc::new(Chain {
         lock: client.fair_lock(NAME).expect("name"),
         released_at: Mutex::new(None),
@@ -162,6 +191,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    install_metrics();
     let sizes: &[usize] = if quick {
         &[10, 1_000]
     } else {

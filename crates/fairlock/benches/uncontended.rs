@@ -33,6 +33,33 @@ where
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+/// With the `metrics` feature: the most a user can turn on, a Prometheus
+/// recorder and lock names as a label. Compare runs with and without the
+/// feature with `scripts/bench-metrics`.
+fn observe(config: fairlock::ClientConfig) -> fairlock::ClientConfig {
+    #[cfg(feature = "metrics")]
+    let config = config.metrics_lock_label(fairlock::LockLabel::Name);
+    config
+}
+
+/// Install the Prometheus recorder (with the `metrics` feature) and say
+/// which variant runs.
+fn install_metrics() {
+    #[cfg(feature = "metrics")]
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map(std::mem::forget)
+        .expect("recorder");
+    println!(
+        "metrics: {}",
+        if cfg!(feature = "metrics") {
+            "on (Prometheus recorder, lock names as labels)"
+        } else {
+            "off"
+        }
+    );
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -40,20 +67,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    install_metrics();
     let server = support::RedisServer::start();
-    let client = fairlock::LockClient::connect(&server.url())
-        .await
-        .expect("connect");
+    let client = fairlock::LockClient::with_config(observe(
+        fairlock::ClientConfig::from_url(&server.url()).expect("url"),
+    ))
+    .await
+    .expect("connect");
     let redis = redis::Client::open(server.url()).expect("client");
     let mut conn = redis
         .get_multiplexed_async_connection()
         .await
         .expect("connect");
-    let redisson = fairlock::LockClient::with_config(
+    let redisson = fairlock::LockClient::with_config(observe(
         fairlock::ClientConfig::from_url(&server.url())
             .expect("url")
             .protocol(fairlock::Protocol::Redisson),
-    )
+    ))
     .await
     .expect("connect");
     // Every lock kind under both protocols, measured by one closure.

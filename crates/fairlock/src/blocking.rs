@@ -137,6 +137,18 @@ impl LockClient {
         })
     }
 
+    /// What this client has done since it connected; see
+    /// [`LockClient::statistics`](crate::LockClient::statistics).
+    pub fn statistics(&self) -> crate::Statistics {
+        self.client.statistics()
+    }
+
+    /// What this client holds and waits for now (not atomic); see
+    /// [`LockClient::status`](crate::LockClient::status).
+    pub fn status(&self) -> crate::Status {
+        self.client.status()
+    }
+
     /// The async client underneath.
     pub fn as_async(&self) -> &crate::LockClient {
         &self.client

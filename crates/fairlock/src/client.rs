@@ -11,6 +11,7 @@ use crate::hold::LockShared;
 use crate::name;
 use crate::owner::Owner;
 use crate::protocol::Release;
+use crate::stats::{Statistics, Status};
 
 /// A connection to Redis for taking distributed locks.
 ///
@@ -169,6 +170,38 @@ impl LockClient {
             client: core.id(),
             unfinished: !settled,
         });
+    }
+
+    /// What this client has done since it connected: acquisitions by
+    /// outcome, handoffs, releases, renewals, locks lost by cause, pub/sub
+    /// reconnects, total wait and hold time. The same counts the `metrics`
+    /// feature exports, as a plain value (no exporter needed, feature or
+    /// not). Each field is read on its own; see [`Statistics`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: fairlock::LockClient) {
+    /// let stats = client.statistics();
+    /// println!(
+    ///     "{} acquisitions, {} after waiting, {} locks lost",
+    ///     stats.acquisitions(),
+    ///     stats.acquired_after_wait,
+    ///     stats.locks_lost()
+    /// );
+    /// # }
+    /// ```
+    pub fn statistics(&self) -> Statistics {
+        self.core.events().statistics()
+    }
+
+    /// What this client holds and does right now: its holds (name, owner,
+    /// hold count, held for, token), acquisitions in progress, subscribed
+    /// wake-up channels and background clean-up tasks.
+    ///
+    /// Not atomic: each part is read on its own, so a lock granted while
+    /// the status is taken can appear both held and waited for, or neither.
+    /// Costs a pass over the holds registry under its lock (no Redis call).
+    pub fn status(&self) -> Status {
+        self.core.status()
     }
 
     /// This client's UUID: the first part of every owner id it makes.

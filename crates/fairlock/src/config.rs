@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::meters::LockLabel;
 use crate::protocol::{Protocol, ProtocolSettings};
 use crate::retry::RetryPolicy;
 use crate::transport::{Endpoint, Timeouts, URL_FORMS};
@@ -54,6 +55,7 @@ pub struct ClientConfig {
     pub(crate) response_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) retry_budget: Duration,
+    pub(crate) lock_label: LockLabel,
     pub(crate) min_replicas: Option<(u32, Duration)>,
 }
 
@@ -87,6 +89,7 @@ impl ClientConfig {
             response_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(3),
             retry_budget: Duration::from_secs(10),
+            lock_label: LockLabel::Off,
             min_replicas: None,
         })
     }
@@ -163,6 +166,19 @@ impl ClientConfig {
     pub fn retry_budget(mut self, budget: Duration) -> Self {
         self.retry_budget = budget;
         self
+    }
+
+    /// Whether metrics (feature `metrics`) carry a `lock` label, and with
+    /// which value: see [`LockLabel`]. Default: [`LockLabel::Off`], no
+    /// label (one series per metric, whatever the number of locks).
+    pub fn metrics_lock_label(mut self, label: LockLabel) -> Self {
+        self.lock_label = label;
+        self
+    }
+
+    /// The configured lock label of metrics.
+    pub fn get_metrics_lock_label(&self) -> &LockLabel {
+        &self.lock_label
     }
 
     /// Credentials for the sentinels of a `redis+sentinel://` URL (the
@@ -330,6 +346,7 @@ impl fmt::Debug for ClientConfig {
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("retry_budget", &self.retry_budget)
+            .field("metrics_lock_label", &self.lock_label)
             .field("tls_files", &self.endpoint.tls_files_summary())
             .field(
                 "sentinel_auth",

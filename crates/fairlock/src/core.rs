@@ -13,9 +13,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
+use crate::events::Recorder;
 use crate::owner::Owner;
 use crate::protocol::{Dialect, REVOKED_PREFIX};
 use crate::retry::RetryPolicy;
+use crate::stats::Status;
 use crate::transport::Connection;
 use crate::wakeup::{Subscription, WakeupRouter, Woken};
 use crate::watchdog::Watchdog;
@@ -29,6 +31,8 @@ pub(crate) struct ClientCore {
     next_owner: AtomicU64,
     wakeups: WakeupRouter,
     watchdog: Watchdog,
+    /// Where this client's events are counted and recorded.
+    events: Arc<Recorder>,
     runtime: tokio::runtime::Handle,
     /// Clean-up work in flight: releases of dropped guards, queue exits of
     /// cancelled waiters, undoing of grants that raced a cancellation.
@@ -65,9 +69,11 @@ impl ClientCore {
         config.validate()?;
         let runtime = tokio::runtime::Handle::current();
         let (conn, pubsub) = Connection::connect(&config.endpoint, config.timeouts()).await?;
-        let wakeups = WakeupRouter::start(pubsub, &runtime);
         let dialect = Dialect::new(config.protocol_settings());
+        let events = Recorder::new(dialect.protocol().as_str(), config.lock_label.clone());
+        let wakeups = WakeupRouter::start(pubsub, Arc::clone(&events), &runtime);
         let watchdog = Watchdog::start(
+            Arc::clone(&events),
             dialect,
             conn.clone(),
             config.lease,
@@ -94,6 +100,7 @@ impl ClientCore {
             next_owner: AtomicU64::new(1),
             wakeups,
             watchdog,
+            events,
             runtime,
             background: tokio_util::task::TaskTracker::new(),
             closing: CancellationToken::new(),
@@ -128,6 +135,22 @@ impl ClientCore {
 
     pub(crate) fn watchdog(&self) -> &Watchdog {
         &self.watchdog
+    }
+
+    /// Where this client's events are recorded.
+    pub(crate) fn events(&self) -> &Arc<Recorder> {
+        &self.events
+    }
+
+    /// A picture of what this client holds and does now (not atomic).
+    pub(crate) fn status(&self) -> Status {
+        Status {
+            held: self.watchdog.snapshot(),
+            waiting: *self.acquisitions.borrow(),
+            subscribed_channels: self.wakeups.channel_count(),
+            background_tasks: self.background.len(),
+            closed: self.is_closed(),
+        }
     }
 
     /// A new owner id, unique within this client (`CLIENT_UUID:N`).

@@ -1,13 +1,23 @@
 //! Lock events: the one place where what happens to locks is recorded.
 //!
-//! Every module reports through [`record`]; today it writes `tracing`
-//! events (target `fairlock`), and counters plug in here next. Each event
-//! names the lock and the owner it concerns.
+//! Every module reports through a client's [`Recorder`] (or, for events
+//! that concern no client's counts, the free [`record`]). Each event is
+//! written as a `tracing` event (target `fairlock`), counted in the
+//! client's [`Statistics`], and, with the `metrics` feature, in the
+//! `metrics` facade (`meters.rs`). Acquisitions get a span of their own
+//! ([`AcquireRecord`]). `docs/observability.md` lists all of it.
 
 use std::fmt;
-use tracing::{debug, info, warn};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
 
+use tokio::time::Instant;
+use tracing::{Span, debug, field, info, warn};
+
+use crate::meters::{LockLabel, Meters};
 use crate::owner::Owner;
+use crate::stats::{Counters, Statistics, add_time, bump};
 
 /// Why a hold is known lost (or may be).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +33,24 @@ pub(crate) enum LostCause {
     ClaimFailed,
     /// A new acquisition by the same owner retired it.
     Retired,
+    /// The lease ran out before the hold was released (an explicit lease,
+    /// or a watchdog lease whose renewals came too late); seen when the
+    /// hold ends.
+    Expired,
+}
+
+impl LostCause {
+    /// The `cause` label of `fairlock_locks_lost_total`.
+    fn label(self) -> &'static str {
+        match self {
+            LostCause::Gone => "gone",
+            LostCause::RenewalsFailed => "renewals_failed",
+            LostCause::GrantExpired => "grant_expired",
+            LostCause::ClaimFailed => "claim_failed",
+            LostCause::Retired => "retired",
+            LostCause::Expired => "expired",
+        }
+    }
 }
 
 impl fmt::Display for LostCause {
@@ -33,6 +61,7 @@ impl fmt::Display for LostCause {
             LostCause::GrantExpired => "the handed-over grant was gone before it was claimed",
             LostCause::ClaimFailed => "the handed-over grant could not be claimed in time",
             LostCause::Retired => "a new acquisition by the same owner replaced it",
+            LostCause::Expired => "its lease ran out before it was released",
         })
     }
 }
@@ -111,6 +140,16 @@ pub(crate) enum Event<'a> {
     PubSubRetry { error: &'a dyn fmt::Display },
     /// The client shut down; `unfinished` acquisitions outlived the wait.
     ShutDown { client: &'a str, unfinished: bool },
+    /// An acquire script got its answer (or failed).
+    Attempted { lock: &'a str },
+    /// A hold renewed by the watchdog.
+    Renewed { lock: &'a str },
+    /// A new hold entered the registry (not a re-entry).
+    HoldStarted { lock: &'a str },
+    /// A hold left the registry: released, lost, or drained at shutdown.
+    HoldEnded { lock: &'a str, held_for: Duration },
+    /// The pub/sub connection is up (`reconnect`: not the first time).
+    PubSubConnected { reconnect: bool },
     /// Sentinel: the client switched to the master the sentinels name now.
     MasterSwitched {
         service: &'a str,
@@ -130,7 +169,300 @@ pub(crate) enum Event<'a> {
     },
 }
 
-/// Record `event`.
+/// One client's recording point: its counters and its metric labels.
+pub(crate) struct Recorder {
+    counters: Counters,
+    meters: Meters,
+    protocol: &'static str,
+}
+
+impl Recorder {
+    pub(crate) fn new(protocol: &'static str, lock_label: LockLabel) -> Arc<Self> {
+        Arc::new(Self {
+            counters: Counters::default(),
+            meters: Meters::new(protocol, lock_label),
+            protocol,
+        })
+    }
+
+    /// The counts so far.
+    pub(crate) fn statistics(&self) -> Statistics {
+        self.counters.snapshot()
+    }
+
+    /// Count `event`, then record it as [`record`] does.
+    pub(crate) fn record(&self, event: Event<'_>) {
+        let c = &self.counters;
+        match &event {
+            Event::Released { lock, how, .. } => {
+                bump(&c.releases);
+                self.meters.released(lock, how);
+            }
+            Event::ForceUnlocked { lock, released } => {
+                bump(&c.force_unlocks);
+                self.meters.force_unlock(lock, *released);
+            }
+            Event::Lost { lock, cause, .. } => {
+                let counter = match cause {
+                    LostCause::Gone => &c.lost_gone,
+                    LostCause::RenewalsFailed => &c.lost_renewals_failed,
+                    LostCause::GrantExpired => &c.lost_grant_expired,
+                    LostCause::ClaimFailed => &c.lost_claim_failed,
+                    LostCause::Expired => &c.lost_expired,
+                    // Not a loss: the owner acquired the lock again.
+                    LostCause::Retired => return record(event),
+                };
+                bump(counter);
+                self.meters.lost(lock, cause.label());
+            }
+            Event::Attempted { lock } => {
+                bump(&c.attempts);
+                self.meters.attempt(lock);
+            }
+            Event::Renewed { lock } => {
+                bump(&c.renewals);
+                self.meters.renewal(lock, "ok");
+            }
+            Event::RenewalFailed { lock, .. } => {
+                bump(&c.renewal_failures);
+                self.meters.renewal(lock, "failed");
+            }
+            Event::HoldStarted { .. } => self.meters.hold_started(),
+            Event::HoldEnded { lock, held_for } => {
+                bump(&c.holds_ended);
+                add_time(&c.hold_nanos, *held_for);
+                self.meters.hold_ended(lock, *held_for);
+            }
+            Event::PubSubConnected { reconnect: true } => {
+                bump(&c.pubsub_reconnects);
+                self.meters.pubsub_reconnect();
+            }
+            _ => {}
+        }
+        record(event);
+    }
+}
+
+impl fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recorder")
+            .field("protocol", &self.protocol)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an acquisition ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Immediate,
+    AfterWait,
+    TimedOut,
+    Cancelled,
+    Error,
+}
+
+impl Outcome {
+    /// The `outcome` label and span field.
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Immediate => "immediate",
+            Outcome::AfterWait => "after_wait",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// How a waiter got the lock from a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handoff {
+    /// The release named it the holder and told it so (native).
+    Direct,
+    /// The release's wake-up message started the attempt that got it.
+    Woken,
+}
+
+/// What the steps of one acquisition report while it runs (shared with
+/// the tasks that send its attempts).
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    /// A reply said the lock was busy: the acquisition waited.
+    queued: AtomicBool,
+    /// Last queue position + 1 (0: none reported).
+    position: AtomicU64,
+    /// 0: no handoff; 1: direct; 2: woken.
+    handoff: AtomicU8,
+    handoff_nanos: AtomicU64,
+}
+
+impl Progress {
+    /// A reply found the lock busy (`position`: the place in line, when the
+    /// protocol tells).
+    pub(crate) fn queued(&self, position: Option<u64>) {
+        self.queued.store(true, Ordering::Relaxed);
+        if let Some(position) = position {
+            self.position
+                .store(position.saturating_add(1), Ordering::Relaxed);
+        }
+    }
+
+    /// The grant came from a release, `latency` after it (an upper bound:
+    /// see `docs/observability.md`).
+    pub(crate) fn handed_off(&self, how: Handoff, latency: Duration) {
+        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.handoff_nanos.store(nanos, Ordering::Relaxed);
+        let code = match how {
+            Handoff::Direct => 1,
+            Handoff::Woken => 2,
+        };
+        self.handoff.store(code, Ordering::Relaxed);
+    }
+
+    fn position(&self) -> Option<u64> {
+        self.position.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    fn handoff(&self) -> Option<(Handoff, Duration)> {
+        let how = match self.handoff.load(Ordering::Relaxed) {
+            1 => Handoff::Direct,
+            2 => Handoff::Woken,
+            _ => return None,
+        };
+        let latency = Duration::from_nanos(self.handoff_nanos.load(Ordering::Relaxed));
+        Some((how, latency))
+    }
+}
+
+/// One acquisition, from its start to its outcome: its `acquire` span, its
+/// place in the waiting-tasks gauge, and its count. Dropped unfinished, it
+/// counts as cancelled.
+pub(crate) struct AcquireRecord {
+    recorder: Arc<Recorder>,
+    lock: String,
+    fair: bool,
+    started: Instant,
+    span: Span,
+    progress: Arc<Progress>,
+    finished: bool,
+}
+
+impl AcquireRecord {
+    /// An acquisition of `lock` begins.
+    pub(crate) fn start(recorder: &Arc<Recorder>, lock: &str, fair: bool) -> Self {
+        let started = Instant::now();
+        let span = tracing::debug_span!(
+            "acquire",
+            lock,
+            fair,
+            protocol = recorder.protocol,
+            owner = field::Empty,
+            outcome = field::Empty,
+            wait_ms = field::Empty,
+            position = field::Empty,
+            token = field::Empty,
+            handoff = field::Empty,
+        );
+        recorder.meters.waiting(1.0);
+        Self {
+            recorder: Arc::clone(recorder),
+            lock: lock.to_owned(),
+            fair,
+            started,
+            span,
+            progress: Arc::default(),
+            finished: false,
+        }
+    }
+
+    /// The span the acquisition runs in.
+    pub(crate) fn span(&self) -> Span {
+        self.span.clone()
+    }
+
+    /// What the acquisition's steps report to.
+    pub(crate) fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
+    }
+
+    /// The owner is known (read or made once the acquisition began).
+    pub(crate) fn owner(&self, owner: &Owner) {
+        self.span.record("owner", field::display(owner));
+    }
+
+    /// The acquisition ended: `granted` with its fencing token, not
+    /// acquired in time, or failed.
+    pub(crate) fn finish(mut self, result: Result<Option<Option<u64>>, &dyn fmt::Display>) {
+        let outcome = match &result {
+            Ok(Some(token)) => {
+                if let Some(token) = token {
+                    self.span.record("token", token);
+                }
+                if self.progress.queued.load(Ordering::Relaxed) {
+                    Outcome::AfterWait
+                } else {
+                    Outcome::Immediate
+                }
+            }
+            Ok(None) => Outcome::TimedOut,
+            Err(_) => Outcome::Error,
+        };
+        self.end(outcome);
+        if let Err(error) = result {
+            debug!(parent: &self.span, %error, "acquisition failed");
+        }
+    }
+
+    fn end(&mut self, outcome: Outcome) {
+        self.finished = true;
+        let waited = self.started.elapsed();
+        let recorder = &self.recorder;
+        let c = &recorder.counters;
+        bump(match outcome {
+            Outcome::Immediate => &c.acquired_immediately,
+            Outcome::AfterWait => &c.acquired_after_wait,
+            Outcome::TimedOut => &c.timed_out,
+            Outcome::Cancelled => &c.cancelled,
+            Outcome::Error => &c.failed,
+        });
+        add_time(&c.wait_nanos, waited);
+        let meters = &recorder.meters;
+        meters.waiting(-1.0);
+        meters.acquisition(&self.lock, self.fair, outcome.label(), waited);
+        let span = &self.span;
+        span.record("outcome", outcome.label());
+        span.record(
+            "wait_ms",
+            u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+        );
+        if let Some(position) = self.progress.position() {
+            span.record("position", position);
+        }
+        if matches!(outcome, Outcome::Immediate | Outcome::AfterWait) {
+            if let Some((how, latency)) = self.progress.handoff() {
+                bump(&c.handoffs);
+                let how = match how {
+                    Handoff::Direct => "direct",
+                    Handoff::Woken => "woken",
+                };
+                span.record("handoff", how);
+                meters.handoff(&self.lock, how, latency);
+            }
+        }
+        debug!(parent: span, outcome = outcome.label(), ?waited, "acquisition finished");
+    }
+}
+
+impl Drop for AcquireRecord {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.end(Outcome::Cancelled);
+        }
+    }
+}
+
+/// Record `event` in the log only (events that no client counts, or that
+/// come from below the client: the transport, the retry policy).
 pub(crate) fn record(event: Event<'_>) {
     match event {
         Event::Queued {
@@ -207,6 +539,11 @@ pub(crate) fn record(event: Event<'_>) {
             }
             info!(client, "lock client shut down")
         }
+        Event::Renewed { lock } => tracing::trace!(lock, "renewed"),
+        Event::Attempted { .. } => {}
+        Event::HoldStarted { lock } => tracing::trace!(lock, "hold started"),
+        Event::HoldEnded { lock, held_for } => tracing::trace!(lock, ?held_for, "hold ended"),
+        Event::PubSubConnected { reconnect } => debug!(reconnect, "pub/sub connected"),
         Event::MasterSwitched { service, from, to } => {
             warn!(
                 service,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::acquire::{self, AcquireOptions};
 use crate::core::ClientCore;
 use crate::error::{Error, Result};
-use crate::events::{self, Event};
+use crate::events::Event;
 use crate::guard::LockGuard;
 use crate::hold::LockShared;
 use crate::owner::Owner;
@@ -178,7 +178,7 @@ impl LockHandle {
     pub async fn force_unlock(&self) -> Result<bool> {
         let shared = &self.shared;
         let released = shared.protocol().force_release(shared.conn()).await?;
-        events::record(Event::ForceUnlocked {
+        shared.core().events().record(Event::ForceUnlocked {
             lock: shared.name(),
             released,
         });

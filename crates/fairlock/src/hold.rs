@@ -155,7 +155,7 @@ impl LockShared {
         how: &'static str,
         reply: Release,
     ) -> Result<()> {
-        events::record(Event::Released {
+        self.core.events().record(Event::Released {
             lock: self.name(),
             owner,
             how,

@@ -126,6 +126,10 @@
 //! # Feature flags
 //!
 //! - `tls` (default): `rediss://` URLs, through rustls with the webpki roots.
+//! - `metrics`: counters, gauges and histograms through the
+//!   [`metrics`](https://docs.rs/metrics) facade, for any exporter
+//!   (Prometheus, StatsD, OpenTelemetry); see `docs/observability.md`.
+//!   [`LockClient::statistics`] and [`LockClient::status`] work without it.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 #![forbid(unsafe_code)]
@@ -141,10 +145,12 @@ mod events;
 mod guard;
 mod handle;
 mod hold;
+mod meters;
 mod name;
 mod owner;
 mod protocol;
 mod retry;
+mod stats;
 mod transport;
 mod wakeup;
 mod watchdog;
@@ -155,9 +161,11 @@ pub use config::{ClientConfig, MAX_DURATION};
 pub use error::{Error, RedisError, Result};
 pub use guard::LockGuard;
 pub use handle::{FairLock, Lock, LockHandle, LockKind};
+pub use meters::LockLabel;
 pub use name::MAX_NAME_LEN;
 pub use owner::Owner;
 pub use protocol::{Holder, LockInfo, Protocol, QueuedWaiter};
+pub use stats::{HeldLock, Statistics, Status};
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::events::{self, Event};
+use crate::events::{self, Event, Recorder};
 use crate::retry::Backoff;
 use crate::transport::{Message, PubSubConnector};
 
@@ -103,12 +103,16 @@ impl Shared {
 impl WakeupRouter {
     /// Start the router's task on `runtime`. The task ends when the last
     /// clone of the router is dropped.
-    pub(crate) fn start(connector: PubSubConnector, runtime: &tokio::runtime::Handle) -> Self {
+    pub(crate) fn start(
+        connector: PubSubConnector,
+        events: Arc<Recorder>,
+        runtime: &tokio::runtime::Handle,
+    ) -> Self {
         let shared = Arc::new(Shared {
             channels: Mutex::new(HashMap::new()),
         });
         let (commands, rx) = mpsc::unbounded_channel();
-        let task = runtime.spawn(run(connector, Arc::clone(&shared), rx));
+        let task = runtime.spawn(run(connector, Arc::clone(&shared), rx, events));
         Self {
             shared,
             commands,
@@ -165,6 +169,12 @@ impl WakeupRouter {
         subscription
     }
 
+    /// Channels with at least one waiter (subscribed, or to subscribe on
+    /// reconnect).
+    pub(crate) fn channel_count(&self) -> usize {
+        self.shared.channels().len()
+    }
+
     fn release(&self, channel: &str) {
         let mut channels = self.shared.channels();
         if let Some(entry) = channels.get_mut(channel) {
@@ -219,8 +229,10 @@ async fn run(
     connector: PubSubConnector,
     shared: Arc<Shared>,
     mut commands: mpsc::UnboundedReceiver<Command>,
+    events: Arc<Recorder>,
 ) {
     let mut backoff = Backoff::reconnect();
+    let mut reconnect = false;
     loop {
         let (mut sink, mut stream) = match connector.connect().await {
             Ok(halves) => halves,
@@ -244,6 +256,8 @@ async fn run(
             // Messages may have been missed while disconnected.
             shared.bump_all();
         }
+        events.record(Event::PubSubConnected { reconnect });
+        reconnect = true;
         let connected_at = tokio::time::Instant::now();
         let mut health = tokio::time::interval(HEALTH_INTERVAL);
         health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -24,8 +24,9 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::events::{self, Event, LostCause};
+use crate::events::{Event, LostCause, Recorder};
 use crate::protocol::{Dialect, HoldRef, ProtocolLock, RENEW_BATCH};
+use crate::stats::HeldLock;
 use crate::transport::Connection;
 
 /// What is known about one hold: lost for sure, and until when the lease
@@ -52,16 +53,19 @@ pub(crate) struct HeldState {
     /// read the same hold count and the retry check of the second would
     /// take the first's hold for its own.
     pub(crate) reentry: tokio::sync::Mutex<()>,
+    /// Where its loss is recorded.
+    events: Arc<Recorder>,
 }
 
 impl HeldState {
-    pub(crate) fn new(expires: Instant) -> Arc<Self> {
+    pub(crate) fn new(expires: Instant, events: Arc<Recorder>) -> Arc<Self> {
         Arc::new(Self {
             status: watch::Sender::new(HoldStatus {
                 lost: false,
                 expires,
             }),
             reentry: tokio::sync::Mutex::new(()),
+            events,
         })
     }
 
@@ -71,7 +75,7 @@ impl HeldState {
             .status
             .send_if_modified(|status| !std::mem::replace(&mut status.lost, true));
         if newly {
-            events::record(Event::Lost { lock, owner, cause });
+            self.events.record(Event::Lost { lock, owner, cause });
         }
     }
 
@@ -113,6 +117,27 @@ struct Entry {
     /// Those of them with a watchdog lease: renewed while above 0.
     renewed: usize,
     state: Arc<HeldState>,
+    /// When it was granted.
+    since: Instant,
+}
+
+impl Entry {
+    /// The hold of `owner` leaves the registry; a lease that ran out before
+    /// (and was not reported lost) is reported now.
+    fn ended(&self, owner: &str, events: &Recorder) {
+        let status = self.state.status();
+        if !status.lost && Instant::now() >= status.expires {
+            events.record(Event::Lost {
+                lock: self.lock.name(),
+                owner,
+                cause: LostCause::Expired,
+            });
+        }
+        events.record(Event::HoldEnded {
+            lock: self.lock.name(),
+            held_for: self.since.elapsed(),
+        });
+    }
 }
 
 /// How a new hold relates to what the owner held before.
@@ -151,6 +176,7 @@ pub(crate) struct Watchdog {
     check_now: Arc<Notify>,
     /// The renewal task, stopped by [`stop`](Self::stop) at shutdown.
     task: tokio::task::AbortHandle,
+    events: Arc<Recorder>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -161,6 +187,7 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Watchdog {
     /// Start the renewal task on `runtime`; it ends when the watchdog is dropped.
     pub(crate) fn start(
+        events: Arc<Recorder>,
         dialect: Dialect,
         conn: Connection,
         lease: Duration,
@@ -176,11 +203,13 @@ impl Watchdog {
             conn,
             lease,
             interval,
+            Arc::clone(&events),
         ));
         Self {
             entries,
             check_now,
             task: task.abort_handle(),
+            events,
         }
     }
 
@@ -208,9 +237,13 @@ impl Watchdog {
             entry
                 .state
                 .mark_lost(entry.lock.name(), hold.owner, LostCause::Retired);
+            entry.ended(hold.owner, &self.events);
             entries.remove(&key);
         }
-        let state = HeldState::new(hold.expires);
+        let state = HeldState::new(hold.expires, Arc::clone(&self.events));
+        self.events.record(Event::HoldStarted {
+            lock: hold.lock.name(),
+        });
         entries.insert(
             key,
             Entry {
@@ -219,6 +252,7 @@ impl Watchdog {
                 holds: 1,
                 renewed: usize::from(hold.renew),
                 state: Arc::clone(&state),
+                since: Instant::now(),
             },
         );
         state
@@ -244,6 +278,7 @@ impl Watchdog {
                 entry.renewed = entry.renewed.saturating_sub(1);
             }
             if entry.holds == 0 {
+                entry.ended(owner, &self.events);
                 entries.remove(&key);
             }
         }
@@ -261,6 +296,7 @@ impl Watchdog {
             .drain()
             .map(|((_, owner), entry)| {
                 // Silently: the caller releases it.
+                entry.ended(&owner, &self.events);
                 entry.state.status.send_modify(|status| status.lost = true);
                 Registered {
                     lock: entry.lock,
@@ -270,6 +306,36 @@ impl Watchdog {
                 }
             })
             .collect()
+    }
+}
+
+impl Drop for Watchdog {
+    /// The client is gone (no guard is left to end them): the holds still
+    /// registered (forgotten ones are not) end here for the counts and
+    /// gauges.
+    fn drop(&mut self) {
+        for ((_, owner), entry) in locked(&self.entries).drain() {
+            entry.ended(&owner, &self.events);
+        }
+    }
+}
+
+impl Watchdog {
+    /// Every hold in the registry, ordered by lock name then owner.
+    pub(crate) fn snapshot(&self) -> Vec<HeldLock> {
+        let mut held: Vec<HeldLock> = locked(&self.entries)
+            .iter()
+            .map(|((_, owner), entry)| HeldLock {
+                name: entry.lock.name().to_owned(),
+                owner: owner.clone(),
+                holds: entry.holds,
+                held_for: entry.since.elapsed(),
+                token: entry.token,
+                lost: entry.state.status().lost,
+            })
+            .collect();
+        held.sort_by(|a, b| (&a.name, &a.owner).cmp(&(&b.name, &b.owner)));
+        held
     }
 }
 
@@ -283,6 +349,7 @@ async fn run(
     conn: Connection,
     lease: Duration,
     interval: Duration,
+    events: Arc<Recorder>,
 ) {
     // After a failed renewal, retry sooner: the lease keeps running out.
     let retry = crate::retry::renewal_retry_delay(interval);
@@ -346,9 +413,13 @@ async fn run(
                             entry
                                 .state
                                 .mark_lost(entry.lock.name(), &key.1, LostCause::Gone);
+                            entry.ended(&key.1, &events);
                             map.remove(key);
                         } else if !check_only {
                             entry.state.extend(sent_at + lease);
+                            events.record(Event::Renewed {
+                                lock: entry.lock.name(),
+                            });
                         }
                     }
                 }
@@ -362,7 +433,7 @@ async fn run(
                         else {
                             continue;
                         };
-                        events::record(Event::RenewalFailed {
+                        events.record(Event::RenewalFailed {
                             lock: entry.lock.name(),
                             owner: &key.1,
                             error: &err,
@@ -373,6 +444,7 @@ async fn run(
                                 &key.1,
                                 LostCause::RenewalsFailed,
                             );
+                            entry.ended(&key.1, &events);
                             map.remove(key);
                         }
                     }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::disarm::DisarmOnDrop;
 use crate::error::{Error, Result};
-use crate::events::{self, Event};
+use crate::events::{self, Event, Progress};
 use crate::hold::{ArmedHold, Hold, Lease, LockShared, new_request_id};
 use crate::owner::Owner;
 use crate::protocol::{Acquire, AcquireArgs, Scope};
@@ -32,6 +32,8 @@ pub(super) struct Acquisition {
     /// This acquisition's secret: sent with its queue entry, it proves a
     /// grant message genuine (native).
     pub(super) nonce: String,
+    /// What its steps report (queued, handed over) for its record.
+    pub(super) progress: Arc<Progress>,
 }
 
 /// The caller's end of an attempt in flight.
@@ -57,6 +59,9 @@ impl Acquisition {
             };
             let shared = &acquisition.shared;
             let reply = shared.protocol().acquire(shared.conn(), &args).await;
+            shared.core().events().record(Event::Attempted {
+                lock: shared.name(),
+            });
             // The caller is gone: undo what the attempt did.
             if let Err(reply) = tx.send(reply) {
                 acquisition.undo(&reply).await;

@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use crate::config::check_duration;
 use crate::error::{Error, Result};
+use crate::events::AcquireRecord;
 use crate::hold::{ArmedHold, Lease, LockShared, new_request_id};
 use crate::owner::Owner;
 
@@ -154,20 +155,34 @@ pub(crate) async fn acquire(
     options: AcquireOptions,
 ) -> Result<Option<ArmedHold>> {
     let core = Arc::clone(shared.core());
+    // Counts the outcome (a drop counts as cancelled) and carries the span.
+    let record = AcquireRecord::start(core.events(), shared.name(), shared.protocol().fair());
     // Counted until this acquisition is over, so that `shutdown` can wait
     // for it to leave the queue or undo its grant.
-    let _active = core.enter_acquisition()?;
-    let mut plan = Plan::new(&shared, options)?;
-    let Some((owner, base)) = plan.owner(&shared).await? else {
-        return Ok(None);
+    let planned = core
+        .enter_acquisition()
+        .and_then(|active| Ok((active, Plan::new(&shared, options)?)));
+    let (_active, mut plan) = match planned {
+        Ok(planned) => planned,
+        Err(err) => {
+            record.finish(Err(&err));
+            return Err(err);
+        }
     };
-    let span = tracing::debug_span!(
-        "acquire",
-        lock = %shared.name(),
-        owner = %owner,
-        fair = shared.protocol().fair(),
-        protocol = %core.dialect().protocol()
-    );
+    let span = record.span();
+    let owner = plan.owner(&shared).instrument(span.clone()).await;
+    let (owner, base) = match owner {
+        Ok(Some(owner)) => owner,
+        Ok(None) => {
+            record.finish(Ok(None));
+            return Ok(None);
+        }
+        Err(err) => {
+            record.finish(Err(&err));
+            return Err(err);
+        }
+    };
+    record.owner(&owner);
     let acquisition = Arc::new(Acquisition {
         shared,
         owner,
@@ -175,6 +190,7 @@ pub(crate) async fn acquire(
         wait: plan.wait,
         base,
         nonce: new_request_id(),
+        progress: record.progress(),
     });
     let acquired = async move {
         let acquired = match plan.budget {
@@ -204,5 +220,10 @@ pub(crate) async fn acquire(
             other => Ok(other),
         }
     };
-    acquired.instrument(span).await
+    let acquired = acquired.instrument(span).await;
+    match &acquired {
+        Ok(hold) => record.finish(Ok(hold.as_ref().map(|hold| hold.get().token()))),
+        Err(err) => record.finish(Err(err)),
+    }
+    acquired
 }

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::attempt::Acquisition;
 use crate::disarm::DisarmOnDrop;
 use crate::error::{Error, Result};
-use crate::events::{self, Event};
+use crate::events::{self, Event, Handoff};
 use crate::hold::ArmedHold;
 use crate::protocol::{Acquire, Grant};
 use crate::retry::Backoff;
@@ -132,6 +132,13 @@ struct Anchor {
 }
 
 impl Anchor {
+    /// The earliest local instant at which `grant` may have been written.
+    fn granted_at(&self, grant: &Grant) -> Option<Instant> {
+        let after_anchor = u64::try_from(grant.granted_at_ms.checked_sub(self.server_ms)?).ok()?;
+        self.sent_at
+            .checked_add(Duration::from_millis(after_anchor))
+    }
+
     /// The earliest local instant at which `grant` may have expired on the
     /// server (`None` when it had before the anchoring call ran).
     fn grant_expiry(&self, grant: &Grant) -> Option<Instant> {
@@ -175,6 +182,9 @@ struct Waiter<'a> {
     anchor: Option<Anchor>,
     /// When the last attempt woken by a plain message (not a grant) began.
     message_woken_at: Option<Instant>,
+    /// When the last wake-up message (any) arrived, until a wait ends
+    /// without one: a grant after it is a handoff.
+    woken_at: Option<Instant>,
 }
 
 impl<'a> Waiter<'a> {
@@ -196,6 +206,7 @@ impl<'a> Waiter<'a> {
             idle_poll: Backoff::idle_poll(),
             anchor: None,
             message_woken_at: None,
+            woken_at: None,
         }
     }
 
@@ -228,6 +239,7 @@ impl<'a> Waiter<'a> {
         let acquisition = self.acquisition;
         let pause = match reply {
             Ok(Acquire::Acquired { token }) => {
+                self.note_woken_grant();
                 return Ok(Next::Granted(acquisition.granted(
                     sent_at,
                     token,
@@ -235,6 +247,7 @@ impl<'a> Waiter<'a> {
                 )));
             }
             Ok(Acquire::Reentered { token, .. }) => {
+                self.note_woken_grant();
                 return Ok(Next::Granted(acquisition.granted(
                     sent_at,
                     token,
@@ -251,6 +264,7 @@ impl<'a> Waiter<'a> {
                 self.failing_since = None;
                 self.backoff.reset();
                 self.anchor = server_ms.map(|server_ms| Anchor { server_ms, sent_at });
+                acquisition.progress.queued(position);
                 if position.is_some() {
                     events::record(Event::Queued {
                         lock: acquisition.name(),
@@ -267,7 +281,10 @@ impl<'a> Waiter<'a> {
                     ttl
                 }
             }
-            Ok(Acquire::Busy) => Duration::from_millis(100),
+            Ok(Acquire::Busy) => {
+                acquisition.progress.queued(None);
+                Duration::from_millis(100)
+            }
             Err(err) if err.is_connection() => {
                 let since = *self.failing_since.get_or_insert(sent_at);
                 let retry = acquisition.shared.core().retry();
@@ -289,6 +306,16 @@ impl<'a> Waiter<'a> {
             Err(err) => return Err(err),
         };
         Ok(Next::Pause(pause.min(self.poll)))
+    }
+
+    /// A grant answered an attempt that a wake-up message started: a
+    /// handoff, `latency` since the attempt began.
+    fn note_woken_grant(&self) {
+        if let Some(woken_at) = self.woken_at {
+            self.acquisition
+                .progress
+                .handed_off(Handoff::Woken, woken_at.elapsed());
+        }
     }
 
     /// Step 2 (once, after the first reply that queued): subscribe to the
@@ -314,14 +341,23 @@ impl<'a> Waiter<'a> {
         let pause = until.saturating_duration_since(Instant::now());
         let Woken::Message(payload) = subscription.wait(pause).await else {
             self.message_woken_at = None;
+            self.woken_at = None;
             return None;
         };
+        self.woken_at = Some(Instant::now());
         let acquisition = self.acquisition;
         let protocol = acquisition.shared.protocol();
         if let Some(grant) = protocol.verify_grant(&payload, &acquisition.nonce) {
             let half = Duration::from_millis(grant.expire_ms / 2);
             match self.anchor.and_then(|anchor| anchor.grant_expiry(&grant)) {
                 Some(expires) if expires.saturating_duration_since(Instant::now()) > half => {
+                    // From the grant on the server's clock (mapped no later
+                    // than it happened) to now: an upper bound.
+                    if let Some(granted) = self.anchor.and_then(|a| a.granted_at(&grant)) {
+                        acquisition
+                            .progress
+                            .handed_off(Handoff::Direct, granted.elapsed());
+                    }
                     return Some(acquisition.handed_over(grant.token, expires));
                 }
                 _ => events::record(Event::LateGrant {

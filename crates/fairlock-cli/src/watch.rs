@@ -1,0 +1,307 @@
+//! `fairlock watch NAME...`: a live view of locks.
+//!
+//! Every `--interval` each lock is read (one inspect script per lock, the
+//! same read as `inspect`) and shown: holder, how long it has held, lease
+//! left, token, queue length and the longest wait. On a terminal the view
+//! is redrawn in place; otherwise (a pipe, a file) each refresh prints one
+//! line per lock; `--json` prints one JSON object per lock and refresh.
+//!
+//! Hold and wait times are what `watch` observed: a holder or waiter that
+//! was already there at the first read has held or waited at least that
+//! long (`>=` in text, `"..._exact": false` in JSON).
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, SystemTime};
+
+use fairlock::{LockClient, LockInfo};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::{Cli, Failure, LockSettings, duration, metrics_server};
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct WatchArgs {
+    /// Lock names.
+    #[arg(required = true, value_name = "NAME")]
+    names: Vec<String>,
+
+    /// Time between refreshes (100ms to 1h).
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = interval)]
+    interval: Duration,
+
+    /// Stop after N refreshes. Default: run until interrupted (SIGINT,
+    /// SIGTERM).
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+
+    /// One JSON object per lock and refresh, on a line of its own:
+    /// {"time","name","protocol","locked","holder","token","held_for_ms",
+    /// "held_for_exact","lease_ms","queue_length","longest_wait_ms",
+    /// "longest_wait_exact"} (null where not applicable), or
+    /// {"time","name","error"} when the read failed.
+    #[arg(long)]
+    json: bool,
+
+    /// Serve the watched locks' state (and the library's metrics) in the
+    /// Prometheus text format at http://HOST:PORT/metrics while watching
+    /// (port 0: any free port, printed on stderr).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
+}
+
+fn interval(text: &str) -> Result<Duration, String> {
+    let value = duration::parse(text)?;
+    if value < Duration::from_millis(100) || value > Duration::from_secs(3600) {
+        return Err("allowed: 100ms to 1h".to_owned());
+    }
+    Ok(value)
+}
+
+/// When `watch` first saw something, and whether it was there already at
+/// the first read (then its age is a lower bound).
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    since: Instant,
+    exact: bool,
+}
+
+/// What one lock looked like across refreshes.
+#[derive(Default)]
+struct Tracked {
+    /// The holder (owner, token) and when it was first seen.
+    holder: Option<((String, Option<u64>), Seen)>,
+    /// Waiters by owner.
+    waiters: HashMap<String, Seen>,
+}
+
+/// One lock at one refresh.
+struct View {
+    name: String,
+    result: Result<Shown, String>,
+}
+
+struct Shown {
+    info: LockInfo,
+    held_for: Option<(Duration, bool)>,
+    longest_wait: Option<(Duration, bool)>,
+}
+
+impl Tracked {
+    /// Update from a fresh read; `first`: the first read of this lock.
+    fn update(&mut self, info: &LockInfo, now: Instant, first: bool) -> Shown {
+        let seen = Seen {
+            since: now,
+            exact: !first,
+        };
+        let holder = info.holders.first().map(|h| (h.owner.clone(), info.token));
+        self.holder = match (holder, self.holder.take()) {
+            (Some(holder), Some((old, since))) if old == holder => Some((old, since)),
+            (Some(holder), _) => Some((holder, seen)),
+            (None, _) => None,
+        };
+        let mut waiters = HashMap::with_capacity(info.queue.len());
+        for waiter in &info.queue {
+            let since = self.waiters.get(&waiter.owner).copied().unwrap_or(seen);
+            waiters.insert(waiter.owner.clone(), since);
+        }
+        self.waiters = waiters;
+        let age = |seen: &Seen| (now.saturating_duration_since(seen.since), seen.exact);
+        Shown {
+            info: info.clone(),
+            held_for: self.holder.as_ref().map(|(_, seen)| age(seen)),
+            longest_wait: self.waiters.values().map(age).max_by_key(|(d, _)| *d),
+        }
+    }
+}
+
+pub(crate) async fn run(cli: &Cli, args: &WatchArgs) -> Result<u8, Failure> {
+    let _server = match &args.metrics_addr {
+        Some(addr) => Some(metrics_server::serve(addr).await?),
+        None => None,
+    };
+    let url = cli.url();
+    let client = cli.connect(&url, &LockSettings::default()).await?;
+    // Names are checked before the first read.
+    let handles = args
+        .names
+        .iter()
+        .map(|name| client.fair_lock(name))
+        .collect::<Result<Vec<_>, _>>()?;
+    let result = watch(&client, &handles, args).await;
+    client.shutdown().await;
+    result
+}
+
+async fn watch(
+    _client: &LockClient,
+    handles: &[fairlock::FairLock],
+    args: &WatchArgs,
+) -> Result<u8, Failure> {
+    let terminal = !args.json && std::io::stdout().is_terminal();
+    let mut tracked: Vec<Tracked> = handles.iter().map(|_| Tracked::default()).collect();
+    let mut ticks = tokio::time::interval(args.interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut stop = std::pin::pin!(stop_signal());
+    let mut refreshes = 0u64;
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = &mut stop => break,
+        }
+        let first = refreshes == 0;
+        let mut views = Vec::with_capacity(handles.len());
+        for (handle, tracked) in handles.iter().zip(&mut tracked) {
+            let read = handle.inspect().await;
+            let now = Instant::now();
+            let result = read
+                .map(|info| tracked.update(&info, now, first))
+                .map_err(|e| Failure::from(e).message);
+            views.push(View {
+                name: handle.name().to_owned(),
+                result,
+            });
+        }
+        let time = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+        export(&views);
+        let mut out = std::io::stdout().lock();
+        let printed = if args.json {
+            views
+                .iter()
+                .try_for_each(|view| writeln!(out, "{}", to_json(&time, view)))
+        } else if terminal {
+            let mut screen = format!(
+                "\x1b[H\x1b[2Jfairlock watch: {} lock(s), every {} ({time})\n\n",
+                views.len(),
+                duration::format(args.interval)
+            );
+            for view in &views {
+                screen += &to_text(view);
+                screen.push('\n');
+            }
+            write!(out, "{screen}")
+        } else {
+            views
+                .iter()
+                .try_for_each(|view| writeln!(out, "{time} {}", to_text(view)))
+        };
+        // stdout closed (the reader went away): stop quietly.
+        if printed.and_then(|()| out.flush()).is_err() {
+            break;
+        }
+        refreshes += 1;
+        if args.count.is_some_and(|count| refreshes >= count) {
+            break;
+        }
+    }
+    Ok(0)
+}
+
+/// Resolves on SIGINT or SIGTERM (never, if they cannot be caught).
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+/// A duration with `>=` when it is a lower bound.
+fn age((value, exact): (Duration, bool)) -> String {
+    let shown = duration::format(round(value));
+    if exact { shown } else { format!(">={shown}") }
+}
+
+/// To the tenth of a second, for reading.
+fn round(value: Duration) -> Duration {
+    Duration::from_millis(value.as_millis() as u64 / 100 * 100)
+}
+
+fn millis(value: Duration) -> u64 {
+    u64::try_from(value.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn to_text(view: &View) -> String {
+    let shown = match &view.result {
+        Ok(shown) => shown,
+        Err(error) => return format!("{}: error: {error}", view.name),
+    };
+    let info = &shown.info;
+    let mut line = format!("{}: ", view.name);
+    match info.holders.first() {
+        Some(holder) => {
+            line += &format!("held by {}", holder.owner);
+            if let Some(held) = shown.held_for {
+                line += &format!(" for {}", age(held));
+            }
+            if let Some(token) = info.token {
+                line += &format!(", token {token}");
+            }
+            if let Some(lease) = info.remaining_lease {
+                line += &format!(", lease {} left", duration::format(round(lease)));
+            }
+        }
+        None => line += "free",
+    }
+    line += &format!(", {} waiting", info.queue.len());
+    if let Some(wait) = shown.longest_wait {
+        line += &format!(" (longest {})", age(wait));
+    }
+    line
+}
+
+fn to_json(time: &str, view: &View) -> Value {
+    let shown = match &view.result {
+        Ok(shown) => shown,
+        Err(error) => return json!({"time": time, "name": view.name, "error": error}),
+    };
+    let info = &shown.info;
+    json!({
+        "time": time,
+        "name": view.name,
+        "protocol": info.protocol.as_str(),
+        "locked": info.is_locked(),
+        "holder": info.holders.first().map(|h| h.owner.clone()),
+        "token": info.token,
+        "held_for_ms": shown.held_for.map(|(d, _)| millis(d)),
+        "held_for_exact": shown.held_for.map(|(_, exact)| exact),
+        "lease_ms": info.remaining_lease.map(millis),
+        "queue_length": info.queue.len(),
+        "longest_wait_ms": shown.longest_wait.map(|(d, _)| millis(d)),
+        "longest_wait_exact": shown.longest_wait.map(|(_, exact)| exact),
+    })
+}
+
+/// The watched locks as gauges (read by `--metrics-addr`; without a
+/// recorder these do nothing).
+fn export(views: &[View]) {
+    for view in views {
+        let Ok(shown) = &view.result else {
+            continue;
+        };
+        let info = &shown.info;
+        let lock = view.name.clone();
+        let seconds = |d: Option<Duration>| d.map_or(0.0, |d| d.as_secs_f64());
+        metrics::gauge!("fairlock_watch_locked", "lock" => lock.clone()).set(if info.is_locked() {
+            1.0
+        } else {
+            0.0
+        });
+        metrics::gauge!("fairlock_watch_queue_length", "lock" => lock.clone())
+            .set(info.queue.len() as f64);
+        metrics::gauge!("fairlock_watch_lease_seconds", "lock" => lock.clone())
+            .set(seconds(info.remaining_lease));
+        metrics::gauge!("fairlock_watch_held_seconds", "lock" => lock.clone())
+            .set(seconds(shown.held_for.map(|(d, _)| d)));
+        metrics::gauge!("fairlock_watch_longest_wait_seconds", "lock" => lock)
+            .set(seconds(shown.longest_wait.map(|(d, _)| d)));
+    }
+}
