@@ -166,7 +166,6 @@ async fn hostile_cluster_urls_give_typed_errors() {
 /// the URL parser fills in 6379: the client silently talks to whatever runs
 /// on the default port instead of refusing the URL.
 #[test]
-#[ignore = "finding 2: a cluster seed `HOST:` (empty port) is accepted as HOST:6379"]
 fn cluster_seed_with_an_empty_port_is_refused() {
     for url in [
         "redis+cluster://127.0.0.1:",
