@@ -13,7 +13,8 @@ pub(crate) struct InspectArgs {
     name: String,
     /// Print one JSON object: {"name","protocol","locked","holders":[{"owner","count"}],
     /// "lease_ms","token","queue":[{"position","owner","expires_in_ms"}],
-    /// "other_protocol"} (null where not applicable). "other_protocol" is
+    /// "node","other_protocol"} (null where not applicable). "node" is the
+    /// host:port serving the lock (on a Redis Cluster, the master of its slot). "other_protocol" is
     /// null, or {"protocol","locked","queue_length","flag"} when the other
     /// protocol's keys hold the name.
     #[arg(long)]
@@ -42,6 +43,7 @@ pub(crate) fn to_json(info: &LockInfo, other: Option<&OtherProtocol>) -> Value {
         "holders": info.holders.iter().map(|h| json!({"owner": h.owner, "count": h.count})).collect::<Vec<_>>(),
         "lease_ms": info.remaining_lease.map(|d| d.as_millis() as u64),
         "token": info.token,
+        "node": info.node,
         "queue": info.queue.iter().map(|w| json!({
             "position": w.position,
             "owner": w.owner,
@@ -63,6 +65,9 @@ fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
         info.protocol,
         if info.is_locked() { "locked" } else { "free" }
     );
+    if let Some(node) = &info.node {
+        out += &format!("  node     {node}\n");
+    }
     for holder in &info.holders {
         out += &format!(
             "  holder   {}  (hold count {})\n",

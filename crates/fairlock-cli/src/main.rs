@@ -50,11 +50,13 @@ fn after_help(sub: Sub, example: &str) -> String {
 )]
 pub(crate) struct Cli {
     /// Redis URL: redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], rediss:// for
-    /// TLS, redis+unix:///PATH, or Redis Sentinel:
+    /// TLS, redis+unix:///PATH, Redis Sentinel:
     /// redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]
-    /// (rediss+sentinel:// for TLS; USER:PASSWORD are the data nodes').
-    /// Default: $REDIS_URL, else redis://127.0.0.1:6379 (demo and torture
-    /// start a private redis-server instead).
+    /// (rediss+sentinel:// for TLS; USER:PASSWORD are the data nodes'), or a
+    /// Redis Cluster: redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]
+    /// (rediss+cluster:// for TLS). Default: $REDIS_URL, else
+    /// redis://127.0.0.1:6379 (demo and torture start a private
+    /// redis-server instead).
     #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
     redis: Option<String>,
 

@@ -50,6 +50,22 @@ fn exec_through_a_sentinel_with_and_without_its_password() {
         "released on the master"
     );
 
+    // inspect names the master serving the lock.
+    let out = fairlock(&url)
+        .args(["inspect", "sentinel-job", "--json"])
+        .output()
+        .expect("run fairlock inspect");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains(&format!("\"node\":\"{}\"", master.addr())),
+        "{shown}"
+    );
+
     // The sentinel now wants a password; the data node does not.
     let sentinel = &deployment.sentinels()[0];
     let _: () = sentinel.cmd(&["ACL", "SETUSER", "default", "resetpass", ">sentinel-pw"]);

@@ -33,16 +33,26 @@ fn torture(protocol: &str, extra: &[&str]) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stdout}\n{stderr}");
     // Progress off a terminal: a line every 10 s, with holds and faults.
+    // The line gives the time elapsed when it is printed: 10 s, or a
+    // little later when the orchestrator was busy injecting a fault (a
+    // BUSY script, a pause) as the 10 s passed.
     let progress: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.starts_with("torture: "))
+        .filter(|l| l.starts_with("torture: ") && l.contains(" of 15s, "))
         .collect();
+    let first_at = progress.first().and_then(|l| {
+        l.strip_prefix("torture: ")?
+            .split_once("s of 15s, ")
+            .filter(|(_, rest)| rest.contains(" holds, "))?
+            .0
+            .parse::<u64>()
+            .ok()
+    });
     assert!(
-        progress
-            .first()
-            .is_some_and(|l| l.starts_with("torture: 10s of 15s, ") && l.contains(" holds, ")),
+        first_at.is_some_and(|secs| (10..15).contains(&secs)),
         "{stderr}"
     );
+    assert_eq!(progress.len(), 1, "one line in 15 s: {stderr}");
     assert!(!stderr.contains('\x1b'), "{stderr:?}");
     // On time: the run, the workers' wind-down (at most 10 s) and the check.
     assert!(

@@ -141,6 +141,39 @@ pub fn lock_keys(protocol: fairlock::Protocol, name: &str) -> (String, String, V
     }
 }
 
+/// A client for the cluster `cluster` (every node a seed) speaking
+/// `protocol`, its config adjusted by `adjust`, which must leave the
+/// protocol as it is.
+pub async fn cluster_client_with(
+    cluster: &Cluster,
+    protocol: fairlock::Protocol,
+    adjust: impl FnOnce(fairlock::ClientConfig) -> fairlock::ClientConfig,
+) -> fairlock::LockClient {
+    init_tracing();
+    let config = fairlock::ClientConfig::from_url(&cluster.url())
+        .expect("url")
+        .protocol(protocol);
+    let config = adjust(config);
+    assert_eq!(
+        config.get_protocol(),
+        protocol,
+        "cluster_client_with: keep the protocol"
+    );
+    fairlock::LockClient::with_config(config)
+        .await
+        .expect("connect to the cluster")
+}
+
+/// The node of `cluster` serving lock `name` under `protocol` now (every
+/// key of a lock shares its slot).
+pub fn node_of<'a>(
+    cluster: &'a Cluster,
+    protocol: fairlock::Protocol,
+    name: &str,
+) -> &'a RedisServer {
+    cluster.node_for_key(&lock_keys(protocol, name).1)
+}
+
 /// Number of waiters queued for a fair lock.
 pub fn queue_len(server: &RedisServer, protocol: fairlock::Protocol, name: &str) -> usize {
     let (_, queue, _) = lock_keys(protocol, name);

@@ -295,6 +295,11 @@ impl RedisServer {
         self.child.as_ref().map(Child::id).expect("server running")
     }
 
+    /// `true` while the process this value started runs (not stopped).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Kill the server (SIGKILL) and wait for it to exit.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -65,14 +65,18 @@ fn sentinel_watches_a_replicated_master_and_is_killed_on_drop() {
 #[test]
 fn cluster_serves_every_slot_and_is_killed_on_drop() {
     let cluster = Cluster::start();
-    assert_eq!(cluster.nodes().len(), 3);
+    assert_eq!(cluster.nodes().len(), 6);
+    assert_eq!(cluster.masters().len(), 3);
+    for master in cluster.masters() {
+        assert_eq!(cluster.replicas_of(master.port()).len(), 1);
+    }
     let pids: Vec<u32> = cluster.nodes().iter().map(RedisServer::pid).collect();
     for node in cluster.nodes() {
         assert_ne!(node.port(), 6379);
         let info: String = node.cmd(&["CLUSTER", "INFO"]);
         assert!(info.contains("cluster_state:ok"), "{info}");
     }
-    assert_eq!(cluster.urls().len(), 3);
+    assert_eq!(cluster.urls().len(), 6);
     // Keys land on the node that serves them (no MOVED), on every node for
     // enough keys; a hash tag keeps keys together.
     let mut ports = std::collections::BTreeSet::new();
@@ -88,4 +92,28 @@ fn cluster_serves_every_slot_and_is_killed_on_drop() {
     let _: () = node.cmd(&["MSET", "{lock}:a", "1", "{lock}:b", "2"]);
     drop(cluster);
     assert_gone(&pids);
+}
+
+#[test]
+fn cluster_failover_and_slot_migration_are_seen_by_every_node() {
+    let cluster = Cluster::start();
+    let master = cluster.node_for_key("{moved}").port();
+    let _: () = cluster.node(master).cmd(&["SET", "{moved}:a", "1"]);
+    let replica = cluster.failover(master);
+    assert_eq!(cluster.node_for_key("{moved}").port(), replica);
+    assert_eq!(
+        cluster.replicas_of(replica).first().map(|r| r.port()),
+        Some(master)
+    );
+    let slot = cluster.slot_of("{moved}");
+    let to = cluster
+        .masters()
+        .into_iter()
+        .map(RedisServer::port)
+        .find(|&p| p != replica)
+        .expect("another master");
+    cluster.migrate_slot(slot, to);
+    assert_eq!(cluster.node_for_key("{moved}").port(), to);
+    let value: String = cluster.node(to).cmd(&["GET", "{moved}:a"]);
+    assert_eq!(value, "1");
 }

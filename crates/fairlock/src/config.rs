@@ -39,7 +39,10 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// and for Redis Sentinel
 /// `redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]`
 /// (`rediss+sentinel://` over TLS; the credentials are the data nodes',
-/// see [`sentinel_auth`](Self::sentinel_auth) for the sentinels' own).
+/// see [`sentinel_auth`](Self::sentinel_auth) for the sentinels' own),
+/// and a Redis Cluster as `redis+cluster://[user:password@]host:port[,host:port...]`
+/// (`rediss+cluster://` for TLS): every seed is tried, one that answers is
+/// enough.
 #[derive(Clone)]
 pub struct ClientConfig {
     pub(crate) endpoint: Endpoint,

@@ -1,7 +1,10 @@
 //! The holds registry and its watchdog: every hold this client has, and one
 //! task that renews the watchdog-leased ones in batches every
 //! `renew_interval`, and checks all of them at once when told that one was
-//! taken away (a revocation message).
+//! taken away (a revocation message). A batch holds the keys of one
+//! `Connection::key_group` only (on a Redis Cluster, one hash slot: a
+//! script whose keys span slots is refused with CROSSSLOT), at most
+//! `RENEW_BATCH` of them; the groups are sent one after the other.
 //!
 //! A renewal or check that finds the lock gone, owned by someone else or
 //! (native) taken again under another token, or renewals that keep failing
@@ -378,13 +381,18 @@ async fn run(
         if !check_only {
             next_renewal = Instant::now() + interval;
         }
-        let batch: Vec<(Key, Option<u64>, Arc<HeldState>)> = locked(&entries)
+        let mut batch: Vec<(Key, Option<u64>, Arc<HeldState>)> = locked(&entries)
             .iter()
             // A hold known lost is never renewed: its lock must expire.
             .filter(|(_, entry)| !entry.state.status().lost && (check_only || entry.renewed > 0))
             .map(|(key, entry)| (key.clone(), entry.token, Arc::clone(&entry.state)))
             .collect();
-        for chunk in batch.chunks(RENEW_BATCH) {
+        // One script call may only touch keys of one group (one hash slot
+        // on a cluster, where other calls fail with CROSSSLOT).
+        batch.sort_by_key(|((key, _), _, _)| conn.key_group(key));
+        let groups =
+            batch.chunk_by(|((a, _), _, _), ((b, _), _, _)| conn.key_group(a) == conn.key_group(b));
+        for chunk in groups.flat_map(|group| group.chunks(RENEW_BATCH)) {
             let holds: Vec<HoldRef<'_>> = chunk
                 .iter()
                 .map(|((k, o), token, _)| (k.as_str(), o.as_str(), *token))

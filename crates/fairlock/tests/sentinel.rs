@@ -267,6 +267,21 @@ async fn failover_while_held_and_waited_on(protocol: Protocol) {
     waiter_client.shutdown().await;
 }
 
+/// `true` once `server` says it is a replica (a server being reconfigured
+/// may drop the connection: then not yet).
+fn role_is_replica(server: &RedisServer) -> bool {
+    let Ok(client) = redis::Client::open(server.url()) else {
+        return false;
+    };
+    let Ok(mut conn) = client.get_connection() else {
+        return false;
+    };
+    redis::cmd("INFO")
+        .arg("replication")
+        .query::<String>(&mut conn)
+        .is_ok_and(|info| info.contains("role:slave"))
+}
+
 fn replication_up(server: &RedisServer) -> bool {
     let info: String = server.cmd(&["INFO", "replication"]);
     info.contains("master_link_status:up")
@@ -363,4 +378,71 @@ async fn bad_sentinel_urls_and_services() {
         .connect_timeout(Duration::from_secs(1));
     let err = LockClient::with_config(config).await.unwrap_err();
     assert!(err.is_connection(), "{err:?}");
+}
+
+/// `SENTINEL FAILOVER` demotes a live master: nothing breaks the client's
+/// connections, the old master answers writes with READONLY and the
+/// sentinels announce `+switch-master`. The holder keeps its (replicated)
+/// lock and releases it on the new master; a waiter queued before the
+/// failover is granted next, with a greater token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover_command_is_followed() {
+    let deployment = Sentinel::start_with(1, 3);
+    let settings = |c: ClientConfig| {
+        c.lease(Duration::from_secs(3))
+            .retry_budget(Duration::from_secs(40))
+    };
+    let holder_client = sentinel_client(&deployment, Protocol::Native, settings).await;
+    let waiter_client = sentinel_client(&deployment, Protocol::Native, settings).await;
+    let guard = holder_client
+        .fair_lock("demoted")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let lock = waiter_client.fair_lock("demoted").unwrap();
+    let waiter = tokio::spawn(async move {
+        let guard = lock
+            .try_lock_for(Duration::from_secs(60))
+            .await
+            .expect("the wait survives the failover")
+            .expect("granted");
+        let token = guard.token();
+        guard.unlock().await.expect("unlock on the new master");
+        token
+    });
+    let (master, replica) = (deployment.master(), &deployment.replicas()[0]);
+    eventually(
+        Duration::from_secs(10),
+        "waiter queued and replicated",
+        || {
+            queue_len(master, Protocol::Native, "demoted") == 1
+                && queue_len(replica, Protocol::Native, "demoted") == 1
+                && support::is_held(replica, Protocol::Native, "demoted")
+        },
+    )
+    .await;
+    let _: String =
+        deployment.sentinels()[0].cmd(&["SENTINEL", "FAILOVER", support::sentinel::MASTER_NAME]);
+    eventually(Duration::from_secs(30), "the replica promoted", || {
+        deployment.master_addr() == replica.addr() && role_is_replica(master)
+    })
+    .await;
+    // The holder keeps the lock across the failover and releases it on the
+    // new master (the old one would answer READONLY).
+    assert!(guard.is_held());
+    let token_before = guard.token().unwrap();
+    guard.unlock().await.expect("release after the failover");
+    let token_after = tokio::time::timeout(Duration::from_secs(60), waiter)
+        .await
+        .expect("the waiter is served")
+        .unwrap()
+        .unwrap();
+    assert!(
+        token_after > token_before,
+        "{token_before} then {token_after}"
+    );
+    support::assert_clean_for(replica, Protocol::Native, "demoted");
+    holder_client.shutdown().await;
+    waiter_client.shutdown().await;
 }

@@ -300,9 +300,13 @@ impl ProtocolLock {
         dispatch!(self, lock => lock.queue_position(conn, owner).await)
     }
 
-    /// The lock's whole state at one instant.
+    /// The lock's whole state at one instant, and the server that serves
+    /// it (on a cluster: the master of its slot, asked after the state was
+    /// read; `None` when that second call failed).
     pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {
-        dispatch!(self, lock => lock.inspect(conn).await)
+        let mut info = dispatch!(self, lock => lock.inspect(conn).await)?;
+        info.node = conn.node_for(self.name(), self.lock_key()).await.ok();
+        Ok(info)
     }
 
     /// `true` when somebody holds the lock.
@@ -423,6 +427,10 @@ pub struct LockInfo {
     pub token: Option<u64>,
     /// Waiters of a fair lock, first in line first.
     pub queue: Vec<QueuedWaiter>,
+    /// `host:port` of the server that serves the lock: the server itself,
+    /// or on a Redis Cluster the master of the lock's hash slot (all of a
+    /// lock's keys share it). `None` when it could not be read.
+    pub node: Option<String>,
 }
 
 impl LockInfo {
@@ -443,6 +451,7 @@ impl LockInfo {
             holders,
             token,
             queue,
+            node: None,
         }
     }
 

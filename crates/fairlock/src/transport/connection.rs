@@ -24,6 +24,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
+use super::cluster::{self, ClusterCommands};
 use super::endpoint::{Endpoint, Topology};
 use super::errors::{from_first_reply, from_redis, from_redis_conn};
 use super::pubsub::PubSubConnector;
@@ -31,13 +32,45 @@ use super::sentinel::Follower;
 use crate::error::{Error, Result};
 use crate::events::{self, Event};
 
-/// A Lua script: its SHA-1 computed once, run with EVALSHA.
-pub(crate) struct Script(redis::Script);
+/// A Lua script: its SHA-1 computed once, run with EVALSHA. On a cluster
+/// with sharded pub/sub the script's wake-up publications run as SPUBLISH
+/// (a variant made once from the same source, see [`sharded_source`]).
+pub(crate) struct Script {
+    plain: redis::Script,
+    plain_code: String,
+    sharded: redis::Script,
+    sharded_code: String,
+}
 
 impl Script {
     pub(crate) fn new(code: &str) -> Self {
-        Self(redis::Script::new(code))
+        let sharded_code = sharded_source(code);
+        Self {
+            plain: redis::Script::new(code),
+            plain_code: code.to_owned(),
+            sharded: redis::Script::new(&sharded_code),
+            sharded_code,
+        }
     }
+}
+
+/// The script with every `redis.call('publish', ...)` on a lock's own
+/// channel turned into `redis.call('spublish', ...)`. The lock channels
+/// carry the lock's hash tag, so on a cluster they live in the slot of the
+/// keys the script touches; the revocation channel
+/// (`fairlock:revoked:CLIENT`, published with `revoked_prefix`) belongs to
+/// no slot and stays a cluster-wide PUBLISH.
+pub(crate) fn sharded_source(code: &str) -> String {
+    code.lines()
+        .map(|line| {
+            if line.contains("revoked_prefix") {
+                line.to_owned()
+            } else {
+                line.replace("redis.call('publish',", "redis.call('spublish',")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// How long connecting and each reply may take.
@@ -58,6 +91,8 @@ pub(crate) struct Connection {
 enum Backend {
     Standalone(Box<Direct>),
     Sentinel(Arc<Follower>),
+    /// A cluster routed by key slot (`cluster.rs`).
+    Cluster(Box<ClusterCommands>),
 }
 
 impl Connection {
@@ -83,6 +118,59 @@ impl Connection {
                 let backend = Backend::Sentinel(follower);
                 Ok((Self { backend }, pubsub))
             }
+            Topology::Cluster(seeds) => {
+                // Each seed in turn until one answers PING: a cluster whose
+                // seeds all fail is reported as the first one failed (down,
+                // not Redis, refusing the credentials), told apart as for
+                // one server.
+                let mut first_failure = None;
+                for info in seeds.nodes.iter() {
+                    let seed = info.addr().to_string();
+                    let client = endpoint.client_for(info.clone())?;
+                    match probe_seed(&client, &seed, timeouts).await {
+                        Ok(()) => {
+                            first_failure = None;
+                            break;
+                        }
+                        Err(err) => {
+                            first_failure.get_or_insert(err);
+                        }
+                    }
+                }
+                if let Some(err) = first_failure {
+                    return Err(err);
+                }
+                let builder = cluster::Builder::new(
+                    seeds.clone(),
+                    timeouts,
+                    #[cfg(feature = "tls")]
+                    endpoint.tls_certificates(),
+                );
+                let commands = ClusterCommands::connect(builder.clone()).await?;
+                let pubsub = PubSubConnector::cluster(builder, commands.sharded(), timeouts);
+                let backend = Backend::Cluster(Box::new(commands));
+                Ok((Self { backend }, pubsub))
+            }
+        }
+    }
+
+    /// The group of `key` for calls on several keys: keys of one group may
+    /// go in one script call. Its hash slot on a cluster (a call whose keys
+    /// span slots fails with CROSSSLOT); one group on one server.
+    pub(crate) fn key_group(&self, key: &str) -> u16 {
+        match &self.backend {
+            Backend::Standalone(_) | Backend::Sentinel(_) => 0,
+            Backend::Cluster(_) => cluster::slot(key),
+        }
+    }
+
+    /// `host:port` of the server that serves `key` of lock `name`: the
+    /// master of its slot on a cluster, the (current) master otherwise.
+    pub(crate) async fn node_for(&self, name: &str, key: &str) -> Result<String> {
+        match &self.backend {
+            Backend::Standalone(direct) => Ok(direct.address().to_owned()),
+            Backend::Sentinel(follower) => Ok(follower.current().0.address().to_owned()),
+            Backend::Cluster(cluster) => cluster.node_for(name, key).await,
         }
     }
 
@@ -92,6 +180,7 @@ impl Connection {
         match &self.backend {
             Backend::Standalone(direct) => direct.maxmemory_policy(),
             Backend::Sentinel(follower) => follower.first_maxmemory_policy(),
+            Backend::Cluster(cluster) => cluster.maxmemory_policy(),
         }
     }
 
@@ -105,6 +194,14 @@ impl Connection {
     ) -> Result<T> {
         match &self.backend {
             Backend::Standalone(direct) => direct.script(script, name, keys, args).await,
+            Backend::Cluster(cluster) => {
+                let (hash, code) = if cluster.sharded() {
+                    (script.sharded.get_hash(), script.sharded_code.as_str())
+                } else {
+                    (script.plain.get_hash(), script.plain_code.as_str())
+                };
+                cluster.script(hash, code, name, keys, args).await
+            }
             Backend::Sentinel(follower) => {
                 let (direct, seen) = follower.current();
                 let result = direct.script(script, name, keys, args).await;
@@ -126,6 +223,7 @@ impl Connection {
     ) -> Result<T> {
         match &self.backend {
             Backend::Standalone(direct) => direct.command(name, command, key, args).await,
+            Backend::Cluster(cluster) => cluster.command(name, command, key, args).await,
             Backend::Sentinel(follower) => {
                 let (direct, seen) = follower.current();
                 let result = direct.command(name, command, key, args).await;
@@ -144,6 +242,13 @@ impl Connection {
     pub(crate) async fn sync_replicas(&self, replicas: u32, timeout: Duration) -> Result<u32> {
         match &self.backend {
             Backend::Standalone(direct) => direct.sync_replicas(replicas, timeout).await,
+            // WAIT counts the writes of the connection it is sent on, on
+            // one master: a cluster client's writes go to many.
+            Backend::Cluster(_) => Err(Error::InvalidConfig(
+                "min_replicas is not available on a Redis Cluster yet: WAIT would have to \
+                 reach the master of each lock on the connection that wrote to it"
+                    .to_owned(),
+            )),
             Backend::Sentinel(follower) => {
                 let (direct, seen) = follower.current();
                 let result = direct.sync_replicas(replicas, timeout).await;
@@ -197,6 +302,7 @@ impl Direct {
                 .await
                 .map_err(|e| missing_database(e, &addr, db))?;
         }
+        refuse_cluster_node(&mut probe, &addr).await?;
         let maxmemory_policy = read_eviction_policy(&mut probe, &addr).await;
         drop(probe);
 
@@ -240,7 +346,7 @@ impl Direct {
         keys: &[&str],
         args: &[String],
     ) -> Result<T> {
-        let mut invocation = script.0.prepare_invoke();
+        let mut invocation = script.plain.prepare_invoke();
         for key in keys {
             invocation.key(*key);
         }
@@ -320,6 +426,43 @@ impl Direct {
 /// only advances the replication offset that `WAIT` waits for).
 const REPLICA_SYNC_CHANNEL: &str = "fairlock:replica-sync";
 
+/// A cluster node reached with `redis://` would answer MOVED for most
+/// locks and CROSSSLOT for batched renewals: refused at connect with the
+/// URL to use. Read with `CONFIG GET cluster-enabled` (the optional
+/// `+config|get` permission of `docs/deployment.md`); a server that
+/// refuses CONFIG is not checked.
+async fn refuse_cluster_node(probe: &mut MultiplexedConnection, addr: &str) -> Result<()> {
+    let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("cluster-enabled")
+        .query_async(probe)
+        .await;
+    match reply {
+        Ok(settings) if settings.get("cluster-enabled").map(String::as_str) == Some("yes") => {
+            Err(Error::InvalidConfig(format!(
+                "Redis at {addr} is a Redis Cluster node: connect with \
+                 redis+cluster://{addr} (add more nodes, comma-separated, as seeds)"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Connect to one cluster seed and PING it, within the timeouts.
+async fn probe_seed(client: &redis::Client, addr: &str, timeouts: Timeouts) -> Result<()> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeouts.connect))
+        .set_response_timeout(Some(timeouts.response));
+    let mut probe = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| from_first_reply(e, addr))?;
+    redis::cmd("PING")
+        .query_async::<()>(&mut probe)
+        .await
+        .map_err(|e| from_first_reply(e, addr))
+}
+
 async fn read_eviction_policy(probe: &mut MultiplexedConnection, addr: &str) -> Option<Arc<str>> {
     let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
         .arg("GET")
@@ -353,4 +496,45 @@ fn missing_database(err: redis::RedisError, addr: &str, db: i64) -> Error {
          server has, from 0 to its `databases` setting minus one (0 to 15 by default), \
          as in redis://HOST:PORT/0"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sharded_source;
+
+    /// Every publication in every protocol script: on a lock's channel it
+    /// becomes SPUBLISH in the sharded variant, on the revocation channel
+    /// it stays PUBLISH; nothing else changes.
+    #[test]
+    fn sharded_scripts_publish_lock_channels_with_spublish() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol");
+        let mut spublish = 0;
+        for sub in ["native", "redisson"] {
+            for entry in std::fs::read_dir(format!("{dir}/{sub}")).unwrap() {
+                let path = entry.unwrap().path();
+                let code = std::fs::read_to_string(&path).unwrap();
+                let sharded = sharded_source(&code);
+                assert_eq!(sharded.lines().count(), code.lines().count(), "{path:?}");
+                for (before, after) in code.lines().zip(sharded.lines()) {
+                    if !before.contains("redis.call('publish'") {
+                        assert_eq!(before, after, "{path:?}");
+                    } else if before.contains("revoked_prefix") {
+                        assert_eq!(before, after, "{path:?}: revocations stay PUBLISH");
+                    } else {
+                        assert!(after.contains("redis.call('spublish'"), "{path:?}: {after}");
+                        assert!(!after.contains("redis.call('publish'"), "{path:?}: {after}");
+                        spublish += 1;
+                    }
+                }
+                // A publication written another way would escape the rule.
+                assert_eq!(
+                    code.matches("'publish'").count(),
+                    code.matches("redis.call('publish'").count(),
+                    "{path:?}"
+                );
+            }
+        }
+        // native: grant and free; redisson: head and non-fair releases.
+        assert!(spublish >= 4, "{spublish}");
+    }
 }

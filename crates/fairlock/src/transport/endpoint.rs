@@ -3,14 +3,17 @@
 
 use std::sync::Arc;
 
+use super::cluster::{Seeds, parse_seeds};
 use super::sentinel::{SentinelSpec, parse_sentinel_url};
 use crate::error::{Error, Result};
 
 /// The accepted URL forms, for messages.
 pub(crate) const URL_FORMS: &str = "redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], \
      rediss://... (the same, over TLS), redis+unix:///PATH/TO/SOCKET[?db=DB], \
-     redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB] or \
-     rediss+sentinel://... (the same, over TLS)";
+     redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB], \
+     rediss+sentinel://... (the same, over TLS), \
+     redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...] or \
+     rediss+cluster://... (the same, over TLS)";
 
 /// Where the data is: one server, or a master found through sentinels.
 /// `info` holds the data nodes' settings (database, credentials, TLS); for
@@ -31,6 +34,9 @@ pub(crate) enum Topology {
     Standalone,
     /// A master with replicas behind sentinels (`redis+sentinel://`).
     Sentinel(Arc<SentinelSpec>),
+    /// A Redis Cluster, through its seeds (`redis+cluster://`); `info` is
+    /// the first seed.
+    Cluster(Seeds),
 }
 
 /// Private CA and client certificate for `rediss://`.
@@ -52,6 +58,15 @@ impl Endpoint {
                 redact_password(url),
             ))
         };
+        if let Some(seeds) = parse_seeds(url) {
+            let seeds = seeds.map_err(invalid)?;
+            return Ok(Self {
+                info: seeds.nodes[0].clone(),
+                topology: Topology::Cluster(seeds),
+                #[cfg(feature = "tls")]
+                tls: None,
+            });
+        }
         if let Some(parsed) = parse_sentinel_url(url).map_err(invalid)? {
             let (host, port) = parsed.spec.sentinels[0].clone();
             let mut settings = redis::RedisConnectionInfo::default().set_db(parsed.db);
@@ -98,7 +113,29 @@ impl Endpoint {
         match &self.topology {
             Topology::Standalone => self.info.addr().to_string(),
             Topology::Sentinel(spec) => spec.describe(),
+            Topology::Cluster(seeds) => seeds
+                .nodes
+                .iter()
+                .map(|info| info.addr().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
         }
+    }
+
+    /// The TLS files as the Redis client takes them, when set.
+    #[cfg(feature = "tls")]
+    pub(super) fn tls_certificates(&self) -> Option<redis::TlsCertificates> {
+        let tls = self.tls.as_ref()?;
+        Some(redis::TlsCertificates {
+            client_tls: tls
+                .client
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: tls.root_cert.clone(),
+        })
     }
 
     /// Credentials for the sentinels themselves (Sentinel endpoints only;
@@ -205,7 +242,9 @@ impl Endpoint {
         self.client_for(self.info.clone().set_redis_settings(settings))
     }
 
-    fn client_for(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
+    /// A Redis client for `info` with this endpoint's TLS files (one
+    /// cluster seed).
+    pub(super) fn client_for(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
         // rustls needs a process-wide crypto provider; install ring's unless
         // the application installed one already.
         #[cfg(feature = "tls")]

@@ -60,19 +60,25 @@ pub(crate) fn from_first_reply(err: redis::RedisError, addr: &str) -> Error {
 /// An I/O-level failure: the call may or may not have run.
 pub(crate) fn is_connection_error(err: &redis::RedisError) -> bool {
     err.is_io_error()
+        || err.kind() == redis::ErrorKind::ClusterConnectionNotFound
         || err.is_connection_dropped()
         || err.is_connection_refusal()
         || err.is_timeout()
 }
 
-/// Refusals of a busy, loading, failing-over or full server: worth a retry.
-const UNAVAILABLE_CODES: [&str; 6] = [
+/// Refusals of a busy, loading, failing-over or full server, and the
+/// redirections of a cluster whose slots are moving (left over when the
+/// cluster connection's own redirections ran out): worth a retry.
+const UNAVAILABLE_CODES: [&str; 9] = [
     "BUSY",
     "LOADING",
     "TRYAGAIN",
     "MASTERDOWN",
     "READONLY",
     "OOM",
+    "CLUSTERDOWN",
+    "MOVED",
+    "ASK",
 ];
 
 fn is_unavailable_error(err: &redis::RedisError) -> bool {
@@ -83,6 +89,9 @@ fn is_unavailable_error(err: &redis::RedisError) -> bool {
                 | redis::ServerErrorKind::TryAgain
                 | redis::ServerErrorKind::MasterDown
                 | redis::ServerErrorKind::ReadOnly
+                | redis::ServerErrorKind::ClusterDown
+                | redis::ServerErrorKind::Moved
+                | redis::ServerErrorKind::Ask
         )
     ) || err
         .code()

@@ -7,11 +7,13 @@
 //! command connection that routes by key, and pub/sub connections that
 //! follow the master (or the shard of a channel).
 
+mod cluster;
 mod connection;
 mod endpoint;
 mod errors;
 mod pubsub;
 mod sentinel;
+mod sharded;
 
 pub(crate) use connection::{Connection, Script, Timeouts};
 pub(crate) use endpoint::{Endpoint, URL_FORMS};

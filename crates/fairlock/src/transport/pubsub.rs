@@ -8,9 +8,11 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
+use super::cluster::Builder;
 use super::connection::Timeouts;
 use super::errors::{from_redis_conn, timed_out};
 use super::sentinel::Follower;
+use super::sharded::{ShardedConnector, ShardedSink, ShardedStream};
 use crate::error::Result;
 
 /// Opens pub/sub connections to the client's server (for Sentinel: to the
@@ -24,20 +26,32 @@ enum Target {
     Fixed(Box<redis::Client>),
     /// The master a sentinel deployment names; a stream ends when it moves.
     Following(Arc<Follower>),
+    /// A cluster: `sharded.rs`.
+    Cluster(ShardedConnector),
 }
 
 /// The sending half of a pub/sub connection: (un)subscribe and PING.
 pub(crate) struct PubSubSink {
-    sink: redis::aio::PubSubSink,
+    sink: SinkKind,
     timeouts: Timeouts,
     addr: String,
 }
 
+enum SinkKind {
+    Single(redis::aio::PubSubSink),
+    Cluster(ShardedSink),
+}
+
 /// The receiving half: the messages of every subscribed channel.
 pub(crate) struct PubSubStream {
-    stream: BoxStream<'static, redis::Msg>,
+    stream: StreamKind,
     /// Sentinel: changes when the client switched to another master.
     moved: Option<tokio::sync::watch::Receiver<u64>>,
+}
+
+enum StreamKind {
+    Single(BoxStream<'static, redis::Msg>),
+    Cluster(ShardedStream),
 }
 
 /// One message: its channel and payload (not UTF-8: replaced lossily).
@@ -50,6 +64,14 @@ impl PubSubConnector {
     pub(super) fn new(client: redis::Client, timeouts: Timeouts) -> Self {
         Self {
             target: Target::Fixed(Box::new(client)),
+            timeouts,
+        }
+    }
+
+    /// Pub/sub on a cluster, sharded when `sharded` (see `sharded.rs`).
+    pub(super) fn cluster(builder: Builder, sharded: bool, timeouts: Timeouts) -> Self {
+        Self {
+            target: Target::Cluster(ShardedConnector::new(builder, sharded, timeouts)),
             timeouts,
         }
     }
@@ -76,6 +98,20 @@ impl PubSubConnector {
     async fn connect_once(&self) -> Result<(PubSubSink, PubSubStream)> {
         let (client, moved) = match &self.target {
             Target::Fixed(client) => (client.as_ref().clone(), None),
+            Target::Cluster(cluster) => {
+                let (sink, stream) = cluster.connect().await?;
+                return Ok((
+                    PubSubSink {
+                        sink: SinkKind::Cluster(sink),
+                        timeouts: self.timeouts,
+                        addr: String::new(),
+                    },
+                    PubSubStream {
+                        stream: StreamKind::Cluster(stream),
+                        moved: None,
+                    },
+                ));
+            }
             Target::Following(follower) => {
                 // Watch first: a switch after this point ends the stream.
                 let mut moved = follower.switches();
@@ -99,12 +135,12 @@ impl PubSubConnector {
         let (sink, stream) = pubsub.split();
         Ok((
             PubSubSink {
-                sink,
+                sink: SinkKind::Single(sink),
                 timeouts: self.timeouts,
                 addr,
             },
             PubSubStream {
-                stream: stream.boxed(),
+                stream: StreamKind::Single(stream.boxed()),
                 moved,
             },
         ))
@@ -115,19 +151,29 @@ impl PubSubSink {
     /// Subscribe to `channels`, confirmed by the server.
     pub(crate) async fn subscribe(&mut self, channels: &[String]) -> Result<()> {
         let limit = self.timeouts.response;
-        bounded(limit, &self.addr, self.sink.subscribe(channels)).await
+        match &mut self.sink {
+            SinkKind::Single(sink) => bounded(limit, &self.addr, sink.subscribe(channels)).await,
+            SinkKind::Cluster(sink) => sink.subscribe(channels).await,
+        }
     }
 
     /// Unsubscribe from `channel`.
     pub(crate) async fn unsubscribe(&mut self, channel: &str) -> Result<()> {
         let limit = self.timeouts.response;
-        bounded(limit, &self.addr, self.sink.unsubscribe(channel)).await
+        match &mut self.sink {
+            SinkKind::Single(sink) => bounded(limit, &self.addr, sink.unsubscribe(channel)).await,
+            SinkKind::Cluster(sink) => sink.unsubscribe(channel).await,
+        }
     }
 
     /// Check that the connection still answers.
     pub(crate) async fn ping(&mut self) -> Result<()> {
         let limit = self.timeouts.response;
-        let ping = async { self.sink.ping::<redis::Value>().await.map(drop) };
+        let sink = match &mut self.sink {
+            SinkKind::Single(sink) => sink,
+            SinkKind::Cluster(sink) => return sink.ping().await,
+        };
+        let ping = async { sink.ping::<redis::Value>().await.map(drop) };
         bounded(limit, &self.addr, ping).await
     }
 }
@@ -136,10 +182,14 @@ impl PubSubStream {
     /// The next message; `None` when the connection closed (or, for
     /// Sentinel, the client moved to another master).
     pub(crate) async fn next(&mut self) -> Option<Message> {
+        let stream = match &mut self.stream {
+            StreamKind::Single(stream) => stream,
+            StreamKind::Cluster(stream) => return stream.next().await,
+        };
         let message = match &mut self.moved {
-            None => self.stream.next().await?,
+            None => stream.next().await?,
             Some(moved) => tokio::select! {
-                message = self.stream.next() => message?,
+                message = stream.next() => message?,
                 _ = moved.changed() => return None,
             },
         };

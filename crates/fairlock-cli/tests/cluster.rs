@@ -1,0 +1,118 @@
+//! The `fairlock` binary on a Redis Cluster (`redis+cluster://` URLs):
+//! `exec` runs its command under the lock, and `inspect` shows the state
+//! and the master serving the lock.
+
+use std::process::{Command, Output};
+
+use fairlock::Protocol;
+use fairlock_test_support as support;
+use serde_json::Value;
+use support::{Cluster, PROTOCOLS, lock_keys};
+
+fn fairlock(cluster: &Cluster, protocol: Protocol) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairlock"));
+    cmd.arg("--redis")
+        .arg(cluster.url())
+        .args(["--protocol", protocol.as_str()])
+        .env_remove("REDIS_URL");
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run fairlock");
+    assert!(
+        out.status.code().is_some(),
+        "killed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn exec_and_inspect_on_a_cluster() {
+    let cluster = Cluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    for protocol in PROTOCOLS {
+        let name = format!("cli-{protocol}");
+        let master = cluster.node_for_key(&lock_keys(protocol, &name).1).addr();
+
+        // exec: the command runs (under the lock) and its status passes through.
+        let marker = dir.path().join(format!("ran-{protocol}"));
+        let script = format!("echo ran > {}; exit 3", marker.display());
+        let out =
+            run(fairlock(&cluster, protocol).args(["exec", &name, "--", "sh", "-c", &script]));
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{protocol}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+
+        // inspect: a lock held by a library client, with the node serving it.
+        let config = fairlock::ClientConfig::from_url(&cluster.url())
+            .unwrap()
+            .protocol(protocol);
+        let client = fairlock::blocking::LockClient::with_config(config).unwrap();
+        let guard = client.fair_lock(&name).unwrap().lock().unwrap();
+        let out = run(fairlock(&cluster, protocol).args(["inspect", &name, "--json"]));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(info["locked"], true, "{protocol}: {info}");
+        assert_eq!(
+            info["holders"][0]["owner"],
+            guard.owner().unwrap().as_str(),
+            "{info}"
+        );
+        assert_eq!(info["node"], master.as_str(), "{protocol}: {info}");
+        let out = run(fairlock(&cluster, protocol).args(["inspect", &name]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("node     {master}")), "{text}");
+
+        // exec on the held lock gives up after its wait: exit 75.
+        let out = run(
+            fairlock(&cluster, protocol).args(["exec", &name, "--wait", "300ms", "--", "true"])
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(75),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        guard.unlock().unwrap();
+
+        let out = run(fairlock(&cluster, protocol).args(["inspect", &name, "--json"]));
+        let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(info["locked"], false, "{info}");
+    }
+}
+
+/// The wrong URL form for the topology is a usage error (exit 64) that
+/// names the right one, not MOVED or CROSSSLOT failures later.
+#[test]
+fn wrong_url_form_for_the_topology_says_which_to_use() {
+    let cluster = Cluster::start();
+    let node = &cluster.nodes()[0];
+    let out = run(Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", &node.url(), "exec", "x", "--", "true"])
+        .env_remove("REDIS_URL"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains(&format!("redis+cluster://{}", node.addr())),
+        "{stderr}"
+    );
+
+    let server = support::RedisServer::start();
+    let out = run(Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", &format!("redis+cluster://{}", server.addr())])
+        .args(["exec", "x", "--", "true"])
+        .env_remove("REDIS_URL"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("not a Redis Cluster node"), "{stderr}");
+}

@@ -1,0 +1,427 @@
+//! Redis Cluster: the seeds of a `redis+cluster://` URL, the command
+//! connection that routes every call by its first key's hash slot, and the
+//! slot arithmetic the watchdog groups renewals by.
+//!
+//! ## Behavior
+//! - Connecting asks the seeds (any one that answers is enough) for the
+//!   slot map; the connection keeps one multiplexed connection per master
+//!   and follows `MOVED` (a slot moved for good, the map is refreshed) and
+//!   `ASK` (a slot in migration) redirections itself, a few times per call.
+//! - A script runs with EVALSHA on the master of its first key's slot. A
+//!   NOSCRIPT reply (a promoted replica, a new node: scripts are not
+//!   replicated) runs it once with EVAL, routed by the same key, which also
+//!   leaves it in that node's script cache. (A separate SCRIPT LOAD routed
+//!   by slot could reach another node than the redirected EVALSHA while the
+//!   slot map is refreshed after a failover: the tests saw NOSCRIPT twice.)
+//! - What the redirections do not fix within the call (`TRYAGAIN` during a
+//!   migration, `CLUSTERDOWN` and refused connections while a failed master
+//!   is replaced) is an [`Error::Unavailable`] or [`Error::Connection`],
+//!   which the retry policy (`retry.rs`) retries within the retry budget.
+//! - Wake-ups use sharded pub/sub when every master has it (Redis 7+,
+//!   probed with `PUBSUB SHARDNUMSUB` as Redisson does): the scripts then
+//!   publish with SPUBLISH to channels that carry the lock's hash tag, so a
+//!   channel lives in its lock's slot. See `sharded.rs`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{FromRedisValue, IntoConnectionInfo};
+
+use super::connection::Timeouts;
+use super::errors::{from_first_reply, from_redis, from_redis_conn};
+use crate::error::{Error, Result};
+use crate::events::{self, Event};
+
+/// Number of hash slots of a Redis Cluster.
+pub(crate) const SLOTS: u16 = 16384;
+
+/// The seed nodes of a `redis+cluster://` URL, parsed.
+#[derive(Clone)]
+pub(crate) struct Seeds {
+    pub(super) nodes: Arc<[redis::ConnectionInfo]>,
+}
+
+/// `redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]` (or
+/// `rediss+cluster://`): one connection info per seed, each with the
+/// credentials. `None` when `url` is not a cluster URL. A cluster has one
+/// database, so a path other than `/` or `/0` is refused.
+pub(super) fn parse_seeds(url: &str) -> Option<std::result::Result<Seeds, String>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let base = match scheme {
+        "redis+cluster" => "redis",
+        "rediss+cluster" => "rediss",
+        _ => return None,
+    };
+    Some(parse_rest(base, rest))
+}
+
+fn parse_rest(base: &str, rest: &str) -> std::result::Result<Seeds, String> {
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    if !matches!(tail, "" | "/" | "/0") {
+        return Err(format!(
+            "a cluster URL has no database or options after the hosts (found {tail:?}): \
+             a cluster serves database 0 only"
+        ));
+    }
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (format!("{userinfo}@"), hosts),
+        None => (String::new(), authority),
+    };
+    let mut nodes = Vec::new();
+    for host in hosts.split(',') {
+        if host.is_empty() {
+            return Err("an empty host in the list of seeds".to_owned());
+        }
+        if !host.contains(':') {
+            return Err(format!(
+                "seed {host:?} has no port: give every seed as HOST:PORT"
+            ));
+        }
+        let info = format!("{base}://{userinfo}{host}")
+            .into_connection_info()
+            .map_err(|_| {
+                format!(
+                    "seed {host:?} does not parse: check the host, the port (1 to 65535) and \
+                     that a password's special characters are %-encoded"
+                )
+            })?;
+        nodes.push(info);
+    }
+    Ok(Seeds {
+        nodes: nodes.into(),
+    })
+}
+
+/// The hash slot of `key`: CRC16 (XMODEM) of the key, or of its hash tag
+/// (the text between the first `{` and the next `}`, when not empty),
+/// modulo 16384.
+pub(crate) fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let hashed = match bytes.iter().position(|&b| b == b'{') {
+        Some(open) => match bytes[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
+            _ => bytes,
+        },
+        None => bytes,
+    };
+    crc16(hashed) % SLOTS
+}
+
+/// CRC-16/XMODEM (polynomial 0x1021, initial value 0), as Redis Cluster
+/// hashes keys.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// The command connection to a cluster. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct ClusterCommands {
+    conn: ClusterConnection,
+    /// The seeds, `host:port,...`, for errors.
+    addr: Arc<str>,
+    /// `maxmemory-policy` of a master, read at connect.
+    maxmemory_policy: Option<Arc<str>>,
+    /// Every master has sharded pub/sub (scripts publish with SPUBLISH).
+    sharded: bool,
+}
+
+/// How to build more cluster clients for the same seeds (the pub/sub one).
+#[derive(Clone)]
+pub(crate) struct Builder {
+    seeds: Seeds,
+    timeouts: Timeouts,
+    #[cfg(feature = "tls")]
+    certs: Option<redis::TlsCertificates>,
+}
+
+impl Builder {
+    pub(crate) fn new(
+        seeds: Seeds,
+        timeouts: Timeouts,
+        #[cfg(feature = "tls")] certs: Option<redis::TlsCertificates>,
+    ) -> Self {
+        Self {
+            seeds,
+            timeouts,
+            #[cfg(feature = "tls")]
+            certs,
+        }
+    }
+
+    /// A cluster client builder with this client's timeouts: redirections
+    /// and refused nodes are retried a few times within one call (20 ms to
+    /// 500 ms apart); the retry policy above does the rest.
+    pub(crate) fn builder(&self) -> ClusterClientBuilder {
+        let builder = ClusterClientBuilder::new(self.seeds.nodes.iter().cloned())
+            .connection_timeout(self.timeouts.connect)
+            .response_timeout(self.timeouts.response)
+            .retries(4)
+            .min_retry_wait(20)
+            .max_retry_wait(500);
+        #[cfg(feature = "tls")]
+        if let Some(certs) = &self.certs {
+            return builder.certs(certs.clone());
+        }
+        builder
+    }
+
+    /// Every seed, `host:port,...`, for errors.
+    pub(crate) fn seeds_address(&self) -> String {
+        let seeds: Vec<String> = self
+            .seeds
+            .nodes
+            .iter()
+            .map(|i| i.addr().to_string())
+            .collect();
+        seeds.join(",")
+    }
+
+    /// The first seed, `host:port`, for messages.
+    pub(crate) fn address(&self) -> String {
+        self.seeds
+            .nodes
+            .first()
+            .map(|info| info.addr().to_string())
+            .unwrap_or_default()
+    }
+}
+
+impl ClusterCommands {
+    /// Connect through the seeds; a probe PING tells apart seeds that are
+    /// down, not Redis or refuse the credentials, then the sharded pub/sub
+    /// support and the eviction policy are read. Cancelling it drops the
+    /// connections made so far.
+    pub(crate) async fn connect(builder: Builder) -> Result<Self> {
+        let addr = builder.seeds_address();
+        let client = builder
+            .builder()
+            .build()
+            .map_err(|e| Error::InvalidConfig(format!("cannot use the cluster at {addr}: {e}")))?;
+        let connect = client.get_async_connection();
+        let mut conn = match tokio::time::timeout(builder.timeouts.connect * 2, connect).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(err)) if err.to_string().contains("cluster support disabled") => {
+                return Err(Error::InvalidConfig(format!(
+                    "Redis at {addr} is not a Redis Cluster node (cluster support disabled): \
+                     connect with redis://HOST:PORT instead of redis+cluster://"
+                )));
+            }
+            Ok(Err(err)) => return Err(from_first_reply(err, &addr)),
+            Err(_) => {
+                return Err(from_redis_conn(
+                    super::errors::timed_out("cluster connect timed out"),
+                    &addr,
+                ));
+            }
+        };
+        redis::cmd("PING")
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| from_first_reply(e, &addr))?;
+        // Redisson's probe: sharded pub/sub is used when every master
+        // answers PUBSUB SHARDNUMSUB (Redis 7+).
+        let sharded = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .query_async::<redis::Value>(&mut conn)
+            .await
+            .is_ok();
+        let maxmemory_policy = read_eviction_policy(&mut conn, &addr).await;
+        Ok(Self {
+            conn,
+            addr: builder.seeds_address().into(),
+            maxmemory_policy,
+            sharded,
+        })
+    }
+
+    /// `maxmemory-policy` of a master, as read at connect.
+    pub(crate) fn maxmemory_policy(&self) -> Option<&str> {
+        self.maxmemory_policy.as_deref()
+    }
+
+    /// `true` when wake-ups use sharded pub/sub (SPUBLISH/SSUBSCRIBE).
+    pub(crate) fn sharded(&self) -> bool {
+        self.sharded
+    }
+
+    /// Run the script whose SHA-1 is `hash` (source `code`) with `keys`
+    /// and `args`, on the master of the first key's slot; after NOSCRIPT it
+    /// runs again as EVAL. Cancelling it drops the reply; the script may
+    /// have run (the scripts are safe to send again).
+    pub(crate) async fn script<T: FromRedisValue>(
+        &self,
+        hash: &str,
+        code: &str,
+        name: &str,
+        keys: &[&str],
+        args: &[String],
+    ) -> Result<T> {
+        let first = keys.first().copied().unwrap_or("");
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(hash).arg(keys.len()).arg(keys).arg(args);
+        let mut conn = self.conn.clone();
+        let addr = &*self.addr;
+        match evalsha.query_async(&mut conn).await {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                // EVAL, routed by the same key, runs the script on the
+                // node that lacks it and leaves it in that node's cache.
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(code).arg(keys.len()).arg(keys).arg(args);
+                eval.query_async(&mut conn)
+                    .await
+                    .map_err(|e| from_redis(e, addr, name, first))
+            }
+            reply => reply.map_err(|e| from_redis(e, addr, name, first)),
+        }
+    }
+
+    /// Run one command on `key` of lock `name`. Cancelling it drops the
+    /// reply (the command may have run).
+    pub(crate) async fn command<T: FromRedisValue>(
+        &self,
+        name: &str,
+        command: &str,
+        key: &str,
+        args: &[&str],
+    ) -> Result<T> {
+        let mut cmd = redis::cmd(command);
+        cmd.arg(key).arg(args);
+        let mut conn = self.conn.clone();
+        cmd.query_async(&mut conn)
+            .await
+            .map_err(|e| from_redis(e, &self.addr, name, key))
+    }
+
+    /// `host:port` of the master serving `key` now, as the cluster says
+    /// (`CLUSTER SLOTS`, asked of that master). Read only: cancelling it
+    /// changes nothing.
+    pub(crate) async fn node_for(&self, name: &str, key: &str) -> Result<String> {
+        let mut conn = self.conn.clone();
+        let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+            slot(key),
+            SlotAddr::Master,
+        )));
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SLOTS");
+        let table = conn
+            .route_command(cmd, route)
+            .await
+            .map_err(|e| from_redis(e, &self.addr, name, key))?;
+        let wanted = slot(key);
+        serving(&table, wanted).ok_or_else(|| {
+            Error::Protocol(format!("CLUSTER SLOTS names no master for slot {wanted}"))
+        })
+    }
+}
+
+/// The master of `slot` in a `CLUSTER SLOTS` reply:
+/// `[[first, last, [host, port, id, ...], replicas...], ...]`.
+fn serving(table: &redis::Value, slot: u16) -> Option<String> {
+    let redis::Value::Array(ranges) = table else {
+        return None;
+    };
+    ranges.iter().find_map(|range| {
+        let redis::Value::Array(fields) = range else {
+            return None;
+        };
+        let (redis::Value::Int(first), redis::Value::Int(last)) = (fields.first()?, fields.get(1)?)
+        else {
+            return None;
+        };
+        if !(*first..=*last).contains(&i64::from(slot)) {
+            return None;
+        }
+        let redis::Value::Array(master) = fields.get(2)? else {
+            return None;
+        };
+        let host = String::from_redis_value_ref(master.first()?).ok()?;
+        let port = i64::from_redis_value_ref(master.get(1)?).ok()?;
+        Some(format!("{host}:{port}"))
+    })
+}
+
+/// `maxmemory-policy` of one master (the cluster's nodes are expected to
+/// share their settings), logged as `connection.rs` does for one server.
+async fn read_eviction_policy(conn: &mut ClusterConnection, addr: &str) -> Option<Arc<str>> {
+    let mut cmd = redis::cmd("CONFIG");
+    cmd.arg("GET").arg("maxmemory-policy");
+    let reply = conn
+        .route_command(
+            cmd,
+            RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
+        )
+        .await
+        .and_then(|value| {
+            HashMap::<String, String>::from_redis_value(value).map_err(redis::RedisError::from)
+        });
+    let policy = match reply {
+        Ok(mut settings) => settings.remove("maxmemory-policy"),
+        Err(err) => {
+            events::record(Event::EvictionPolicy {
+                addr,
+                policy: Err(&err),
+            });
+            return None;
+        }
+    };
+    events::record(Event::EvictionPolicy {
+        addr,
+        policy: Ok(policy.as_deref()),
+    });
+    policy.map(Arc::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from `CLUSTER KEYSLOT` on Redis 7.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{foo}:bar"), 12182);
+        assert_eq!(slot("a{foo}"), 12182);
+        // An empty tag hashes the whole key; only the first tag counts.
+        assert_eq!(slot("{}foo"), crc16(b"{}foo") % SLOTS);
+        assert_eq!(slot("{foo}{bar}"), 12182);
+        assert_eq!(slot("{foo"), crc16(b"{foo") % SLOTS);
+    }
+
+    #[test]
+    fn seeds_parse() {
+        let seeds = parse_seeds("redis+cluster://u:p%40ss@127.0.0.1:7000,localhost:7001")
+            .expect("a cluster url")
+            .expect("valid");
+        assert_eq!(seeds.nodes.len(), 2);
+        assert_eq!(seeds.nodes[1].addr().to_string(), "localhost:7001");
+        assert_eq!(seeds.nodes[0].redis_settings().username(), Some("u"));
+        assert_eq!(seeds.nodes[1].redis_settings().password(), Some("p@ss"));
+        assert!(parse_seeds("redis://127.0.0.1:7000").is_none());
+        for bad in [
+            "redis+cluster://127.0.0.1:7000/3",
+            "redis+cluster://127.0.0.1:7000,,127.0.0.1:7001",
+            "redis+cluster://127.0.0.1",
+            "redis+cluster://127.0.0.1:99999",
+        ] {
+            assert!(parse_seeds(bad).expect("cluster").is_err(), "{bad}");
+        }
+    }
+}
