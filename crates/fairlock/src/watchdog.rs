@@ -1,7 +1,10 @@
 //! The holds registry and its watchdog: every hold this client has, and one
 //! task that renews the watchdog-leased ones in batches every
 //! `renew_interval`, and checks all of them at once when told that one was
-//! taken away (a revocation message).
+//! taken away (a revocation message). A batch holds the keys of one
+//! `Connection::key_group` only (on a Redis Cluster, one hash slot: a
+//! script whose keys span slots is refused with CROSSSLOT), at most
+//! `RENEW_BATCH` of them; the groups are sent one after the other.
 //!
 //! A renewal or check that finds the lock gone, owned by someone else or
 //! (native) taken again under another token, or renewals that keep failing

@@ -76,7 +76,10 @@ fn parse_rest(base: &str, rest: &str) -> std::result::Result<Seeds, String> {
         if host.is_empty() {
             return Err("an empty host in the list of seeds".to_owned());
         }
-        if !host.contains(':') {
+        // The port is required: without one (`HOST`, `HOST:`, `[::1]`) the
+        // URL parser would take 6379.
+        let port = host.rsplit_once(':').map(|(_, port)| port).unwrap_or("");
+        if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
             return Err(format!(
                 "seed {host:?} has no port: give every seed as HOST:PORT"
             ));
@@ -419,6 +422,8 @@ mod tests {
             "redis+cluster://127.0.0.1:7000/3",
             "redis+cluster://127.0.0.1:7000,,127.0.0.1:7001",
             "redis+cluster://127.0.0.1",
+            "redis+cluster://127.0.0.1:",
+            "redis+cluster://[::1]",
             "redis+cluster://127.0.0.1:99999",
         ] {
             assert!(parse_seeds(bad).expect("cluster").is_err(), "{bad}");
