@@ -134,6 +134,17 @@ fn torture_in_background(server: &RedisServer) -> Child {
         .expect("start fairlock torture")
 }
 
+/// How many scripts the server ran by EVALSHA so far (the workers'
+/// acquisitions and releases).
+fn script_calls(server: &RedisServer) -> u64 {
+    let stats: String = server.cmd(&["INFO", "commandstats"]);
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The processes whose parent is `parent` (from /proc).
 fn children_of(parent: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")
@@ -160,7 +171,13 @@ fn children_of(parent: u32) -> Vec<u32> {
 fn a_stop_signal_ends_the_run_with_its_summary() {
     let server = RedisServer::start();
     let child = torture_in_background(&server);
-    std::thread::sleep(Duration::from_secs(5));
+    // Stop it once the workers are at work (not after a fixed time: on a
+    // loaded machine a debug build may not have finished a hold in 5 s).
+    let at_work = Instant::now() + Duration::from_secs(60);
+    while script_calls(&server) < 100 {
+        assert!(Instant::now() < at_work, "the workers never got going");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let workers = children_of(child.id());
     assert_eq!(workers.len(), 2, "{workers:?}");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();

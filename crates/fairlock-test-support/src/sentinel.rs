@@ -58,10 +58,15 @@ impl Sentinel {
                 .ok_or_else(|| format!("master sees {connected:?} replicas"))
         });
         let quorum = sentinels / 2 + 1;
+        // failover-timeout: a sentinel whose failover attempt failed (an
+        // election lost or split, frequent on a loaded machine) tries again
+        // only after twice this; 5 s keeps a retried failover within about
+        // 10 s (with Redis's 10 s, two failed attempts took over 40 s at
+        // load 10 and exhausted the tests' retry budgets).
         let config = format!(
             "sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} {quorum}\n\
              sentinel down-after-milliseconds {MASTER_NAME} {}\n\
-             sentinel failover-timeout {MASTER_NAME} 10000\n",
+             sentinel failover-timeout {MASTER_NAME} 5000\n",
             DOWN_AFTER.as_millis()
         );
         let sentinels = (0..sentinels)

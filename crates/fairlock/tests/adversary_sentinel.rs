@@ -125,7 +125,7 @@ async fn idle_client_follows_a_manual_failover(silence_first_sentinel: bool) {
     // The first sentinel goes silent (its TCP connections stay open).
     let _silent = silence_first_sentinel.then(|| Paused::pause(&sentinels[0]));
     let _: String = sentinels[1].cmd(&["SENTINEL", "FAILOVER", support::sentinel::MASTER_NAME]);
-    wait_until(Duration::from_secs(20), "the promotion", || {
+    wait_until(Duration::from_secs(60), "the promotion", || {
         named_master(&sentinels[1]) == replica.addr()
             && named_master(&sentinels[2]) == replica.addr()
             && is_master(replica)

@@ -156,7 +156,7 @@ async fn failover_while_held_and_waited_on(protocol: Protocol) {
     // generous budgets, so that a slow machine only makes it slower.
     let settings = |c: ClientConfig| {
         c.lease(Duration::from_secs(3))
-            .retry_budget(Duration::from_secs(40))
+            .retry_budget(Duration::from_secs(60))
     };
     let holder_client = sentinel_client(&deployment, protocol, settings).await;
     let waiter_client = sentinel_client(&deployment, protocol, settings).await;
@@ -390,7 +390,7 @@ async fn sentinel_failover_command_is_followed() {
     let deployment = Sentinel::start_with(1, 3);
     let settings = |c: ClientConfig| {
         c.lease(Duration::from_secs(3))
-            .retry_budget(Duration::from_secs(40))
+            .retry_budget(Duration::from_secs(60))
     };
     let holder_client = sentinel_client(&deployment, Protocol::Native, settings).await;
     let waiter_client = sentinel_client(&deployment, Protocol::Native, settings).await;
@@ -403,7 +403,7 @@ async fn sentinel_failover_command_is_followed() {
     let lock = waiter_client.fair_lock("demoted").unwrap();
     let waiter = tokio::spawn(async move {
         let guard = lock
-            .try_lock_for(Duration::from_secs(60))
+            .try_lock_for(Duration::from_secs(90))
             .await
             .expect("the wait survives the failover")
             .expect("granted");
@@ -424,7 +424,7 @@ async fn sentinel_failover_command_is_followed() {
     .await;
     let _: String =
         deployment.sentinels()[0].cmd(&["SENTINEL", "FAILOVER", support::sentinel::MASTER_NAME]);
-    eventually(Duration::from_secs(30), "the replica promoted", || {
+    eventually(Duration::from_secs(60), "the replica promoted", || {
         deployment.master_addr() == replica.addr() && role_is_replica(master)
     })
     .await;
@@ -433,7 +433,7 @@ async fn sentinel_failover_command_is_followed() {
     assert!(guard.is_held());
     let token_before = guard.token().unwrap();
     guard.unlock().await.expect("release after the failover");
-    let token_after = tokio::time::timeout(Duration::from_secs(60), waiter)
+    let token_after = tokio::time::timeout(Duration::from_secs(90), waiter)
         .await
         .expect("the waiter is served")
         .unwrap()
