@@ -45,7 +45,6 @@ fn signal(sig: &str, pid: u32) {
 /// than its 3 s lease: it expires on Redis and is reported lost although
 /// its master answered every command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding 1: renewals of a healthy master's locks wait behind timed-out renewals of a frozen master's slots"]
 async fn frozen_master_does_not_starve_renewals_on_healthy_masters() {
     let cluster = Cluster::start();
     let protocol = Protocol::Redisson;
@@ -166,7 +165,6 @@ async fn hostile_cluster_urls_give_typed_errors() {
 /// the URL parser fills in 6379: the client silently talks to whatever runs
 /// on the default port instead of refusing the URL.
 #[test]
-#[ignore = "finding 2: a cluster seed `HOST:` (empty port) is accepted as HOST:6379"]
 fn cluster_seed_with_an_empty_port_is_refused() {
     for url in [
         "redis+cluster://127.0.0.1:",
