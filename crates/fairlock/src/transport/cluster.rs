@@ -453,8 +453,24 @@ mod tests {
             "redis+cluster://127.0.0.1:7000,,127.0.0.1:7001",
             "redis+cluster://127.0.0.1",
             "redis+cluster://127.0.0.1:99999",
+            "redis+cluster://127.0.0.1:",
+            "redis+cluster://127.0.0.1:0",
+            "redis+cluster://127.0.0.1:65536",
+            "redis+cluster://127.0.0.1:+7000",
+            "redis+cluster://127.0.0.1:70a0",
+            "redis+cluster://[::1]",
+            "redis+cluster://[::1]:",
+            "redis+cluster://[::1",
         ] {
-            assert!(parse_seeds(bad).expect("cluster").is_err(), "{bad}");
+            let err = parse_seeds(bad).expect("cluster").err();
+            assert!(err.is_some(), "{bad}");
+        }
+        for good in [
+            "redis+cluster://127.0.0.1:1",
+            "redis+cluster://127.0.0.1:65535",
+            "redis+cluster://[::1]:7000",
+        ] {
+            assert!(parse_seeds(good).expect("cluster").is_ok(), "{good}");
         }
     }
 }
