@@ -1,8 +1,8 @@
 //! Adversarial tests of the Sentinel support (real processes: a master, a
 //! replica and three sentinels from `fairlock_test_support::Sentinel`).
 //!
-//! Tests marked `#[ignore = "finding N: ..."]` fail on the code they were
-//! written against; each documents one finding of the review.
+//! Each "Finding N" test failed on the code it was written against and
+//! documents one finding of the review (all fixed since).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -93,7 +93,6 @@ async fn wait_until(limit: Duration, what: &str, mut check: impl FnMut() -> bool
 /// idle client acquires there while another client holds the same lock on
 /// the new master.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding 1: the +switch-master listener hangs on a silent sentinel; an idle client stays on the old master after a failover"]
 async fn switch_listener_on_a_silent_sentinel_misses_the_failover() {
     idle_client_follows_a_manual_failover(true).await;
 }
@@ -176,7 +175,6 @@ async fn idle_client_follows_a_manual_failover(silence_first_sentinel: bool) {
 /// pool filled by concurrent acquisitions, up to 8 acquisitions in a row
 /// fail this way. The sync is not retried either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding 2: min_replicas WAIT reuses dead pooled connections after a master restart"]
 async fn min_replicas_after_a_master_restart() {
     let mut master = RedisServer::start();
     let port = master.port().to_string();
@@ -314,7 +312,6 @@ fn fairlock_redis_publish(conn: &mut redis::Connection, payload: &str) -> redis:
 /// its replicas holds the call for the `WAIT` timeout + 3 s, whatever
 /// `response_timeout` says (promise 2: every wait ends within its bound).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding 3: min_replicas WAIT ignores the response timeout (fixed +3 s)"]
 async fn min_replicas_wait_is_bounded_by_the_response_timeout() {
     const WAIT: Duration = Duration::from_secs(1);
     const RESPONSE: Duration = Duration::from_millis(300);

@@ -270,6 +270,8 @@ pub(super) struct Direct {
     maxmemory_policy: Option<Arc<str>>,
     /// Idle connections for `WAIT` (see [`Connection::sync_replicas`]).
     replica_waits: Arc<std::sync::Mutex<Vec<MultiplexedConnection>>>,
+    /// The client's timeouts (the `WAIT` connections use them too).
+    timeouts: Timeouts,
 }
 
 impl Direct {
@@ -321,6 +323,7 @@ impl Direct {
             addr,
             maxmemory_policy,
             replica_waits: Arc::default(),
+            timeouts,
         })
     }
 
@@ -381,25 +384,55 @@ impl Direct {
     /// `PUBLISH` (a write every replica receives, so that `WAIT` covers
     /// whatever this client or a handoff wrote before) then `WAIT`, on an
     /// idle connection of the pool (a new one when none is idle).
+    ///
+    /// A pooled connection that fails at once (closed by a server that
+    /// restarted since) is dropped with the rest of the pool, and the sync
+    /// runs once more on a new connection; a pooled connection that timed
+    /// out is not retried (the master is slow, not gone: the caller's
+    /// budget is spent). The `WAIT` is bounded by `timeout` plus one
+    /// response timeout, the connect by the connect timeout.
+    ///
+    /// Cancelling drops the connection in use (it is not pooled again).
     async fn sync_replicas(&self, replicas: u32, timeout: Duration) -> Result<u32> {
         let pooled = self
             .replica_waits
             .lock()
             .ok()
             .and_then(|mut idle| idle.pop());
-        let mut conn = match pooled {
-            Some(conn) => conn,
-            None => {
-                // The reply to WAIT comes after `timeout` at worst.
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(Duration::from_secs(3)))
-                    .set_response_timeout(Some(timeout + Duration::from_secs(3)));
-                self.client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await
-                    .map_err(|e| from_redis_conn(e, &self.addr))?
+        if let Some(conn) = pooled {
+            match self.wait_for_replicas(conn, replicas, timeout).await {
+                Err(err) if !err.is_timeout() => {
+                    // The server closed it: the other idle ones are likely
+                    // dead too.
+                    if let Ok(mut idle) = self.replica_waits.lock() {
+                        idle.clear();
+                    }
+                }
+                outcome => return outcome.map_err(|e| from_redis_conn(e, &self.addr)),
             }
-        };
+        }
+        // The reply to WAIT comes after `timeout` at worst.
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeouts.connect))
+            .set_response_timeout(Some(timeout.saturating_add(self.timeouts.response)));
+        let conn = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| from_redis_conn(e, &self.addr))?;
+        self.wait_for_replicas(conn, replicas, timeout)
+            .await
+            .map_err(|e| from_redis_conn(e, &self.addr))
+    }
+
+    /// `PUBLISH` then `WAIT` on `conn`; puts `conn` back in the pool when
+    /// it answered.
+    async fn wait_for_replicas(
+        &self,
+        mut conn: MultiplexedConnection,
+        replicas: u32,
+        timeout: Duration,
+    ) -> redis::RedisResult<u32> {
         let timeout_ms = u64::try_from(timeout.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
@@ -411,8 +444,7 @@ impl Direct {
             .arg(replicas)
             .arg(timeout_ms)
             .query_async(&mut conn)
-            .await
-            .map_err(|e| from_redis_conn(e, &self.addr))?;
+            .await?;
         if let Ok(mut idle) = self.replica_waits.lock() {
             if idle.len() < 8 {
                 idle.push(conn);

@@ -14,6 +14,16 @@
 //!   when it breaks). The failed command itself is not resent here: it
 //!   fails with a retryable error, and the caller's retry policy sends it
 //!   again, to the new master once it is known.
+//! - **Silent sentinels.** The listening connection is PINGed every
+//!   second; a PING unanswered within the response timeout counts as a
+//!   broken connection (the next sentinel is listened to, and the master
+//!   re-resolved). Independently, every 5 s the sentinels are asked (in
+//!   turn, one `SENTINEL GET-MASTER-ADDR-BY-NAME` until one answers) which
+//!   master they name; when it is not the one in use, the master is
+//!   re-resolved. Resolutions start with the sentinel that answered last,
+//!   so a silent sentinel costs one timeout, not one per resolution.
+//! - A re-resolution asked for while one runs is not lost: the running
+//!   one resolves once more when it ends.
 //! - **Pub/sub follows too**: every switch to a new master closes the
 //!   wake-up connection's stream, and the router reconnects to the master
 //!   now known (see `pubsub.rs`).
@@ -21,6 +31,7 @@
 //!   names an address whose `ROLE` is `master`; while it tries, commands go
 //!   to the last master known and fail or succeed there.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -32,6 +43,13 @@ use super::errors::{from_first_reply, from_redis_conn, timed_out};
 use crate::error::{Error, Result};
 use crate::events::{self, Event};
 use crate::retry::Backoff;
+
+/// How often the `+switch-master` listener PINGs its sentinel.
+const SENTINEL_PING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often the sentinels are asked which master they name, whatever the
+/// listener hears.
+const MASTER_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The port a sentinel listens on when the URL names none.
 pub(super) const DEFAULT_SENTINEL_PORT: u16 = 26379;
@@ -229,16 +247,32 @@ pub(crate) struct Follower {
     current: RwLock<Direct>,
     /// Bumped at each switch to another master; pub/sub streams end on it.
     generation: tokio::sync::watch::Sender<u64>,
-    resolving: Mutex<bool>,
-    /// The `+switch-master` listener, stopped when the follower goes.
-    listener: Mutex<Option<tokio::task::AbortHandle>>,
+    resolving: Mutex<Resolving>,
+    /// The index (in the URL's list) of the sentinel that answered last:
+    /// resolutions ask it first.
+    preferred: AtomicUsize,
+    /// The `+switch-master` listener and the periodic check, stopped when
+    /// the follower goes.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     first_maxmemory_policy: Option<Arc<str>>,
+}
+
+/// Whether a resolution runs, and whether another was asked for since its
+/// current attempt began.
+#[derive(Default)]
+struct Resolving {
+    running: bool,
+    dirty: bool,
 }
 
 impl Drop for Follower {
     fn drop(&mut self) {
-        if let Some(listener) = self.listener.lock().ok().and_then(|mut l| l.take()) {
-            listener.abort();
+        let tasks = match self.tasks.get_mut() {
+            Ok(tasks) => std::mem::take(tasks),
+            Err(poisoned) => std::mem::take(poisoned.into_inner()),
+        };
+        for task in tasks {
+            task.abort();
         }
     }
 }
@@ -251,7 +285,7 @@ impl Follower {
         spec: Arc<SentinelSpec>,
         timeouts: Timeouts,
     ) -> Result<Arc<Self>> {
-        let (host, port) = resolve(endpoint, &spec, timeouts).await?;
+        let ((host, port), answered) = resolve(endpoint, &spec, timeouts, 0).await?;
         let direct = Direct::connect(&endpoint.for_data_node(&host, port), timeouts).await?;
         let follower = Arc::new(Self {
             first_maxmemory_policy: direct.maxmemory_policy().map(Arc::from),
@@ -261,14 +295,19 @@ impl Follower {
             runtime: tokio::runtime::Handle::current(),
             current: RwLock::new(direct),
             generation: tokio::sync::watch::Sender::new(0),
-            resolving: Mutex::new(false),
-            listener: Mutex::new(None),
+            resolving: Mutex::new(Resolving::default()),
+            preferred: AtomicUsize::new(answered),
+            tasks: Mutex::new(Vec::new()),
         });
         let listener = follower
             .runtime
             .spawn(listen_for_switches(Arc::downgrade(&follower)));
-        if let Ok(mut slot) = follower.listener.lock() {
-            *slot = Some(listener.abort_handle());
+        let checker = follower
+            .runtime
+            .spawn(check_master_periodically(Arc::downgrade(&follower)));
+        if let Ok(mut tasks) = follower.tasks.lock() {
+            tasks.push(listener.abort_handle());
+            tasks.push(checker.abort_handle());
         }
         Ok(follower)
     }
@@ -301,25 +340,57 @@ impl Follower {
         }
     }
 
-    /// Re-resolve the master in the background unless a resolution runs.
+    /// Re-resolve the master in the background; when a resolution runs,
+    /// it resolves once more when its current attempt ends.
     pub(super) fn re_resolve(self: &Arc<Self>) {
         {
-            let Ok(mut resolving) = self.resolving.lock() else {
-                return;
+            let mut resolving = match self.resolving.lock() {
+                Ok(resolving) => resolving,
+                Err(poisoned) => poisoned.into_inner(),
             };
-            if *resolving {
+            if resolving.running {
+                resolving.dirty = true;
                 return;
             }
-            *resolving = true;
+            resolving.running = true;
+            resolving.dirty = false;
         }
         let follower = Arc::downgrade(self);
         self.runtime.spawn(follow(follower));
     }
 
-    fn done_resolving(&self) {
-        if let Ok(mut resolving) = self.resolving.lock() {
-            *resolving = false;
+    /// An attempt of the running resolution begins: requests made before
+    /// now are covered by it.
+    fn attempt_begins(&self) {
+        match self.resolving.lock() {
+            Ok(mut resolving) => resolving.dirty = false,
+            Err(poisoned) => poisoned.into_inner().dirty = false,
         }
+    }
+
+    /// The running resolution found the master: `true` when it is done,
+    /// `false` when a re-resolution was asked for during its attempt (then
+    /// it resolves once more).
+    fn finish_resolving(&self) -> bool {
+        let mut resolving = match self.resolving.lock() {
+            Ok(resolving) => resolving,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if resolving.dirty {
+            resolving.dirty = false;
+            return false;
+        }
+        resolving.running = false;
+        true
+    }
+
+    /// The sentinel at `index` did not answer: resolutions start with the
+    /// next one (unless another answered since).
+    fn sentinel_failed(&self, index: usize) {
+        let next = (index + 1) % self.spec.sentinels.len().max(1);
+        let _ = self
+            .preferred
+            .compare_exchange(index, next, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 
@@ -330,13 +401,19 @@ async fn follow(follower: Weak<Follower>) {
         let Some(this) = follower.upgrade() else {
             return;
         };
-        match resolve(&this.endpoint, &this.spec, this.timeouts).await {
-            Ok((host, port)) => {
+        this.attempt_begins();
+        let start = this.preferred.load(Ordering::Relaxed);
+        match resolve(&this.endpoint, &this.spec, this.timeouts, start).await {
+            Ok(((host, port), answered)) => {
+                this.preferred.store(answered, Ordering::Relaxed);
                 let (direct, _) = this.current();
                 let target = this.endpoint.for_data_node(&host, port);
                 if direct.address() == target.address() {
-                    this.done_resolving();
-                    return;
+                    if this.finish_resolving() {
+                        return;
+                    }
+                    backoff.reset();
+                    continue;
                 }
                 match Direct::connect(&target, this.timeouts).await {
                     Ok(next) => {
@@ -351,8 +428,11 @@ async fn follow(follower: Weak<Follower>) {
                             from: &from,
                             to: &target.address(),
                         });
-                        this.done_resolving();
-                        return;
+                        if this.finish_resolving() {
+                            return;
+                        }
+                        backoff.reset();
+                        continue;
                     }
                     Err(err) => events::record(Event::SentinelRetry {
                         service: &this.spec.service,
@@ -370,16 +450,20 @@ async fn follow(follower: Weak<Follower>) {
     }
 }
 
-/// Ask each sentinel in turn for the master; return the first address that
-/// answers `ROLE` as a master.
+/// Ask each sentinel in turn (from the one at index `start`) for the
+/// master; return the first address that answers `ROLE` as a master, and
+/// the index of the sentinel that named it.
 async fn resolve(
     endpoint: &Endpoint,
     spec: &SentinelSpec,
     timeouts: Timeouts,
-) -> Result<(String, u16)> {
+    start: usize,
+) -> Result<((String, u16), usize)> {
     let mut last_error = None;
     let mut unknown = 0;
-    for (host, port) in &spec.sentinels {
+    let count = spec.sentinels.len();
+    for index in (0..count).map(|i| (start + i) % count) {
+        let (host, port) = &spec.sentinels[index];
         let sentinel = format_host_port(host, *port);
         let asked = ask_sentinel(endpoint, spec, host, *port, timeouts).await;
         let (master_host, master_port) = match asked {
@@ -394,7 +478,7 @@ async fn resolve(
             }
         };
         match check_master(endpoint, &master_host, master_port, timeouts).await {
-            Ok(true) => return Ok((master_host, master_port)),
+            Ok(true) => return Ok(((master_host, master_port), index)),
             Ok(false) => {
                 last_error = Some(Error::Unavailable {
                     addr: format_host_port(&master_host, master_port),
@@ -490,7 +574,10 @@ async fn open(
 
 /// Listen for `+switch-master` on one sentinel at a time and re-resolve
 /// when the service's master switched (or the listening connection broke:
-/// a switch may have been missed).
+/// a switch may have been missed). The connection is PINGed every
+/// [`SENTINEL_PING_INTERVAL`]; a PING unanswered within the response
+/// timeout breaks it (a paused sentinel keeps its TCP connections open and
+/// says nothing).
 async fn listen_for_switches(follower: Weak<Follower>) {
     let mut backoff = Backoff::reconnect();
     let mut index = 0usize;
@@ -498,19 +585,22 @@ async fn listen_for_switches(follower: Weak<Follower>) {
         let Some(this) = follower.upgrade() else {
             return;
         };
-        let (host, port) = this.spec.sentinels[index % this.spec.sentinels.len()].clone();
-        index = index.wrapping_add(1);
+        let listened = index % this.spec.sentinels.len().max(1);
+        let Some((host, port)) = this.spec.sentinels.get(listened).cloned() else {
+            return;
+        };
+        index = listened + 1;
         let client = this.endpoint.sentinel_client(&this.spec, &host, port);
         let service = this.spec.service.clone();
-        let connect_timeout = this.timeouts.connect;
+        let timeouts = this.timeouts;
         drop(this);
         let subscribed = async {
             let client = client.map_err(|e| e.to_string())?;
-            let mut pubsub = tokio::time::timeout(connect_timeout, client.get_async_pubsub())
+            let mut pubsub = tokio::time::timeout(timeouts.connect, client.get_async_pubsub())
                 .await
                 .map_err(|_| "connect timed out".to_owned())?
                 .map_err(|e| e.to_string())?;
-            tokio::time::timeout(connect_timeout, pubsub.subscribe("+switch-master"))
+            tokio::time::timeout(timeouts.connect, pubsub.subscribe("+switch-master"))
                 .await
                 .map_err(|_| "subscribe timed out".to_owned())?
                 .map_err(|e| e.to_string())?;
@@ -519,18 +609,24 @@ async fn listen_for_switches(follower: Weak<Follower>) {
         let pubsub = match subscribed.await {
             Ok(pubsub) => pubsub,
             Err(_) => {
+                match follower.upgrade() {
+                    Some(this) => this.sentinel_failed(listened),
+                    None => return,
+                }
                 tokio::time::sleep(backoff.next_delay()).await;
                 continue;
             }
         };
         backoff.reset();
         // A switch may have happened while nobody listened.
-        if let Some(this) = follower.upgrade() {
-            this.re_resolve();
+        match follower.upgrade() {
+            Some(this) => this.re_resolve(),
+            None => return,
         }
-        let mut messages = pubsub.into_on_message();
-        let mut health = tokio::time::interval(Duration::from_secs(5));
-        health.reset();
+        let (mut sink, mut messages) = pubsub.split();
+        let mut ping = tokio::time::interval(SENTINEL_PING_INTERVAL);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ping.reset();
         loop {
             tokio::select! {
                 message = messages.next() => {
@@ -544,14 +640,76 @@ async fn listen_for_switches(follower: Weak<Follower>) {
                         }
                     }
                 }
-                _ = health.tick() => {
+                _ = ping.tick() => {
                     if follower.strong_count() == 0 {
                         return;
+                    }
+                    let pong = tokio::time::timeout(
+                        timeouts.response,
+                        sink.ping::<redis::Value>(),
+                    )
+                    .await;
+                    if !matches!(pong, Ok(Ok(_))) {
+                        break;
                     }
                 }
             }
         }
+        // Broken or silent: listen to the next sentinel, and resolve from
+        // there on.
+        match follower.upgrade() {
+            Some(this) => {
+                this.sentinel_failed(listened);
+                this.re_resolve();
+            }
+            None => return,
+        }
         tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
+/// Every [`MASTER_CHECK_INTERVAL`], ask the sentinels in turn (from the
+/// preferred one) which master they name, until one answers; when it is
+/// not the master in use, re-resolve (which checks `ROLE` before
+/// switching). Catches a switch the listener missed, whatever happened to
+/// its connection.
+async fn check_master_periodically(follower: Weak<Follower>) {
+    let mut tick = tokio::time::interval(MASTER_CHECK_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.reset();
+    loop {
+        tick.tick().await;
+        let Some(this) = follower.upgrade() else {
+            return;
+        };
+        let endpoint = this.endpoint.clone();
+        let spec = Arc::clone(&this.spec);
+        let timeouts = this.timeouts;
+        let start = this.preferred.load(Ordering::Relaxed);
+        let in_use = this.current().0.address().to_owned();
+        drop(this);
+        let count = spec.sentinels.len();
+        let mut named = None;
+        for index in (0..count).map(|i| (start + i) % count) {
+            let (host, port) = &spec.sentinels[index];
+            if let Ok(Some(addr)) = ask_sentinel(&endpoint, &spec, host, *port, timeouts).await {
+                named = Some((addr, index));
+                break;
+            }
+            match follower.upgrade() {
+                Some(this) => this.sentinel_failed(index),
+                None => return,
+            }
+        }
+        let Some(this) = follower.upgrade() else {
+            return;
+        };
+        if let Some(((host, port), index)) = named {
+            this.preferred.store(index, Ordering::Relaxed);
+            if endpoint.for_data_node(&host, port).address() != in_use {
+                this.re_resolve();
+            }
+        }
     }
 }
 
