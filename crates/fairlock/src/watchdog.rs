@@ -4,7 +4,13 @@
 //! taken away (a revocation message). A batch holds the keys of one
 //! `Connection::key_group` only (on a Redis Cluster, one hash slot: a
 //! script whose keys span slots is refused with CROSSSLOT), at most
-//! `RENEW_BATCH` of them; the groups are sent one after the other.
+//! `RENEW_BATCH` of them. Every batch of a round is sent at once (the
+//! connection multiplexes them) and each answer is handled as it comes, so
+//! a node that does not answer costs its own batches one response timeout
+//! each, in parallel, and never holds up the others: a renewal of a lock on
+//! a healthy master is delayed by at most one response timeout whatever
+//! other nodes do. On a standalone server or Sentinel every key is in one
+//! group: one call per `RENEW_BATCH` holds, as before.
 //!
 //! A renewal or check that finds the lock gone, owned by someone else or
 //! (native) taken again under another token, or renewals that keep failing
@@ -21,6 +27,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -392,14 +400,28 @@ async fn run(
         batch.sort_by_key(|((key, _), _, _)| conn.key_group(key));
         let groups =
             batch.chunk_by(|((a, _), _, _), ((b, _), _, _)| conn.key_group(a) == conn.key_group(b));
-        for chunk in groups.flat_map(|group| group.chunks(RENEW_BATCH)) {
-            let holds: Vec<HoldRef<'_>> = chunk
-                .iter()
-                .map(|((k, o), token, _)| (k.as_str(), o.as_str(), *token))
-                .collect();
-            let sent_at = Instant::now();
-            let renewal = (!check_only).then_some(lease);
-            let result = dialect.renew(&conn, &holds, renewal).await;
+        // Every batch is sent at once and each answer is handled as it
+        // comes: a node that does not answer costs its own batches one
+        // response timeout each, in parallel, and never delays the batches
+        // of other nodes (the connection multiplexes them).
+        let renewal = (!check_only).then_some(lease);
+        let mut calls: FuturesUnordered<_> = groups
+            .flat_map(|group| group.chunks(RENEW_BATCH))
+            .map(|chunk| {
+                let dialect = &dialect;
+                let conn = &conn;
+                async move {
+                    let holds: Vec<HoldRef<'_>> = chunk
+                        .iter()
+                        .map(|((k, o), token, _)| (k.as_str(), o.as_str(), *token))
+                        .collect();
+                    let sent_at = Instant::now();
+                    let result = dialect.renew(conn, &holds, renewal).await;
+                    (chunk, sent_at, result)
+                }
+            })
+            .collect();
+        while let Some((chunk, sent_at, result)) = calls.next().await {
             let mut map = locked(&entries);
             match result {
                 Ok(held) => {

@@ -45,7 +45,6 @@ fn signal(sig: &str, pid: u32) {
 /// than its 3 s lease: it expires on Redis and is reported lost although
 /// its master answered every command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding 1: renewals of a healthy master's locks wait behind timed-out renewals of a frozen master's slots"]
 async fn frozen_master_does_not_starve_renewals_on_healthy_masters() {
     let cluster = Cluster::start();
     let protocol = Protocol::Redisson;

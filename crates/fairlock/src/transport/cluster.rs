@@ -24,6 +24,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
@@ -76,12 +77,10 @@ fn parse_rest(base: &str, rest: &str) -> std::result::Result<Seeds, String> {
         if host.is_empty() {
             return Err("an empty host in the list of seeds".to_owned());
         }
-        // The port is required: without one (`HOST`, `HOST:`, `[::1]`) the
-        // URL parser would take 6379.
-        let port = host.rsplit_once(':').map(|(_, port)| port).unwrap_or("");
-        if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        if !has_port(host) {
             return Err(format!(
-                "seed {host:?} has no port: give every seed as HOST:PORT"
+                "seed {host:?} has no valid port: give every seed as HOST:PORT, \
+                 PORT from 1 to 65535"
             ));
         }
         let info = format!("{base}://{userinfo}{host}")
@@ -97,6 +96,24 @@ fn parse_rest(base: &str, rest: &str) -> std::result::Result<Seeds, String> {
     Ok(Seeds {
         nodes: nodes.into(),
     })
+}
+
+/// Whether seed `host` ends in `:PORT`, PORT decimal digits from 1 to
+/// 65535, after the host (outside the brackets of an IPv6 address).
+fn has_port(host: &str) -> bool {
+    let after_host = match host.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((_, rest)) => rest,
+            None => return false,
+        },
+        None => host,
+    };
+    let Some((_, port)) = after_host.rsplit_once(':') else {
+        return false;
+    };
+    !port.is_empty()
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && port.parse::<u32>().is_ok_and(|p| (1..=65535).contains(&p))
 }
 
 /// The hash slot of `key`: CRC16 (XMODEM) of the key, or of its hash tag
@@ -141,6 +158,9 @@ pub(crate) struct ClusterCommands {
     maxmemory_policy: Option<Arc<str>>,
     /// Every master has sharded pub/sub (scripts publish with SPUBLISH).
     sharded: bool,
+    /// The response timeout: EVALSHA and the EVAL after its NOSCRIPT share
+    /// one.
+    response_timeout: Duration,
 }
 
 /// How to build more cluster clients for the same seeds (the pub/sub one).
@@ -249,6 +269,7 @@ impl ClusterCommands {
             addr: builder.seeds_address().into(),
             maxmemory_policy,
             sharded,
+            response_timeout: builder.timeouts.response,
         })
     }
 
@@ -264,8 +285,10 @@ impl ClusterCommands {
 
     /// Run the script whose SHA-1 is `hash` (source `code`) with `keys`
     /// and `args`, on the master of the first key's slot; after NOSCRIPT it
-    /// runs again as EVAL. Cancelling it drops the reply; the script may
-    /// have run (the scripts are safe to send again).
+    /// runs again as EVAL, within what is left of the one response timeout
+    /// the pair shares (so a call takes at most one response timeout, not
+    /// two). Cancelling it drops the reply; the script may have run (the
+    /// scripts are safe to send again).
     pub(crate) async fn script<T: FromRedisValue>(
         &self,
         hash: &str,
@@ -279,6 +302,7 @@ impl ClusterCommands {
         evalsha.arg(hash).arg(keys.len()).arg(keys).arg(args);
         let mut conn = self.conn.clone();
         let addr = &*self.addr;
+        let deadline = tokio::time::Instant::now() + self.response_timeout;
         match evalsha.query_async(&mut conn).await {
             Err(err)
                 if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
@@ -287,9 +311,15 @@ impl ClusterCommands {
                 // node that lacks it and leaves it in that node's cache.
                 let mut eval = redis::cmd("EVAL");
                 eval.arg(code).arg(keys.len()).arg(keys).arg(args);
-                eval.query_async(&mut conn)
-                    .await
-                    .map_err(|e| from_redis(e, addr, name, first))
+                match tokio::time::timeout_at(deadline, eval.query_async(&mut conn)).await {
+                    Ok(reply) => reply.map_err(|e| from_redis(e, addr, name, first)),
+                    Err(_) => Err(from_redis(
+                        super::errors::timed_out("EVAL after NOSCRIPT timed out"),
+                        addr,
+                        name,
+                        first,
+                    )),
+                }
             }
             reply => reply.map_err(|e| from_redis(e, addr, name, first)),
         }
@@ -422,11 +452,25 @@ mod tests {
             "redis+cluster://127.0.0.1:7000/3",
             "redis+cluster://127.0.0.1:7000,,127.0.0.1:7001",
             "redis+cluster://127.0.0.1",
-            "redis+cluster://127.0.0.1:",
-            "redis+cluster://[::1]",
             "redis+cluster://127.0.0.1:99999",
+            "redis+cluster://127.0.0.1:",
+            "redis+cluster://127.0.0.1:0",
+            "redis+cluster://127.0.0.1:65536",
+            "redis+cluster://127.0.0.1:+7000",
+            "redis+cluster://127.0.0.1:70a0",
+            "redis+cluster://[::1]",
+            "redis+cluster://[::1]:",
+            "redis+cluster://[::1",
         ] {
-            assert!(parse_seeds(bad).expect("cluster").is_err(), "{bad}");
+            let err = parse_seeds(bad).expect("cluster").err();
+            assert!(err.is_some(), "{bad}");
+        }
+        for good in [
+            "redis+cluster://127.0.0.1:1",
+            "redis+cluster://127.0.0.1:65535",
+            "redis+cluster://[::1]:7000",
+        ] {
+            assert!(parse_seeds(good).expect("cluster").is_ok(), "{good}");
         }
     }
 }
