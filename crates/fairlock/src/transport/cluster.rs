@@ -34,7 +34,6 @@ use redis::{FromRedisValue, IntoConnectionInfo};
 use super::connection::Timeouts;
 use super::errors::{from_first_reply, from_redis, from_redis_conn};
 use crate::error::{Error, Result};
-use crate::events::{self, Event};
 
 /// Number of hash slots of a Redis Cluster.
 pub(crate) const SLOTS: u16 = 16384;
@@ -404,21 +403,7 @@ async fn read_eviction_policy(conn: &mut ClusterConnection, addr: &str) -> Optio
         .and_then(|value| {
             HashMap::<String, String>::from_redis_value(value).map_err(redis::RedisError::from)
         });
-    let policy = match reply {
-        Ok(mut settings) => settings.remove("maxmemory-policy"),
-        Err(err) => {
-            events::record(Event::EvictionPolicy {
-                addr,
-                policy: Err(&err),
-            });
-            return None;
-        }
-    };
-    events::record(Event::EvictionPolicy {
-        addr,
-        policy: Ok(policy.as_deref()),
-    });
-    policy.map(Arc::from)
+    super::connection::eviction_policy_from(reply, addr)
 }
 
 #[cfg(test)]

@@ -203,12 +203,11 @@ impl Connection {
                 cluster.script(hash, code, name, keys, args).await
             }
             Backend::Sentinel(follower) => {
-                let (direct, seen) = follower.current();
-                let result = direct.script(script, name, keys, args).await;
-                if let Err(err) = &result {
-                    follower.after_error(err, seen);
-                }
-                result
+                follower
+                    .on_master(
+                        |direct| async move { direct.script(script, name, keys, args).await },
+                    )
+                    .await
             }
         }
     }
@@ -225,12 +224,11 @@ impl Connection {
             Backend::Standalone(direct) => direct.command(name, command, key, args).await,
             Backend::Cluster(cluster) => cluster.command(name, command, key, args).await,
             Backend::Sentinel(follower) => {
-                let (direct, seen) = follower.current();
-                let result = direct.command(name, command, key, args).await;
-                if let Err(err) = &result {
-                    follower.after_error(err, seen);
-                }
-                result
+                follower
+                    .on_master(
+                        |direct| async move { direct.command(name, command, key, args).await },
+                    )
+                    .await
             }
         }
     }
@@ -250,12 +248,11 @@ impl Connection {
                     .to_owned(),
             )),
             Backend::Sentinel(follower) => {
-                let (direct, seen) = follower.current();
-                let result = direct.sync_replicas(replicas, timeout).await;
-                if let Err(err) = &result {
-                    follower.after_error(err, seen);
-                }
-                result
+                follower
+                    .on_master(
+                        |direct| async move { direct.sync_replicas(replicas, timeout).await },
+                    )
+                    .await
             }
         }
     }
@@ -496,11 +493,20 @@ async fn probe_seed(client: &redis::Client, addr: &str, timeouts: Timeouts) -> R
 }
 
 async fn read_eviction_policy(probe: &mut MultiplexedConnection, addr: &str) -> Option<Arc<str>> {
-    let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
+    let reply = redis::cmd("CONFIG")
         .arg("GET")
         .arg("maxmemory-policy")
         .query_async(probe)
         .await;
+    eviction_policy_from(reply, addr)
+}
+
+/// The policy in a `CONFIG GET maxmemory-policy` reply from `addr`,
+/// recorded as an event (or the error that kept it from being read).
+pub(super) fn eviction_policy_from(
+    reply: redis::RedisResult<HashMap<String, String>>,
+    addr: &str,
+) -> Option<Arc<str>> {
     let policy = match reply {
         Ok(mut settings) => settings.remove("maxmemory-policy"),
         Err(err) => {

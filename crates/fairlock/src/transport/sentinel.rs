@@ -332,6 +332,23 @@ impl Follower {
         self.first_maxmemory_policy.as_deref()
     }
 
+    /// Run `call` on the current master; when it fails in a way that says
+    /// the master may have moved, re-resolve it (see [`after_error`](Self::after_error)).
+    pub(super) async fn on_master<T, Fut>(
+        self: &Arc<Self>,
+        call: impl FnOnce(Direct) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let (direct, seen) = self.current();
+        let result = call(direct).await;
+        if let Err(err) = &result {
+            self.after_error(err, seen);
+        }
+        result
+    }
+
     /// A call on the master of generation `seen` failed with `err`: when
     /// the error says the master may have moved, re-resolve it.
     pub(super) fn after_error(self: &Arc<Self>, err: &Error, seen: u64) {
