@@ -201,8 +201,8 @@ impl PubSubStream {
 }
 
 /// A command that does not answer within `limit` counts as a broken
-/// connection.
-async fn bounded(
+/// connection. (Also for the sharded connections of `sharded.rs`.)
+pub(super) async fn bounded(
     limit: std::time::Duration,
     addr: &str,
     command: impl std::future::Future<Output = redis::RedisResult<()>>,

@@ -25,7 +25,6 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
@@ -34,7 +33,7 @@ use tokio::sync::mpsc;
 use super::cluster::Builder;
 use super::connection::Timeouts;
 use super::errors::{from_redis_conn, timed_out};
-use super::pubsub::Message;
+use super::pubsub::{Message, bounded};
 use crate::error::Result;
 
 /// Opens the pub/sub cluster connections of a client.
@@ -245,22 +244,6 @@ fn text(value: Value) -> Option<String> {
         Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
         Value::SimpleString(text) => Some(text),
         _ => None,
-    }
-}
-
-/// A command that does not answer within `limit` counts as a broken
-/// connection.
-async fn bounded(
-    limit: Duration,
-    addr: &str,
-    command: impl std::future::Future<Output = redis::RedisResult<()>>,
-) -> Result<()> {
-    match tokio::time::timeout(limit, command).await {
-        Ok(result) => result.map_err(|e| from_redis_conn(e, addr)),
-        Err(_) => Err(from_redis_conn(
-            timed_out("pub/sub command timed out"),
-            addr,
-        )),
     }
 }
 
