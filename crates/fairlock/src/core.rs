@@ -20,7 +20,7 @@ use crate::retry::RetryPolicy;
 use crate::stats::Status;
 use crate::transport::Connection;
 use crate::wakeup::{Subscription, WakeupRouter, Woken};
-use crate::watchdog::Watchdog;
+use crate::watchdog::{Revocations, Watchdog};
 
 pub(crate) struct ClientCore {
     config: ClientConfig,
@@ -68,9 +68,10 @@ impl ClientCore {
     pub(crate) async fn connect(config: ClientConfig) -> Result<Arc<Self>> {
         config.validate()?;
         let runtime = tokio::runtime::Handle::current();
-        let (conn, pubsub) = Connection::connect(&config.endpoint, config.timeouts()).await?;
         let dialect = Dialect::new(config.protocol_settings());
         let events = Recorder::new(dialect.protocol().as_str(), config.lock_label.clone());
+        let (conn, pubsub) =
+            Connection::connect(&config.endpoint, config.timeouts(), Arc::clone(&events)).await?;
         let wakeups = WakeupRouter::start(pubsub, Arc::clone(&events), &runtime);
         let watchdog = Watchdog::start(
             Arc::clone(&events),
@@ -87,10 +88,7 @@ impl ClientCore {
         let revoked = wakeups
             .subscribe(&format!("{REVOKED_PREFIX}{id}"), config.response_timeout)
             .await;
-        let revocations = runtime.spawn(listen_for_revocations(
-            revoked,
-            Arc::downgrade(&watchdog.check_handle()),
-        ));
+        let revocations = runtime.spawn(listen_for_revocations(revoked, watchdog.revocations()));
         Ok(Arc::new(Self {
             retry: config.retry_policy(),
             config,
@@ -218,18 +216,16 @@ impl ClientCore {
 /// one may have been missed) arrives. Messages that arrive during a check
 /// are served by the next one, so a flood of forged messages costs at most
 /// one check at a time.
-async fn listen_for_revocations(
-    mut revoked: Subscription,
-    watchdog: std::sync::Weak<tokio::sync::Notify>,
-) {
+async fn listen_for_revocations(mut revoked: Subscription, watchdog: Revocations) {
     loop {
         revoked.mark_seen();
-        if revoked.wait(Duration::from_secs(3600)).await == Woken::Timeout {
-            continue;
-        }
-        let Some(check) = watchdog.upgrade() else {
-            return;
+        let key = match revoked.wait(Duration::from_secs(3600)).await {
+            Woken::Timeout => continue,
+            Woken::Message(key) => Some(key),
+            Woken::Reconnected => None,
         };
-        check.notify_one();
+        if !watchdog.revoked(key.as_deref()) {
+            return;
+        }
     }
 }

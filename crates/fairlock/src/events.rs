@@ -22,9 +22,18 @@ use crate::stats::{Counters, Statistics, add_time, bump};
 /// Why a hold is known lost (or may be).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LostCause {
-    /// A renewal or check found the lock gone or held by another owner or
-    /// acquisition (expired, force-unlocked, taken over).
-    Gone,
+    /// A renewal or check found the lock held by another owner or
+    /// acquisition (or its key holding something else).
+    TakenOver,
+    /// A renewal or check found the lock gone or taken after a
+    /// force-unlock message for it reached this client (a hint: anyone may
+    /// publish one, see `docs/observability.md`).
+    ForceUnlocked,
+    /// A renewal or check found the lock gone or taken after the server
+    /// serving it changed: a Sentinel failover, a cluster failover or slot
+    /// migration, or a restarted or flushed server (seen as a script cache
+    /// emptied under the client).
+    Failover,
     /// Renewals kept failing until the confirmed lease ran out.
     RenewalsFailed,
     /// A handed-over grant was gone before it was claimed.
@@ -33,9 +42,11 @@ pub(crate) enum LostCause {
     ClaimFailed,
     /// A new acquisition by the same owner retired it.
     Retired,
-    /// The lease ran out before the hold was released (an explicit lease,
-    /// or a watchdog lease whose renewals came too late); seen when the
-    /// hold ends.
+    /// The lease ran out before the hold was released: an explicit lease
+    /// seen run out when the hold ends, or a renewal or check that found the
+    /// key gone with no force-unlock or server change seen (renewals that
+    /// came too late, or a key deleted by something other than a
+    /// force-unlock).
     Expired,
 }
 
@@ -43,7 +54,9 @@ impl LostCause {
     /// The `cause` label of `fairlock_locks_lost_total`.
     fn label(self) -> &'static str {
         match self {
-            LostCause::Gone => "gone",
+            LostCause::TakenOver => "taken_over",
+            LostCause::ForceUnlocked => "force_unlocked",
+            LostCause::Failover => "failover",
             LostCause::RenewalsFailed => "renewals_failed",
             LostCause::GrantExpired => "grant_expired",
             LostCause::ClaimFailed => "claim_failed",
@@ -56,12 +69,18 @@ impl LostCause {
 impl fmt::Display for LostCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            LostCause::Gone => "it is gone or held by another owner or acquisition",
+            LostCause::TakenOver => "another owner or acquisition holds it",
+            LostCause::ForceUnlocked => "it was force-unlocked",
+            LostCause::Failover => {
+                "it did not survive a change of the server serving it (failover, migration, restart)"
+            }
             LostCause::RenewalsFailed => "the lease ran out while renewals failed",
             LostCause::GrantExpired => "the handed-over grant was gone before it was claimed",
             LostCause::ClaimFailed => "the handed-over grant could not be claimed in time",
             LostCause::Retired => "a new acquisition by the same owner replaced it",
-            LostCause::Expired => "its lease ran out before it was released",
+            LostCause::Expired => {
+                "its lease ran out before it was released (or its key was deleted)"
+            }
         })
     }
 }
@@ -150,6 +169,14 @@ pub(crate) enum Event<'a> {
     HoldEnded { lock: &'a str, held_for: Duration },
     /// The pub/sub connection is up (`reconnect`: not the first time).
     PubSubConnected { reconnect: bool },
+    /// A server answered `NOSCRIPT` and the script was sent in full;
+    /// `ran_before`: it had run there (the server changed, restarted or
+    /// flushed its scripts).
+    ScriptReloaded {
+        script: &'a str,
+        server: &'a str,
+        ran_before: bool,
+    },
     /// Sentinel: the client switched to the master the sentinels name now.
     MasterSwitched {
         service: &'a str,
@@ -204,7 +231,9 @@ impl Recorder {
             }
             Event::Lost { lock, cause, .. } => {
                 let counter = match cause {
-                    LostCause::Gone => &c.lost_gone,
+                    LostCause::TakenOver => &c.lost_taken_over,
+                    LostCause::ForceUnlocked => &c.lost_force_unlocked,
+                    LostCause::Failover => &c.lost_failover,
                     LostCause::RenewalsFailed => &c.lost_renewals_failed,
                     LostCause::GrantExpired => &c.lost_grant_expired,
                     LostCause::ClaimFailed => &c.lost_claim_failed,
@@ -236,6 +265,10 @@ impl Recorder {
             Event::PubSubConnected { reconnect: true } => {
                 bump(&c.pubsub_reconnects);
                 self.meters.pubsub_reconnect();
+            }
+            Event::ScriptReloaded { .. } => {
+                bump(&c.script_reloads);
+                self.meters.script_reload();
             }
             _ => {}
         }
@@ -544,6 +577,20 @@ pub(crate) fn record(event: Event<'_>) {
         Event::HoldStarted { lock } => tracing::trace!(lock, "hold started"),
         Event::HoldEnded { lock, held_for } => tracing::trace!(lock, ?held_for, "hold ended"),
         Event::PubSubConnected { reconnect } => debug!(reconnect, "pub/sub connected"),
+        Event::ScriptReloaded {
+            script,
+            server,
+            ran_before: false,
+        } => debug!(script, server, "script sent in full after NOSCRIPT"),
+        Event::ScriptReloaded {
+            script,
+            server,
+            ran_before: true,
+        } => info!(
+            script,
+            server,
+            "script sent in full after NOSCRIPT: the server had run it before (failover, restart or SCRIPT FLUSH)"
+        ),
         Event::MasterSwitched { service, from, to } => {
             warn!(
                 service,

@@ -409,7 +409,7 @@ impl Hold {
                         .dialect()
                         .renew(shared.conn(), &hold, Some(lease))
                         .await?;
-                    Ok(Some((held == [true], sent_at)))
+                    Ok(Some((held == [crate::protocol::Renewal::Held], sent_at)))
                 },
             )
             .await;

@@ -83,6 +83,7 @@ pub(crate) mod names {
     pub(crate) const LOST: &str = "fairlock_locks_lost_total";
     pub(crate) const FORCE_UNLOCKS: &str = "fairlock_force_unlocks_total";
     pub(crate) const PUBSUB_RECONNECTS: &str = "fairlock_pubsub_reconnects_total";
+    pub(crate) const SCRIPT_RELOADS: &str = "fairlock_script_reloads_total";
     pub(crate) const HELD: &str = "fairlock_held_locks";
     pub(crate) const WAITING: &str = "fairlock_waiting_tasks";
 }
@@ -196,6 +197,10 @@ impl Meters {
     pub(crate) fn pubsub_reconnect(&self) {
         ::metrics::counter!(names::PUBSUB_RECONNECTS, "protocol" => self.protocol).increment(1);
     }
+
+    pub(crate) fn script_reload(&self) {
+        ::metrics::counter!(names::SCRIPT_RELOADS, "protocol" => self.protocol).increment(1);
+    }
 }
 
 /// Without the feature: the same calls, doing nothing.
@@ -230,4 +235,5 @@ impl Meters {
     pub(crate) fn force_unlock(&self, _: &str, _: bool) {}
     #[inline(always)]
     pub(crate) fn pubsub_reconnect(&self) {}
+    pub(crate) fn script_reload(&self) {}
 }

@@ -56,13 +56,26 @@ pub struct Statistics {
     /// Watchdog renewals that failed on the connection (retried while the
     /// lease lasts), one per hold in the failed batch.
     pub renewal_failures: u64,
-    /// Holds found gone: expired, force-unlocked, or taken by another owner.
-    pub lost_gone: u64,
+    /// Holds found held by another owner or acquisition (or their key
+    /// holding something else) by a renewal or check.
+    pub lost_taken_over: u64,
+    /// Holds found gone or taken after a force-unlock message for their
+    /// lock reached this client. The message is a hint (anyone allowed to
+    /// `PUBLISH` can send one): a forged message that coincides with a real
+    /// expiry puts that loss here instead of in `lost_expired`.
+    pub lost_force_unlocked: u64,
+    /// Holds found gone or taken after the server serving them changed: a
+    /// Sentinel failover, a cluster failover or slot migration, or a server
+    /// that restarted or flushed its scripts (asynchronous replication can
+    /// lose a lock written just before the switch).
+    pub lost_failover: u64,
     /// Holds whose lease ran out while renewals kept failing (Redis
     /// unreachable, a failover).
     pub lost_renewals_failed: u64,
-    /// Holds whose lease ran out before they were released (an explicit
-    /// lease, or renewals that came too late), counted when the hold ends.
+    /// Holds whose lease ran out before they were released: an explicit
+    /// lease (counted when the hold ends), or a watchdog lease whose key a
+    /// renewal found gone with no force-unlock or server change seen
+    /// (renewals that came too late, a key deleted by hand).
     pub lost_expired: u64,
     /// Handed-over grants that were gone before they were claimed.
     pub lost_grant_expired: u64,
@@ -73,6 +86,11 @@ pub struct Statistics {
     /// Times the pub/sub (wake-up) connection was re-established after it
     /// broke.
     pub pubsub_reconnects: u64,
+    /// Scripts sent again in full (`EVAL`) after the server answered
+    /// `NOSCRIPT`: the first use of each script on each server (or cluster
+    /// node), and again after a restart, a `SCRIPT FLUSH` or a failover to
+    /// a server that never ran it.
+    pub script_reloads: u64,
 }
 
 impl Statistics {
@@ -87,7 +105,9 @@ impl Statistics {
 
     /// Holds lost, all causes together.
     pub fn locks_lost(&self) -> u64 {
-        self.lost_gone
+        self.lost_taken_over
+            + self.lost_force_unlocked
+            + self.lost_failover
             + self.lost_renewals_failed
             + self.lost_expired
             + self.lost_grant_expired
@@ -155,13 +175,16 @@ pub(crate) struct Counters {
     pub(crate) hold_nanos: AtomicU64,
     pub(crate) renewals: AtomicU64,
     pub(crate) renewal_failures: AtomicU64,
-    pub(crate) lost_gone: AtomicU64,
+    pub(crate) lost_taken_over: AtomicU64,
+    pub(crate) lost_force_unlocked: AtomicU64,
+    pub(crate) lost_failover: AtomicU64,
     pub(crate) lost_renewals_failed: AtomicU64,
     pub(crate) lost_expired: AtomicU64,
     pub(crate) lost_grant_expired: AtomicU64,
     pub(crate) lost_claim_failed: AtomicU64,
     pub(crate) force_unlocks: AtomicU64,
     pub(crate) pubsub_reconnects: AtomicU64,
+    pub(crate) script_reloads: AtomicU64,
 }
 
 /// Add one.
@@ -192,13 +215,16 @@ impl Counters {
             hold_time: Duration::from_nanos(get(&self.hold_nanos)),
             renewals: get(&self.renewals),
             renewal_failures: get(&self.renewal_failures),
-            lost_gone: get(&self.lost_gone),
+            lost_taken_over: get(&self.lost_taken_over),
+            lost_force_unlocked: get(&self.lost_force_unlocked),
+            lost_failover: get(&self.lost_failover),
             lost_renewals_failed: get(&self.lost_renewals_failed),
             lost_expired: get(&self.lost_expired),
             lost_grant_expired: get(&self.lost_grant_expired),
             lost_claim_failed: get(&self.lost_claim_failed),
             force_unlocks: get(&self.force_unlocks),
             pubsub_reconnects: get(&self.pubsub_reconnects),
+            script_reloads: get(&self.script_reloads),
         }
     }
 }

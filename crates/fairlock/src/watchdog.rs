@@ -33,7 +33,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::events::{Event, LostCause, Recorder};
-use crate::protocol::{Dialect, HoldRef, ProtocolLock, RENEW_BATCH};
+use crate::protocol::{Dialect, HoldRef, ProtocolLock, RENEW_BATCH, Renewal};
 use crate::stats::HeldLock;
 use crate::transport::Connection;
 
@@ -79,12 +79,15 @@ impl HeldState {
 
     /// The hold is known lost: its guards see it at once.
     pub(crate) fn mark_lost(&self, lock: &str, owner: &str, cause: LostCause) {
-        let newly = self
-            .status
-            .send_if_modified(|status| !std::mem::replace(&mut status.lost, true));
-        if newly {
-            self.events.record(Event::Lost { lock, owner, cause });
-        }
+        // Counted before `lost()` futures wake, so that code woken by one
+        // sees the loss in the statistics.
+        self.status.send_if_modified(|status| {
+            let newly = !std::mem::replace(&mut status.lost, true);
+            if newly {
+                self.events.record(Event::Lost { lock, owner, cause });
+            }
+            newly
+        });
     }
 
     /// A renewal confirmed the lease until `expires`.
@@ -127,6 +130,13 @@ struct Entry {
     state: Arc<HeldState>,
     /// When it was granted.
     since: Instant,
+    /// [`Connection::server_changes`] when the hold was last confirmed
+    /// (granted or renewed): a loss found after it grew is put down to the
+    /// change of server.
+    server_changes: u64,
+    /// A force-unlock message naming this lock arrived since the hold was
+    /// last confirmed (a hint: anyone may publish one).
+    revoked: bool,
 }
 
 impl Entry {
@@ -178,6 +188,38 @@ pub(crate) struct Registered {
 
 type Entries = Mutex<HashMap<Key, Entry>>;
 
+/// The watchdog as the revocation listener sees it: it outlives neither
+/// the watchdog nor its holds.
+pub(crate) struct Revocations {
+    entries: Weak<Entries>,
+    check_now: Weak<Notify>,
+}
+
+impl Revocations {
+    /// A force-unlock message arrived (`key`: the lock key it names), or
+    /// the wake-up connection came back (`None`: one may have been
+    /// missed): check every hold at once. Holds of `key` found lost from
+    /// now on are put down to a force-unlock; only holds in the registry
+    /// are marked, so a flood of forged names costs a scan of the held
+    /// locks each and no memory. Calls made while a check runs are served
+    /// by the next one. `false` once the watchdog is gone.
+    pub(crate) fn revoked(&self, key: Option<&str>) -> bool {
+        let (Some(entries), Some(check)) = (self.entries.upgrade(), self.check_now.upgrade())
+        else {
+            return false;
+        };
+        if let Some(key) = key {
+            for ((held_key, _), entry) in locked(&entries).iter_mut() {
+                if held_key == key {
+                    entry.revoked = true;
+                }
+            }
+        }
+        check.notify_one();
+        true
+    }
+}
+
 pub(crate) struct Watchdog {
     entries: Arc<Entries>,
     /// Wakes the task for an immediate check of every hold.
@@ -185,6 +227,7 @@ pub(crate) struct Watchdog {
     /// The renewal task, stopped by [`stop`](Self::stop) at shutdown.
     task: tokio::task::AbortHandle,
     events: Arc<Recorder>,
+    conn: Connection,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -208,7 +251,7 @@ impl Watchdog {
             Arc::downgrade(&entries),
             Arc::downgrade(&check_now),
             dialect,
-            conn,
+            conn.clone(),
             lease,
             interval,
             Arc::clone(&events),
@@ -218,6 +261,7 @@ impl Watchdog {
             check_now,
             task: task.abort_handle(),
             events,
+            conn,
         }
     }
 
@@ -261,6 +305,8 @@ impl Watchdog {
                 renewed: usize::from(hold.renew),
                 state: Arc::clone(&state),
                 since: Instant::now(),
+                server_changes: self.conn.server_changes(),
+                revoked: false,
             },
         );
         state
@@ -292,9 +338,12 @@ impl Watchdog {
         }
     }
 
-    /// What wakes the task for an immediate check (a revocation message arrived, or the wake-up connection came back and one may have been missed); calls made while a check runs are served by the next one.
-    pub(crate) fn check_handle(&self) -> Arc<Notify> {
-        Arc::clone(&self.check_now)
+    /// What the revocation listener reports to: see [`Revocations`].
+    pub(crate) fn revocations(&self) -> Revocations {
+        Revocations {
+            entries: Arc::downgrade(&self.entries),
+            check_now: Arc::downgrade(&self.check_now),
+        }
     }
 
     /// Take every hold out of the registry, marking each lost (so that no
@@ -424,24 +473,36 @@ async fn run(
         while let Some((chunk, sent_at, result)) = calls.next().await {
             let mut map = locked(&entries);
             match result {
-                Ok(held) => {
-                    for ((key, _, state), still_held) in chunk.iter().zip(held) {
+                Ok(found) => {
+                    for ((key, _, state), found) in chunk.iter().zip(found) {
                         // Released (or replaced) meanwhile: the answer no longer matters.
                         let Some(entry) = map.get_mut(key).filter(|e| Arc::ptr_eq(&e.state, state))
                         else {
                             continue;
                         };
-                        if !still_held {
-                            entry
-                                .state
-                                .mark_lost(entry.lock.name(), &key.1, LostCause::Gone);
+                        if found != Renewal::Held {
+                            let cause = if entry.revoked {
+                                LostCause::ForceUnlocked
+                            } else if conn.server_changes() != entry.server_changes {
+                                LostCause::Failover
+                            } else if found == Renewal::TakenOver {
+                                LostCause::TakenOver
+                            } else {
+                                LostCause::Expired
+                            };
+                            entry.state.mark_lost(entry.lock.name(), &key.1, cause);
                             entry.ended(&key.1, &events);
                             map.remove(key);
-                        } else if !check_only {
-                            entry.state.extend(sent_at + lease);
-                            events.record(Event::Renewed {
-                                lock: entry.lock.name(),
-                            });
+                        } else {
+                            // It survived whatever change came before.
+                            entry.server_changes = conn.server_changes();
+                            entry.revoked = false;
+                            if !check_only {
+                                entry.state.extend(sent_at + lease);
+                                events.record(Event::Renewed {
+                                    lock: entry.lock.name(),
+                                });
+                            }
                         }
                     }
                 }

@@ -265,7 +265,9 @@ async fn counts_after_scripted_scenarios() {
         assert!(held.unlock().await.unwrap_err().is_lock_lost());
         expected.acquired_immediately += 1;
         expected.force_unlocks += 1;
-        expected.lost_gone += 1;
+        // The revocation message named the lock before the check found it
+        // gone.
+        expected.lost_force_unlocked += 1;
         expected.holds_ended += 1;
         assert_eq!(
             a.statistics(),
@@ -332,6 +334,55 @@ async fn counts_after_scripted_scenarios() {
         assert_eq!(stats.acquired_immediately, 1);
         assert_eq!(stats.renewal_failures, 0);
         assert_eq!(stats.locks_lost(), 0);
+        // Client a loaded the scripts on this server before r used them.
+        assert_eq!(stats.script_reloads, 0, "{protocol}: {stats:?}");
+
+        // 9. Taken over: another owner's hold replaces ours between two
+        // renewals (what an expiry followed by another client's acquire
+        // leaves).
+        let held = r.fair_lock("taken").unwrap().lock().await.unwrap();
+        let key = support::lock_keys(protocol, "taken").0;
+        let _: () = redis::pipe()
+            .atomic()
+            .del(&key)
+            .hset(&key, "owner", "intruder:1")
+            .pexpire(&key, 60_000)
+            .query(&mut server.conn())
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), held.lost())
+            .await
+            .expect("lost() after the lock was taken over");
+        assert_eq!(
+            r.statistics().lost_taken_over,
+            1,
+            "{protocol}: {:?}",
+            r.statistics()
+        );
+        drop(held);
+        let _: i64 = server.cmd(&["DEL", &key]);
+
+        // 10. Server change: the lock and the script cache both gone at
+        // once (a restart without persistence, or a failover to a replica
+        // the lock never reached). The renewal that finds it gone had to
+        // send its script in full: the loss is put down to the change.
+        let held = r.fair_lock("flushed").unwrap().lock().await.unwrap();
+        let reloads = r.statistics().script_reloads;
+        let key = support::lock_keys(protocol, "flushed").0;
+        let _: () = redis::pipe()
+            .atomic()
+            .del(&key)
+            .cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut server.conn())
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), held.lost())
+            .await
+            .expect("lost() after the server lost the lock");
+        let stats = r.statistics();
+        assert_eq!(stats.lost_failover, 1, "{protocol}: {stats:?}");
+        assert_eq!(stats.script_reloads, reloads + 1, "{protocol}: the renewal");
+        assert_eq!(stats.locks_lost(), 2, "{protocol}: {stats:?}");
+        drop(held);
         r.shutdown().await;
         a.shutdown().await;
         assert!(a.status().closed);
@@ -379,8 +430,8 @@ async fn counts_after_scripted_scenarios() {
             assert_eq!(per_outcome("error"), 1);
             assert_eq!(
                 count(acq, &[("kind", "fair")]),
-                12,
-                "{protocol}: a's 11 and r's 1"
+                14,
+                "{protocol}: a's 11 and r's 3"
             );
             assert_eq!(count(acq, &[("kind", "nonfair")]), 0);
             assert_eq!(
@@ -393,7 +444,7 @@ async fn counts_after_scripted_scenarios() {
                 .sum();
             assert_eq!(attempts, stats.attempts);
             // One wait sample per acquisition.
-            assert_eq!(samples("fairlock_wait_seconds", &[]), 12);
+            assert_eq!(samples("fairlock_wait_seconds", &[]), 14);
             assert_eq!(
                 samples(
                     "fairlock_wait_seconds",
@@ -417,7 +468,7 @@ async fn counts_after_scripted_scenarios() {
             assert_eq!(count("fairlock_handoffs_total", &[]), 1);
             assert_eq!(samples("fairlock_handoff_latency_seconds", &[]), 1);
             // Holds: one sample per ended hold, the gauge back at zero.
-            assert_eq!(samples("fairlock_hold_seconds", &[]), stats.holds_ended + 1);
+            assert_eq!(samples("fairlock_hold_seconds", &[]), stats.holds_ended + 3);
             assert_eq!(samples("fairlock_hold_seconds", &[("lock", "waited")]), 2);
             assert_eq!(count("fairlock_held_locks", &[]), 0);
             assert_eq!(count("fairlock_waiting_tasks", &[]), 0);
@@ -428,7 +479,21 @@ async fn counts_after_scripted_scenarios() {
             assert_eq!(
                 count(
                     "fairlock_locks_lost_total",
-                    &[("cause", "gone"), ("lock", "forced")]
+                    &[("cause", "force_unlocked"), ("lock", "forced")]
+                ),
+                1
+            );
+            assert_eq!(
+                count(
+                    "fairlock_locks_lost_total",
+                    &[("cause", "taken_over"), ("lock", "taken")]
+                ),
+                1
+            );
+            assert_eq!(
+                count(
+                    "fairlock_locks_lost_total",
+                    &[("cause", "failover"), ("lock", "flushed")]
                 ),
                 1
             );
@@ -439,7 +504,8 @@ async fn counts_after_scripted_scenarios() {
                 ),
                 1
             );
-            assert_eq!(count("fairlock_locks_lost_total", &[]), 2);
+            assert_eq!(count("fairlock_locks_lost_total", &[]), 4);
+            assert!(count("fairlock_script_reloads_total", &[]) >= 4);
             assert_eq!(
                 count(
                     "fairlock_force_unlocks_total",
@@ -468,6 +534,9 @@ fn with_times(client: &LockClient, expected: &Statistics) -> Statistics {
     // Attempts are checked where they are known (the first scenario, the
     // waiters' pauses) and against the metric at the end.
     expected.attempts = actual.attempts;
+    // Script reloads depend on which scripts ran first; scenario 10 counts
+    // them.
+    expected.script_reloads = actual.script_reloads;
     expected.wait_time = actual.wait_time;
     expected.hold_time = actual.hold_time;
     expected

@@ -426,7 +426,10 @@ async fn dead_waiters_ahead_do_not_delay_the_live_one() {
     let waiter_client = connect(config(&server.url(), Protocol::Native)).await;
     let name = "crowd";
     let held = holder_client.fair_lock(name).unwrap().lock().await.unwrap();
-    // 3,000 waiters of a crashed process: queued first, alive for 600 ms.
+    // 3,000 waiters of a crashed process: queued first, alive for 3 s (long
+    // enough for the live waiter to queue behind them on a loaded machine:
+    // with 600 ms its first attempt sometimes came after they had passed,
+    // and purged them).
     let (queue, alive, leases) = (
         format!("fairlock:{{{name}}}:queue"),
         format!("fairlock:{{{name}}}:alive"),
@@ -434,7 +437,8 @@ async fn dead_waiters_ahead_do_not_delay_the_live_one() {
     );
     let (now_s, now_us): (String, String) = server.cmd(&["TIME"]);
     let deadline =
-        now_s.parse::<i64>().unwrap() * 1000 + now_us.parse::<i64>().unwrap() / 1000 + 600;
+        now_s.parse::<i64>().unwrap() * 1000 + now_us.parse::<i64>().unwrap() / 1000 + 3000;
+    let dead_until = Instant::now() + Duration::from_millis(3000);
     let mut conn = server.conn();
     let mut pipe = redis::pipe();
     for i in 0..3000 {
@@ -461,7 +465,7 @@ async fn dead_waiters_ahead_do_not_delay_the_live_one() {
     })
     .await;
     // The dead ones' liveness passes.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep_until((dead_until + Duration::from_millis(100)).into()).await;
     held.unlock().await.unwrap();
     let released = Instant::now();
     let guard = tokio::time::timeout(Duration::from_secs(10), waiter)

@@ -225,6 +225,15 @@ async fn failover_while_held_and_waited_on(protocol: Protocol) {
         .await
         .expect("the holder of the lock that did not survive is told");
     let told_after = killed_at.elapsed();
+    // Put down to the failover: either the renewals failed until the lease
+    // ran out, or a renewal reached the new master and found it gone there.
+    let stats = holder_client.statistics();
+    assert_eq!(
+        stats.lost_failover + stats.lost_renewals_failed,
+        1,
+        "{protocol}: {stats:?}"
+    );
+    assert_eq!(stats.locks_lost(), 1, "{protocol}: {stats:?}");
     let unlocked = lost.unlock().await;
     assert!(
         matches!(unlocked, Err(Error::LockLost { .. })),

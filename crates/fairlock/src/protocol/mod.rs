@@ -9,11 +9,14 @@
 macro_rules! protocol_script {
     ($dir:literal, $file:literal) => {
         std::sync::LazyLock::new(|| {
-            $crate::transport::Script::new(concat!(
-                include_str!("common.lua"),
-                include_str!(concat!($dir, "/prelude.lua")),
-                include_str!(concat!($dir, "/", $file))
-            ))
+            $crate::transport::Script::new(
+                concat!($dir, "/", $file),
+                concat!(
+                    include_str!("common.lua"),
+                    include_str!(concat!($dir, "/prelude.lua")),
+                    include_str!(concat!($dir, "/", $file))
+                ),
+            )
         })
     };
 }
@@ -129,13 +132,13 @@ impl Dialect {
     }
 
     /// Renew (with `Some(lease)`) or only check (`None`) a batch of holds.
-    /// Returns, per hold, whether it is still held.
+    /// Returns, per hold, what the server found.
     pub(crate) async fn renew(
         &self,
         conn: &Connection,
         batch: &[HoldRef<'_>],
         lease: Option<Duration>,
-    ) -> Result<Vec<bool>> {
+    ) -> Result<Vec<Renewal>> {
         let script: &Script = match self.settings.protocol {
             Protocol::Redisson => &redisson::RENEW,
             Protocol::Native => &native::RENEW,
@@ -151,8 +154,28 @@ impl Dialect {
         if reply.len() != batch.len() {
             return Err(unexpected("renew", reply));
         }
-        Ok(reply.into_iter().map(|r| r == 1).collect())
+        reply
+            .iter()
+            .map(|r| match r {
+                1 => Ok(Renewal::Held),
+                0 => Ok(Renewal::Gone),
+                2 => Ok(Renewal::TakenOver),
+                _ => Err(unexpected("renew", &reply)),
+            })
+            .collect()
     }
+}
+
+/// What a renewal (or check) found of one hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// Still held by its owner (renewed, for a renewal).
+    Held,
+    /// The lock key is gone.
+    Gone,
+    /// Another owner (or acquisition) holds it, or the key holds another
+    /// type.
+    TakenOver,
 }
 
 /// One acquire attempt's inputs.

@@ -31,7 +31,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{FromRedisValue, IntoConnectionInfo};
 
-use super::connection::Timeouts;
+use super::connection::{Timeouts, eval_cached};
 use super::errors::{from_first_reply, from_redis, from_redis_conn};
 use crate::error::{Error, Result};
 
@@ -277,17 +277,22 @@ impl ClusterCommands {
         self.maxmemory_policy.as_deref()
     }
 
+    /// The seeds, `host:port,...` (the node serving a call is redis-rs's
+    /// choice; events name the cluster).
+    pub(crate) fn seeds(&self) -> &str {
+        &self.addr
+    }
+
     /// `true` when wake-ups use sharded pub/sub (SPUBLISH/SSUBSCRIBE).
     pub(crate) fn sharded(&self) -> bool {
         self.sharded
     }
 
     /// Run the script whose SHA-1 is `hash` (source `code`) with `keys`
-    /// and `args`, on the master of the first key's slot; after NOSCRIPT it
-    /// runs again as EVAL, within what is left of the one response timeout
-    /// the pair shares (so a call takes at most one response timeout, not
-    /// two). Cancelling it drops the reply; the script may have run (the
-    /// scripts are safe to send again).
+    /// and `args`, on the master of the first key's slot (see
+    /// [`eval_cached`]: EVALSHA, then EVAL after `NOSCRIPT`, calling
+    /// `reloaded`, within one response timeout). Cancelling it drops the
+    /// reply; the script may have run (the scripts are safe to send again).
     pub(crate) async fn script<T: FromRedisValue>(
         &self,
         hash: &str,
@@ -295,33 +300,21 @@ impl ClusterCommands {
         name: &str,
         keys: &[&str],
         args: &[String],
+        reloaded: impl FnOnce(),
     ) -> Result<T> {
         let first = keys.first().copied().unwrap_or("");
-        let mut evalsha = redis::cmd("EVALSHA");
-        evalsha.arg(hash).arg(keys.len()).arg(keys).arg(args);
         let mut conn = self.conn.clone();
-        let addr = &*self.addr;
-        let deadline = tokio::time::Instant::now() + self.response_timeout;
-        match evalsha.query_async(&mut conn).await {
-            Err(err)
-                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-            {
-                // EVAL, routed by the same key, runs the script on the
-                // node that lacks it and leaves it in that node's cache.
-                let mut eval = redis::cmd("EVAL");
-                eval.arg(code).arg(keys.len()).arg(keys).arg(args);
-                match tokio::time::timeout_at(deadline, eval.query_async(&mut conn)).await {
-                    Ok(reply) => reply.map_err(|e| from_redis(e, addr, name, first)),
-                    Err(_) => Err(from_redis(
-                        super::errors::timed_out("EVAL after NOSCRIPT timed out"),
-                        addr,
-                        name,
-                        first,
-                    )),
-                }
-            }
-            reply => reply.map_err(|e| from_redis(e, addr, name, first)),
-        }
+        eval_cached(
+            &mut conn,
+            hash,
+            code,
+            keys,
+            args,
+            self.response_timeout,
+            reloaded,
+        )
+        .await
+        .map_err(|e| from_redis(e, &self.addr, name, first))
     }
 
     /// Run one command on `key` of lock `name`. Cancelling it drops the

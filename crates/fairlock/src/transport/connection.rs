@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
@@ -30,12 +31,17 @@ use super::errors::{from_first_reply, from_redis, from_redis_conn};
 use super::pubsub::PubSubConnector;
 use super::sentinel::Follower;
 use crate::error::{Error, Result};
-use crate::events::{self, Event};
+use crate::events::{self, Event, Recorder};
 
 /// A Lua script: its SHA-1 computed once, run with EVALSHA. On a cluster
 /// with sharded pub/sub the script's wake-up publications run as SPUBLISH
 /// (a variant made once from the same source, see [`sharded_source`]).
 pub(crate) struct Script {
+    /// Its file name, for events.
+    name: &'static str,
+    /// A small number of its own, for [`ScriptLog`] (scripts are statics:
+    /// there are as many as the protocols have files).
+    id: u32,
     plain: redis::Script,
     plain_code: String,
     sharded: redis::Script,
@@ -43,14 +49,116 @@ pub(crate) struct Script {
 }
 
 impl Script {
-    pub(crate) fn new(code: &str) -> Self {
+    pub(crate) fn new(name: &'static str, code: &str) -> Self {
+        static NEXT_ID: AtomicU32 = AtomicU32::new(0);
         let sharded_code = sharded_source(code);
         Self {
+            name,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             plain: redis::Script::new(code),
             plain_code: code.to_owned(),
             sharded: redis::Script::new(&sharded_code),
             sharded_code,
         }
+    }
+}
+
+/// What one client's connection knows of the servers' script caches:
+/// which script has run on which key group (the server, or a cluster hash
+/// slot). A `NOSCRIPT` reply for a script that ran there before means the
+/// server serving that group changed under the client (a failover, a slot
+/// migration, a restart or a `SCRIPT FLUSH`): counted as a server change,
+/// which names the cause when a hold is then found lost.
+///
+/// Memory: one `u64` per group (a bit per script), 8 bytes on one server,
+/// 128 KiB on a cluster (16,384 slots); scripts with an id of 64 or more
+/// (none today) are not tracked.
+pub(crate) struct ScriptLog {
+    ran: Box<[AtomicU64]>,
+    /// Server changes seen through `NOSCRIPT` replies.
+    changes: AtomicU64,
+    events: Arc<Recorder>,
+}
+
+impl ScriptLog {
+    fn new(groups: usize, events: Arc<Recorder>) -> Self {
+        Self {
+            ran: (0..groups).map(|_| AtomicU64::new(0)).collect(),
+            changes: AtomicU64::new(0),
+            events,
+        }
+    }
+
+    /// The word and bit of `script` in `group`.
+    fn bit(&self, script: &Script, group: u16) -> Option<(&AtomicU64, u64)> {
+        let word = self
+            .ran
+            .get(usize::from(group))
+            .or_else(|| self.ran.first())?;
+        (script.id < 64).then(|| (word, 1u64 << script.id))
+    }
+
+    /// `script` ran on `group`.
+    fn ran(&self, script: &Script, group: u16) {
+        if let Some((word, bit)) = self.bit(script, group) {
+            // A load first: the bit is set after the first call, and a
+            // read costs less than a read-modify-write on the hot path.
+            if word.load(Ordering::Relaxed) & bit == 0 {
+                word.fetch_or(bit, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// `server` answered `NOSCRIPT` for `script` on `group`: it is sent
+    /// again in full.
+    fn reloaded(&self, script: &Script, group: u16, server: &str) {
+        let ran_before = self
+            .bit(script, group)
+            .is_some_and(|(word, bit)| word.load(Ordering::Relaxed) & bit != 0);
+        if ran_before {
+            self.changes.fetch_add(1, Ordering::Relaxed);
+        }
+        self.events.record(Event::ScriptReloaded {
+            script: script.name,
+            server,
+            ran_before,
+        });
+    }
+}
+
+/// Run the script whose SHA-1 is `hash` (source `code`) on `conn`:
+/// EVALSHA, and after `NOSCRIPT` (the server has not run it, or lost its
+/// script cache) EVAL, within what is left of the one response timeout the
+/// pair shares, so a call takes at most one response timeout, not two.
+/// `reloaded` is called when the EVAL is sent. Cancelling it drops the
+/// reply; the script may have run (the scripts are safe to send again).
+pub(super) async fn eval_cached<C, T>(
+    conn: &mut C,
+    hash: &str,
+    code: &str,
+    keys: &[&str],
+    args: &[String],
+    response_timeout: Duration,
+    reloaded: impl FnOnce(),
+) -> redis::RedisResult<T>
+where
+    C: redis::aio::ConnectionLike + Send,
+    T: FromRedisValue,
+{
+    let deadline = tokio::time::Instant::now() + response_timeout;
+    let mut evalsha = redis::cmd("EVALSHA");
+    evalsha.arg(hash).arg(keys.len()).arg(keys).arg(args);
+    match evalsha.query_async(conn).await {
+        Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            reloaded();
+            let mut eval = redis::cmd("EVAL");
+            eval.arg(code).arg(keys.len()).arg(keys).arg(args);
+            match tokio::time::timeout_at(deadline, eval.query_async(conn)).await {
+                Ok(reply) => reply,
+                Err(_) => Err(super::errors::timed_out("EVAL after NOSCRIPT timed out")),
+            }
+        }
+        reply => reply,
     }
 }
 
@@ -85,6 +193,7 @@ pub(crate) struct Timeouts {
 #[derive(Clone)]
 pub(crate) struct Connection {
     backend: Backend,
+    scripts: Arc<ScriptLog>,
 }
 
 #[derive(Clone)]
@@ -104,19 +213,31 @@ impl Connection {
     pub(crate) async fn connect(
         endpoint: &Endpoint,
         timeouts: Timeouts,
+        events: Arc<Recorder>,
     ) -> Result<(Self, PubSubConnector)> {
+        let (backend, pubsub) = Self::connect_backend(endpoint, timeouts).await?;
+        let groups = match backend {
+            Backend::Cluster(_) => usize::from(cluster::SLOTS),
+            Backend::Standalone(_) | Backend::Sentinel(_) => 1,
+        };
+        let scripts = Arc::new(ScriptLog::new(groups, events));
+        Ok((Self { backend, scripts }, pubsub))
+    }
+
+    async fn connect_backend(
+        endpoint: &Endpoint,
+        timeouts: Timeouts,
+    ) -> Result<(Backend, PubSubConnector)> {
         match endpoint.topology() {
             Topology::Standalone => {
                 let direct = Direct::connect(endpoint, timeouts).await?;
                 let pubsub = PubSubConnector::new(direct.client.clone(), timeouts);
-                let backend = Backend::Standalone(Box::new(direct));
-                Ok((Self { backend }, pubsub))
+                Ok((Backend::Standalone(Box::new(direct)), pubsub))
             }
             Topology::Sentinel(spec) => {
                 let follower = Follower::connect(endpoint, Arc::clone(spec), timeouts).await?;
                 let pubsub = PubSubConnector::following(Arc::clone(&follower), timeouts);
-                let backend = Backend::Sentinel(follower);
-                Ok((Self { backend }, pubsub))
+                Ok((Backend::Sentinel(follower), pubsub))
             }
             Topology::Cluster(seeds) => {
                 // Each seed in turn until one answers PING: a cluster whose
@@ -148,8 +269,7 @@ impl Connection {
                 );
                 let commands = ClusterCommands::connect(builder.clone()).await?;
                 let pubsub = PubSubConnector::cluster(builder, commands.sharded(), timeouts);
-                let backend = Backend::Cluster(Box::new(commands));
-                Ok((Self { backend }, pubsub))
+                Ok((Backend::Cluster(Box::new(commands)), pubsub))
             }
         }
     }
@@ -192,24 +312,46 @@ impl Connection {
         keys: &[&str],
         args: &[String],
     ) -> Result<T> {
-        match &self.backend {
-            Backend::Standalone(direct) => direct.script(script, name, keys, args).await,
+        let group = keys.first().map_or(0, |key| self.key_group(key));
+        let log = &*self.scripts;
+        let reply = match &self.backend {
+            Backend::Standalone(direct) => {
+                direct.script(script, name, keys, args, log, group).await
+            }
             Backend::Cluster(cluster) => {
                 let (hash, code) = if cluster.sharded() {
                     (script.sharded.get_hash(), script.sharded_code.as_str())
                 } else {
                     (script.plain.get_hash(), script.plain_code.as_str())
                 };
-                cluster.script(hash, code, name, keys, args).await
+                let reloaded = || log.reloaded(script, group, cluster.seeds());
+                cluster.script(hash, code, name, keys, args, reloaded).await
             }
             Backend::Sentinel(follower) => {
                 follower
-                    .on_master(
-                        |direct| async move { direct.script(script, name, keys, args).await },
-                    )
+                    .on_master(|direct| async move {
+                        direct.script(script, name, keys, args, log, group).await
+                    })
                     .await
             }
+        };
+        if reply.is_ok() {
+            log.ran(script, group);
         }
+        reply
+    }
+
+    /// How many times the server serving some of this client's locks is
+    /// known to have changed: Sentinel master switches, and `NOSCRIPT`
+    /// replies for scripts that had run on the same server or slot before
+    /// (a failover, a slot migration, a restart, a `SCRIPT FLUSH`). Only
+    /// grows.
+    pub(crate) fn server_changes(&self) -> u64 {
+        let switches = match &self.backend {
+            Backend::Sentinel(follower) => *follower.switches().borrow(),
+            Backend::Standalone(_) | Backend::Cluster(_) => 0,
+        };
+        switches + self.scripts.changes.load(Ordering::Relaxed)
     }
 
     /// Run one command on `key` of lock `name`.
@@ -345,19 +487,22 @@ impl Direct {
         name: &str,
         keys: &[&str],
         args: &[String],
+        log: &ScriptLog,
+        group: u16,
     ) -> Result<T> {
-        let mut invocation = script.plain.prepare_invoke();
-        for key in keys {
-            invocation.key(*key);
-        }
-        for arg in args {
-            invocation.arg(arg.as_str());
-        }
         let mut manager = self.manager.clone();
-        invocation
-            .invoke_async(&mut manager)
-            .await
-            .map_err(|e| from_redis(e, &self.addr, name, keys.first().copied().unwrap_or("")))
+        let reloaded = || log.reloaded(script, group, &self.addr);
+        eval_cached(
+            &mut manager,
+            script.plain.get_hash(),
+            &script.plain_code,
+            keys,
+            args,
+            self.timeouts.response,
+            reloaded,
+        )
+        .await
+        .map_err(|e| from_redis(e, &self.addr, name, keys.first().copied().unwrap_or("")))
     }
 
     async fn command<T: FromRedisValue>(

@@ -3,8 +3,8 @@
 -- only check it.
 -- KEYS[i] lock hash; ARGV[1] lease ms, or '' to check without extending;
 -- ARGV[2i] owner and ARGV[2i + 1] token ('' for any) of KEYS[i]
--- Returns one integer per key: 1 held (renewed), 0 not held by that owner
--- under that token (lost).
+-- Returns one integer per key: 1 held (renewed); lost: 0 the key is gone,
+-- 2 another owner or token holds it (or the key holds another type).
 local lease = ARGV[1]
 local renewed = {}
 for i, key in ipairs(KEYS) do
@@ -17,8 +17,10 @@ for i, key in ipairs(KEYS) do
       redis.call('pexpire', key, lease)
     end
     renewed[i] = 1
-  else
+  elseif type(fields) == 'table' and not fields[1] and redis.call('exists', key) == 0 then
     renewed[i] = 0
+  else
+    renewed[i] = 2
   end
 end
 return renewed

@@ -2,7 +2,8 @@
 -- owner, or only check it.
 -- KEYS[i] lock hash; ARGV[1] lease ms, or '' to check without extending;
 -- ARGV[2i] owner of KEYS[i], ARGV[2i + 1] unused (the native protocol's token)
--- Returns one integer per key: 1 held (renewed), 0 not held by that owner (lost).
+-- Returns one integer per key: 1 held (renewed); lost: 0 the key is gone,
+-- 2 another owner holds it (or the key holds another type).
 local lease = ARGV[1]
 local renewed = {}
 for i, key in ipairs(KEYS) do
@@ -12,9 +13,11 @@ for i, key in ipairs(KEYS) do
       redis.call('pexpire', key, lease)
     end
     renewed[i] = 1
-  else
-    -- Absent, another owner, or not a hash: the lock is not ours.
+  elseif redis.call('exists', key) == 0 then
     renewed[i] = 0
+  else
+    -- Another owner, or not a hash: the lock is not ours.
+    renewed[i] = 2
   end
 end
 return renewed
