@@ -465,7 +465,7 @@ async fn dead_waiters_ahead_do_not_delay_the_live_one() {
     })
     .await;
     // The dead ones' liveness passes.
-    tokio::time::sleep_until((dead_until + Duration::from_millis(100)).into()).await;
+    tokio::time::sleep_until(dead_until + Duration::from_millis(100)).await;
     held.unlock().await.unwrap();
     let released = Instant::now();
     let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
