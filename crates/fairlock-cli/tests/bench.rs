@@ -75,6 +75,21 @@ fn a_short_run_measures_every_implementation_in_every_scenario() {
 }
 
 #[test]
+fn a_chart_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["bench", "--svg"])
+        .arg(dir.path().join("no-such-dir").join("chart.svg"))
+        .output()
+        .expect("run fairlock bench");
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--svg: cannot write"), "{stderr}");
+    assert!(!stderr.contains("round 1"), "{stderr}");
+}
+
+#[test]
 fn a_round_too_short_is_refused() {
     let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
         .env_remove("REDIS_URL")

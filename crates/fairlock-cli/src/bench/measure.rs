@@ -9,11 +9,17 @@ use redis::aio::MultiplexedConnection;
 use crate::{Failure, exit};
 
 /// A plain connection for the measurements (and the critical section).
+/// Its replies may take long: a Redis busy with 10,000 waiters lining up,
+/// on a loaded machine, answers after seconds (redis-rs gives up after
+/// 500 ms by default).
 pub(crate) async fn connect(url: &str) -> Result<MultiplexedConnection, Failure> {
     let client = redis::Client::open(url)
         .map_err(|e| Failure::new(exit::USAGE, format!("bad Redis URL {url:?}: {e}")))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(10)))
+        .set_response_timeout(Some(Duration::from_secs(60)));
     client
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .map_err(|e| Failure::new(exit::UNAVAILABLE, format!("cannot connect to {url}: {e}")))
 }

@@ -132,6 +132,15 @@ pub(crate) struct Results {
 
 pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
     cli.refuse_settings("bench")?;
+    // A chart that cannot be written is refused now, not after the run.
+    if let Some(path) = &args.svg {
+        std::fs::File::create(path).map_err(|e| {
+            Failure::new(
+                exit::USAGE,
+                format!("--svg: cannot write {}: {e}", path.display()),
+            )
+        })?;
+    }
     let (url, server) = match cli.explicit_url() {
         Some(url) => (url, None),
         None => {
