@@ -13,6 +13,21 @@ use crate::{Failure, exit};
 /// How long the queue scenario waits for its waiters to line up.
 const QUEUE_SETUP_LIMIT: Duration = Duration::from_secs(600);
 
+/// How long the workers may take to stop once asked (the holder releases,
+/// the next waiter proceeds): longer means a lost wake-up.
+const DRAIN_LIMIT: Duration = Duration::from_secs(60);
+
+fn stuck(done: &AtomicU64) -> Failure {
+    Failure::new(
+        exit::SOFTWARE,
+        format!(
+            "no worker proceeded within {DRAIN_LIMIT:?} after the run ended (after {} \
+             acquisitions): a lost wake-up?",
+            done.load(Ordering::SeqCst)
+        ),
+    )
+}
+
 /// One round of one implementation in one scenario.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Sample {
@@ -114,8 +129,17 @@ pub(crate) async fn contended(
     contest.stop.store(true, Ordering::SeqCst);
     let mut per_worker = Vec::with_capacity(workers);
     let mut failure = None;
-    for task in tasks {
-        match task.await {
+    let drained = Instant::now() + DRAIN_LIMIT;
+    for mut task in tasks {
+        let joined = match tokio::time::timeout_at(drained.into(), &mut task).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                task.abort();
+                failure.get_or_insert(stuck(&contest.total));
+                continue;
+            }
+        };
+        match joined {
             Ok(Ok(n)) => per_worker.push(n),
             Ok(Err(f)) => {
                 failure.get_or_insert(f);
@@ -326,7 +350,9 @@ async fn queue_run(
     first.unlock().await?;
     tokio::time::sleep(duration).await;
     chain.stop.store(true, Ordering::SeqCst);
-    finished.await;
+    if tokio::time::timeout(DRAIN_LIMIT, finished).await.is_err() {
+        return Err(stuck(&chain.handoffs));
+    }
     let cost = meter.stop(admin).await?;
     if let Some(f) = locked(&chain.failure).take() {
         return Err(f);
