@@ -82,7 +82,8 @@ pub(crate) enum Setup {
     /// The defaults (a 30 s lease renewed by the watchdog).
     Default,
     /// Long leases and waiter slots: queued waiters never refresh their
-    /// place during a run, so the Redis time measured is the handoffs'.
+    /// place during a run, so the Redis time measured is the handoffs';
+    /// long response timeouts.
     LongQueue,
 }
 
@@ -126,11 +127,16 @@ impl Locker {
         let mut config = ClientConfig::from_url(url)?.protocol(protocol);
         if setup == Setup::LongQueue {
             let long = Duration::from_secs(3600);
+            // Thousands of waiters share one connection: a reply waits
+            // behind thousands of enqueue scripts (seconds, on a loaded
+            // machine), which is no broken connection.
+            let patient = Duration::from_secs(60);
             config = config
                 .lease(long)
                 .waiter_slot(long)
                 .waiter_ttl(long)
-                .retry_budget(Duration::from_millis(50));
+                .response_timeout(patient)
+                .retry_budget(patient);
         }
         let client = LockClient::with_config(config)
             .await
