@@ -56,6 +56,16 @@ pub(crate) fn grace(text: &str) -> Result<Duration, String> {
     within(text, Duration::ZERO, YEAR, "")
 }
 
+/// `bench --duration`: per implementation, round and scenario.
+pub(crate) fn bench_round(text: &str) -> Result<Duration, String> {
+    within(
+        text,
+        Duration::from_millis(10),
+        Duration::from_secs(600),
+        "",
+    )
+}
+
 /// `demo --hold`.
 pub(crate) fn hold(text: &str) -> Result<Duration, String> {
     within(text, Duration::ZERO, Duration::from_secs(60), "")

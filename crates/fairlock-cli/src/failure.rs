@@ -32,6 +32,7 @@ pub(crate) enum Sub {
     Watch,
     Demo,
     Torture,
+    Bench,
 }
 
 const ALL: &[Sub] = &[
@@ -41,6 +42,7 @@ const ALL: &[Sub] = &[
     Sub::Watch,
     Sub::Demo,
     Sub::Torture,
+    Sub::Bench,
 ];
 
 /// Every way `fairlock` exits: code, the subcommands it applies to, meaning.
@@ -75,7 +77,7 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
     ),
     (
         "69",
-        &[Sub::Demo, Sub::Torture],
+        &[Sub::Demo, Sub::Torture, Sub::Bench],
         "without --redis: a private redis-server could not be started",
     ),
     ("70", ALL, "internal error (a bug: please report it)"),
@@ -116,6 +118,7 @@ fn name(sub: Sub) -> &'static str {
         Sub::Watch => "watch",
         Sub::Demo => "demo",
         Sub::Torture => "torture",
+        Sub::Bench => "bench",
     }
 }
 

@@ -4,6 +4,7 @@
 #![warn(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+mod bench;
 mod demo;
 mod duration;
 mod exec;
@@ -218,6 +219,17 @@ enum Command {
     /// so far.
     #[command(after_help = after_help(Sub::Torture, "fairlock torture --duration 20m"))]
     Torture(torture::TortureArgs),
+    /// Measure fairlock's locks (both protocols, fair and non-fair) beside
+    /// rslock in one run: rates, ratios, Redis and client CPU per operation.
+    ///
+    /// Without --redis or $REDIS_URL, starts a private redis-server from PATH
+    /// on a free port and stops it at the end. Each round runs every
+    /// implementation in turn, so that the machine's noise hits all alike;
+    /// the table states the spread between rounds. Scenarios: uncontended,
+    /// contended (--workers), handoff (latency) and queue (--waiters); all
+    /// by default.
+    #[command(after_help = after_help(Sub::Bench, "fairlock bench contended --workers 8,32 --rounds 5 --svg perf.svg"))]
+    Bench(bench::BenchArgs),
     /// One worker process of `torture` (internal).
     #[command(hide = true)]
     TortureWorker(torture::WorkerArgs),
@@ -382,6 +394,7 @@ fn main() -> ExitCode {
             }
             Command::Demo(args) => demo::run(&cli, args).await,
             Command::Torture(args) => torture::run(&cli, args).await,
+            Command::Bench(args) => bench::run(&cli, args).await,
             Command::TortureWorker(args) => torture::worker(&cli, args).await,
             Command::ExecSentinel(args) => exec::sentinel(args).await,
         }

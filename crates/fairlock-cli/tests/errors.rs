@@ -373,9 +373,13 @@ fn a_signal_while_waiting_exits_128_plus_n_and_leaves_the_queue() {
 }
 
 #[test]
-fn without_redis_server_demo_and_torture_exit_69() {
+fn without_redis_server_demo_torture_and_bench_exit_69() {
     let empty = tempfile::tempdir().unwrap();
-    for args in [vec!["demo"], vec!["torture", "--duration", "1s"]] {
+    for args in [
+        vec!["demo"],
+        vec!["torture", "--duration", "1s"],
+        vec!["bench"],
+    ] {
         let out = run(fairlock().env("PATH", empty.path()).args(&args));
         expect(&out, 69, &["cannot start redis-server", "--redis"]);
     }

@@ -7,6 +7,10 @@
 //! Each holder releases as soon as it is granted and, to keep the queue at
 //! the same length, starts a new waiter first.
 //!
+//! Kept for `scripts/bench-metrics`, which builds the library with and
+//! without its `metrics` feature; `fairlock bench queue` and `fairlock
+//! bench handoff` measure the same beside rslock (`docs/performance.md`).
+//!
 //! ```text
 //! cargo bench -p fairlock --bench handoff            # full run
 //! cargo bench -p fairlock --bench handoff -- --quick # 10 and 1,000 waiters only

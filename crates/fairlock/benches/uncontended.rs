@@ -1,6 +1,11 @@
 //! Uncontended lock+unlock rate next to the PING round-trip rate, on a
 //! private redis-server, in the same run. Prints rates and ratios.
 //!
+//! Kept for `scripts/bench-metrics`, which builds the library with and
+//! without its `metrics` feature; the comparison with other locks (and
+//! Redis and client CPU per operation) is `fairlock bench uncontended`
+//! (`docs/performance.md`).
+//!
 //! ```text
 //! cargo bench -p fairlock --bench uncontended
 //! ```

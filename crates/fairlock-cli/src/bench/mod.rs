@@ -1,0 +1,287 @@
+//! `fairlock bench`: fairlock's locks (both protocols, fair and non-fair)
+//! and rslock, measured side by side in one run on one Redis, round by
+//! round (A B C A B C ...) so that the machine's noise hits all alike; PING
+//! round trips, Redis CPU, server commands and client CPU per operation
+//! beside them. A table on stdout, `--json`, and `--svg FILE` for a chart.
+
+mod chart;
+mod measure;
+mod report;
+mod scenario;
+mod subject;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::private_redis::PrivateRedis;
+use crate::{Cli, Failure, duration, exit};
+
+use scenario::Sample;
+use subject::Subject;
+
+/// Which scenarios run.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Which {
+    /// Every scenario below.
+    All,
+    /// Lock + unlock, one task, nobody else.
+    Uncontended,
+    /// --workers tasks (own connections) GET+SET a counter under the lock.
+    Contended,
+    /// Latency from a release sent to the next holder proceeding, 8 workers.
+    Handoff,
+    /// Redis time per handoff with --waiters waiters in line (fair locks).
+    Queue,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct BenchArgs {
+    /// The scenario to run.
+    #[arg(value_enum, default_value_t = Which::All)]
+    scenario: Which,
+    /// contended: concurrent workers, each with its own connection; a comma
+    /// list runs each (1 to 256).
+    #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_values_t = [8u16, 32],
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: Vec<u16>,
+    /// queue: waiters in line; a comma list runs each (1 to 100000).
+    #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_values_t = [10u32, 1_000, 10_000],
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    waiters: Vec<u32>,
+    /// Rounds: each implementation runs once per round, in turn (1 to 100).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
+    /// How long each implementation runs per round and scenario (10ms to 10m).
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = duration::bench_round)]
+    duration: Duration,
+    /// Print the results as one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write a chart of the results to FILE (SVG).
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+}
+
+/// Workers of the handoff scenario.
+const HANDOFF_WORKERS: usize = 8;
+
+/// One measured case: a scenario with its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Case {
+    Uncontended,
+    Contended(usize),
+    Handoff(usize),
+    Queue(usize),
+}
+
+impl Case {
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Case::Uncontended => "uncontended",
+            Case::Contended(_) => "contended",
+            Case::Handoff(_) => "handoff",
+            Case::Queue(_) => "queue",
+        }
+    }
+
+    /// The case in a lock name: `contended-8`.
+    fn slug(self) -> String {
+        match self {
+            Case::Uncontended => self.key().into(),
+            Case::Contended(n) | Case::Handoff(n) | Case::Queue(n) => format!("{}-{n}", self.key()),
+        }
+    }
+
+    pub(crate) fn title(self) -> String {
+        match self {
+            Case::Uncontended => "uncontended".into(),
+            Case::Contended(n) => format!("contended, {n} workers"),
+            Case::Handoff(n) => format!("handoff, {n} workers"),
+            Case::Queue(n) => format!("queue, {n} waiters"),
+        }
+    }
+
+    fn subjects(self) -> Vec<Subject> {
+        match self {
+            Case::Queue(_) => Subject::ALL.into_iter().filter(|s| s.queues()).collect(),
+            _ => Subject::ALL.to_vec(),
+        }
+    }
+}
+
+/// Every round of one implementation in one case.
+pub(crate) struct Series {
+    pub(crate) case: Case,
+    pub(crate) subject: Subject,
+    pub(crate) samples: Vec<Sample>,
+}
+
+/// A whole run.
+pub(crate) struct Results {
+    pub(crate) rounds: u32,
+    pub(crate) duration: Duration,
+    pub(crate) redis_version: String,
+    pub(crate) private_server: bool,
+    pub(crate) cores: usize,
+    pub(crate) load_before: Option<f64>,
+    pub(crate) load_after: Option<f64>,
+    /// PING round trips per round: (count, cost).
+    pub(crate) ping: Vec<Sample>,
+    pub(crate) series: Vec<Series>,
+}
+
+pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
+    cli.refuse_settings("bench")?;
+    // A chart that cannot be written is refused now, not after the run.
+    if let Some(path) = &args.svg {
+        std::fs::File::create(path).map_err(|e| {
+            Failure::new(
+                exit::USAGE,
+                format!("--svg: cannot write {}: {e}", path.display()),
+            )
+        })?;
+    }
+    let (url, server) = match cli.explicit_url() {
+        Some(url) => (url, None),
+        None => {
+            let server = PrivateRedis::start().map_err(|e| Failure::new(exit::UNAVAILABLE, e))?;
+            (server.url(), Some(server))
+        }
+    };
+    let cases = cases(args);
+    let mut admin = measure::connect(&url).await?;
+    let mut pinger = measure::connect(&url).await?;
+    let redis_version = measure::redis_version(&mut admin).await?;
+    let mut results = Results {
+        rounds: args.rounds,
+        duration: args.duration,
+        redis_version,
+        private_server: server.is_some(),
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_before: measure::load_average(),
+        load_after: None,
+        ping: Vec::new(),
+        series: cases
+            .iter()
+            .flat_map(|&case| {
+                case.subjects().into_iter().map(move |subject| Series {
+                    case,
+                    subject,
+                    samples: Vec::new(),
+                })
+            })
+            .collect(),
+    };
+    if !args.json {
+        eprintln!(
+            "fairlock bench: {} on {} (Redis {}), {} round(s) of {} per implementation and scenario",
+            cases
+                .iter()
+                .map(|c| c.title())
+                .collect::<Vec<_>>()
+                .join("; "),
+            if server.is_some() {
+                "a private redis-server"
+            } else {
+                url.as_str()
+            },
+            results.redis_version,
+            args.rounds,
+            duration::format(args.duration)
+        );
+    }
+    let run_id = format!("fairlock-bench-{}", std::process::id());
+    for round in 1..=args.rounds {
+        let (ops, cost) = measure::ping(&mut pinger, &mut admin, args.duration).await?;
+        results.ping.push(Sample {
+            ops,
+            cost,
+            ..Sample::default()
+        });
+        for series in &mut results.series {
+            let name = format!(
+                "{run_id}-{}-{}-{round}",
+                series.case.slug(),
+                series.subject.key()
+            );
+            if !args.json {
+                eprintln!(
+                    "round {round}/{}: {}: {}",
+                    args.rounds,
+                    series.case.title(),
+                    series.subject.label()
+                );
+            }
+            let sample = measure_one(series.case, series.subject, &url, &name, args, &mut admin)
+                .await
+                .map_err(|f| {
+                    Failure::new(
+                        f.code,
+                        format!(
+                            "{} ({}): {}",
+                            series.subject.label(),
+                            series.case.title(),
+                            f.message
+                        ),
+                    )
+                })?;
+            measure::delete_keys(&mut admin, &name).await?;
+            series.samples.push(sample);
+        }
+    }
+    results.load_after = measure::load_average();
+    if let Some(path) = &args.svg {
+        chart::write(&results, path).map_err(|e| {
+            Failure::new(
+                exit::SOFTWARE,
+                format!("cannot write the chart to {}: {e}", path.display()),
+            )
+        })?;
+    }
+    if args.json {
+        println!("{:#}", report::json(&results));
+    } else {
+        print!("{}", report::table(&results));
+    }
+    Ok(0)
+}
+
+/// The cases the arguments ask for, in the order they run in each round.
+fn cases(args: &BenchArgs) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let all = args.scenario == Which::All;
+    if all || args.scenario == Which::Uncontended {
+        cases.push(Case::Uncontended);
+    }
+    if all || args.scenario == Which::Contended {
+        cases.extend(
+            args.workers
+                .iter()
+                .map(|&n| Case::Contended(usize::from(n))),
+        );
+    }
+    if all || args.scenario == Which::Handoff {
+        cases.push(Case::Handoff(HANDOFF_WORKERS));
+    }
+    if all || args.scenario == Which::Queue {
+        cases.extend(args.waiters.iter().map(|&n| Case::Queue(n as usize)));
+    }
+    cases
+}
+
+async fn measure_one(
+    case: Case,
+    subject: Subject,
+    url: &str,
+    name: &str,
+    args: &BenchArgs,
+    admin: &mut redis::aio::MultiplexedConnection,
+) -> Result<Sample, Failure> {
+    let d = args.duration;
+    match case {
+        Case::Uncontended => scenario::uncontended(subject, url, name, d, admin).await,
+        Case::Contended(n) => scenario::contended(subject, url, name, n, true, d, admin).await,
+        Case::Handoff(n) => scenario::contended(subject, url, name, n, false, d, admin).await,
+        Case::Queue(n) => scenario::queue(subject, url, name, n, d, admin).await,
+    }
+}

@@ -1,0 +1,102 @@
+//! A smoke run of `fairlock bench`: every implementation in every scenario
+//! does work, the JSON says so, and the chart is written. No timing is
+//! checked (the figures are noise on a loaded machine).
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use serde_json::Value;
+
+const IMPLEMENTATIONS: [&str; 5] = [
+    "native-fair",
+    "native-non-fair",
+    "redisson-fair",
+    "redisson-non-fair",
+    "rslock",
+];
+
+#[test]
+fn a_short_run_measures_every_implementation_in_every_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("bench.svg");
+    // Without --redis: a private redis-server of its own.
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["bench", "--duration", "200ms", "--rounds", "1"])
+        .args(["--workers", "4", "--waiters", "10", "--json", "--svg"])
+        .arg(&svg)
+        .output()
+        .expect("run fairlock bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+
+    assert!(report["ping"]["per_second_median"].as_f64().unwrap() > 0.0);
+    assert!(report["redis"]["version"].as_str().is_some());
+    let results = report["results"].as_array().unwrap();
+    let mut seen = BTreeSet::new();
+    for result in results {
+        let scenario = result["scenario"].as_str().unwrap();
+        let implementation = result["implementation"].as_str().unwrap();
+        let rounds = result["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 1, "{scenario} {implementation}");
+        for round in rounds {
+            assert!(
+                round["ops"].as_u64().unwrap() > 0,
+                "{scenario} {implementation}: no operations"
+            );
+            assert!(round["commands"].as_u64().unwrap() > 0);
+        }
+        if scenario == "contended" {
+            assert_eq!(result["summary"]["counter_ok"], Value::Bool(true));
+            assert_eq!(rounds[0]["per_worker"].as_array().unwrap().len(), 4);
+        }
+        seen.insert((scenario.to_owned(), implementation.to_owned()));
+    }
+    for scenario in ["uncontended", "contended", "handoff"] {
+        for implementation in IMPLEMENTATIONS {
+            assert!(
+                seen.contains(&(scenario.to_owned(), implementation.to_owned())),
+                "{scenario} {implementation} missing"
+            );
+        }
+    }
+    // The queue applies to the locks whose waiters queue.
+    for implementation in ["native-fair", "redisson-fair"] {
+        assert!(seen.contains(&("queue".to_owned(), implementation.to_owned())));
+    }
+    let chart = std::fs::read_to_string(&svg).expect("the chart");
+    assert!(
+        chart.contains("<svg"),
+        "not an SVG: {}",
+        &chart[..chart.len().min(200)]
+    );
+    assert!(chart.contains("rslock"));
+}
+
+#[test]
+fn a_chart_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["bench", "--svg"])
+        .arg(dir.path().join("no-such-dir").join("chart.svg"))
+        .output()
+        .expect("run fairlock bench");
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--svg: cannot write"), "{stderr}");
+    assert!(!stderr.contains("round 1"), "{stderr}");
+}
+
+#[test]
+fn a_round_too_short_is_refused() {
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["bench", "--duration", "1ms"])
+        .output()
+        .expect("run fairlock bench");
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("10ms"), "{stderr}");
+}
