@@ -89,6 +89,38 @@ async fn read(conn: &mut redis::aio::MultiplexedConnection) -> Stats {
     stats
 }
 
+/// With `--callgrind-dir DIR --callgrind-pid PID` (a redis-server run under
+/// `valgrind --tool=callgrind --callgrind-out-file=DIR/cg.%p`): zero the
+/// server's instruction counters before a measurement.
+fn callgrind_zero() {
+    if let Some(pid) = arg("--callgrind-pid") {
+        let _ = std::process::Command::new("callgrind_control")
+            .args(["-z", &pid])
+            .output();
+    }
+}
+
+/// Dump the counters and read the instructions the server ran since the
+/// last zero (the `totals:` line of the newest dump).
+fn callgrind_read() -> Option<u64> {
+    let pid = arg("--callgrind-pid")?;
+    let dir = arg("--callgrind-dir")?;
+    std::process::Command::new("callgrind_control")
+        .args(["-d", &pid])
+        .output()
+        .ok()?;
+    let newest = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max()?
+        .1;
+    let text = std::fs::read_to_string(newest).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
 fn arg(name: &str) -> Option<String> {
     let mut args = std::env::args().skip_while(|a| a != name);
     args.next()?;
@@ -179,18 +211,28 @@ async fn uncontended(url: &str, pairs: usize, rounds: usize) {
         ("rslock-equivalent", Subject::RslockLike(bench_conn, unlock)),
     ];
     let mut results: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); subjects.len()];
+    let mut instructions: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
     for _ in 0..rounds {
-        for ((_, subject), results) in subjects.iter_mut().zip(&mut results) {
+        for (((_, subject), results), instr) in subjects
+            .iter_mut()
+            .zip(&mut results)
+            .zip(&mut instructions)
+        {
             for i in 0..200 {
                 subject.pair(i).await;
             }
             reset(&mut stats_conn).await;
             let before = read(&mut stats_conn).await;
+            callgrind_zero();
             for i in 0..pairs {
                 subject.pair(i).await;
             }
+            let instructions = callgrind_read();
             let after = read(&mut stats_conn).await;
             let n = pairs as f64;
+            if let Some(ir) = instructions {
+                instr.push(ir as f64 / n);
+            }
             let total = after.total_calls() as f64 / n;
             let inner = after.inner_calls() as f64 / n;
             let usec = after.usec as f64 / n;
@@ -206,9 +248,17 @@ async fn uncontended(url: &str, pairs: usize, rounds: usize) {
         "  {:<20} {:>9} {:>15} {:>16} {:>15} {:>9}",
         "", "commands", "inside scripts", "commandstats µs", "server CPU µs", "CPU ratio"
     );
-    for ((label, _), results) in subjects.iter().zip(&results) {
+    for (((label, _), results), instr) in subjects.iter().zip(&results).zip(&instructions) {
         let m = |f: fn(&(f64, f64, f64, f64)) -> f64| median(results.iter().map(f).collect());
         let cpu = m(|r| r.3);
+        if !instr.is_empty() {
+            let base = median(instructions[instructions.len() - 1].clone());
+            let ir = median(instr.clone());
+            println!(
+                "  {label:<20} server instructions per pair (callgrind) {ir:>10.0} = {:.2} x rslock-equivalent",
+                ir / base
+            );
+        }
         println!(
             "  {label:<20} {:>9.2} {:>15.2} {:>16.1} {:>15.1} {:>9.2}",
             m(|r| r.0),
@@ -334,8 +384,9 @@ async fn contended(url: &str, workers: usize, ops: usize) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let server = support::RedisServer::start();
-    let url = server.url();
+    // `--redis URL`: an external server (e.g. one run under callgrind).
+    let server = arg("--redis").is_none().then(support::RedisServer::start);
+    let url = arg("--redis").unwrap_or_else(|| server.as_ref().map(|s| s.url()).unwrap_or_default());
     let pairs = arg("--pairs").and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let rounds = arg("--rounds").and_then(|v| v.parse().ok()).unwrap_or(3);
     let workers = arg("--workers").and_then(|v| v.parse().ok()).unwrap_or(32);

@@ -15,8 +15,8 @@ use crate::error::Result;
 use crate::name::NativeKeys;
 use crate::transport::{Connection, Script};
 
-static ACQUIRE: LazyLock<Script> = protocol_script!("native", "acquire.lua");
-static RELEASE: LazyLock<Script> = protocol_script!("native", "release.lua");
+static ACQUIRE: LazyLock<Script> = protocol_script!("native", "acquire_fast.lua", "acquire.lua");
+static RELEASE: LazyLock<Script> = protocol_script!("native", "release_fast.lua", "release.lua");
 static GIVE_UP: LazyLock<Script> = protocol_script!("native", "give_up.lua");
 static FORCE_RELEASE: LazyLock<Script> = protocol_script!("native", "force_release.lua");
 pub(crate) static RENEW: LazyLock<Script> = protocol_script!("native", "renew.lua");

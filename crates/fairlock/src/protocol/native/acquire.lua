@@ -13,19 +13,13 @@
 -- Type checks: the first touch of the lock (HMGET) and of the queue (ZRANGE)
 -- are reads, which fail on another type before anything is written. The
 -- other keys are checked with TYPE on every path that touches them, except
--- the uncontended take, whose only other key (meta) is first read (HGET).
+-- the uncontended take (acquire_fast.lua), whose only other key (meta) is
+-- first read (HGET).
 local owner, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local fair, queue, base = ARGV[5] == 'fair', ARGV[6] == 'queue', tonumber(ARGV[7])
-local lock = redis.call('hmget', KEYS[1], 'owner', 'token', 'count', 'nonce')
+-- `lock` (HMGET owner, token, count, nonce) and `waiting` were read by
+-- acquire_fast.lua, which took a free lock nobody waits for.
 local holder = lock[1]
-local waiting = anybody_waits()
-
-if not holder and not waiting then
-  -- The fast path: free, and nobody waits (nobody to be fair to, nobody to
-  -- purge, the caller is not queued).
-  local _, now_us = server_now()
-  return {1, take(owner, lease, now_us, 1, ARGV[8], true)}
-end
 
 if holder == owner then
   local token = tonumber(lock[2])
@@ -81,7 +75,7 @@ if not holder then
     -- Non-fair: a free lock goes to whoever asks (a woken waiter that
     -- comes later finds it taken and waits for the next wake-up).
     leave_queue(owner)
-    return {1, take(owner, lease, now_us, 1, ARGV[8], false)}
+    return {1, take(owner, lease, now_us, 1, ARGV[8])}
   end
 end
 

@@ -89,19 +89,12 @@ end
 -- takes it, 0 for a handoff its new holder has not acted on yet. `nonce`
 -- identifies the acquisition (clean-up of an older acquisition by the same
 -- owner checks it and leaves this one alone).
--- `alone`: nobody waits (the queue is empty), so no waiter's refresh made
--- meta live longer than this grant needs: its TTL is set, not kept (one
--- call instead of two; it still outlives the grant by META_GRACE_MS).
-local function take(owner, expire_ms, now_us, claimed, nonce, alone)
+local function take(owner, expire_ms, now_us, claimed, nonce)
   local token = next_counter('token', now_us)
   redis.call('hset', KEYS[1], 'owner', owner, 'count', 1, 'token', decimal(token), 'claimed', claimed,
     'nonce', nonce)
   redis.call('pexpire', KEYS[1], expire_ms)
-  if alone then
-    redis.call('pexpire', KEYS[4], expire_ms + META_GRACE_MS)
-  else
-    keep(KEYS[4], expire_ms + META_GRACE_MS)
-  end
+  keep(KEYS[4], expire_ms + META_GRACE_MS)
   return token
 end
 

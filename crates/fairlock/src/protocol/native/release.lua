@@ -15,8 +15,8 @@
 -- is written; the other keys are checked with TYPE when somebody waits
 -- (only then are they touched).
 local owner = ARGV[1]
-local lock = redis.call('hmget', KEYS[1], 'owner', 'token', 'nonce', 'count', 'partial')
-local waiting = anybody_waits()
+-- `lock` (HMGET owner, token, nonce, count, partial) and `waiting` were read
+-- by release_fast.lua, which did the uncontended release.
 -- A retried request answers what the first one did. A hold whose token this
 -- request names, never partly released, proves the request has not run
 -- yet: a full release would have removed that token (tokens are never
