@@ -117,7 +117,10 @@ fn callgrind_read() -> Option<u64> {
         .1;
     let text = std::fs::read_to_string(newest).ok()?;
     text.lines()
-        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
@@ -213,10 +216,8 @@ async fn uncontended(url: &str, pairs: usize, rounds: usize) {
     let mut results: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); subjects.len()];
     let mut instructions: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
     for _ in 0..rounds {
-        for (((_, subject), results), instr) in subjects
-            .iter_mut()
-            .zip(&mut results)
-            .zip(&mut instructions)
+        for (((_, subject), results), instr) in
+            subjects.iter_mut().zip(&mut results).zip(&mut instructions)
         {
             for i in 0..200 {
                 subject.pair(i).await;
@@ -241,9 +242,7 @@ async fn uncontended(url: &str, pairs: usize, rounds: usize) {
         }
     }
     let base_cpu = median(results[results.len() - 1].iter().map(|r| r.3).collect());
-    println!(
-        "uncontended lock + unlock, {pairs} pairs x {rounds} rounds (median), per pair:"
-    );
+    println!("uncontended lock + unlock, {pairs} pairs x {rounds} rounds (median), per pair:");
     println!(
         "  {:<20} {:>9} {:>15} {:>16} {:>15} {:>9}",
         "", "commands", "inside scripts", "commandstats µs", "server CPU µs", "CPU ratio"
@@ -386,8 +385,11 @@ async fn contended(url: &str, workers: usize, ops: usize) {
 async fn main() {
     // `--redis URL`: an external server (e.g. one run under callgrind).
     let server = arg("--redis").is_none().then(support::RedisServer::start);
-    let url = arg("--redis").unwrap_or_else(|| server.as_ref().map(|s| s.url()).unwrap_or_default());
-    let pairs = arg("--pairs").and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let url =
+        arg("--redis").unwrap_or_else(|| server.as_ref().map(|s| s.url()).unwrap_or_default());
+    let pairs = arg("--pairs")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     let rounds = arg("--rounds").and_then(|v| v.parse().ok()).unwrap_or(3);
     let workers = arg("--workers").and_then(|v| v.parse().ok()).unwrap_or(32);
     let ops = arg("--ops").and_then(|v| v.parse().ok()).unwrap_or(3_000);

@@ -512,18 +512,8 @@ async fn nonfair_woken_waiter_gone() {
         t[0].parse::<u64>().unwrap() * 1_000_000 + 60_000_000
     };
     let _: () = server.cmd(&["ZADD", &queue, &arrival.to_string(), "gone-owner:1"]);
-    let _: () = server.cmd(&[
-        "HSET",
-        "fairlock:{gone}:meta",
-        "seq",
-        &arrival.to_string(),
-    ]);
-    let _: () = server.cmd(&[
-        "ZADD",
-        &others[0],
-        &alive_until.to_string(),
-        "gone-owner:1",
-    ]);
+    let _: () = server.cmd(&["HSET", "fairlock:{gone}:meta", "seq", &arrival.to_string()]);
+    let _: () = server.cmd(&["ZADD", &others[0], &alive_until.to_string(), "gone-owner:1"]);
     let _: () = server.cmd(&["HSET", &others[1], "gone-owner:1", "30000:60000:n"]);
     let b = client(&server, Protocol::Native, |c| c.waiter_ttl(ttl)).await;
     let waiter = {

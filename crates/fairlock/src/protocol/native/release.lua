@@ -50,6 +50,8 @@ if (tonumber(lock[4]) or 1) > 1 then
   redis.call('set', KEYS[6], 0, 'px', ARGV[4])
   return 0
 end
-release_fully(ARGV[3], tonumber(ARGV[2]), ARGV[7] ~= 'nonfair', waiting)
+-- The cache first: under maxmemory (OOM) SET is refused before any effect,
+-- while DEL would not be (the OOM state of a script is fixed when it starts).
 redis.call('set', KEYS[6], 1, 'px', ARGV[4])
+release_fully(ARGV[3], tonumber(ARGV[2]), ARGV[7] ~= 'nonfair', waiting)
 return 1

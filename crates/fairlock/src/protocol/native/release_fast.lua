@@ -11,7 +11,9 @@ local lock = redis.call('hmget', KEYS[1], 'owner', 'token', 'nonce', 'count', 'p
 local waiting = redis.call('zrange', KEYS[2], '0', '0')[1] ~= nil
 if not waiting and lock[1] == ARGV[1] and ARGV[5] ~= '' and lock[2] == ARGV[5] and not lock[5]
     and lock[4] == '1' and (ARGV[6] == '' or lock[3] == ARGV[6]) then
-  redis.call('del', KEYS[1])
+  -- The cache first: SET is refused under maxmemory (OOM) before any
+  -- effect, DEL would not be (a script's OOM state is fixed when it starts).
   redis.call('set', KEYS[6], '1', 'px', ARGV[4])
+  redis.call('del', KEYS[1])
   return 1
 end

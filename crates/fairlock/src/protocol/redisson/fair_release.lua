@@ -36,7 +36,9 @@ if held > 1 then
 end
 -- The last hold: Redisson counts down to 0 and deletes the hash; deleting
 -- it at once leaves the same state.
-redis.call('del', KEYS[1])
+-- The cache first: under maxmemory (OOM) SET is refused before any effect,
+-- while DEL would not be (the OOM state of a script is fixed when it starts).
 redis.call('set', KEYS[5], 1, 'px', cache_ttl)
+redis.call('del', KEYS[1])
 notify(head, KEYS[4])
 return 1

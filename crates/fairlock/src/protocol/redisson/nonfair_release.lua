@@ -23,7 +23,9 @@ if held > 1 then
 end
 -- The last hold: deleting at once leaves the state Redisson's count-down
 -- to 0 and delete leaves.
+-- The cache first: under maxmemory (OOM) SET is refused before any effect,
+-- while DEL and PUBLISH would not be.
+redis.call('set', KEYS[3], 1, 'px', ARGV[3])
 redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], '0')
-redis.call('set', KEYS[3], 1, 'px', ARGV[3])
 return 1
