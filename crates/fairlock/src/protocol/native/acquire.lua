@@ -86,11 +86,13 @@ local pttl = redis.call('pttl', KEYS[1])
 if not redis.call('zscore', KEYS[2], owner) then
   redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), owner)
   redis.call('hset', KEYS[5], owner, decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. ARGV[8])
+  -- The records may lack entries of waiters queued by other versions (and
+  -- so have been empty, gone, while the queue was not): keep them on their
+  -- own once per waiter; the refreshes keep the three keys together.
+  keep(KEYS[5], waiter_ttl)
 end
 redis.call('zadd', KEYS[3], now + waiter_ttl, owner)
 -- The line's keys outlive the longest-lived waiter's place, and no more.
-keep(KEYS[2], waiter_ttl)
-keep(KEYS[3], waiter_ttl)
-keep(KEYS[5], waiter_ttl)
+keep_line(waiter_ttl)
 keep(KEYS[4], waiter_ttl + META_GRACE_MS)
 return {3, pttl, redis.call('zrank', KEYS[2], owner) + 1, now}

@@ -49,6 +49,19 @@ local function keep(key, ms)
   end
 end
 
+-- keep() for the line's three keys (queue, liveness, records): a waiter is
+-- in the queue iff in the liveness set (invariant 2), the three are kept
+-- together with the same TTL, so one PTTL tells all three (the records get
+-- their own keep() when a waiter queues, see acquire.lua).
+local function keep_line(ms)
+  local left = redis.call('pttl', KEYS[2])
+  if left ~= -2 and left < ms then
+    redis.call('pexpire', KEYS[2], ms)
+    redis.call('pexpire', KEYS[3], ms)
+    redis.call('pexpire', KEYS[5], ms)
+  end
+end
+
 -- A queued waiter's record: the lease it asked for, its own waiter ttl and
 -- the secret (nonce) that authenticates its grant message. Written as
 -- 'LEASE:TTL:NONCE'; anything else (a record from another version, or
