@@ -104,8 +104,8 @@ impl RedissonKeys {
 pub(crate) struct NativeKeys {
     /// KEYS[1..5] of every native script: lock, queue, liveness, meta, leases.
     pub(crate) all: [String; 5],
-    /// Channel prefix: `fairlock:{NAME}:wake`; a fair waiter listens on
-    /// `...:wake:OWNER`, non-fair waiters on the prefix itself.
+    /// Channel prefix: `fairlock:{NAME}:wake`; every waiter, fair or not,
+    /// listens on `...:wake:OWNER`.
     pub(crate) channel: String,
     /// Prefix of the release result cache; `:REQUEST` is appended per call.
     pub(crate) release_cache: String,

@@ -185,6 +185,29 @@ async fn wrong_type_is_reported_and_nothing_changes() {
     assert_eq!(keys.len(), 2, "{keys:?}");
 }
 
+/// Redisson's scripts check types with their reads (and, on the free lock
+/// with nobody queued, with the ZREM that is that path's first write): a
+/// deadlines key of another type is reported and nothing is written.
+#[tokio::test]
+async fn redisson_wrong_type_deadlines_nothing_written() {
+    let server = RedisServer::start();
+    let client = client(&server, Protocol::Redisson).await;
+    let _: () = server.cmd(&["SET", "redisson_lock_timeout:{d}", "x"]);
+    let err = client.fair_lock("d").unwrap().lock().await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err}");
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "d", "redisson_lock_queue:{d}"]),
+        0
+    );
+    assert_eq!(
+        server.cmd::<String>(&["GET", "redisson_lock_timeout:{d}"]),
+        "x"
+    );
+    // The non-fair lock never touches the deadlines.
+    let guard = client.lock("d").unwrap().lock().await.unwrap();
+    guard.unlock().await.unwrap();
+}
+
 #[tokio::test]
 async fn script_flush_between_calls() {
     let server = RedisServer::start();

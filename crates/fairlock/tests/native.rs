@@ -395,3 +395,187 @@ async fn native_wrong_type() {
         vec!["x"]
     );
 }
+
+/// The uncontended fast paths check types with their reads: a wrongly
+/// typed key met on any path is reported and nothing is written.
+#[tokio::test]
+async fn native_wrong_type_nothing_written() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native, |c| c).await;
+    let (lock, queue, others) = lock_keys(Protocol::Native, "wtn");
+    let meta = "fairlock:{wtn}:meta";
+    // Free, nobody queued, meta of another type: the take's HGET fails first.
+    let _: () = server.cmd(&["SET", meta, "x"]);
+    for fair in [true, false] {
+        let result = if fair {
+            c.fair_lock("wtn").unwrap().try_lock().await
+        } else {
+            c.lock("wtn").unwrap().try_lock().await
+        };
+        let err = result.unwrap_err();
+        assert!(matches!(err, fairlock::Error::WrongType { .. }), "{err}");
+        assert_eq!(server.cmd::<i64>(&["EXISTS", &lock, &queue]), 0);
+        assert_eq!(server.cmd::<String>(&["GET", meta]), "x");
+        assert_eq!(server.cmd::<i64>(&["PTTL", meta]), -1);
+    }
+    let _: () = server.cmd(&["DEL", meta]);
+    // Held by another owner, the liveness key of another type: a waiter
+    // is refused before it queues.
+    let guard = c.fair_lock("wtn").unwrap().lock().await.unwrap();
+    let _: () = server.cmd(&["SET", &others[0], "x"]);
+    for fair in [true, false] {
+        let result = if fair {
+            c.fair_lock("wtn")
+                .unwrap()
+                .try_lock_for(Duration::from_secs(2))
+                .await
+        } else {
+            c.lock("wtn")
+                .unwrap()
+                .try_lock_for(Duration::from_secs(2))
+                .await
+        };
+        let err = result.unwrap_err();
+        assert!(matches!(err, fairlock::Error::WrongType { .. }), "{err}");
+        assert_eq!(server.cmd::<i64>(&["EXISTS", &queue, &others[1]]), 0);
+        assert_eq!(server.cmd::<String>(&["GET", &others[0]]), "x");
+    }
+    // The release of an uncontended hold does not touch the liveness key:
+    // it succeeds, and leaves that key alone.
+    guard.unlock().await.unwrap();
+    assert_eq!(server.cmd::<i64>(&["EXISTS", &lock]), 0);
+    assert_eq!(server.cmd::<String>(&["GET", &others[0]]), "x");
+}
+
+/// Non-fair: a release wakes one waiter (one PUBLISH), and every waiter
+/// gets the lock in the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonfair_release_wakes_one() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native, |c| c).await;
+    let holder = c.lock("one").unwrap().lock().await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let lock = c.lock("one").unwrap();
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            guard.unlock().await.unwrap();
+        }));
+    }
+    eventually(Duration::from_secs(5), "queued", || {
+        queue_len(&server, Protocol::Native, "one") == 4
+    })
+    .await;
+    let _: () = server.cmd(&["CONFIG", "RESETSTAT"]);
+    holder.unlock().await.unwrap();
+    let publishes = |server: &RedisServer| {
+        let info: String = server.cmd(&["INFO", "commandstats"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_publish:calls="))
+            .and_then(|v| v.split(',').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // The release published once, whoever got the lock next.
+    assert_eq!(publishes(&server), 1);
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("every waiter gets the lock")
+            .unwrap();
+    }
+    // Four more releases, each with one message at most.
+    assert!(publishes(&server) <= 5, "{}", publishes(&server));
+    assert_eq!(queue_len(&server, Protocol::Native, "one"), 0);
+}
+
+/// Non-fair: the waiter a release wakes is gone (its client died after it
+/// queued, its liveness not yet run out). The live waiter behind it still
+/// gets the lock within about one refresh interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonfair_woken_waiter_gone() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(900);
+    let a = client(&server, Protocol::Native, |c| c.waiter_ttl(ttl)).await;
+    let holder = a.lock("gone").unwrap().lock().await.unwrap();
+    let (_, queue, others) = lock_keys(Protocol::Native, "gone");
+    let alive_until: u64 = {
+        let t: Vec<String> = server.cmd(&["TIME"]);
+        t[0].parse::<u64>().unwrap() * 1000 + 60_000
+    };
+    // First in line, and not owed the lock (a waiter that has waited more
+    // than 10 ms is handed the lock instead of woken, which the fair tests
+    // cover): its arrival number, on the µs clock, lies a minute ahead, and
+    // so does the counter the next waiter's number comes from.
+    let arrival: u64 = {
+        let t: Vec<String> = server.cmd(&["TIME"]);
+        t[0].parse::<u64>().unwrap() * 1_000_000 + 60_000_000
+    };
+    let _: () = server.cmd(&["ZADD", &queue, &arrival.to_string(), "gone-owner:1"]);
+    let _: () = server.cmd(&["HSET", "fairlock:{gone}:meta", "seq", &arrival.to_string()]);
+    let _: () = server.cmd(&["ZADD", &others[0], &alive_until.to_string(), "gone-owner:1"]);
+    let _: () = server.cmd(&["HSET", &others[1], "gone-owner:1", "30000:60000:n"]);
+    let b = client(&server, Protocol::Native, |c| c.waiter_ttl(ttl)).await;
+    let waiter = {
+        let lock = b.lock("gone").unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    eventually(Duration::from_secs(5), "queued", || {
+        queue_len(&server, Protocol::Native, "gone") == 2
+    })
+    .await;
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    // One refresh interval (ttl / 3) and scheduling slack.
+    assert!(released.elapsed() < ttl, "{:?}", released.elapsed());
+    guard.unlock().await.unwrap();
+}
+
+/// Non-fair: the waiter first in line gives up while the lock is free
+/// (after a release woke it): its give-up wakes the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonfair_give_up_wakes_the_next() {
+    let server = RedisServer::start();
+    // A long refresh interval: only a wake-up can be fast.
+    let c = client(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(60))
+    })
+    .await;
+    let holder = c.lock("next").unwrap().lock().await.unwrap();
+    let first = {
+        let lock = c.lock("next").unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    eventually(Duration::from_secs(5), "queued", || {
+        queue_len(&server, Protocol::Native, "next") == 1
+    })
+    .await;
+    let second = {
+        let lock = c.lock("next").unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    eventually(Duration::from_secs(5), "queued", || {
+        queue_len(&server, Protocol::Native, "next") == 2
+    })
+    .await;
+    // The first waiter goes away, then the lock is released while its
+    // give-up may still be on its way: either the release or the give-up
+    // wakes the second.
+    first.abort();
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        released.elapsed()
+    );
+    guard.unlock().await.unwrap();
+}

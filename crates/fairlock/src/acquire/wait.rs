@@ -48,7 +48,9 @@ pub(super) async fn until(
         |(acquisition, failing)| {
             if failing.load(Ordering::SeqCst) {
                 acquisition.undo_unknown_outcome();
-            } else if acquisition.shared.protocol().fair() {
+            } else {
+                // Fair and native non-fair waiters queue (Redisson's
+                // non-fair ones do not: their give-up is a no-op).
                 leave_in_background(acquisition);
             }
         },
@@ -96,11 +98,9 @@ pub(super) async fn until(
                     Err(err)
                 }
                 None => {
-                    if acquisition.shared.protocol().fair() {
-                        let leaving = leave_in_background(acquisition);
-                        let limit = core.config().response_timeout;
-                        let _ = tokio::time::timeout(limit, leaving).await;
-                    }
+                    let leaving = leave_in_background(acquisition);
+                    let limit = core.config().response_timeout;
+                    let _ = tokio::time::timeout(limit, leaving).await;
                     Ok(None)
                 }
             }

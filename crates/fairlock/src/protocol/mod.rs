@@ -5,7 +5,9 @@
 //! sees a raw `redis::Value`.
 
 /// A protocol's script `$file` from `protocol/$dir/`, behind the common
-/// prelude and the protocol's own prelude; loaded once, run with EVALSHA.
+/// prelude and the protocol's own prelude (and, with three arguments,
+/// behind a fast path `$head` in front of both); loaded once, run with
+/// EVALSHA.
 macro_rules! protocol_script {
     ($dir:literal, $file:literal) => {
         std::sync::LazyLock::new(|| {
@@ -17,6 +19,18 @@ macro_rules! protocol_script {
                     include_str!(concat!($dir, "/", $file))
                 ),
             )
+        })
+    };
+    // With a fast path `$head` run first, before the preludes define
+    // anything (it returns early or leaves its reads to `$file`).
+    ($dir:literal, $head:literal, $file:literal) => {
+        std::sync::LazyLock::new(|| {
+            $crate::transport::Script::new(concat!(
+                include_str!(concat!($dir, "/", $head)),
+                include_str!("common.lua"),
+                include_str!(concat!($dir, "/prelude.lua")),
+                include_str!(concat!($dir, "/", $file))
+            ))
         })
     };
 }

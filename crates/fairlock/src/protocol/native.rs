@@ -15,8 +15,8 @@ use crate::error::Result;
 use crate::name::NativeKeys;
 use crate::transport::{Connection, Script};
 
-static ACQUIRE: LazyLock<Script> = protocol_script!("native", "acquire.lua");
-static RELEASE: LazyLock<Script> = protocol_script!("native", "release.lua");
+static ACQUIRE: LazyLock<Script> = protocol_script!("native", "acquire_fast.lua", "acquire.lua");
+static RELEASE: LazyLock<Script> = protocol_script!("native", "release_fast.lua", "release.lua");
 static GIVE_UP: LazyLock<Script> = protocol_script!("native", "give_up.lua");
 static FORCE_RELEASE: LazyLock<Script> = protocol_script!("native", "force_release.lua");
 pub(crate) static RENEW: LazyLock<Script> = protocol_script!("native", "renew.lua");
@@ -134,12 +134,14 @@ impl NativeLock {
         [&k[0], &k[1], &k[2], &k[3], &k[4]]
     }
 
+    /// Every waiter, fair or not, has its own channel: a release wakes one
+    /// waiter, not all.
     pub(crate) fn wake_channel(&self, owner: &str) -> String {
-        if self.fair {
-            format!("{}:{owner}", self.keys.channel)
-        } else {
-            self.keys.channel.clone()
-        }
+        format!("{}:{owner}", self.keys.channel)
+    }
+
+    fn kind(&self) -> String {
+        if self.fair { "fair" } else { "nonfair" }.to_owned()
     }
 
     pub(crate) async fn acquire(
@@ -153,7 +155,7 @@ impl NativeLock {
             ms(args.lease),
             ms(waiter_ttl),
             self.keys.channel.clone(),
-            if self.fair { "fair" } else { "nonfair" }.to_owned(),
+            self.kind(),
             if args.queue { "queue" } else { "once" }.to_owned(),
             args.base.to_string(),
             args.nonce.to_owned(),
@@ -176,6 +178,7 @@ impl NativeLock {
             ms(self.waiter_ttl),
             self.keys.channel.clone(),
             nonce.to_owned(),
+            self.kind(),
         ];
         let reply: i64 = conn
             .script(&GIVE_UP, &self.name, &self.keys(), &args)
@@ -201,6 +204,7 @@ impl NativeLock {
             ms(self.release_cache),
             scope.token.map(|t| t.to_string()).unwrap_or_default(),
             scope.nonce.unwrap_or_default().to_owned(),
+            self.kind(),
         ];
         let reply: i64 = conn.script(&RELEASE, &self.name, &keys, &args).await?;
         Release::decode("native release", reply)
@@ -211,6 +215,7 @@ impl NativeLock {
             ms(self.waiter_ttl),
             self.keys.channel.clone(),
             REVOKED_PREFIX.to_owned(),
+            self.kind(),
         ];
         let reply: i64 = conn
             .script(&FORCE_RELEASE, &self.name, &self.keys(), &args)

@@ -6,31 +6,40 @@
 -- ARGV[7] the owner's hold count before this acquisition, ARGV[8] the
 -- waiter's secret for its grant message (see hand_off)
 -- Returns {1, token} acquired (or claimed a grant made while it waited),
--- {2, count, token} re-entered, {3, lock pttl, position, server ms} waiting
--- (position 0 for the non-fair lock), {4} busy (mode 'once').
+-- {2, count, token} re-entered, {3, lock pttl, position, server ms} waiting,
+-- {4} busy (mode 'once').
 -- Cost: O(log N) in the number of waiters (plus dead waiters dropped, each once).
-local err = check_types()
-if err then
-  return err
-end
+--
+-- Type checks: the first touch of the lock (HMGET) and of the queue (ZRANGE)
+-- are reads, which fail on another type before anything is written. The
+-- other keys are checked with TYPE on every path that touches them, except
+-- the uncontended take (acquire_fast.lua), whose only other key (meta) is
+-- first read (HGET).
 local owner, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local fair, queue, base = ARGV[5] == 'fair', ARGV[6] == 'queue', tonumber(ARGV[7])
-local now, now_us = server_now()
-purge_dead(now)
+-- `lock` (HMGET owner, token, count, nonce) and `waiting` were read by
+-- acquire_fast.lua, which took a free lock nobody waits for.
+local holder = lock[1]
 
-local holder = redis.call('hget', KEYS[1], 'owner')
 if holder == owner then
-  local token = tonumber(redis.call('hget', KEYS[1], 'token'))
-  local count = tonumber(redis.call('hget', KEYS[1], 'count'))
+  local token = tonumber(lock[2])
+  local count = tonumber(lock[3])
+  if waiting then
+    local err = check_line_types()
+    if err then
+      return err
+    end
+  end
   -- This acquisition took the lock (a handoff to it, or an earlier attempt
   -- whose reply was lost): its nonce is in the lock hash, whatever base the
   -- caller read before it queued. Otherwise an earlier attempt of a
   -- re-entry shows as one hold above the base.
-  local ours = redis.call('hget', KEYS[1], 'nonce') == ARGV[8]
-  if ours or count == base + 1 then
+  if lock[4] == ARGV[8] or count == base + 1 then
     -- Already done: handed to this waiter while it waited (its wake-up may
     -- be lost), or an earlier attempt whose reply was lost. Claim it.
-    leave_queue(owner)
+    if waiting then
+      leave_queue(owner)
+    end
     redis.call('hset', KEYS[1], 'claimed', 1)
     redis.call('pexpire', KEYS[1], lease)
     if count == 1 then
@@ -44,12 +53,27 @@ if holder == owner then
   return {2, count, token}
 end
 
+-- Somebody waits, or another owner holds the lock: the line's keys are
+-- touched from here on.
+local err = check_line_types()
+if err then
+  return err
+end
+local now, now_us = server_now()
+if waiting then
+  purge_dead(now)
+end
+
 if not holder then
-  local head = fair and first_live(now)
-  if head and head ~= owner then
-    -- Free (its lease ran out), but a live waiter is first in line.
+  local head = first_live(now)
+  if head and head ~= owner and (fair or starving(head, now_us)) then
+    -- Free (its lease ran out, or a non-fair waiter was woken and has not
+    -- come yet), but a live waiter is first in line: a fair one, or a
+    -- non-fair one that waited too long to be overtaken.
     hand_off(prefix, waiter_ttl, now, now_us)
   else
+    -- Non-fair: a free lock goes to whoever asks (a woken waiter that
+    -- comes later finds it taken and waits for the next wake-up).
     leave_queue(owner)
     return {1, take(owner, lease, now_us, 1, ARGV[8])}
   end
@@ -59,17 +83,16 @@ if not queue then
   return {4}
 end
 local pttl = redis.call('pttl', KEYS[1])
-if not fair then
-  return {3, pttl, 0, now}
-end
 if not redis.call('zscore', KEYS[2], owner) then
   redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), owner)
   redis.call('hset', KEYS[5], owner, decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. ARGV[8])
+  -- The records may lack entries of waiters queued by other versions (and
+  -- so have been empty, gone, while the queue was not): keep them on their
+  -- own once per waiter; the refreshes keep the three keys together.
+  keep(KEYS[5], waiter_ttl)
 end
 redis.call('zadd', KEYS[3], now + waiter_ttl, owner)
 -- The line's keys outlive the longest-lived waiter's place, and no more.
-keep(KEYS[2], waiter_ttl)
-keep(KEYS[3], waiter_ttl)
-keep(KEYS[5], waiter_ttl)
+keep_line(waiter_ttl)
 keep(KEYS[4], waiter_ttl + META_GRACE_MS)
 return {3, pttl, redis.call('zrank', KEYS[2], owner) + 1, now}

@@ -1,8 +1,9 @@
 -- Native lock: release whoever holds it, tell the holder's client, and hand
--- the lock to the next live waiter.
+-- the lock to the next live waiter (fair) or wake one (non-fair).
 -- KEYS[1..5] see the prelude
 -- ARGV[1] waiter ttl ms (for a waiter without a record), ARGV[2] channel
--- prefix, ARGV[3] revocation channel prefix (the holder's client id is appended)
+-- prefix, ARGV[3] revocation channel prefix (the holder's client id is
+-- appended), ARGV[4] 'fair' or 'nonfair'
 -- Returns 1 when a holder was removed, else 0. Cost: O(log N).
 local err = check_types()
 if err then
@@ -12,7 +13,6 @@ local holder = redis.call('hget', KEYS[1], 'owner')
 if not holder then
   return 0
 end
-local now, now_us = server_now()
-release_fully(ARGV[2], tonumber(ARGV[1]), now, now_us)
+release_fully(ARGV[2], tonumber(ARGV[1]), ARGV[4] ~= 'nonfair', anybody_waits())
 revoke(ARGV[3], holder)
 return 1

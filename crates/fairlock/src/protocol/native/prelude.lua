@@ -49,6 +49,19 @@ local function keep(key, ms)
   end
 end
 
+-- keep() for the line's three keys (queue, liveness, records): a waiter is
+-- in the queue iff in the liveness set (invariant 2), the three are kept
+-- together with the same TTL, so one PTTL tells all three (the records get
+-- their own keep() when a waiter queues, see acquire.lua).
+local function keep_line(ms)
+  local left = redis.call('pttl', KEYS[2])
+  if left ~= -2 and left < ms then
+    redis.call('pexpire', KEYS[2], ms)
+    redis.call('pexpire', KEYS[3], ms)
+    redis.call('pexpire', KEYS[5], ms)
+  end
+end
+
 -- A queued waiter's record: the lease it asked for, its own waiter ttl and
 -- the secret (nonce) that authenticates its grant message. Written as
 -- 'LEASE:TTL:NONCE'; anything else (a record from another version, or
@@ -139,15 +152,55 @@ local function hand_off(channel_prefix, default_ttl, now, now_us)
   return head
 end
 
--- The holder is gone: hand the lock to the next live waiter, or free it and
--- wake the non-fair waiters.
-local function release_fully(channel_prefix, default_ttl, now, now_us)
-  purge_dead(now)
+-- A waiter of the non-fair lock that has waited this long (since it queued)
+-- is no longer overtaken: the lock is handed to it as to a fair waiter.
+-- Barging keeps the lock busy while a woken waiter is on its way; this
+-- bound keeps a waiter from being overtaken forever by holders that
+-- release and acquire again at once.
+local STARVE_US = 10000
+
+-- Has `waiter` (queued) waited longer than STARVE_US?
+local function starving(waiter, now_us)
+  local arrival = tonumber(redis.call('zscore', KEYS[2], waiter))
+  return arrival ~= nil and arrival < now_us - STARVE_US
+end
+
+-- Wake one waiter of a non-fair lock: the first live one, on its own
+-- channel. It stays in line; its next attempt takes the free lock, or
+-- (overtaken meanwhile) it waits for the next release, which wakes it
+-- again. A waiter that has waited longer than STARVE_US is handed the lock
+-- instead. Returns false when nobody (alive) waits.
+local function wake_one(channel_prefix, default_ttl, now, now_us)
+  local head = first_live(now)
+  if not head then
+    return false
+  end
+  if starving(head, now_us) then
+    return hand_off(channel_prefix, default_ttl, now, now_us)
+  end
+  redis.call('publish', channel_prefix .. ':' .. head, 'free')
+  return head
+end
+
+-- The holder is gone: hand the lock to the next live waiter (fair), or free
+-- it and wake one waiter (non-fair). `waiting`: the queue was not empty
+-- (else only the lock key is deleted: nobody to hand it to or to wake).
+local function release_fully(channel_prefix, default_ttl, fair, waiting)
   redis.call('del', KEYS[1])
-  if not hand_off(channel_prefix, default_ttl, now, now_us) then
-    -- Nobody waits: the name's last key goes with the release caches.
+  if not waiting then
+    return
+  end
+  local now, now_us = server_now()
+  purge_dead(now)
+  local passed
+  if fair then
+    passed = hand_off(channel_prefix, default_ttl, now, now_us)
+  else
+    passed = wake_one(channel_prefix, default_ttl, now, now_us)
+  end
+  if not passed then
+    -- Nobody alive waits: the name's last key goes with the release caches.
     redis.call('pexpire', KEYS[4], META_GRACE_MS)
-    redis.call('publish', channel_prefix, 'free')
   end
 end
 
@@ -164,4 +217,18 @@ end
 local function check_types()
   return wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
     or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
+end
+
+-- The types of the keys besides the lock and the queue, for the paths that
+-- touch them; the lock's and the queue's are checked by each script's first
+-- reads (HMGET, ZRANGE), which fail on another type before anything is
+-- written.
+local function check_line_types()
+  return wrong_type(KEYS[3], 'zset') or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
+end
+
+-- Is anybody queued? Also the queue key's type check (a read that fails on
+-- another type).
+local function anybody_waits()
+  return redis.call('zrange', KEYS[2], 0, 0)[1] ~= nil
 end

@@ -6,14 +6,14 @@
 --   earlier attempt whose reply was lost succeeded)
 -- Returns {1, 1} acquired, {2, count} re-entered, {3, ttl, position} queued
 -- (position 0 when already queued), {4, ttl} busy (mode 'once').
-local err = wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'list') or wrong_type(KEYS[3], 'zset')
-if err then
-  return err
-end
+--
+-- Type checks without TYPE: the lock's first touch is HGETALL, the queue's
+-- LINDEX, the deadlines' ZSCORE (somebody waits) or ZREM (nobody does: the
+-- first write of that path, so a failure there writes nothing either).
 local lease, owner, slot, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- A retry whose earlier attempt was granted but whose reply was lost.
-local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
+local exists, held = hold_of(KEYS[1], owner)
 if held == tonumber(ARGV[6]) + 1 then
   if held == 1 then
     return {1, 1}
@@ -21,11 +21,18 @@ if held == tonumber(ARGV[6]) + 1 then
   return {2, held}
 end
 
-purge_stale_heads(KEYS[2], KEYS[3], now)
+local head = purge_stale_heads(KEYS[2], KEYS[3], now)
 
-if redis.call('exists', KEYS[1]) == 0 then
-  local head = redis.call('lindex', KEYS[2], 0)
-  if (not head) or head == owner then
+if not exists then
+  if not head then
+    -- Nobody waits: Redisson's steps (pop the head, lower the others'
+    -- deadlines) have nothing to act on; its ZREM of the owner stays.
+    redis.call('zrem', KEYS[3], owner)
+    redis.call('hset', KEYS[1], owner, 1)
+    redis.call('pexpire', KEYS[1], lease)
+    return {1, 1}
+  end
+  if head == owner then
     -- Free and our turn: leave the queue; everyone behind moves up one slot.
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], owner)
@@ -37,7 +44,7 @@ if redis.call('exists', KEYS[1]) == 0 then
     redis.call('pexpire', KEYS[1], lease)
     return {1, 1}
   end
-elseif redis.call('hexists', KEYS[1], owner) == 1 then
+elseif held then
   -- Held by this owner: re-entry.
   local count = redis.call('hincrby', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)

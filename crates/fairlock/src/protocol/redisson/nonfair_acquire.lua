@@ -4,19 +4,16 @@
 -- ARGV[3] the owner's hold count before this acquisition (finding one more means an
 --   earlier attempt whose reply was lost succeeded)
 -- Returns {1, 1} acquired, {2, count} re-entered, {3, ttl} held by another owner.
-local err = wrong_type(KEYS[1], 'hash')
-if err then
-  return err
-end
+-- The lock's first touch (HGETALL) is a read: another type fails before any write.
 local owner = ARGV[2]
-local held = tonumber(redis.call('hget', KEYS[1], owner) or '0')
+local exists, held = hold_of(KEYS[1], owner)
 if held == tonumber(ARGV[3]) + 1 then
   if held == 1 then
     return {1, 1}
   end
   return {2, held}
 end
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], owner) == 1 then
+if not exists or held then
   local count = redis.call('hincrby', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   if count == 1 then
