@@ -11,6 +11,7 @@ mod failure;
 mod history;
 mod inspect;
 mod metrics_server;
+mod private_cluster;
 mod private_redis;
 mod private_sentinel;
 mod progress;
