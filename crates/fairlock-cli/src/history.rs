@@ -267,6 +267,31 @@ impl Failovers {
         })
     }
 
+    /// Holds told they lost the lock (`is_held()` false at their end):
+    /// all of them, and those of a lock a failover hit that ended within
+    /// that failover's window.
+    pub(crate) fn lost(&self, events: &[Event]) -> (usize, usize) {
+        let lost: Vec<&Hold> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Hold(hold) if !hold.valid => Some(hold),
+                _ => None,
+            })
+            .collect();
+        let at_failover = lost
+            .iter()
+            .filter(|h| {
+                self.at.iter().any(|f| {
+                    f.hits(&h.lock)
+                        && h.start <= f.at.saturating_add(self.settle_us)
+                        && h.end >= f.at
+                        && h.end - f.at <= self.window_us
+                })
+            })
+            .count();
+        (lost.len(), at_failover)
+    }
+
     /// How long each failover stopped its locks (µs), by kind: the longest
     /// stretch, from the fault or a grant within the window, to the next
     /// grant of any lock the failover hit. The window ends at the next
@@ -904,6 +929,28 @@ mod tests {
             two.recovery(&events),
             vec![("kill".to_owned(), 195), ("stop".to_owned(), 100)]
         );
+    }
+
+    #[test]
+    fn lost_holds_are_counted_and_those_at_a_failover_apart() {
+        let mut events = vec![
+            hold("a", 1, 0, 10, 20),
+            // Lost across the failover at 100.
+            hold("b", 2, 0, 90, 150),
+            // Lost long after the window.
+            hold("c", 3, 0, 5_000, 5_010),
+        ];
+        for e in &mut events[1..] {
+            if let Event::Hold(h) = e {
+                h.valid = false;
+            }
+        }
+        let failovers = Failovers {
+            at: vec![Failover::of_all(100, "kill")],
+            settle_us: 0,
+            window_us: 1_000,
+        };
+        assert_eq!(failovers.lost(&events), (2, 1));
     }
 
     #[test]

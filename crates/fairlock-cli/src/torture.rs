@@ -593,6 +593,7 @@ async fn run_against(
         window_us: plan.failover_window().as_micros() as u64,
     };
     let recovery = failovers.recovery(&history.events);
+    let lost = failovers.lost(&history.events);
     let verdict = check(plan, &history, injector.queues, &failovers);
     print_summary(
         plan,
@@ -600,6 +601,7 @@ async fn run_against(
         &injector.injected,
         &verdict,
         &recovery,
+        lost,
         started.elapsed(),
         early.as_deref(),
     );
@@ -1931,6 +1933,7 @@ fn print_summary(
     injected: &Injected,
     verdict: &Verdict,
     recovery: &[(String, u64)],
+    (lost, lost_at_failovers): (usize, usize),
     elapsed: Duration,
     early: Option<&str>,
 ) {
@@ -2017,6 +2020,14 @@ fn print_summary(
     for example in &report.examples {
         println!("  {example}");
     }
+    println!(
+        "holds told they lost the lock (is_held() false at their end): {lost}{}",
+        if plan.topology == Topology::Standalone {
+            String::new()
+        } else {
+            format!(", {lost_at_failovers} of them at a failover")
+        }
+    );
     println!("forged tokens held: {}", verdict.forged_holds);
     println!("violations: {}", verdict.violations());
 }
