@@ -592,16 +592,12 @@ async fn run_against(
         settle_us: plan.failover_time().as_micros() as u64,
         window_us: plan.failover_window().as_micros() as u64,
     };
-    let recovery = failovers.recovery(&history.events);
-    let lost = failovers.lost(&history.events);
     let verdict = check(plan, &history, injector.queues, &failovers);
     print_summary(
         plan,
         &history,
         &injector.injected,
         &verdict,
-        &recovery,
-        lost,
         started.elapsed(),
         early.as_deref(),
     );
@@ -1867,6 +1863,10 @@ struct Verdict {
     report: Report,
     /// Holds with the forged token: granted by a message, not the server.
     forged_holds: usize,
+    /// How long each failover stopped its locks (µs), by kind.
+    recovery: Vec<(String, u64)>,
+    /// Holds told they lost the lock: all, and those at a failover.
+    lost: (usize, usize),
 }
 
 impl Verdict {
@@ -1899,6 +1899,8 @@ fn check(
     Verdict {
         report,
         forged_holds,
+        recovery: failovers.recovery(&history.events),
+        lost: failovers.lost(&history.events),
     }
 }
 
@@ -1932,8 +1934,6 @@ fn print_summary(
     history: &History,
     injected: &Injected,
     verdict: &Verdict,
-    recovery: &[(String, u64)],
-    (lost, lost_at_failovers): (usize, usize),
     elapsed: Duration,
     early: Option<&str>,
 ) {
@@ -1993,12 +1993,13 @@ fn print_summary(
              busy lock; {overlaps_at_failovers}"
         ),
     }
-    if !recovery.is_empty() {
+    if !verdict.recovery.is_empty() {
         println!(
             "recovery (longest wait for a grant of a lock the failover hit, from the fault): {}",
-            recovery_summary(recovery)
+            recovery_summary(&verdict.recovery)
         );
     }
+    let (lost, lost_at_failovers) = verdict.lost;
     println!(
         "checks: overlaps {}, FIFO {} (of {} queue-order pairs), requeued live waiters {}{}, tokens {}, liveness {}",
         report.overlaps,
