@@ -216,6 +216,31 @@ fn check_overlaps(lock: &str, holds: &[&Hold], failovers: &Failovers, report: &m
     }
 }
 
+/// The longest stretch without a grant of any lock between `from` and
+/// `to` (server time, µs), and where it began. A wait that never ends in a
+/// grant leaves no hold behind for the other checks: a run where nothing
+/// is granted any more shows here.
+pub(crate) fn longest_stall(events: &[Event], from: u64, to: u64) -> (u64, u64) {
+    let mut starts: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Hold(hold) => Some(hold.start.clamp(from, to)),
+            _ => None,
+        })
+        .collect();
+    starts.push(to);
+    starts.sort_unstable();
+    let mut previous = from;
+    let mut longest = (0, from);
+    for start in starts {
+        if start - previous > longest.0 {
+            longest = (start - previous, previous);
+        }
+        previous = start;
+    }
+    longest
+}
+
 /// When failovers were injected (server time, µs); how long one may take
 /// until the new master serves (the old master may grant until then: a
 /// `SENTINEL FAILOVER` does not stop it at once); and how long after one a
@@ -951,6 +976,14 @@ mod tests {
             window_us: 1_000,
         };
         assert_eq!(failovers.lost(&events), (2, 1));
+    }
+
+    #[test]
+    fn the_longest_stall_runs_to_the_end_of_the_run() {
+        let events = vec![hold("a", 1, 0, 10, 11), hold("b", 2, 0, 30, 31)];
+        assert_eq!(longest_stall(&events, 0, 100), (70, 30));
+        assert_eq!(longest_stall(&events, 0, 40), (20, 10));
+        assert_eq!(longest_stall(&[], 5, 9), (4, 5));
     }
 
     #[test]

@@ -105,6 +105,14 @@ impl PrivateSentinel {
         self.sentinels[index].url()
     }
 
+    /// Every sentinel's URL, and every data node's (for diagnostics).
+    pub(crate) fn all_urls(&self) -> (Vec<String>, Vec<String>) {
+        (
+            self.sentinels.iter().map(PrivateRedis::url).collect(),
+            self.nodes.iter().map(PrivateRedis::url).collect(),
+        )
+    }
+
     /// The pid of sentinel `index`, while it runs.
     pub(crate) fn sentinel_pid(&self, index: usize) -> Option<u32> {
         self.sentinels.get(index).and_then(PrivateRedis::pid)

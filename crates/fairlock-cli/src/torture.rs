@@ -571,6 +571,8 @@ async fn run_against(
     let stop = StopSignals::listen()?;
     let reports = Arc::new(Reports::default());
     let started = Instant::now();
+    let mut clock = stage.conn.clone();
+    let started_us = server_time_us(&mut clock).await?;
     let deadline = started + plan.duration;
     let mut workers = Workers::start(cli, plan, &stage, &reports)?;
     let mut injector = Injector::new(plan, &stage, workers.seed)?;
@@ -587,12 +589,15 @@ async fn run_against(
     }
     workers.wind_down(early.is_some(), &stop).await;
     let history = collect(&reports, &injector.injected.hits);
+    let ended_us = server_time_us(&mut clock).await.unwrap_or(started_us);
     let failovers = Failovers {
         at: injector.injected.failovers.clone(),
         settle_us: plan.failover_time().as_micros() as u64,
         window_us: plan.failover_window().as_micros() as u64,
     };
-    let verdict = check(plan, &history, injector.queues, &failovers);
+    let mut verdict = check(plan, &history, injector.queues, &failovers);
+    verdict.stall = history::longest_stall(&history.events, started_us, ended_us);
+    verdict.stall.1 = verdict.stall.1.saturating_sub(started_us);
     print_summary(
         plan,
         &history,
@@ -1118,6 +1123,9 @@ struct FailoverState {
     /// The port of a killed master, to start again as a replica once the
     /// sentinels named another master.
     rejoin: Option<u16>,
+    /// When a killed master's rejoin last waited long enough to be
+    /// reported (every 30 s while the sentinels name no other master).
+    rejoin_reported: Option<Instant>,
     /// A SIGSTOPped master's pid, and when to SIGCONT it.
     resume: Option<(u32, Instant)>,
     /// Sentinel: a SIGSTOPped sentinel (its index and pid), and when to
@@ -1186,6 +1194,7 @@ impl<'a> Injector<'a> {
             failover: FailoverState {
                 rejoin: None,
                 resume: None,
+                rejoin_reported: None,
                 sentinel_resume: None,
                 cluster_rejoin: None,
                 migration: None,
@@ -1534,8 +1543,17 @@ impl<'a> Injector<'a> {
             return Ok(());
         };
         if master == port {
+            let since = *self
+                .failover
+                .rejoin_reported
+                .get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_secs(30) {
+                self.failover.rejoin_reported = Some(Instant::now());
+                self.report_stuck_failover(port).await;
+            }
             return Ok(());
         }
+        self.failover.rejoin_reported = None;
         if let Some(deployment) = &self.stage.sentinel {
             let deployment = Arc::clone(deployment);
             let _ = tokio::task::spawn_blocking(move || {
@@ -1781,6 +1799,57 @@ impl<'a> Injector<'a> {
         .ok()
     }
 
+    /// On stderr: what each sentinel and data node says, while the
+    /// sentinels still name the master killed on `port` (30 s or more).
+    async fn report_stuck_failover(&self, port: u16) {
+        let Some(deployment) = &self.stage.sentinel else {
+            return;
+        };
+        let (sentinels, nodes) = lock_deployment(deployment).all_urls();
+        eprintln!("torture: the sentinels still name the killed master :{port} after 30 s or more");
+        let wanted = [
+            "flags",
+            "num-slaves",
+            "num-other-sentinels",
+            "failover-state",
+            "leader",
+            "config-epoch",
+        ];
+        for url in sentinels {
+            let view: Option<Vec<String>> = query(
+                &url,
+                redis::cmd("SENTINEL")
+                    .arg("MASTER")
+                    .arg(private_sentinel::SERVICE),
+            )
+            .await;
+            let fields: Vec<String> = view
+                .unwrap_or_default()
+                .chunks(2)
+                .filter(|pair| pair.len() == 2 && wanted.contains(&pair[0].as_str()))
+                .map(|pair| format!("{}={}", pair[0], pair[1]))
+                .collect();
+            let replicas: Option<redis::Value> = query(
+                &url,
+                redis::cmd("SENTINEL")
+                    .arg("REPLICAS")
+                    .arg(private_sentinel::SERVICE),
+            )
+            .await;
+            eprintln!("torture:   sentinel {url}: {fields:?}; replicas {replicas:?}");
+        }
+        for url in nodes {
+            let info: Option<String> = query(&url, redis::cmd("INFO").arg("replication")).await;
+            let lines: Vec<&str> = info
+                .as_deref()
+                .unwrap_or("(no answer)")
+                .lines()
+                .filter(|l| !l.starts_with("master_repl") && !l.starts_with("repl_backlog"))
+                .collect();
+            eprintln!("torture:   node {url}: {}", lines.join(" "));
+        }
+    }
+
     /// SIGSTOP worker `victim` past its lease, sampling the queue
     /// meanwhile, then SIGCONT it.
     async fn pause(&mut self, workers: &Workers<'_>, victim: usize) {
@@ -1867,6 +1936,9 @@ struct Verdict {
     recovery: Vec<(String, u64)>,
     /// Holds told they lost the lock: all, and those at a failover.
     lost: (usize, usize),
+    /// The longest stretch without a grant (µs), and when it began (µs
+    /// into the run).
+    stall: (u64, u64),
 }
 
 impl Verdict {
@@ -1901,6 +1973,7 @@ fn check(
         forged_holds,
         recovery: failovers.recovery(&history.events),
         lost: failovers.lost(&history.events),
+        stall: (0, 0),
     }
 }
 
@@ -2028,6 +2101,11 @@ fn print_summary(
         } else {
             format!(", {lost_at_failovers} of them at a failover")
         }
+    );
+    println!(
+        "longest stretch without a grant of any lock: {:.1}s, from {:.0}s into the run",
+        verdict.stall.0 as f64 / 1e6,
+        verdict.stall.1 as f64 / 1e6
     );
     println!("forged tokens held: {}", verdict.forged_holds);
     println!("violations: {}", verdict.violations());
