@@ -119,6 +119,14 @@ pub(crate) struct WorkerArgs {
     settings: LockSettings,
 }
 
+/// At most one sentinel is frozen per this long. A sentinel whose timer
+/// was delayed by more than 2 s (a SIGSTOP) enters TILT mode for 30 s: it
+/// takes no action and answers no to its peers' "is the master down"
+/// questions. Frozen more often, two of the three sentinels were in TILT
+/// at once and no failover could happen (a killed master stayed the master
+/// for minutes, and nothing was granted).
+const SENTINEL_FREEZE_EVERY: Duration = Duration::from_secs(40);
+
 /// How often the progress line is written when stderr is not a terminal.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// How long workers get, after the run, to release their locks and exit.
@@ -1131,6 +1139,8 @@ struct FailoverState {
     /// Sentinel: a SIGSTOPped sentinel (its index and pid), and when to
     /// SIGCONT it.
     sentinel_resume: Option<(usize, u32, Instant)>,
+    /// When a sentinel was frozen last (see [`SENTINEL_FREEZE_EVERY`]).
+    sentinel_frozen_at: Option<Instant>,
     /// Cluster: a killed master's port and the slot of a lock it served,
     /// to start it again once another master serves that slot.
     cluster_rejoin: Option<(u16, u16)>,
@@ -1196,6 +1206,7 @@ impl<'a> Injector<'a> {
                 resume: None,
                 rejoin_reported: None,
                 sentinel_resume: None,
+                sentinel_frozen_at: None,
                 cluster_rejoin: None,
                 migration: None,
                 next_allowed: Instant::now() + Duration::from_secs(2),
@@ -1378,7 +1389,12 @@ impl<'a> Injector<'a> {
     ) -> Result<(), Failure> {
         let mut kind = self.rng.below(6);
         if kind == 5 {
-            if self.failover.sentinel_resume.is_none() {
+            if self.failover.sentinel_resume.is_none()
+                && self
+                    .failover
+                    .sentinel_frozen_at
+                    .is_none_or(|at| at.elapsed() >= SENTINEL_FREEZE_EVERY)
+            {
                 self.freeze_sentinel(at);
                 self.next_fault =
                     Instant::now() + Duration::from_millis(1500 + self.rng.below(1500));
@@ -1469,6 +1485,7 @@ impl<'a> Injector<'a> {
         let _ = kill(Pid::from_raw(pid as i32), Signal::SIGSTOP);
         let thaw = Instant::now() + Duration::from_millis(2000 + self.rng.below(3000));
         self.failover.sentinel_resume = Some((index, pid, thaw));
+        self.failover.sentinel_frozen_at = Some(Instant::now());
         self.injected.sentinel_pauses += 1;
         self.injected.hits.push((at, 0));
     }
