@@ -193,10 +193,11 @@ fn check_overlaps(lock: &str, holds: &[&Hold], failovers: &Failovers, report: &m
     let mut latest_owner = "";
     for hold in holds.iter().filter(|h| h.valid) {
         if hold.start < latest_end {
-            if failovers.between(latest_start, hold.start) {
+            if failovers.between(lock, latest_start, hold.start) {
                 report.failover_overlaps += 1;
                 report.example(format!(
-                    "{lock}: {} started at {} before {latest_owner} ended at {latest_end},                      across a failover (asynchronous replication)",
+                    "{lock}: {} started at {} before {latest_owner} ended at {latest_end}, \
+                     across a failover (asynchronous replication)",
                     hold.owner, hold.start
                 ));
             } else {
@@ -215,6 +216,31 @@ fn check_overlaps(lock: &str, holds: &[&Hold], failovers: &Failovers, report: &m
     }
 }
 
+/// The longest stretch without a grant of any lock between `from` and
+/// `to` (server time, µs), and where it began. A wait that never ends in a
+/// grant leaves no hold behind for the other checks: a run where nothing
+/// is granted any more shows here.
+pub(crate) fn longest_stall(events: &[Event], from: u64, to: u64) -> (u64, u64) {
+    let mut starts: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Hold(hold) => Some(hold.start.clamp(from, to)),
+            _ => None,
+        })
+        .collect();
+    starts.push(to);
+    starts.sort_unstable();
+    let mut previous = from;
+    let mut longest = (0, from);
+    for start in starts {
+        if start - previous > longest.0 {
+            longest = (start - previous, previous);
+        }
+        previous = start;
+    }
+    longest
+}
+
 /// When failovers were injected (server time, µs); how long one may take
 /// until the new master serves (the old master may grant until then: a
 /// `SENTINEL FAILOVER` does not stop it at once); and how long after one a
@@ -222,20 +248,111 @@ fn check_overlaps(lock: &str, holds: &[&Hold], failovers: &Failovers, report: &m
 /// the lock without knowing yet (µs).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Failovers {
-    pub(crate) at: Vec<u64>,
+    pub(crate) at: Vec<Failover>,
     pub(crate) settle_us: u64,
     pub(crate) window_us: u64,
 }
 
+/// One failover fault: when (server time, µs), what kind (for the report),
+/// and the locks it may lose (those the failed master served; empty: every
+/// lock, as under Sentinel, where one master serves them all).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failover {
+    pub(crate) at: u64,
+    pub(crate) kind: String,
+    pub(crate) locks: Vec<String>,
+}
+
+impl Failover {
+    /// A failover of the one master that serves every lock.
+    pub(crate) fn of_all(at: u64, kind: &str) -> Self {
+        Self {
+            at,
+            kind: kind.to_owned(),
+            locks: Vec::new(),
+        }
+    }
+
+    fn hits(&self, lock: &str) -> bool {
+        self.locks.is_empty() || self.locks.iter().any(|l| l == lock)
+    }
+}
+
 impl Failovers {
-    /// The hold that began at `earlier` may have been granted by a master
-    /// that a failover then replaced (it began before that failover
-    /// settled), and the one that began at `later` came after the failover
-    /// began, within its window.
-    fn between(&self, earlier: u64, later: u64) -> bool {
-        self.at.iter().any(|&f| {
-            earlier <= f.saturating_add(self.settle_us) && f <= later && later - f <= self.window_us
+    /// The hold of `lock` that began at `earlier` may have been granted by
+    /// a master that a failover of that lock's master then replaced (it
+    /// began before that failover settled), and the one that began at
+    /// `later` came after the failover began, within its window.
+    fn between(&self, lock: &str, earlier: u64, later: u64) -> bool {
+        self.at.iter().any(|f| {
+            f.hits(lock)
+                && earlier <= f.at.saturating_add(self.settle_us)
+                && f.at <= later
+                && later - f.at <= self.window_us
         })
+    }
+
+    /// Holds told they lost the lock (`is_held()` false at their end):
+    /// all of them, and those of a lock a failover hit that ended within
+    /// that failover's window.
+    pub(crate) fn lost(&self, events: &[Event]) -> (usize, usize) {
+        let lost: Vec<&Hold> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Hold(hold) if !hold.valid => Some(hold),
+                _ => None,
+            })
+            .collect();
+        let at_failover = lost
+            .iter()
+            .filter(|h| {
+                self.at.iter().any(|f| {
+                    f.hits(&h.lock)
+                        && h.start <= f.at.saturating_add(self.settle_us)
+                        && h.end >= f.at
+                        && h.end - f.at <= self.window_us
+                })
+            })
+            .count();
+        (lost.len(), at_failover)
+    }
+
+    /// How long each failover stopped its locks (µs), by kind: the longest
+    /// stretch, from the fault or a grant within the window, to the next
+    /// grant of any lock the failover hit. The window ends at the next
+    /// failover, if that comes first (a stretch across it counts up to it).
+    /// Measured from the holds; a failover after which no hit lock was
+    /// granted again is left out (the run ended first).
+    pub(crate) fn recovery(&self, events: &[Event]) -> Vec<(String, u64)> {
+        let by_lock = holds_by_lock(events);
+        let mut times: Vec<u64> = self.at.iter().map(|f| f.at).collect();
+        times.sort_unstable();
+        self.at
+            .iter()
+            .filter_map(|f| {
+                let next = times.iter().find(|&&t| t > f.at).copied();
+                let mut starts: Vec<u64> = by_lock
+                    .iter()
+                    .filter(|(lock, _)| f.hits(lock))
+                    .flat_map(|(_, holds)| holds.iter().map(|h| h.start))
+                    .filter(|&s| s >= f.at)
+                    .collect();
+                starts.sort_unstable();
+                let end =
+                    f.at.saturating_add(self.window_us)
+                        .min(next.unwrap_or(u64::MAX));
+                let mut longest = 0;
+                let mut from = f.at;
+                for start in starts {
+                    longest = longest.max(start.min(end) - from);
+                    if start >= end {
+                        return Some((f.kind.clone(), longest));
+                    }
+                    from = start;
+                }
+                (from > f.at).then(|| (f.kind.clone(), longest))
+            })
+            .collect()
     }
 }
 
@@ -746,7 +863,7 @@ mod tests {
             hold("c", 3, 0, 40, 50),
         ];
         let failovers = Failovers {
-            at: vec![15],
+            at: vec![Failover::of_all(15, "test")],
             settle_us: 0,
             window_us: 10,
         };
@@ -765,7 +882,7 @@ mod tests {
         // A failover that settled before the earlier hold began explains
         // nothing; one still settling when it began does.
         let before = Failovers {
-            at: vec![5],
+            at: vec![Failover::of_all(5, "test")],
             settle_us: 4,
             window_us: 1000,
         };
@@ -779,6 +896,94 @@ mod tests {
         let mut report = Report::default();
         check_overlaps("l", &holds(&events), &settling, &mut report);
         assert_eq!((report.overlaps, report.failover_overlaps), (0, 2));
+    }
+
+    #[test]
+    fn a_failover_explains_overlaps_of_the_locks_it_hit_only() {
+        let events = vec![hold("a", 1, 0, 10, 100), hold("b", 2, 0, 20, 30)];
+        let scoped = |locks: &[&str]| Failovers {
+            at: vec![Failover {
+                at: 15,
+                kind: "test".into(),
+                locks: locks.iter().map(|l| (*l).to_owned()).collect(),
+            }],
+            settle_us: 0,
+            window_us: 10,
+        };
+        let mut report = Report::default();
+        check_overlaps("l", &holds(&events), &scoped(&["other"]), &mut report);
+        assert_eq!((report.overlaps, report.failover_overlaps), (1, 0));
+        let mut report = Report::default();
+        check_overlaps("l", &holds(&events), &scoped(&["other", "l"]), &mut report);
+        assert_eq!((report.overlaps, report.failover_overlaps), (0, 1));
+    }
+
+    #[test]
+    fn recovery_is_the_longest_stall_of_the_hit_locks_after_a_failover() {
+        let events = vec![
+            hold("a", 1, 0, 10, 11),
+            // Fault at 100: grants at 105, then none until 400.
+            hold("b", 2, 0, 105, 106),
+            hold("c", 3, 0, 400, 401),
+            hold("d", 4, 0, 410, 411),
+        ];
+        let failovers = Failovers {
+            at: vec![Failover::of_all(100, "kill")],
+            settle_us: 0,
+            window_us: 1_000,
+        };
+        assert_eq!(failovers.recovery(&events), vec![("kill".to_owned(), 295)]);
+        // A failover of another lock's master measures that lock only: none
+        // granted after it.
+        let other = Failovers {
+            at: vec![Failover {
+                at: 100,
+                kind: "kill".into(),
+                locks: vec!["other".into()],
+            }],
+            ..failovers
+        };
+        assert_eq!(other.recovery(&events), Vec::new());
+        // A second failover at 300 ends the first one's window: the stall
+        // counts up to it, and the second one's from its own fault.
+        let two = Failovers {
+            at: vec![Failover::of_all(100, "kill"), Failover::of_all(300, "stop")],
+            ..failovers
+        };
+        assert_eq!(
+            two.recovery(&events),
+            vec![("kill".to_owned(), 195), ("stop".to_owned(), 100)]
+        );
+    }
+
+    #[test]
+    fn lost_holds_are_counted_and_those_at_a_failover_apart() {
+        let mut events = vec![
+            hold("a", 1, 0, 10, 20),
+            // Lost across the failover at 100.
+            hold("b", 2, 0, 90, 150),
+            // Lost long after the window.
+            hold("c", 3, 0, 5_000, 5_010),
+        ];
+        for e in &mut events[1..] {
+            if let Event::Hold(h) = e {
+                h.valid = false;
+            }
+        }
+        let failovers = Failovers {
+            at: vec![Failover::of_all(100, "kill")],
+            settle_us: 0,
+            window_us: 1_000,
+        };
+        assert_eq!(failovers.lost(&events), (2, 1));
+    }
+
+    #[test]
+    fn the_longest_stall_runs_to_the_end_of_the_run() {
+        let events = vec![hold("a", 1, 0, 10, 11), hold("b", 2, 0, 30, 31)];
+        assert_eq!(longest_stall(&events, 0, 100), (70, 30));
+        assert_eq!(longest_stall(&events, 0, 40), (20, 10));
+        assert_eq!(longest_stall(&[], 5, 9), (4, 5));
     }
 
     #[test]

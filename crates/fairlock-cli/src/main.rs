@@ -12,6 +12,7 @@ mod failure;
 mod history;
 mod inspect;
 mod metrics_server;
+mod private_cluster;
 mod private_redis;
 mod private_sentinel;
 mod progress;

@@ -16,6 +16,9 @@ pub(crate) const SERVICE: &str = "fairlock";
 /// How long the master may be unreachable before the sentinels fail over.
 pub(crate) const DOWN_AFTER: Duration = Duration::from_secs(1);
 
+/// How many sentinels watch the master (quorum 2).
+pub(crate) const SENTINELS: usize = 3;
+
 pub(crate) struct PrivateSentinel {
     // Dropped in field order: sentinels first, so none starts a failover
     // on the way out.
@@ -38,7 +41,7 @@ impl PrivateSentinel {
              sentinel failover-timeout {SERVICE} 10000\n",
             DOWN_AFTER.as_millis()
         );
-        let sentinels = (0..3)
+        let sentinels = (0..SENTINELS)
             .map(|_| PrivateRedis::start_with(Some(&config), &["--sentinel"]))
             .collect::<Result<Vec<_>, _>>()?;
         let deployment = Self {
@@ -95,9 +98,24 @@ impl PrivateSentinel {
         self.clock.url()
     }
 
-    /// The first sentinel's URL (for `SENTINEL` commands).
-    pub(crate) fn sentinel_url(&self) -> String {
-        self.sentinels[0].url()
+    /// The URL of the first sentinel but `frozen` (for `SENTINEL`
+    /// commands).
+    pub(crate) fn sentinel_url_except(&self, frozen: Option<usize>) -> String {
+        let index = usize::from(frozen == Some(0));
+        self.sentinels[index].url()
+    }
+
+    /// Every sentinel's URL, and every data node's (for diagnostics).
+    pub(crate) fn all_urls(&self) -> (Vec<String>, Vec<String>) {
+        (
+            self.sentinels.iter().map(PrivateRedis::url).collect(),
+            self.nodes.iter().map(PrivateRedis::url).collect(),
+        )
+    }
+
+    /// The pid of sentinel `index`, while it runs.
+    pub(crate) fn sentinel_pid(&self, index: usize) -> Option<u32> {
+        self.sentinels.get(index).and_then(PrivateRedis::pid)
     }
 
     /// The URL of the data node on `port`, if it is one of ours.

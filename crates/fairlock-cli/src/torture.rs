@@ -39,7 +39,8 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::history::{self, Bounds, Event, Failovers, Hold, QueueLog, Report};
+use crate::history::{self, Bounds, Event, Failover, Failovers, Hold, QueueLog, Report};
+use crate::private_cluster::{self, PrivateCluster};
 use crate::private_redis::PrivateRedis;
 use crate::private_sentinel::{self, PrivateSentinel};
 use crate::progress::LiveLine;
@@ -67,8 +68,12 @@ pub(crate) struct TortureArgs {
     /// standalone: one redis-server (a private one, or --redis). sentinel:
     /// a private master and replica behind three sentinels, with failover
     /// faults besides the workers' (SIGKILL or SIGSTOP of the master,
-    /// SENTINEL FAILOVER); overlaps that start at a failover are counted
-    /// apart. sentinel starts its own deployment: it refuses --redis.
+    /// SENTINEL FAILOVER, a sentinel frozen for a while). cluster: a
+    /// private cluster of three masters with a replica each, the locks
+    /// spread over them, with faults on the master serving a busy lock
+    /// (CLUSTER FAILOVER, SIGKILL, SIGSTOP, its slot migrated to another
+    /// master). Overlaps that start at a failover are counted apart.
+    /// sentinel and cluster start their own deployment: they refuse --redis.
     #[arg(long, value_enum, default_value_t = Topology::Standalone)]
     topology: Topology,
     #[command(flatten)]
@@ -82,6 +87,8 @@ pub(crate) enum Topology {
     Standalone,
     /// A master and a replica behind three sentinels.
     Sentinel,
+    /// Three masters with a replica each.
+    Cluster,
 }
 
 impl Topology {
@@ -89,6 +96,7 @@ impl Topology {
         match self {
             Topology::Standalone => "standalone",
             Topology::Sentinel => "sentinel",
+            Topology::Cluster => "cluster",
         }
     }
 }
@@ -104,9 +112,20 @@ pub(crate) struct WorkerArgs {
     /// Where to read the server clock (default: --redis).
     #[arg(long)]
     clock: Option<String>,
+    /// The fair locks to take (one at random each fair round).
+    #[arg(long, value_delimiter = ',', default_value = FAIR)]
+    fair_locks: Vec<String>,
     #[command(flatten)]
     settings: LockSettings,
 }
+
+/// At most one sentinel is frozen per this long. A sentinel whose timer
+/// was delayed by more than 2 s (a SIGSTOP) enters TILT mode for 30 s: it
+/// takes no action and answers no to its peers' "is the master down"
+/// questions. Frozen more often, two of the three sentinels were in TILT
+/// at once and no failover could happen (a killed master stayed the master
+/// for minutes, and nothing was granted).
+const SENTINEL_FREEZE_EVERY: Duration = Duration::from_secs(40);
 
 /// How often the progress line is written when stderr is not a terminal.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
@@ -199,8 +218,10 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     })
     .await;
     let deadline = Instant::now() + args.duration;
+    let fair_locks: Arc<[String]> = args.fair_locks.clone().into();
     let mut tasks = Vec::new();
     for t in 0..args.tasks {
+        let fair_locks = Arc::clone(&fair_locks);
         let client = client.clone();
         let out = out.clone();
         let mut conn = time_connection(&clock).await?;
@@ -212,7 +233,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
             while Instant::now() < deadline {
                 // A round still waiting at the deadline is dropped (the
                 // waiter leaves its queue): the run ends on time.
-                let round = one_round(&client, &mut conn, &mut rng, &owner);
+                let round = one_round(&client, &mut conn, &mut rng, &owner, &fair_locks);
                 let event = match tokio::time::timeout_at(deadline.into(), round).await {
                     Ok(Ok(event)) => event,
                     Ok(Err(_)) => continue,
@@ -234,9 +255,14 @@ async fn one_round(
     conn: &mut ConnectionManager,
     rng: &mut Rng,
     owner: &Owner,
+    fair_locks: &[String],
 ) -> Result<Event, Failure> {
-    let fair = rng.below(10) < 7;
-    let name = if fair { FAIR } else { PLAIN };
+    let fair = rng.below(10) < 7 && !fair_locks.is_empty();
+    let name = if fair {
+        fair_locks[rng.below(fair_locks.len() as u64) as usize].as_str()
+    } else {
+        PLAIN
+    };
     let requested = server_time_us(conn).await?;
     let mut opts = options(rng);
     if !fair && rng.below(100) < 30 {
@@ -383,6 +409,9 @@ impl Plan {
         match self.topology {
             Topology::Standalone => Duration::ZERO,
             Topology::Sentinel => private_sentinel::DOWN_AFTER * 3 + Duration::from_secs(7),
+            // A frozen master is resumed after three node timeouts, and
+            // may grant until it learns it was demoted.
+            Topology::Cluster => private_cluster::NODE_TIMEOUT * 3 + Duration::from_secs(7),
         }
     }
 
@@ -398,22 +427,49 @@ impl Plan {
 /// faults, wind down, collect, check, report.
 pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
     let plan = Plan::new(cli, args);
+    if plan.topology != Topology::Standalone && cli.explicit_url().is_some() {
+        return Err(Failure::new(
+            exit::USAGE,
+            format!(
+                "--topology {} starts a private deployment of its own: drop --redis (and \
+                 $REDIS_URL)",
+                plan.topology.as_str()
+            ),
+        ));
+    }
     if plan.topology == Topology::Sentinel {
-        if cli.explicit_url().is_some() {
-            return Err(Failure::new(
-                exit::USAGE,
-                "--topology sentinel starts a private Sentinel deployment of its own: drop \
-                 --redis (and $REDIS_URL)",
-            ));
-        }
         let deployment = tokio::task::spawn_blocking(PrivateSentinel::start)
             .await
             .map_err(|e| Failure::new(exit::SOFTWARE, format!("sentinel start: {e}")))?
             .map_err(|e| Failure::new(exit::UNAVAILABLE, e))?;
         let deployment = Arc::new(Mutex::new(deployment));
         let url = lock_deployment(&deployment).url();
-        let result = run_against(cli, &plan, url, Some(Arc::clone(&deployment))).await;
+        let stage = Deployment {
+            sentinel: Some(Arc::clone(&deployment)),
+            ..Deployment::default()
+        };
+        let result = run_against(cli, &plan, url, stage).await;
         let _ = tokio::task::spawn_blocking(move || drop(deployment)).await;
+        return result;
+    }
+    if plan.topology == Topology::Cluster {
+        let cluster = tokio::task::spawn_blocking(|| {
+            let cluster = PrivateCluster::start()?;
+            let locks = spread_locks(&cluster)?;
+            Ok::<_, String>((cluster, locks))
+        })
+        .await
+        .map_err(|e| Failure::new(exit::SOFTWARE, format!("cluster start: {e}")))?
+        .map_err(|e| Failure::new(exit::UNAVAILABLE, e))?;
+        let (cluster, locks) = cluster;
+        let url = cluster.url();
+        let cluster = Arc::new(Mutex::new(cluster));
+        let stage = Deployment {
+            cluster: Some(Arc::clone(&cluster)),
+            ..locks
+        };
+        let result = run_against(cli, &plan, url, stage).await;
+        let _ = tokio::task::spawn_blocking(move || drop(cluster)).await;
         return result;
     }
     let (url, server) = match cli.explicit_url() {
@@ -427,12 +483,83 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
             (server.url(), Some(server))
         }
     };
-    let result = run_against(cli, &plan, url, None).await;
+    let result = run_against(cli, &plan, url, Deployment::default()).await;
     if let Some(server) = server {
         // Killed and reaped: not on the runtime's threads either.
         let _ = tokio::task::spawn_blocking(move || drop(server)).await;
     }
     result
+}
+
+/// The private deployment a run uses besides its URL, and the locks it
+/// takes.
+struct Deployment {
+    sentinel: Option<Arc<Mutex<PrivateSentinel>>>,
+    cluster: Option<Arc<Mutex<PrivateCluster>>>,
+    /// The fair locks the workers take: one, or on a cluster one per master.
+    fair_locks: Vec<String>,
+    /// Cluster: every lock's hash slot.
+    slots: Vec<(String, u16)>,
+}
+
+impl Default for Deployment {
+    fn default() -> Self {
+        Self {
+            sentinel: None,
+            cluster: None,
+            fair_locks: vec![FAIR.to_owned()],
+            slots: Vec::new(),
+        }
+    }
+}
+
+/// The locks of a cluster run: the fair ones, [`FAIR`] then
+/// `torture-fair-N` names until every master serves one; and the slot of
+/// each lock, [`PLAIN`] included. A lock's keys share the hash tag of its
+/// name under both protocols (Redisson's lock key is the bare name, of
+/// the same slot).
+fn spread_locks(cluster: &PrivateCluster) -> Result<Deployment, String> {
+    let masters = cluster.masters()?;
+    let mut served = std::collections::HashSet::new();
+    let mut fair = Vec::new();
+    let mut slots = Vec::new();
+    for i in 0..200 {
+        if served.len() == masters.len() {
+            break;
+        }
+        let name = if i == 0 {
+            FAIR.to_owned()
+        } else {
+            format!("{FAIR}-{i}")
+        };
+        let slot = cluster.slot_of(&format!("{{{name}}}"))?;
+        if served.insert(cluster.master_of(slot)?) {
+            slots.push((name.clone(), slot));
+            fair.push(name);
+        }
+    }
+    slots.push((PLAIN.to_owned(), cluster.slot_of(&format!("{{{PLAIN}}}"))?));
+    Ok(Deployment {
+        fair_locks: fair,
+        slots,
+        ..Deployment::default()
+    })
+}
+
+fn lock_cluster(cluster: &Mutex<PrivateCluster>) -> std::sync::MutexGuard<'_, PrivateCluster> {
+    cluster.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `call` on the cluster, off the runtime's threads (its calls block, for
+/// up to 2 s each on a node that does not answer).
+async fn on_cluster<T: Send + 'static>(
+    cluster: &Arc<Mutex<PrivateCluster>>,
+    call: impl FnOnce(&mut PrivateCluster) -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let cluster = Arc::clone(cluster);
+    tokio::task::spawn_blocking(move || call(&mut lock_cluster(&cluster)))
+        .await
+        .map_err(|e| format!("cluster call: {e}"))?
 }
 
 fn lock_deployment(
@@ -445,15 +572,17 @@ async fn run_against(
     cli: &Cli,
     plan: &Plan,
     url: String,
-    sentinel: Option<Arc<Mutex<PrivateSentinel>>>,
+    deployment: Deployment,
 ) -> Result<u8, Failure> {
-    let stage = prepare(cli, plan, url, sentinel).await?;
+    let stage = prepare(cli, plan, url, deployment).await?;
     println!("{}", plan.banner());
     let stop = StopSignals::listen()?;
     let reports = Arc::new(Reports::default());
     let started = Instant::now();
+    let mut clock = stage.conn.clone();
+    let started_us = server_time_us(&mut clock).await?;
     let deadline = started + plan.duration;
-    let mut workers = Workers::start(cli, plan, &stage.worker_url, &stage.clock_url, &reports)?;
+    let mut workers = Workers::start(cli, plan, &stage, &reports)?;
     let mut injector = Injector::new(plan, &stage, workers.seed)?;
     let end = injector.run(&mut workers, started, deadline, &stop).await;
     let early = end.why().map(|why| {
@@ -468,12 +597,15 @@ async fn run_against(
     }
     workers.wind_down(early.is_some(), &stop).await;
     let history = collect(&reports, &injector.injected.hits);
+    let ended_us = server_time_us(&mut clock).await.unwrap_or(started_us);
     let failovers = Failovers {
         at: injector.injected.failovers.clone(),
         settle_us: plan.failover_time().as_micros() as u64,
         window_us: plan.failover_window().as_micros() as u64,
     };
-    let verdict = check(plan, &history, injector.queue, &failovers);
+    let mut verdict = check(plan, &history, injector.queues, &failovers);
+    verdict.stall = history::longest_stall(&history.events, started_us, ended_us);
+    verdict.stall.1 = verdict.stall.1.saturating_sub(started_us);
     print_summary(
         plan,
         &history,
@@ -494,19 +626,26 @@ async fn run_against(
 struct Stage {
     url: String,
     /// Where the workers connect: the fault proxy (Redis itself when
-    /// faults are off, or under Sentinel).
+    /// faults are off, or under Sentinel or Cluster).
     worker_url: String,
-    /// Where the server clock is read: Redis itself, or under Sentinel the
-    /// deployment's clock server.
+    /// Where the server clock is read: Redis itself, or under Sentinel or
+    /// Cluster the deployment's clock server.
     clock_url: String,
     /// Cleans the locks up first, then samples the fair queue.
     observer: LockClient,
-    /// For server time and forged grants (under Sentinel: the clock).
+    /// For server time and forged grants (under Sentinel or Cluster: the
+    /// clock).
     conn: MultiplexedConnection,
     /// Standalone only: the workers' connections go through it.
     proxy: Option<FaultProxy>,
     /// Sentinel only: the deployment, for failover faults.
     sentinel: Option<Arc<Mutex<PrivateSentinel>>>,
+    /// Cluster only: the cluster, for failover faults and migrations.
+    cluster: Option<Arc<Mutex<PrivateCluster>>>,
+    /// The fair locks the workers take.
+    fair_locks: Vec<String>,
+    /// Cluster only: every lock's hash slot.
+    slots: Vec<(String, u16)>,
 }
 
 /// Connect, let BUSY scripts answer BUSY after 100 ms, start the fault
@@ -515,14 +654,21 @@ async fn prepare(
     cli: &Cli,
     plan: &Plan,
     url: String,
-    sentinel: Option<Arc<Mutex<PrivateSentinel>>>,
+    deployment: Deployment,
 ) -> Result<Stage, Failure> {
+    let Deployment {
+        sentinel,
+        cluster,
+        fair_locks,
+        slots,
+    } = deployment;
     let observer = cli
         .connect_with_lease(&url, &plan.settings, plan.lease)
         .await?;
-    let clock_url = match &sentinel {
-        Some(deployment) => lock_deployment(deployment).clock_url(),
-        None => url.clone(),
+    let clock_url = match (&sentinel, &cluster) {
+        (Some(deployment), _) => lock_deployment(deployment).clock_url(),
+        (_, Some(cluster)) => lock_cluster(cluster).clock_url(),
+        _ => url.clone(),
     };
     let mut conn = raw_connection(&clock_url).await?;
     // A busy script answers BUSY to everyone else after 100 ms.
@@ -533,9 +679,9 @@ async fn prepare(
         .query_async(&mut conn)
         .await;
     // Workers reach a standalone Redis through the fault proxy.
-    let proxy = match &sentinel {
-        Some(_) => None,
-        None => Some(
+    let proxy = match sentinel.is_some() || cluster.is_some() {
+        true => None,
+        false => Some(
             FaultProxy::start(observer.config().address())
                 .await
                 .map_err(|e| {
@@ -547,7 +693,7 @@ async fn prepare(
         Some(proxy) if plan.faults => proxy.url(&url),
         _ => url.clone(),
     };
-    for key in [FAIR, PLAIN] {
+    for key in fair_locks.iter().map(String::as_str).chain([PLAIN]) {
         let _ = observer.fair_lock(key)?.force_unlock().await;
     }
     Ok(Stage {
@@ -558,6 +704,9 @@ async fn prepare(
         conn,
         proxy,
         sentinel,
+        cluster,
+        fair_locks,
+        slots,
     })
 }
 
@@ -664,6 +813,7 @@ struct Workers<'a> {
     plan: &'a Plan,
     url: &'a str,
     clock: &'a str,
+    fair_locks: String,
     reports: Arc<Reports>,
     /// The seed of the latest worker; the next one gets the next seed.
     seed: u64,
@@ -677,15 +827,15 @@ impl<'a> Workers<'a> {
     fn start(
         cli: &'a Cli,
         plan: &'a Plan,
-        url: &'a str,
-        clock: &'a str,
+        stage: &'a Stage,
         reports: &Arc<Reports>,
     ) -> Result<Self, Failure> {
         let mut workers = Self {
             cli,
             plan,
-            url,
-            clock,
+            url: &stage.worker_url,
+            clock: &stage.clock_url,
+            fair_locks: stage.fair_locks.join(","),
             reports: Arc::clone(reports),
             seed: u64::from(std::process::id()) << 16 | 1,
             running: Vec::new(),
@@ -731,6 +881,7 @@ impl<'a> Workers<'a> {
             .args(["--duration", &format!("{}ms", run_for.as_millis().max(1))])
             .args(["--seed", &seed.to_string()])
             .args(["--clock", self.clock])
+            .args(["--fair-locks", &self.fair_locks])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -858,12 +1009,17 @@ struct Injected {
     cuts: u32,
     busy: u32,
     forged: u64,
-    /// Sentinel: SIGKILLs and SIGSTOPs of the master, `SENTINEL FAILOVER`s.
+    /// Sentinel and Cluster: SIGKILLs and SIGSTOPs of a master.
     master_kills: u32,
     master_pauses: u32,
+    /// Sentinel: `SENTINEL FAILOVER`s, sentinels frozen for a while.
     sentinel_failovers: u32,
-    /// When each failover fault hit (server time, µs).
-    failovers: Vec<u64>,
+    sentinel_pauses: u32,
+    /// Cluster: `CLUSTER FAILOVER`s, slot migrations of a busy lock.
+    cluster_failovers: u32,
+    migrations: u32,
+    /// Each failover fault (server time, µs, and the locks it hit).
+    failovers: Vec<Failover>,
     /// When each fault hit (server time, µs) and whom: a worker's pid, or
     /// 0 for every worker (a fault of the network or the server).
     hits: Vec<(u64, u32)>,
@@ -881,6 +1037,9 @@ impl Injected {
             + self.master_kills
             + self.master_pauses
             + self.sentinel_failovers
+            + self.sentinel_pauses
+            + self.cluster_failovers
+            + self.migrations
     }
 }
 
@@ -951,12 +1110,13 @@ impl Progress {
 struct Injector<'a> {
     plan: &'a Plan,
     stage: &'a Stage,
-    lock: FairLock,
+    /// The fair locks, each with its queue's snapshots.
+    locks: Vec<(String, FairLock)>,
     conn: MultiplexedConnection,
     rng: Rng,
-    /// The fair queue's wake-up channels, but for the owner.
+    /// The wake-up channels of [`FAIR`]'s queue, but for the owner.
     channel_prefix: String,
-    queue: QueueLog,
+    queues: HashMap<String, QueueLog>,
     injected: Injected,
     next_forgery: Instant,
     next_fault: Instant,
@@ -971,10 +1131,47 @@ struct FailoverState {
     /// The port of a killed master, to start again as a replica once the
     /// sentinels named another master.
     rejoin: Option<u16>,
+    /// When a killed master's rejoin last waited long enough to be
+    /// reported (every 30 s while the sentinels name no other master).
+    rejoin_reported: Option<Instant>,
     /// A SIGSTOPped master's pid, and when to SIGCONT it.
     resume: Option<(u32, Instant)>,
+    /// Sentinel: a SIGSTOPped sentinel (its index and pid), and when to
+    /// SIGCONT it.
+    sentinel_resume: Option<(usize, u32, Instant)>,
+    /// When a sentinel was frozen last (see [`SENTINEL_FREEZE_EVERY`]).
+    sentinel_frozen_at: Option<Instant>,
+    /// Cluster: a killed master's port and the slot of a lock it served,
+    /// to start it again once another master serves that slot.
+    cluster_rejoin: Option<(u16, u16)>,
+    /// Cluster: a slot migration under way.
+    migration: Option<Migration>,
     /// No failover fault before this.
     next_allowed: Instant,
+}
+
+/// Where a cluster fault hits: the master serving a lock's slot, its
+/// replica in sync, the locks it serves, and another master (where a
+/// migration would take the slot).
+struct ClusterTarget {
+    master: u16,
+    replica: u16,
+    slot: u16,
+    locks: Vec<String>,
+    to: u16,
+}
+
+/// A slot on its way from one master to another, a step at a time.
+struct Migration {
+    slot: u16,
+    from: u16,
+    to: u16,
+    /// Keys moved already: what is left is `SETSLOT NODE`.
+    moved: bool,
+    /// When to take the next step.
+    next: Instant,
+    /// Steps that failed so far (retried after a while).
+    failures: u32,
 }
 
 impl<'a> Injector<'a> {
@@ -983,14 +1180,23 @@ impl<'a> Injector<'a> {
             Protocol::Redisson => format!("redisson_lock__channel:{{{FAIR}}}"),
             _ => format!("fairlock:{{{FAIR}}}:wake"),
         };
+        let locks = stage
+            .fair_locks
+            .iter()
+            .map(|name| Ok((name.clone(), stage.observer.fair_lock(name)?)))
+            .collect::<Result<Vec<_>, Failure>>()?;
         Ok(Self {
             plan,
             stage,
-            lock: stage.observer.fair_lock(FAIR)?,
+            locks,
             conn: stage.conn.clone(),
             rng: Rng(seed | 1),
             channel_prefix,
-            queue: QueueLog::default(),
+            queues: stage
+                .fair_locks
+                .iter()
+                .map(|name| (name.clone(), QueueLog::default()))
+                .collect(),
             injected: Injected::default(),
             next_forgery: Instant::now(),
             next_fault: Instant::now() + Duration::from_millis(1500),
@@ -998,6 +1204,11 @@ impl<'a> Injector<'a> {
             failover: FailoverState {
                 rejoin: None,
                 resume: None,
+                rejoin_reported: None,
+                sentinel_resume: None,
+                sentinel_frozen_at: None,
+                cluster_rejoin: None,
+                migration: None,
                 next_allowed: Instant::now() + Duration::from_secs(2),
             },
         })
@@ -1027,9 +1238,19 @@ impl<'a> Injector<'a> {
             tokio::time::sleep(Duration::from_millis(3)).await;
         };
         progress.line.clear();
-        // A paused master must not stay paused after the run.
+        // A paused master or sentinel must not stay paused after the run,
+        // nor a slot half-way to another master.
         if let Some((pid, _)) = self.failover.resume.take() {
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+        }
+        if let Some((_, pid, _)) = self.failover.sentinel_resume.take() {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+        }
+        while self.failover.migration.is_some() {
+            if let Err(failure) = self.migrate_step(true).await {
+                eprintln!("torture: {}", failure.message);
+                break;
+            }
         }
         end
     }
@@ -1042,7 +1263,7 @@ impl<'a> Injector<'a> {
             }
             self.undelay_at = None;
         }
-        self.tend_failovers().await;
+        self.tend_failovers().await?;
         // Forged grants go to a standalone server (under Sentinel the
         // connection is the clock's).
         if self.plan.faults && self.stage.proxy.is_some() && Instant::now() >= self.next_forgery {
@@ -1057,12 +1278,15 @@ impl<'a> Injector<'a> {
         Ok(())
     }
 
-    /// Record the fair queue if it changed.
+    /// Record each fair queue if it changed.
     async fn sample_queue(&mut self) {
-        if let Ok(info) = self.lock.inspect().await {
-            let owners: Vec<String> = info.queue.into_iter().map(|w| w.owner).collect();
-            if self.queue.snapshots.last() != Some(&owners) {
-                self.queue.snapshots.push(owners);
+        for (name, lock) in &self.locks {
+            if let Ok(info) = lock.inspect().await {
+                let owners: Vec<String> = info.queue.into_iter().map(|w| w.owner).collect();
+                let log = self.queues.entry(name.clone()).or_default();
+                if log.snapshots.last() != Some(&owners) {
+                    log.snapshots.push(owners);
+                }
             }
         }
     }
@@ -1071,7 +1295,11 @@ impl<'a> Injector<'a> {
     /// waiter (a huge token: any holder with it is a violation).
     async fn forge_grants(&mut self) -> Result<(), Failure> {
         let now_ms = server_time_us(&mut self.conn).await? / 1000;
-        for owner in self.queue.snapshots.last().cloned().unwrap_or_default() {
+        let queued = self
+            .queues
+            .get(FAIR)
+            .and_then(|log| log.snapshots.last().cloned());
+        for owner in queued.unwrap_or_default() {
             let forgery = format!(
                 "grant:9000000000000000000:{now_ms}:60000:{:040x}",
                 self.rng.next()
@@ -1100,6 +1328,11 @@ impl<'a> Injector<'a> {
         if self.stage.sentinel.is_some() {
             return self
                 .inject_sentinel_fault(workers, deadline, victim, at)
+                .await;
+        }
+        if self.stage.cluster.is_some() {
+            return self
+                .inject_cluster_fault(workers, deadline, victim, at)
                 .await;
         }
         let kind = self.rng.below(6);
@@ -1142,9 +1375,11 @@ impl<'a> Injector<'a> {
         Ok(())
     }
 
-    /// Sentinel: SIGKILL or SIGSTOP a worker, or (when the replica is in
-    /// sync and no failover is under way) SIGKILL or SIGSTOP the master or
-    /// ask the sentinels to fail over.
+    /// Sentinel: SIGKILL or SIGSTOP a worker, freeze a sentinel for a
+    /// few seconds (a silent sentinel: its clients hear nothing, not even
+    /// an error), or (when the replica is in sync and no failover is under
+    /// way) SIGKILL or SIGSTOP the master or ask the sentinels to fail
+    /// over.
     async fn inject_sentinel_fault(
         &mut self,
         workers: &mut Workers<'_>,
@@ -1152,7 +1387,21 @@ impl<'a> Injector<'a> {
         victim: usize,
         at: u64,
     ) -> Result<(), Failure> {
-        let mut kind = self.rng.below(5);
+        let mut kind = self.rng.below(6);
+        if kind == 5 {
+            if self.failover.sentinel_resume.is_none()
+                && self
+                    .failover
+                    .sentinel_frozen_at
+                    .is_none_or(|at| at.elapsed() >= SENTINEL_FREEZE_EVERY)
+            {
+                self.freeze_sentinel(at);
+                self.next_fault =
+                    Instant::now() + Duration::from_millis(1500 + self.rng.below(1500));
+                return Ok(());
+            }
+            kind = self.rng.below(5);
+        }
         let master = if kind >= 2 {
             self.failover_target().await
         } else {
@@ -1177,7 +1426,7 @@ impl<'a> Injector<'a> {
                 }
                 self.failover.rejoin = Some(port);
                 self.injected.master_kills += 1;
-                self.failed_over(at);
+                self.failed_over(Failover::of_all(at, "SIGKILL of the master"));
             }
             (3, Some(port)) => {
                 let pid = self
@@ -1192,7 +1441,7 @@ impl<'a> Injector<'a> {
                     self.failover.resume =
                         Some((pid, Instant::now() + private_sentinel::DOWN_AFTER * 3));
                     self.injected.master_pauses += 1;
-                    self.failed_over(at);
+                    self.failed_over(Failover::of_all(at, "SIGSTOP of the master"));
                 }
             }
             (_, Some(_)) => {
@@ -1205,7 +1454,7 @@ impl<'a> Injector<'a> {
                 .await;
                 if asked.is_some() {
                     self.injected.sentinel_failovers += 1;
-                    self.failed_over(at);
+                    self.failed_over(Failover::of_all(at, "SENTINEL FAILOVER"));
                 }
             }
             _ => {}
@@ -1214,17 +1463,40 @@ impl<'a> Injector<'a> {
         Ok(())
     }
 
-    fn failed_over(&mut self, at: u64) {
-        self.injected.failovers.push(at);
-        // Room for the failover, the old master's return and its resync.
-        self.failover.next_allowed = Instant::now() + Duration::from_secs(10);
+    fn failed_over(&mut self, failover: Failover) {
+        self.injected.failovers.push(failover);
+        // Room for the failover, the old master's return and its resync
+        // (on a cluster, the next fault waits for the cluster to be ok
+        // and the target's replica in sync anyway).
+        let room = if self.stage.cluster.is_some() { 3 } else { 10 };
+        self.failover.next_allowed = Instant::now() + Duration::from_secs(room);
     }
 
+    /// SIGSTOP a random sentinel for 2 to 5 s (past its peers'
+    /// down-after: they see it down; its clients see nothing).
+    fn freeze_sentinel(&mut self, at: u64) {
+        let index = self.rng.below(private_sentinel::SENTINELS as u64) as usize;
+        let pid = self
+            .stage
+            .sentinel
+            .as_ref()
+            .and_then(|d| lock_deployment(d).sentinel_pid(index));
+        let Some(pid) = pid else { return };
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGSTOP);
+        let thaw = Instant::now() + Duration::from_millis(2000 + self.rng.below(3000));
+        self.failover.sentinel_resume = Some((index, pid, thaw));
+        self.failover.sentinel_frozen_at = Some(Instant::now());
+        self.injected.sentinel_pauses += 1;
+        self.injected.hits.push((at, 0));
+    }
+
+    /// A sentinel that is not frozen, for the orchestrator's questions.
     fn sentinel_url(&self) -> String {
+        let frozen = self.failover.sentinel_resume.map(|(index, _, _)| index);
         self.stage
             .sentinel
             .as_ref()
-            .map(|d| lock_deployment(d).sentinel_url())
+            .map(|d| lock_deployment(d).sentinel_url_except(frozen))
             .unwrap_or_default()
     }
 
@@ -1265,22 +1537,40 @@ impl<'a> Injector<'a> {
 
     /// SIGCONT a paused master when due; start a killed one again, as a
     /// replica, once the sentinels named another master.
-    async fn tend_failovers(&mut self) {
+    async fn tend_failovers(&mut self) -> Result<(), Failure> {
         if let Some((pid, at)) = self.failover.resume {
             if Instant::now() >= at {
                 let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
                 self.failover.resume = None;
             }
         }
+        if let Some((_, pid, at)) = self.failover.sentinel_resume {
+            if Instant::now() >= at {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+                self.failover.sentinel_resume = None;
+            }
+        }
+        if self.stage.cluster.is_some() {
+            return self.tend_cluster().await;
+        }
         let Some(port) = self.failover.rejoin else {
-            return;
+            return Ok(());
         };
         let Some(master) = self.master_port().await else {
-            return;
+            return Ok(());
         };
         if master == port {
-            return;
+            let since = *self
+                .failover
+                .rejoin_reported
+                .get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_secs(30) {
+                self.failover.rejoin_reported = Some(Instant::now());
+                self.report_stuck_failover(port).await;
+            }
+            return Ok(());
         }
+        self.failover.rejoin_reported = None;
         if let Some(deployment) = &self.stage.sentinel {
             let deployment = Arc::clone(deployment);
             let _ = tokio::task::spawn_blocking(move || {
@@ -1289,6 +1579,292 @@ impl<'a> Injector<'a> {
             .await;
         }
         self.failover.rejoin = None;
+        Ok(())
+    }
+
+    /// Cluster: start a killed master again (as a replica) once another
+    /// master serves its slot, and take the next step of a migration.
+    async fn tend_cluster(&mut self) -> Result<(), Failure> {
+        if let (Some((port, slot)), Some(cluster)) =
+            (self.failover.cluster_rejoin, &self.stage.cluster)
+        {
+            let served_elsewhere = on_cluster(cluster, move |c| {
+                Ok(c.master_of(slot).is_ok_and(|master| master != port))
+            })
+            .await
+            .unwrap_or(false);
+            if served_elsewhere {
+                on_cluster(cluster, move |c| c.restart(port))
+                    .await
+                    .map_err(|e| Failure::new(exit::UNAVAILABLE, e))?;
+                self.failover.cluster_rejoin = None;
+            }
+        }
+        if self
+            .failover
+            .migration
+            .as_ref()
+            .is_some_and(|m| Instant::now() >= m.next)
+        {
+            self.migrate_step(false).await?;
+        }
+        Ok(())
+    }
+
+    /// The next step of the migration under way: move the keys, then
+    /// `SETSLOT NODE`. A step that fails is tried again half a second
+    /// later (`now`: at once); after 20 failures the run stops.
+    async fn migrate_step(&mut self, now: bool) -> Result<(), Failure> {
+        let (Some(step), Some(cluster)) = (self.failover.migration.as_mut(), &self.stage.cluster)
+        else {
+            return Ok(());
+        };
+        let (slot, from, to, moved) = (step.slot, step.from, step.to, step.moved);
+        let result = on_cluster(cluster, move |c| {
+            if moved {
+                c.finish_migration(slot, from, to)
+            } else {
+                c.move_keys(slot, from, to)
+            }
+        })
+        .await;
+        match result {
+            Ok(()) if moved => {
+                self.failover.migration = None;
+                self.failover.next_allowed = Instant::now() + Duration::from_secs(3);
+            }
+            Ok(()) => {
+                step.moved = true;
+                step.next = Instant::now() + Duration::from_millis(200 + self.rng.below(400));
+            }
+            Err(e) => {
+                step.failures += 1;
+                if step.failures >= 20 {
+                    return Err(Failure::new(
+                        exit::UNAVAILABLE,
+                        format!("migrating slot {slot} from :{from} to :{to}: {e}"),
+                    ));
+                }
+                if !now {
+                    step.next = Instant::now() + Duration::from_millis(500);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Cluster: SIGKILL or SIGSTOP a worker, or (when no failover or
+    /// migration is under way, the cluster is ok and the target master's
+    /// replica in sync) hit the master serving a random lock: `CLUSTER
+    /// FAILOVER` on its replica, SIGKILL it, SIGSTOP it for three node
+    /// timeouts, or start migrating the lock's slot to another master
+    /// (keys moved and the slot handed over in later steps, while the
+    /// workers hold and wait).
+    async fn inject_cluster_fault(
+        &mut self,
+        workers: &mut Workers<'_>,
+        deadline: Instant,
+        victim: usize,
+        at: u64,
+    ) -> Result<(), Failure> {
+        // A third of the faults hit a worker; the others the cluster, of
+        // a kind drawn among those injected least so far (a short run
+        // sees each kind it has time for).
+        let mut kind = self.rng.below(6);
+        if kind >= 2 {
+            let counts = [
+                self.injected.cluster_failovers,
+                self.injected.master_kills,
+                self.injected.master_pauses,
+                self.injected.migrations,
+            ];
+            let least = counts.iter().min().copied().unwrap_or(0);
+            let kinds: Vec<u64> = (2..6)
+                .filter(|k| counts[*k as usize - 2] == least)
+                .collect();
+            kind = kinds[self.rng.below(kinds.len() as u64) as usize];
+        }
+        let target = if kind >= 2 {
+            self.cluster_target().await
+        } else {
+            None
+        };
+        if kind >= 2 && target.is_none() {
+            kind = self.rng.below(2);
+        }
+        self.next_fault = Instant::now() + Duration::from_millis(1500 + self.rng.below(1500));
+        let Some(cluster) = self.stage.cluster.clone() else {
+            return Ok(());
+        };
+        let Some(target) = target else {
+            self.injected.hits.push((at, workers.pid(victim)));
+            if kind == 0 {
+                self.injected.kills += 1;
+                let left = deadline.saturating_duration_since(Instant::now());
+                workers.replace(victim, left).await?;
+            } else {
+                self.pause(workers, victim).await;
+            }
+            return Ok(());
+        };
+        let ClusterTarget {
+            master,
+            replica,
+            slot,
+            locks,
+            to,
+        } = target;
+        let failover = |kind: &str| Failover {
+            at,
+            kind: kind.to_owned(),
+            locks: locks.clone(),
+        };
+        match kind {
+            2 => {
+                if on_cluster(&cluster, move |c| c.failover(replica))
+                    .await
+                    .is_ok()
+                {
+                    self.injected.cluster_failovers += 1;
+                    self.failed_over(failover("CLUSTER FAILOVER"));
+                }
+            }
+            3 => {
+                on_cluster(&cluster, move |c| {
+                    c.kill(master);
+                    Ok(())
+                })
+                .await
+                .map_err(|e| Failure::new(exit::SOFTWARE, e))?;
+                self.failover.cluster_rejoin = Some((master, slot));
+                self.injected.master_kills += 1;
+                self.failed_over(failover("SIGKILL of a master"));
+            }
+            4 => {
+                let pid = lock_cluster(&cluster).pid(master);
+                if let Some(pid) = pid {
+                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGSTOP);
+                    // Past the node timeout: the replica takes over, and the
+                    // old master comes back to find itself demoted.
+                    self.failover.resume =
+                        Some((pid, Instant::now() + private_cluster::NODE_TIMEOUT * 3));
+                    self.injected.master_pauses += 1;
+                    self.failed_over(failover("SIGSTOP of a master"));
+                }
+            }
+            _ => {
+                let begun = on_cluster(&cluster, move |c| c.begin_migration(slot, to)).await;
+                if let Ok(from) = begun {
+                    self.failover.migration = Some(Migration {
+                        slot,
+                        from,
+                        to,
+                        moved: false,
+                        next: Instant::now() + Duration::from_millis(200 + self.rng.below(400)),
+                        failures: 0,
+                    });
+                    self.injected.migrations += 1;
+                }
+            }
+        }
+        // A fault of the server: every worker may feel it.
+        self.injected.hits.push((at, 0));
+        Ok(())
+    }
+
+    /// The master serving a random lock, when a fault may hit it now: no
+    /// failover, rejoin or migration under way, the cluster ok, and the
+    /// master's replica in sync.
+    async fn cluster_target(&mut self) -> Option<ClusterTarget> {
+        if self.failover.cluster_rejoin.is_some()
+            || self.failover.resume.is_some()
+            || self.failover.migration.is_some()
+            || Instant::now() < self.failover.next_allowed
+        {
+            return None;
+        }
+        let cluster = self.stage.cluster.as_ref()?;
+        let slots = self.stage.slots.clone();
+        let (_, slot) = *slots.get(self.rng.below(slots.len() as u64) as usize)?;
+        let pick = self.rng.next();
+        on_cluster(cluster, move |c| {
+            c.healthy()?;
+            let master = c.master_of(slot)?;
+            let replica = c
+                .synced_replica(master)?
+                .ok_or_else(|| format!(":{master} has no replica in sync"))?;
+            let others: Vec<u16> = c.masters()?.into_iter().filter(|p| *p != master).collect();
+            let to = *others
+                .get((pick % others.len().max(1) as u64) as usize)
+                .ok_or("no other master")?;
+            let rows = c.rows()?;
+            let served = |s: u16| rows.iter().any(|r| r.port == master && r.serves(s));
+            let locks = slots
+                .iter()
+                .filter(|(_, s)| served(*s))
+                .map(|(name, _)| name.clone())
+                .collect();
+            Ok(ClusterTarget {
+                master,
+                replica,
+                slot,
+                locks,
+                to,
+            })
+        })
+        .await
+        .ok()
+    }
+
+    /// On stderr: what each sentinel and data node says, while the
+    /// sentinels still name the master killed on `port` (30 s or more).
+    async fn report_stuck_failover(&self, port: u16) {
+        let Some(deployment) = &self.stage.sentinel else {
+            return;
+        };
+        let (sentinels, nodes) = lock_deployment(deployment).all_urls();
+        eprintln!("torture: the sentinels still name the killed master :{port} after 30 s or more");
+        let wanted = [
+            "flags",
+            "num-slaves",
+            "num-other-sentinels",
+            "failover-state",
+            "leader",
+            "config-epoch",
+        ];
+        for url in sentinels {
+            let view: Option<Vec<String>> = query(
+                &url,
+                redis::cmd("SENTINEL")
+                    .arg("MASTER")
+                    .arg(private_sentinel::SERVICE),
+            )
+            .await;
+            let fields: Vec<String> = view
+                .unwrap_or_default()
+                .chunks(2)
+                .filter(|pair| pair.len() == 2 && wanted.contains(&pair[0].as_str()))
+                .map(|pair| format!("{}={}", pair[0], pair[1]))
+                .collect();
+            let replicas: Option<redis::Value> = query(
+                &url,
+                redis::cmd("SENTINEL")
+                    .arg("REPLICAS")
+                    .arg(private_sentinel::SERVICE),
+            )
+            .await;
+            eprintln!("torture:   sentinel {url}: {fields:?}; replicas {replicas:?}");
+        }
+        for url in nodes {
+            let info: Option<String> = query(&url, redis::cmd("INFO").arg("replication")).await;
+            let lines: Vec<&str> = info
+                .as_deref()
+                .unwrap_or("(no answer)")
+                .lines()
+                .filter(|l| !l.starts_with("master_repl") && !l.starts_with("repl_backlog"))
+                .collect();
+            eprintln!("torture:   node {url}: {}", lines.join(" "));
+        }
     }
 
     /// SIGSTOP worker `victim` past its lease, sampling the queue
@@ -1373,6 +1949,13 @@ struct Verdict {
     report: Report,
     /// Holds with the forged token: granted by a message, not the server.
     forged_holds: usize,
+    /// How long each failover stopped its locks (µs), by kind.
+    recovery: Vec<(String, u64)>,
+    /// Holds told they lost the lock: all, and those at a failover.
+    lost: (usize, usize),
+    /// The longest stretch without a grant (µs), and when it began (µs
+    /// into the run).
+    stall: (u64, u64),
 }
 
 impl Verdict {
@@ -1381,8 +1964,12 @@ impl Verdict {
     }
 }
 
-fn check(plan: &Plan, history: &History, queue: QueueLog, failovers: &Failovers) -> Verdict {
-    let queues = HashMap::from([(FAIR.to_owned(), queue)]);
+fn check(
+    plan: &Plan,
+    history: &History,
+    queues: HashMap<String, QueueLog>,
+    failovers: &Failovers,
+) -> Verdict {
     let report = history::check(
         &history.events,
         &queues,
@@ -1401,7 +1988,33 @@ fn check(plan: &Plan, history: &History, queue: QueueLog, failovers: &Failovers)
     Verdict {
         report,
         forged_holds,
+        recovery: failovers.recovery(&history.events),
+        lost: failovers.lost(&history.events),
+        stall: (0, 0),
     }
+}
+
+/// Per kind of failover: how many were measured, the median and the
+/// longest recovery.
+fn recovery_summary(recovery: &[(String, u64)]) -> String {
+    let mut by_kind: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
+    for (kind, us) in recovery {
+        by_kind.entry(kind.as_str()).or_default().push(*us);
+    }
+    by_kind
+        .into_iter()
+        .map(|(kind, mut times)| {
+            times.sort_unstable();
+            let ms = |us: u64| format!("{:.2}s", us as f64 / 1e6);
+            format!(
+                "{kind}: {} measured, median {}, max {}",
+                times.len(),
+                ms(times[times.len() / 2]),
+                ms(times[times.len() - 1])
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The summary on stdout; `early`: why and when the run stopped before
@@ -1443,20 +2056,40 @@ fn print_summary(
         master_kills,
         master_pauses,
         sentinel_failovers,
+        sentinel_pauses,
+        cluster_failovers,
+        migrations,
         ..
     } = injected;
     println!(
         "faults injected: {kills} SIGKILL, {pauses} SIGSTOP past the lease, {delays} reply delays, \
          {silent} silent pub/sub deaths, {cuts} connection cuts, {busy} BUSY scripts, {forged} forged grants"
     );
-    if plan.topology == Topology::Sentinel {
-        println!(
+    let overlaps_at_failovers = format!(
+        "overlaps that started at a failover (asynchronous replication, not counted as \
+         violations): {}",
+        report.failover_overlaps
+    );
+    match plan.topology {
+        Topology::Standalone => {}
+        Topology::Sentinel => println!(
             "failovers: {master_kills} SIGKILL of the master, {master_pauses} SIGSTOP of the \
-             master, {sentinel_failovers} SENTINEL FAILOVER; overlaps that started at a \
-             failover (asynchronous replication, not counted as violations): {}",
-            report.failover_overlaps
+             master, {sentinel_failovers} SENTINEL FAILOVER; {sentinel_pauses} sentinels \
+             frozen; {overlaps_at_failovers}"
+        ),
+        Topology::Cluster => println!(
+            "failovers: {cluster_failovers} CLUSTER FAILOVER, {master_kills} SIGKILL of a \
+             master, {master_pauses} SIGSTOP of a master; {migrations} slot migrations of a \
+             busy lock; {overlaps_at_failovers}"
+        ),
+    }
+    if !verdict.recovery.is_empty() {
+        println!(
+            "recovery (longest wait for a grant of a lock the failover hit, from the fault): {}",
+            recovery_summary(&verdict.recovery)
         );
     }
+    let (lost, lost_at_failovers) = verdict.lost;
     println!(
         "checks: overlaps {}, FIFO {} (of {} queue-order pairs), requeued live waiters {}{}, tokens {}, liveness {}",
         report.overlaps,
@@ -1478,6 +2111,19 @@ fn print_summary(
     for example in &report.examples {
         println!("  {example}");
     }
+    println!(
+        "holds told they lost the lock (is_held() false at their end): {lost}{}",
+        if plan.topology == Topology::Standalone {
+            String::new()
+        } else {
+            format!(", {lost_at_failovers} of them at a failover")
+        }
+    );
+    println!(
+        "longest stretch without a grant of any lock: {:.1}s, from {:.0}s into the run",
+        verdict.stall.0 as f64 / 1e6,
+        verdict.stall.1 as f64 / 1e6
+    );
     println!("forged tokens held: {}", verdict.forged_holds);
     println!("violations: {}", verdict.violations());
 }

@@ -116,3 +116,86 @@ fn wrong_url_form_for_the_topology_says_which_to_use() {
     assert_eq!(out.status.code(), Some(64), "{stderr}");
     assert!(stderr.contains("not a Redis Cluster node"), "{stderr}");
 }
+
+/// The counts of the summary's `failovers:` line of a cluster torture:
+/// CLUSTER FAILOVER, SIGKILL and SIGSTOP of a master, slot migrations.
+fn cluster_faults(stdout: &str) -> [u32; 4] {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("failovers: "))
+        .unwrap_or_else(|| panic!("no failovers line:\n{stdout}"));
+    let count = |label: &str| -> u32 {
+        let end = line
+            .find(label)
+            .unwrap_or_else(|| panic!("no {label:?} in {line}"));
+        line[..end]
+            .trim_end()
+            .rsplit([' ', ','])
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count before {label:?} in {line}"))
+    };
+    [
+        count(" CLUSTER FAILOVER"),
+        count(" SIGKILL of a master"),
+        count(" SIGSTOP of a master"),
+        count(" slot migrations"),
+    ]
+}
+
+/// `torture --topology cluster`, both protocols side by side: its own
+/// cluster, faults on the masters serving busy locks of every kind the
+/// run had time for (the kinds are drawn among the least injected), and a
+/// clean verdict, overlaps at a failover reported apart. `--redis` is
+/// refused with it.
+#[test]
+fn torture_on_a_private_cluster() {
+    let runs: Vec<_> = PROTOCOLS
+        .into_iter()
+        .map(|protocol| {
+            std::thread::spawn(move || {
+                let out = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+                    .args(["--protocol", protocol.as_str()])
+                    .args(["torture", "--topology", "cluster", "--duration", "30s"])
+                    .args(["--processes", "2", "--tasks", "3"])
+                    .env_remove("REDIS_URL")
+                    .env("RUST_LOG", "error")
+                    .output()
+                    .expect("run fairlock torture");
+                (protocol, out)
+            })
+        })
+        .collect();
+    for run in runs {
+        let (protocol, out) = run.join().expect("torture thread");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{protocol}: {stdout}\n{stderr}");
+        assert!(stdout.contains("cluster topology"), "{stdout}");
+        assert!(!stdout.contains("stopped early"), "{stdout}");
+        let faults = cluster_faults(&stdout);
+        let (least, most) = (faults.iter().min(), faults.iter().max());
+        assert!(
+            most >= Some(&1) && most.zip(least).is_some_and(|(m, l)| m - l <= 1),
+            "{protocol}: cluster faults {faults:?} (each kind it had time for):\n{stdout}"
+        );
+        assert!(
+            stdout.contains("overlaps that started at a failover"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("\nviolations: 0"), "{protocol}: {stdout}");
+    }
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", "redis://127.0.0.1:1"])
+        .args(["torture", "--topology", "cluster", "--duration", "1s"])
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("run fairlock torture");
+    assert_eq!(refused.status.code(), Some(64));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("drop --redis"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}

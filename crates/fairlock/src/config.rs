@@ -221,7 +221,10 @@ impl ClientConfig {
     ///
     /// `replicas == 0` turns it off (the default). Each acquisition and
     /// release costs one more round trip on a separate connection (`WAIT`
-    /// blocks the connection it is sent on).
+    /// blocks the connection it is sent on). On a Redis Cluster the `WAIT`
+    /// runs on the master serving the lock's slot and counts that master's
+    /// replicas; the write it waits for is a `SET` of a key in the lock's
+    /// slot that expires after 10 s.
     pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.min_replicas = (replicas > 0).then_some((replicas, timeout));
         self

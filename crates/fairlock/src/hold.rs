@@ -60,7 +60,10 @@ impl LockShared {
         let Some((wanted, timeout)) = self.core.config().min_replicas else {
             return Ok(());
         };
-        let acked = self.conn().sync_replicas(wanted, timeout).await?;
+        let acked = self
+            .conn()
+            .sync_replicas(self.name(), self.lock.lock_key(), wanted, timeout)
+            .await?;
         if acked >= wanted {
             return Ok(());
         }

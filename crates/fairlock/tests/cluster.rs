@@ -2,7 +2,8 @@
 //! harness): FIFO order and mutual exclusion under both protocols, holds on
 //! every master renewed together (CROSSSLOT), a busy lock's slot migrated
 //! while it is held and waited on, a CLUSTER FAILOVER of the master serving
-//! a held lock, and Redisson's sharded wake-up channels.
+//! a held lock, Redisson's sharded wake-up channels, and `min_replicas`
+//! (WAIT on the master of the lock's slot).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -456,4 +457,96 @@ fn replicated(cluster: &Cluster, master: u16, name: &str) {
         .unwrap();
     assert_eq!(acked, 1, "the replica did not acknowledge the lock");
     let _: i64 = redis::cmd("DEL").arg(&marker).query(&mut conn).unwrap();
+}
+
+/// The lock's keys as the replica on `port` has them (READONLY: a replica
+/// answers MOVED otherwise).
+fn held_on_replica(cluster: &Cluster, port: u16, protocol: Protocol, name: &str) -> bool {
+    let mut conn = cluster.node(port).conn();
+    let _: () = redis::cmd("READONLY").query(&mut conn).unwrap();
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(lock_keys(protocol, name).0)
+        .query(&mut conn)
+        .unwrap();
+    exists == 1
+}
+
+/// `min_replicas` on a cluster: `WAIT` runs on the master of the lock's
+/// slot (after a write of the connection it is sent on, in that slot).
+/// Met while that master's replica runs: the lock reached the replica
+/// before the acquisition returned, its release before the unlock did.
+/// With the replica stopped: the typed error within the timeout (plus
+/// round trips) and nothing left held. Locks on another master are not
+/// affected by that replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_on_the_master_of_the_lock_slot() {
+    const TIMEOUT: Duration = Duration::from_millis(500);
+    let mut cluster = Cluster::start();
+    for protocol in PROTOCOLS {
+        let [name, other] = <[String; 2]>::try_from(names_on_every_master(&cluster, protocol, 2))
+            .expect("two names");
+        let master = node_of(&cluster, protocol, &name).port();
+        let replica = cluster.replicas_of(master)[0].port();
+        let client = cluster_client_with(&cluster, protocol, |c| c.min_replicas(1, TIMEOUT)).await;
+        let lock = client.fair_lock(&name).unwrap();
+        let guard = lock.lock().await.expect("acknowledged by the replica");
+        assert!(
+            held_on_replica(&cluster, replica, protocol, &name),
+            "{protocol}"
+        );
+        guard.unlock().await.expect("release acknowledged");
+        assert!(
+            !held_on_replica(&cluster, replica, protocol, &name),
+            "{protocol}"
+        );
+
+        let node = cluster
+            .nodes_mut()
+            .iter_mut()
+            .find(|n| n.port() == replica)
+            .unwrap();
+        node.stop();
+        let started = Instant::now();
+        let refused = lock.lock().await;
+        let took = started.elapsed();
+        match refused {
+            Err(fairlock::Error::ReplicasNotSynced {
+                wanted: 1,
+                acked: 0,
+                what: "acquisition",
+                ..
+            }) => {}
+            other => panic!("{protocol}: {other:?}"),
+        }
+        // The WAIT timeout plus round trips; generous for a loaded machine.
+        assert!(
+            took < TIMEOUT + Duration::from_secs(5),
+            "{protocol}: {took:?}"
+        );
+        assert!(!lock.is_locked().await.unwrap(), "{protocol}: left held");
+        support::assert_clean_for(node_of(&cluster, protocol, &name), protocol, &name);
+        // Another master's replica still acknowledges.
+        let guard = client.fair_lock(&other).unwrap().lock().await;
+        guard
+            .expect("acknowledged on another master")
+            .unlock()
+            .await
+            .unwrap();
+
+        // The replica back, in sync again: met again.
+        let node = cluster
+            .nodes_mut()
+            .iter_mut()
+            .find(|n| n.port() == replica)
+            .unwrap();
+        node.restart();
+        eventually(Duration::from_secs(30), "replica back in sync", || {
+            let info: String = cluster.node(replica).cmd(&["INFO", "replication"]);
+            info.contains("master_link_status:up")
+        })
+        .await;
+        let guard = lock.lock().await.expect("acknowledged again");
+        guard.unlock().await.unwrap();
+        client.shutdown().await;
+    }
 }

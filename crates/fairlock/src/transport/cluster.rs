@@ -31,7 +31,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{FromRedisValue, IntoConnectionInfo};
 
-use super::connection::{Timeouts, eval_cached};
+use super::connection::{ReplicaSync, Timeouts, eval_cached};
+use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis, from_redis_conn};
 use crate::error::{Error, Result};
 
@@ -130,6 +131,32 @@ pub(crate) fn slot(key: &str) -> u16 {
     crc16(hashed) % SLOTS
 }
 
+/// A key that starts with `prefix` and lies in the slot of `key`: `key`'s
+/// hash tag (or `key` itself when it has none) in braces after `prefix`.
+/// A key without a hash tag that contains `}` cannot be a tag itself: then
+/// the tag is a number whose slot is `key`'s, found by counting up.
+pub(crate) fn same_slot_key(prefix: &str, key: &str) -> String {
+    let wanted = slot(key);
+    let tagged = |tag: &str| format!("{prefix}{{{tag}}}");
+    let direct = tagged(tag_of(key).unwrap_or(key));
+    if slot(&direct) == wanted {
+        return direct;
+    }
+    // Every slot is the CRC of some number below a few hundred thousand.
+    (0u32..)
+        .map(|n| tagged(&n.to_string()))
+        .find(|k| slot(k) == wanted)
+        .unwrap_or(direct)
+}
+
+/// The hash tag of `key`: the text between its first `{` and the next `}`,
+/// when not empty.
+fn tag_of(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let len = key[open + 1..].find('}')?;
+    (len > 0).then(|| &key[open + 1..open + 1 + len])
+}
+
 /// CRC-16/XMODEM (polynomial 0x1021, initial value 0), as Redis Cluster
 /// hashes keys.
 fn crc16(bytes: &[u8]) -> u16 {
@@ -160,6 +187,12 @@ pub(crate) struct ClusterCommands {
     /// The response timeout: EVALSHA and the EVAL after its NOSCRIPT share
     /// one.
     response_timeout: Duration,
+    /// For connections of `WAIT` to one master: the data nodes' settings
+    /// (credentials, TLS) and the client's timeouts.
+    endpoint: Endpoint,
+    timeouts: Timeouts,
+    /// Connections for `WAIT`, by master address (`host:port`).
+    replica_syncs: Arc<std::sync::Mutex<HashMap<String, ReplicaSync>>>,
 }
 
 /// How to build more cluster clients for the same seeds (the pub/sub one).
@@ -228,7 +261,7 @@ impl ClusterCommands {
     /// down, not Redis or refuse the credentials, then the sharded pub/sub
     /// support and the eviction policy are read. Cancelling it drops the
     /// connections made so far.
-    pub(crate) async fn connect(builder: Builder) -> Result<Self> {
+    pub(crate) async fn connect(builder: Builder, endpoint: &Endpoint) -> Result<Self> {
         let addr = builder.seeds_address();
         let client = builder
             .builder()
@@ -269,7 +302,31 @@ impl ClusterCommands {
             maxmemory_policy,
             sharded,
             response_timeout: builder.timeouts.response,
+            endpoint: endpoint.clone(),
+            timeouts: builder.timeouts,
+            replica_syncs: Arc::default(),
         })
+    }
+
+    /// The `WAIT` connections to the master at `addr` (`host:port`, as
+    /// [`node_for`](Self::node_for) names it), made on first use.
+    pub(super) fn replica_sync(&self, addr: &str) -> Result<ReplicaSync> {
+        let mut syncs = self.replica_syncs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sync) = syncs.get(addr) {
+            return Ok(sync.clone());
+        }
+        let (host, port) = addr
+            .rsplit_once(':')
+            .and_then(|(host, port)| Some((host, port.parse::<u16>().ok()?)))
+            .ok_or_else(|| Error::Protocol(format!("a master address without a port: {addr}")))?;
+        let client = self.endpoint.for_data_node(host, port).redis_client()?;
+        let sync = ReplicaSync::new(client, addr.into(), self.timeouts);
+        // Masters come and go with failovers: a few are kept.
+        if syncs.len() >= 64 {
+            syncs.clear();
+        }
+        syncs.insert(addr.to_owned(), sync.clone());
+        Ok(sync)
     }
 
     /// `maxmemory-policy` of a master, as read at connect.
@@ -414,6 +471,27 @@ mod tests {
         assert_eq!(slot("{}foo"), crc16(b"{}foo") % SLOTS);
         assert_eq!(slot("{foo}{bar}"), 12182);
         assert_eq!(slot("{foo"), crc16(b"{foo") % SLOTS);
+    }
+
+    #[test]
+    fn same_slot_keys() {
+        for key in [
+            "fairlock:{job}:lock",
+            "job",
+            "redisson_lock_queue:{job}",
+            "a}b",
+            "{}x",
+            "x{y",
+            "",
+        ] {
+            let same = same_slot_key("fairlock:replica-sync:", key);
+            assert!(same.starts_with("fairlock:replica-sync:{"), "{same}");
+            assert_eq!(slot(&same), slot(key), "{key:?} -> {same:?}");
+        }
+        assert_eq!(
+            same_slot_key("p:", "fairlock:{job}:lock"),
+            "p:{job}".to_owned()
+        );
     }
 
     #[test]

@@ -267,7 +267,7 @@ impl Connection {
                     #[cfg(feature = "tls")]
                     endpoint.tls_certificates(),
                 );
-                let commands = ClusterCommands::connect(builder.clone()).await?;
+                let commands = ClusterCommands::connect(builder.clone(), endpoint).await?;
                 let pubsub = PubSubConnector::cluster(builder, commands.sharded(), timeouts);
                 Ok((Backend::Cluster(Box::new(commands)), pubsub))
             }
@@ -376,24 +376,44 @@ impl Connection {
     }
 
     /// Wait until `replicas` replicas acknowledged every write this client
-    /// made so far, at most `timeout` (Redis `WAIT`); returns how many did.
-    /// Runs on a connection of its own: a `WAIT` blocks the connection it is
-    /// sent on, and must not hold up the client's other commands.
-    pub(crate) async fn sync_replicas(&self, replicas: u32, timeout: Duration) -> Result<u32> {
+    /// made so far to the master serving `key` of lock `name`, at most
+    /// `timeout` (Redis `WAIT`); returns how many did. Runs on a connection
+    /// of its own: a `WAIT` blocks the connection it is sent on, and must
+    /// not hold up the client's other commands.
+    ///
+    /// `WAIT` waits for the writes of the connection it is sent on, so that
+    /// connection writes first, after every write of the client: a
+    /// `PUBLISH` on one server (it is replicated), and on a cluster (where
+    /// `PUBLISH` goes over the cluster bus, not to the replicas) a `SET` of
+    /// a key in `key`'s slot that expires on its own, [`SYNC_KEY_TTL`] later,
+    /// on the master of that slot.
+    pub(crate) async fn sync_replicas(
+        &self,
+        name: &str,
+        key: &str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<u32> {
         match &self.backend {
-            Backend::Standalone(direct) => direct.sync_replicas(replicas, timeout).await,
-            // WAIT counts the writes of the connection it is sent on, on
-            // one master: a cluster client's writes go to many.
-            Backend::Cluster(_) => Err(Error::InvalidConfig(
-                "min_replicas is not available on a Redis Cluster yet: WAIT would have to \
-                 reach the master of each lock on the connection that wrote to it"
-                    .to_owned(),
-            )),
+            Backend::Standalone(direct) => {
+                direct
+                    .replica_sync
+                    .sync(&publish_sync(), replicas, timeout)
+                    .await
+            }
+            Backend::Cluster(cluster) => {
+                let addr = cluster.node_for(name, key).await?;
+                let sync = cluster.replica_sync(&addr)?;
+                sync.sync(&set_sync(key), replicas, timeout).await
+            }
             Backend::Sentinel(follower) => {
                 follower
-                    .on_master(
-                        |direct| async move { direct.sync_replicas(replicas, timeout).await },
-                    )
+                    .on_master(|direct| async move {
+                        direct
+                            .replica_sync
+                            .sync(&publish_sync(), replicas, timeout)
+                            .await
+                    })
                     .await
             }
         }
@@ -407,10 +427,8 @@ pub(super) struct Direct {
     client: redis::Client,
     addr: Arc<str>,
     maxmemory_policy: Option<Arc<str>>,
-    /// Idle connections for `WAIT` (see [`Connection::sync_replicas`]).
-    replica_waits: Arc<std::sync::Mutex<Vec<MultiplexedConnection>>>,
-    /// The client's timeouts (the `WAIT` connections use them too).
-    timeouts: Timeouts,
+    /// Connections for `WAIT` (see [`Connection::sync_replicas`]).
+    replica_sync: ReplicaSync,
 }
 
 impl Direct {
@@ -458,11 +476,10 @@ impl Direct {
             .map_err(|e| from_redis_conn(e, &addr))?;
         Ok(Self {
             manager,
+            replica_sync: ReplicaSync::new(client.clone(), Arc::clone(&addr), timeouts),
             client,
             addr,
             maxmemory_policy,
-            replica_waits: Arc::default(),
-            timeouts,
         })
     }
 
@@ -498,7 +515,7 @@ impl Direct {
             &script.plain_code,
             keys,
             args,
-            self.timeouts.response,
+            self.replica_sync.timeouts.response,
             reloaded,
         )
         .await
@@ -522,8 +539,30 @@ impl Direct {
             .await
             .map_err(|e| from_redis(e, &self.addr, name, key))
     }
+}
 
-    /// `PUBLISH` (a write every replica receives, so that `WAIT` covers
+/// Connections for `WAIT` to one server (see [`Connection::sync_replicas`]):
+/// a pool of idle ones. Cheap to clone.
+#[derive(Clone)]
+pub(super) struct ReplicaSync {
+    client: redis::Client,
+    addr: Arc<str>,
+    idle: Arc<std::sync::Mutex<Vec<MultiplexedConnection>>>,
+    /// The client's timeouts.
+    timeouts: Timeouts,
+}
+
+impl ReplicaSync {
+    pub(super) fn new(client: redis::Client, addr: Arc<str>, timeouts: Timeouts) -> Self {
+        Self {
+            client,
+            addr,
+            idle: Arc::default(),
+            timeouts,
+        }
+    }
+
+    /// `write` (a write every replica receives, so that `WAIT` covers
     /// whatever this client or a handoff wrote before) then `WAIT`, on an
     /// idle connection of the pool (a new one when none is idle).
     ///
@@ -535,18 +574,19 @@ impl Direct {
     /// response timeout, the connect by the connect timeout.
     ///
     /// Cancelling drops the connection in use (it is not pooled again).
-    async fn sync_replicas(&self, replicas: u32, timeout: Duration) -> Result<u32> {
-        let pooled = self
-            .replica_waits
-            .lock()
-            .ok()
-            .and_then(|mut idle| idle.pop());
+    pub(super) async fn sync(
+        &self,
+        write: &redis::Cmd,
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<u32> {
+        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         if let Some(conn) = pooled {
-            match self.wait_for_replicas(conn, replicas, timeout).await {
+            match self.wait_for_replicas(conn, write, replicas, timeout).await {
                 Err(err) if !err.is_timeout() => {
                     // The server closed it: the other idle ones are likely
                     // dead too.
-                    if let Ok(mut idle) = self.replica_waits.lock() {
+                    if let Ok(mut idle) = self.idle.lock() {
                         idle.clear();
                     }
                 }
@@ -562,38 +602,59 @@ impl Direct {
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|e| from_redis_conn(e, &self.addr))?;
-        self.wait_for_replicas(conn, replicas, timeout)
+        self.wait_for_replicas(conn, write, replicas, timeout)
             .await
             .map_err(|e| from_redis_conn(e, &self.addr))
     }
 
-    /// `PUBLISH` then `WAIT` on `conn`; puts `conn` back in the pool when
-    /// it answered.
+    /// `write` then `WAIT` on `conn`; puts `conn` back in the pool when it
+    /// answered.
     async fn wait_for_replicas(
         &self,
         mut conn: MultiplexedConnection,
+        write: &redis::Cmd,
         replicas: u32,
         timeout: Duration,
     ) -> redis::RedisResult<u32> {
         let timeout_ms = u64::try_from(timeout.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
-        let (_, acked): (i64, i64) = redis::pipe()
-            .cmd("PUBLISH")
-            .arg(REPLICA_SYNC_CHANNEL)
-            .arg("")
+        let (_, acked): (redis::Value, i64) = redis::pipe()
+            .add_command(write.clone())
             .cmd("WAIT")
             .arg(replicas)
             .arg(timeout_ms)
             .query_async(&mut conn)
             .await?;
-        if let Ok(mut idle) = self.replica_waits.lock() {
+        if let Ok(mut idle) = self.idle.lock() {
             if idle.len() < 8 {
                 idle.push(conn);
             }
         }
         Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
     }
+}
+
+/// The write before a `WAIT` on one server: a `PUBLISH` nobody listens to
+/// (it leaves nothing behind, and is replicated).
+fn publish_sync() -> redis::Cmd {
+    let mut cmd = redis::cmd("PUBLISH");
+    cmd.arg(REPLICA_SYNC_CHANNEL).arg("");
+    cmd
+}
+
+/// How long the key written before a `WAIT` on a cluster lives.
+pub(crate) const SYNC_KEY_TTL: Duration = Duration::from_secs(10);
+
+/// The write before a `WAIT` on a cluster master: `SET` of a key in the
+/// slot of `key` (see [`cluster::same_slot_key`]) that expires on its own.
+fn set_sync(key: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("SET");
+    cmd.arg(cluster::same_slot_key("fairlock:replica-sync:", key))
+        .arg("")
+        .arg("PX")
+        .arg(SYNC_KEY_TTL.as_millis() as u64);
+    cmd
 }
 
 /// The channel `sync_replicas` publishes on (nobody listens; the message
