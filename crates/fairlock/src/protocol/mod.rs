@@ -25,12 +25,15 @@ macro_rules! protocol_script {
     // anything (it returns early or leaves its reads to `$file`).
     ($dir:literal, $head:literal, $file:literal) => {
         std::sync::LazyLock::new(|| {
-            $crate::transport::Script::new(concat!(
-                include_str!(concat!($dir, "/", $head)),
-                include_str!("common.lua"),
-                include_str!(concat!($dir, "/prelude.lua")),
-                include_str!(concat!($dir, "/", $file))
-            ))
+            $crate::transport::Script::new(
+                concat!($dir, "/", $file),
+                concat!(
+                    include_str!(concat!($dir, "/", $head)),
+                    include_str!("common.lua"),
+                    include_str!(concat!($dir, "/prelude.lua")),
+                    include_str!(concat!($dir, "/", $file))
+                ),
+            )
         })
     };
 }
