@@ -392,25 +392,36 @@ async fn master_killed_while_a_lock_is_held_and_waited_on() {
 
 /// Not a check: handoffs per second of one contended fair lock (4 tasks
 /// over 2 clients, each locking and unlocking in a loop for 5 s), on a
-/// standalone server and on the cluster, in one run:
+/// standalone server, through Sentinel (a master with a replica) and on the
+/// cluster, in one run, the topologies interleaved over 2 rounds:
 /// `cargo nextest run -p fairlock --test cluster handoff_rates --run-ignored only --no-capture`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a check"]
-async fn handoff_rates_standalone_and_cluster() {
+async fn handoff_rates_per_topology() {
     let server = support::RedisServer::start();
+    let sentinel = support::Sentinel::start_with(1, 3);
     let cluster = Cluster::start();
     for protocol in PROTOCOLS {
-        let standalone = [
-            support::client(&server, protocol).await,
-            support::client(&server, protocol).await,
-        ];
-        let on_cluster = [
-            cluster_client(&cluster, protocol).await,
-            cluster_client(&cluster, protocol).await,
-        ];
-        for (topology, clients) in [("standalone", standalone), ("cluster", on_cluster)] {
-            let rate = handoff_rate(&clients, Duration::from_secs(5)).await;
-            eprintln!("{protocol} {topology}: {rate:.0} handoffs/s");
+        let connect = |url: String| async move {
+            let config = fairlock::ClientConfig::from_url(&url)
+                .expect("url")
+                .protocol(protocol);
+            LockClient::with_config(config).await.expect("connect")
+        };
+        let mut topologies = Vec::new();
+        for (topology, url) in [
+            ("standalone", server.url()),
+            ("sentinel", sentinel.url()),
+            ("cluster", cluster.url()),
+        ] {
+            let clients = [connect(url.clone()).await, connect(url).await];
+            topologies.push((topology, clients));
+        }
+        for round in 1..=2 {
+            for (topology, clients) in &topologies {
+                let rate = handoff_rate(clients, Duration::from_secs(5)).await;
+                eprintln!("{protocol} round {round} {topology}: {rate:.0} handoffs/s");
+            }
         }
     }
 }

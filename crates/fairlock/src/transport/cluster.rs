@@ -31,7 +31,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{FromRedisValue, IntoConnectionInfo};
 
-use super::connection::{ReplicaSync, Timeouts, eval_cached};
+use super::connection::{Reload, ReplicaSync, Timeouts, eval_cached};
 use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis, from_redis_conn};
 use crate::error::{Error, Result};
@@ -368,6 +368,7 @@ impl ClusterCommands {
             keys,
             args,
             self.response_timeout,
+            Reload::Eval,
             reloaded,
         )
         .await

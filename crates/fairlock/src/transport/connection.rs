@@ -126,12 +126,25 @@ impl ScriptLog {
     }
 }
 
+/// How a script the server lacks is sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reload {
+    /// `EVAL` with the source (one round trip; a cluster, where `SCRIPT
+    /// LOAD` would have to reach the node of the slot).
+    Eval,
+    /// `SCRIPT LOAD` then `EVALSHA` again (one server: the documented ACL
+    /// rules allow `EVALSHA` and `SCRIPT LOAD`, never `EVAL`).
+    Load,
+}
+
 /// Run the script whose SHA-1 is `hash` (source `code`) on `conn`:
 /// EVALSHA, and after `NOSCRIPT` (the server has not run it, or lost its
-/// script cache) EVAL, within what is left of the one response timeout the
-/// pair shares, so a call takes at most one response timeout, not two.
-/// `reloaded` is called when the EVAL is sent. Cancelling it drops the
-/// reply; the script may have run (the scripts are safe to send again).
+/// script cache) send it again as `reload` says, within what is left of the
+/// one response timeout the calls share, so a call takes at most one
+/// response timeout, not two. `reloaded` is called when the script is sent
+/// again. Cancelling it drops the reply; the script may have run (the
+/// scripts are safe to send again).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn eval_cached<C, T>(
     conn: &mut C,
     hash: &str,
@@ -139,6 +152,7 @@ pub(super) async fn eval_cached<C, T>(
     keys: &[&str],
     args: &[String],
     response_timeout: Duration,
+    reload: Reload,
     reloaded: impl FnOnce(),
 ) -> redis::RedisResult<T>
 where
@@ -151,11 +165,28 @@ where
     match evalsha.query_async(conn).await {
         Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
             reloaded();
-            let mut eval = redis::cmd("EVAL");
-            eval.arg(code).arg(keys.len()).arg(keys).arg(args);
-            match tokio::time::timeout_at(deadline, eval.query_async(conn)).await {
+            let again = async {
+                match reload {
+                    Reload::Eval => {
+                        let mut eval = redis::cmd("EVAL");
+                        eval.arg(code).arg(keys.len()).arg(keys).arg(args);
+                        eval.query_async(conn).await
+                    }
+                    Reload::Load => {
+                        redis::cmd("SCRIPT")
+                            .arg("LOAD")
+                            .arg(code)
+                            .query_async::<()>(conn)
+                            .await?;
+                        evalsha.query_async(conn).await
+                    }
+                }
+            };
+            match tokio::time::timeout_at(deadline, again).await {
                 Ok(reply) => reply,
-                Err(_) => Err(super::errors::timed_out("EVAL after NOSCRIPT timed out")),
+                Err(_) => Err(super::errors::timed_out(
+                    "sending the script again after NOSCRIPT timed out",
+                )),
             }
         }
         reply => reply,
@@ -516,6 +547,7 @@ impl Direct {
             keys,
             args,
             self.replica_sync.timeouts.response,
+            Reload::Load,
             reloaded,
         )
         .await
