@@ -111,7 +111,6 @@ fn the_readme_lists_every_key_and_channel() {
                 "fairlock:{NAME}:lock",
                 "fairlock:{NAME}:queue",
                 "fairlock:{NAME}:wake:OWNER",
-                "fairlock:{NAME}:wake",
                 "fairlock:{NAME}:release:REQUEST",
             ],
         };
