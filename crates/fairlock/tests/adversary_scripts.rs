@@ -1,0 +1,358 @@
+//! Adversarial review of the `scripts` change (fast paths, skipped release
+//! cache GET, queued non-fair waiters). Each test names the promise
+//! (ADVERSARY.md) it checks; the ones marked FINDING failed on `int`.
+
+use std::time::Duration;
+
+use fairlock::{ClientConfig, LockClient, Protocol};
+use fairlock_test_support as support;
+use support::RedisServer;
+use tokio::time::Instant;
+
+fn config(url: &str) -> ClientConfig {
+    support::init_tracing();
+    ClientConfig::from_url(url)
+        .unwrap()
+        .protocol(Protocol::Native)
+}
+
+async fn connect(config: ClientConfig) -> LockClient {
+    LockClient::with_config(config).await.expect("connect")
+}
+
+/// The native release script exactly as the library sends it (fast path
+/// first, then the preludes, then the script).
+const NEW_RELEASE: &str = concat!(
+    include_str!("../src/protocol/native/release_fast.lua"),
+    include_str!("../src/protocol/common.lua"),
+    include_str!("../src/protocol/native/prelude.lua"),
+    include_str!("../src/protocol/native/release.lua"),
+);
+const NEW_ACQUIRE: &str = concat!(
+    include_str!("../src/protocol/native/acquire_fast.lua"),
+    include_str!("../src/protocol/common.lua"),
+    include_str!("../src/protocol/native/prelude.lua"),
+    include_str!("../src/protocol/native/acquire.lua"),
+);
+/// The scripts of the previous version (c6166e1), as an old client sends them.
+const OLD_ACQUIRE: &str = concat!(
+    include_str!("adversary_scripts_old/common.lua"),
+    include_str!("adversary_scripts_old/native_prelude.lua"),
+    include_str!("adversary_scripts_old/native_acquire.lua"),
+);
+const OLD_RELEASE: &str = concat!(
+    include_str!("adversary_scripts_old/common.lua"),
+    include_str!("adversary_scripts_old/native_prelude.lua"),
+    include_str!("adversary_scripts_old/native_release.lua"),
+);
+
+fn key(name: &str, suffix: &str) -> String {
+    format!("fairlock:{{{name}}}:{suffix}")
+}
+
+fn five(name: &str) -> Vec<String> {
+    ["lock", "queue", "alive", "meta", "leases"]
+        .iter()
+        .map(|s| key(name, s))
+        .collect()
+}
+
+fn eval(server: &RedisServer, script: &str, keys: &[String], args: &[&str]) -> redis::RedisResult<redis::Value> {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(keys.len());
+    for k in keys {
+        cmd.arg(k);
+    }
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query(&mut server.conn())
+}
+
+/// Every key of the lock with its type and DUMP, to compare before/after.
+fn snapshot(server: &RedisServer, name: &str) -> Vec<(String, String, Vec<u8>)> {
+    let mut keys: Vec<String> = server.cmd(&["KEYS", &format!("fairlock:{{{name}}}:*")]);
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let t: String = server.cmd(&["TYPE", &k]);
+            let d: Vec<u8> = server.cmd(&["DUMP", &k]);
+            (k, t, d)
+        })
+        .collect()
+}
+
+/// FINDING 1 (promise 6: a wrong-typed key is a typed error and nothing is
+/// written). The release cache key (KEYS[6]) is no longer type-checked when
+/// the cache GET is skipped (the hold's token matches, never partly
+/// released): release_fast.lua and release.lua SET it over a key of another
+/// type, then delete the lock (and, contended, hand it on). The previous
+/// release.lua refused with WRONGTYPE before any write
+/// (`wrong_type(KEYS[6], 'string')`). Three paths: uncontended fast path,
+/// contended full release, partial (re-entrant) release.
+#[test]
+fn release_with_wrong_typed_cache_key_writes_nothing() {
+    let server = RedisServer::start();
+    let mut failures = Vec::new();
+    for (case, count, queued) in [("fast", "1", false), ("contended", "1", true), ("partial", "2", false)] {
+        let name = format!("wt-cache-{case}");
+        let keys5 = five(&name);
+        let cache = key(&name, "release:0123456789abcdef0123456789abcdef");
+        let _: () = server.cmd(&[
+            "HSET", &keys5[0], "owner", "c:1", "count", count, "token", "5", "claimed", "1", "nonce", "n1",
+        ]);
+        let _: () = server.cmd(&["PEXPIRE", &keys5[0], "60000"]);
+        if queued {
+            let _: () = server.cmd(&["ZADD", &keys5[1], "1", "c:2"]);
+            let _: () = server.cmd(&["ZADD", &keys5[2], "99999999999999", "c:2"]);
+            let _: () = server.cmd(&["HSET", &keys5[4], "c:2", "30000:6000:n2"]);
+            let _: () = server.cmd(&["HSET", &keys5[3], "token", "5", "seq", "1"]);
+        }
+        // A hostile (or stray) value of another type under the cache key.
+        let _: () = server.cmd(&["HSET", &cache, "f", "v"]);
+        let before = snapshot(&server, &name);
+        let mut keys = keys5.clone();
+        keys.push(cache.clone());
+        let reply = eval(
+            &server,
+            NEW_RELEASE,
+            &keys,
+            &["c:1", "6000", &key(&name, "wake"), "10000", "5", "", "fair"],
+        );
+        let after = snapshot(&server, &name);
+        let cache_type: String = server.cmd(&["TYPE", &cache]);
+        println!("{case}: reply {reply:?}; cache key now a {cache_type}; state changed: {}", before != after);
+        let typed = matches!(&reply, Err(e) if e.to_string().contains("WRONGTYPE"));
+        if !typed || before != after {
+            failures.push(case);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "release over a wrong-typed cache key wrote state / gave no WRONGTYPE: {failures:?}"
+    );
+}
+
+/// FINDING 2 (promise 3/2 in a rolling upgrade: a free lock with a live
+/// waiter stays unclaimed). A waiter of the previous version (c6166e1) on a
+/// native NON-FAIR lock does not queue: it listens on the shared channel
+/// `fairlock:{NAME}:wake`, on which the old release published 'free'. The new
+/// release (queue empty: `release_fully` only DELs) publishes nothing there,
+/// so every release by a new-version holder leaves the old waiter asleep
+/// until its retry timer (min(lease left, waiter_ttl / 3): 2 s by default).
+#[test]
+fn new_nonfair_release_wakes_old_version_waiter() {
+    let server = RedisServer::start();
+    let name = "mixed-nonfair";
+    let keys5 = five(name);
+    let channel = key(name, "wake");
+    // A new-version holder.
+    let reply = eval(&server, NEW_ACQUIRE, &keys5, &["new:1", "30000", "6000", &channel, "nonfair", "queue", "0", "nn"]).unwrap();
+    println!("new acquire: {reply:?}");
+    // An old-version waiter: queued? (old non-fair: position 0, not queued).
+    let reply = eval(&server, OLD_ACQUIRE, &keys5, &["old:1", "30000", "6000", &channel, "nonfair", "queue", "0", "on"]).unwrap();
+    println!("old waiter: {reply:?}");
+    // The old client listens on the shared channel.
+    let mut sub = server.conn();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.subscribe(&channel).unwrap();
+    pubsub.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    // The new holder releases.
+    let token: String = server.cmd(&["HGET", &keys5[0], "token"]);
+    let mut keys = keys5.clone();
+    keys.push(key(name, "release:r1"));
+    let reply = eval(&server, NEW_RELEASE, &keys, &["new:1", "6000", &channel, "10000", &token, "", "nonfair"]).unwrap();
+    println!("new release: {reply:?}");
+    let woken = pubsub.get_message().ok().map(|m| m.get_payload::<String>().unwrap());
+    println!("old waiter's channel got: {woken:?}");
+    // For comparison: an old holder's release does wake it.
+    drop(pubsub);
+    assert!(
+        woken.is_some(),
+        "an old-version non-fair waiter is never woken by a new-version release"
+    );
+}
+
+/// HELD (checked): an old-version holder's release hands a native non-fair
+/// lock to a new-version queued waiter (the old release_fully hands off to
+/// the queue head): the new waiter gets the lock promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_nonfair_release_serves_new_waiter() {
+    let server = RedisServer::start();
+    let name = "mixed-nonfair-2";
+    let keys5 = five(name);
+    let channel = key(name, "wake");
+    let reply = eval(&server, OLD_ACQUIRE, &keys5, &["old:1", "30000", "6000", &channel, "nonfair", "queue", "0", "on"]).unwrap();
+    println!("old acquire: {reply:?}");
+    let b = connect(config(&server.url())).await;
+    let lock = b.lock(name).unwrap();
+    let waiter = tokio::spawn(async move {
+        let start = Instant::now();
+        let g = lock.lock().await.unwrap();
+        (start.elapsed(), g.token())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut keys = keys5.clone();
+    keys.push(key(name, "release:r1"));
+    let released = Instant::now();
+    let reply = eval(&server, OLD_RELEASE, &keys, &["old:1", "6000", &channel, "10000", "", ""]).unwrap();
+    println!("old release: {reply:?}");
+    let (_, token) = waiter.await.unwrap();
+    let after = released.elapsed();
+    println!("new waiter got it {after:?} after the old release, token {token:?}");
+    assert!(after < Duration::from_millis(1000), "new waiter slept {after:?}");
+}
+
+/// Promise 3 (dead waiters cost at most their bound) for the NON-FAIR lock:
+/// a release wakes one waiter; if that one is dead (crashed after its last
+/// refresh) the live waiter behind it is not woken. Measures how long a
+/// free lock with a live waiter stays unclaimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonfair_woken_dead_waiter_delays_live_one() {
+    let server = RedisServer::start();
+    let name = "nonfair-ghost";
+    let keys5 = five(name);
+    let channel = key(name, "wake");
+    let a = connect(config(&server.url())).await;
+    let b = connect(config(&server.url())).await;
+    let holder = a.lock(name).unwrap().lock().await.unwrap();
+    // A ghost: queued by the same script, never comes back (killed -9).
+    let reply = eval(&server, NEW_ACQUIRE, &keys5, &["ghost:1", "30000", "6000", &channel, "nonfair", "queue", "0", "gn"]).unwrap();
+    println!("ghost queued: {reply:?}");
+    let lock = b.lock(name).unwrap();
+    let waiter = tokio::spawn(async move {
+        let g = lock.lock().await.unwrap();
+        g.token()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let token = waiter.await.unwrap();
+    let after = released.elapsed();
+    println!("live waiter got the free lock {after:?} after the release (token {token:?})");
+    // Documented: a dead waiter costs at most waiter_ttl (6 s).
+    assert!(after < Duration::from_secs(7), "free lock unclaimed for {after:?}");
+}
+
+/// Promise 6 through the library: every native key of the wrong type, on
+/// the fast and the contended acquire and release: a WRONGTYPE error and
+/// no key changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_typed_native_keys_write_nothing() {
+    let server = RedisServer::start();
+    let a = connect(config(&server.url())).await;
+    let mut failures = Vec::new();
+    for (i, suffix) in ["lock", "queue", "alive", "meta", "leases"].iter().enumerate() {
+        for fair in [true, false] {
+            for contended in [false, true] {
+                let name = format!("wt-{suffix}-{fair}-{contended}");
+                let keys5 = five(&name);
+                let channel = key(&name, "wake");
+                let kind = if fair { "fair" } else { "nonfair" };
+                if contended {
+                    // Another owner holds it and one waiter is queued.
+                    eval(&server, NEW_ACQUIRE, &keys5, &["x:1", "30000", "6000", &channel, kind, "queue", "0", "xn"]).unwrap();
+                    eval(&server, NEW_ACQUIRE, &keys5, &["y:1", "30000", "6000", &channel, kind, "queue", "0", "yn"]).unwrap();
+                }
+                let bad = &keys5[i];
+                let _: () = server.cmd(&["DEL", bad]);
+                let _: () = server.cmd(&["SET", bad, "junk"]);
+                let before = snapshot(&server, &name);
+                let result = if fair {
+                    a.fair_lock(&name).unwrap().try_lock().await.map(|g| g.is_some())
+                } else {
+                    a.lock(&name).unwrap().try_lock().await.map(|g| g.is_some())
+                };
+                let after = snapshot(&server, &name);
+                let ok = matches!(&result, Err(e) if format!("{e:?}").to_lowercase().contains("wrongtype"));
+                // An error must leave everything as it was; a success (the
+                // uncontended fast path never touches alive/leases) must at
+                // least leave the wrong-typed key alone.
+                let bad_after: String = server.cmd(&["GET", bad]);
+                if (ok && before != after) || (!ok && bad_after != "junk") {
+                    println!("acquire {suffix} fair={fair} contended={contended}: {result:?}, changed {}", before != after);
+                    failures.push(format!("acquire {suffix} {kind} contended={contended}"));
+                }
+            }
+        }
+    }
+    // Release: hold it, then corrupt one of the other keys.
+    for (i, suffix) in ["queue", "alive", "meta", "leases"].iter().enumerate() {
+        for contended in [false, true] {
+            let name = format!("wtr-{suffix}-{contended}");
+            let keys5 = five(&name);
+            let channel = key(&name, "wake");
+            let guard = a.fair_lock(&name).unwrap().lock().await.unwrap();
+            if contended {
+                eval(&server, NEW_ACQUIRE, &keys5, &["y:1", "30000", "6000", &channel, "fair", "queue", "0", "yn"]).unwrap();
+            }
+            let bad = &keys5[i + 1];
+            let _: () = server.cmd(&["DEL", bad]);
+            let _: () = server.cmd(&["SET", bad, "junk"]);
+            let before = snapshot(&server, &name);
+            let result = guard.unlock().await;
+            let after = snapshot(&server, &name);
+            // Writing nothing is right; so is an error. Releasing while the
+            // queue/alive/leases key is broken is not when somebody waits.
+            if before != after && result.is_err() {
+                println!("release {suffix} contended={contended}: {result:?} but state changed");
+                failures.push(format!("release {suffix} contended={contended}"));
+            }
+            println!("release {suffix} contended={contended}: {result:?}, changed {}", before != after);
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// Promise 1/idempotence: retried releases (same request id) after partial
+/// releases, a full release and a re-acquisition by the same owner answer
+/// what the first send did and change nothing.
+#[test]
+fn retried_releases_after_reacquire_change_nothing() {
+    let server = RedisServer::start();
+    let name = "retry-release";
+    let keys5 = five(name);
+    let channel = key(name, "wake");
+    let acquire = |nonce: &str, base: &str| {
+        eval(&server, NEW_ACQUIRE, &keys5, &["c:1", "30000", "6000", &channel, "fair", "queue", base, nonce]).unwrap()
+    };
+    let release = |req: &str, token: &str| {
+        let mut keys = keys5.clone();
+        keys.push(key(name, &format!("release:{req}")));
+        let v: i64 = redis::from_redis_value(
+            eval(&server, NEW_RELEASE, &keys, &["c:1", "6000", &channel, "10000", token, "", "fair"]).unwrap(),
+        )
+        .unwrap();
+        v
+    };
+    acquire("n1", "0");
+    acquire("n2", "1");
+    acquire("n3", "2");
+    let t1: String = server.cmd(&["HGET", &keys5[0], "token"]);
+    assert_eq!(release("r1", &t1), 0);
+    assert_eq!(release("r1", &t1), 0, "retry of a partial release");
+    assert_eq!(release("r2", &t1), 0);
+    assert_eq!(release("r2", &t1), 0);
+    let count: String = server.cmd(&["HGET", &keys5[0], "count"]);
+    assert_eq!(count, "1");
+    assert_eq!(release("r3", &t1), 1);
+    // Same owner takes it again (new token), then every old request is retried.
+    acquire("n4", "0");
+    let t2: String = server.cmd(&["HGET", &keys5[0], "token"]);
+    assert!(t2.parse::<u64>().unwrap() > t1.parse::<u64>().unwrap());
+    assert_eq!(release("r3", &t1), 1, "retry of the full release");
+    assert_eq!(release("r1", &t1), 0);
+    assert_eq!(release("r2", &t1), 0);
+    // The new hold is untouched.
+    let count: String = server.cmd(&["HGET", &keys5[0], "count"]);
+    let owner: String = server.cmd(&["HGET", &keys5[0], "owner"]);
+    assert_eq!((owner.as_str(), count.as_str()), ("c:1", "1"));
+    // Re-entered again and partly released, then a retry of the new full release.
+    acquire("n5", "1");
+    assert_eq!(release("r4", &t2), 0);
+    assert_eq!(release("r5", &t2), 1);
+    assert_eq!(release("r5", &t2), 1);
+    assert_eq!(release("r4", &t2), 0);
+    let exists: i64 = server.cmd(&["EXISTS", &keys5[0]]);
+    assert_eq!(exists, 0);
+}
