@@ -356,3 +356,87 @@ fn retried_releases_after_reacquire_change_nothing() {
     let exists: i64 = server.cmd(&["EXISTS", &keys5[0]]);
     assert_eq!(exists, 0);
 }
+
+/// Promise 6 under `redisson` (its scripts lost their TYPE checks): each of
+/// the lock, queue and timeout keys of the wrong type, on the uncontended
+/// and the contended acquire and release, fair and non-fair: a WRONGTYPE
+/// error and nothing changed, or success with the wrong-typed key untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_typed_redisson_keys_write_nothing() {
+    let server = RedisServer::start();
+    let a = connect(config(&server.url()).protocol(Protocol::Redisson)).await;
+    let b = connect(config(&server.url()).protocol(Protocol::Redisson)).await;
+    let snap = |name: &str| {
+        let (l, q, o) = support::lock_keys(Protocol::Redisson, name);
+        let mut all = vec![l, q];
+        all.extend(o);
+        all.into_iter()
+            .map(|k| {
+                let t: String = server.cmd(&["TYPE", &k]);
+                let d: Option<Vec<u8>> = server.cmd(&["DUMP", &k]);
+                (k, t, d)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut failures = Vec::new();
+    for which in 0..3 {
+        for fair in [true, false] {
+            for contended in [false, true] {
+                for op in ["acquire", "release"] {
+                    if !fair && which > 0 {
+                        continue; // the non-fair lock has only its hash
+                    }
+                    let name = format!("rwt-{which}-{fair}-{contended}-{op}");
+                    let (l, q, o) = support::lock_keys(Protocol::Redisson, &name);
+                    let keys = [l, q, o[0].clone()];
+                    let mut guard = None;
+                    let mut holder_b = None;
+                    if op == "release" {
+                        guard = Some(if fair {
+                            a.fair_lock(&name).unwrap().lock().await.unwrap()
+                        } else {
+                            a.lock(&name).unwrap().lock().await.unwrap()
+                        });
+                    } else if contended {
+                        holder_b = Some(b.fair_lock(&name).unwrap().lock().await.unwrap());
+                    }
+                    if contended && fair {
+                        // One queued waiter (a third party, via try_lock_for in the background).
+                        let c = connect(config(&server.url()).protocol(Protocol::Redisson)).await;
+                        let n = name.clone();
+                        tokio::spawn(async move {
+                            let _ = c.fair_lock(&n).unwrap().try_lock_for(Duration::from_secs(3)).await;
+                            tokio::time::sleep(Duration::from_secs(5)).await;
+                        });
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    if which == 0 && op == "release" {
+                        // The holder's hash replaced by a string.
+                    }
+                    let bad = &keys[which];
+                    let _: () = server.cmd(&["DEL", bad]);
+                    let _: () = server.cmd(&["SET", bad, "junk"]);
+                    let before = snap(&name);
+                    let result: Result<String, String> = match (op, guard) {
+                        ("release", Some(g)) => g.unlock().await.map(|_| "released".into()).map_err(|e| format!("{e:?}")),
+                        _ => if fair {
+                            a.fair_lock(&name).unwrap().try_lock().await.map(|g| format!("{:?}", g.is_some())).map_err(|e| format!("{e:?}"))
+                        } else {
+                            a.lock(&name).unwrap().try_lock().await.map(|g| format!("{:?}", g.is_some())).map_err(|e| format!("{e:?}"))
+                        },
+                    };
+                    let after = snap(&name);
+                    let typed = matches!(&result, Err(e) if e.contains("WrongType"));
+                    let bad_now: String = server.cmd(&["TYPE", bad]);
+                    let wrong = (typed && before != after) || (!typed && bad_now != "string");
+                    println!("{op} key#{which} fair={fair} contended={contended}: {result:?} changed={} bad key type {bad_now}", before != after);
+                    if wrong {
+                        failures.push(format!("{op} key#{which} fair={fair} contended={contended}"));
+                    }
+                    drop(holder_b);
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
