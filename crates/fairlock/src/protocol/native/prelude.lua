@@ -187,11 +187,6 @@ end
 -- (else only the lock key is deleted: nobody to hand it to or to wake).
 local function release_fully(channel_prefix, default_ttl, fair, waiting)
   redis.call('del', KEYS[1])
-  if not fair then
-    -- Non-fair waiters of the previous version do not queue: they listen
-    -- on the shared channel (rolling upgrades).
-    redis.call('publish', channel_prefix, 'free')
-  end
   if not waiting then
     return
   end

@@ -17,10 +17,5 @@ if not waiting and lock[1] == ARGV[1] and ARGV[5] ~= '' and lock[2] == ARGV[5] a
   -- it was skipped): another type fails, and the SET is not done.
   redis.call('set', KEYS[6], '1', 'px', ARGV[4], 'get')
   redis.call('del', KEYS[1])
-  if ARGV[7] == 'nonfair' then
-    -- Non-fair waiters of the previous version do not queue: they listen
-    -- on the shared channel (rolling upgrades).
-    redis.call('publish', ARGV[3], 'free')
-  end
   return 1
 end
