@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fairlock::{ClientConfig, LockClient, Protocol};
 use fairlock_test_support as support;
-use support::RedisServer;
+use support::{RedisServer, eventually};
 use tokio::time::Instant;
 
 fn config(url: &str) -> ClientConfig {
@@ -443,4 +443,122 @@ async fn wrong_typed_redisson_keys_write_nothing() {
         }
     }
     assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// Promises 1, 4, 5 under churn on the new non-fair path (queued waiters,
+/// one wake-up per release, anti-starvation handoff) and the fair fast
+/// paths: 3 clients x 4 tasks, random re-entry, random cancellation at
+/// any await point (timeouts from 0 to 15 ms), short critical sections.
+/// Never two holders; tokens strictly increase; the queue drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn churn_with_cancellation_keeps_mutual_exclusion() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let server = RedisServer::start();
+    for fair in [false, true] {
+        let name = format!("churn-{fair}");
+        let inside = Arc::new(AtomicUsize::new(0));
+        let last = Arc::new(std::sync::Mutex::new(0u64));
+        let violations = Arc::new(AtomicUsize::new(0));
+        let got = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for c in 0..3 {
+            let client = connect(config(&server.url())).await;
+            for t in 0..4u64 {
+                let (client, name) = (client.clone(), name.clone());
+                let (inside, last, violations, got) = (inside.clone(), last.clone(), violations.clone(), got.clone());
+                tasks.push(tokio::spawn(async move {
+                    let deadline = Instant::now() + Duration::from_secs(4);
+                    let mut i = 0u64;
+                    while Instant::now() < deadline {
+                        i += 1;
+                        let cancel_ms = (i * 7 + t * 3 + c) % 16;
+                        let attempt = async {
+                            if fair {
+                                client.fair_lock(&name).unwrap().lock().await
+                            } else {
+                                client.lock(&name).unwrap().lock().await
+                            }
+                        };
+                        let guard = if i % 3 == 0 {
+                            match tokio::time::timeout(Duration::from_millis(cancel_ms), attempt).await {
+                                Ok(g) => g.unwrap(),
+                                Err(_) => continue,
+                            }
+                        } else {
+                            attempt.await.unwrap()
+                        };
+                        if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                            violations.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let token = guard.token().unwrap();
+                        {
+                            let mut l = last.lock().unwrap();
+                            if token <= *l {
+                                violations.fetch_add(1, Ordering::SeqCst);
+                                println!("token {token} after {}", *l);
+                            }
+                            *l = token;
+                        }
+                        got.fetch_add(1, Ordering::SeqCst);
+                        let inner = if i % 2 == 0 { guard.reenter().await.unwrap() } else { None };
+                        tokio::time::sleep(Duration::from_millis(1 + (i % 3))).await;
+                        drop(inner);
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        if i % 5 == 0 {
+                            drop(guard); // released in the background
+                        } else {
+                            guard.unlock().await.unwrap();
+                        }
+                    }
+                }));
+            }
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        println!("fair={fair}: {} acquisitions, {} violations", got.load(Ordering::SeqCst), violations.load(Ordering::SeqCst));
+        assert_eq!(violations.load(Ordering::SeqCst), 0);
+        eventually(Duration::from_secs(8), "queue drained", || {
+            support::queue_len(&server, Protocol::Native, &name) == 0 && !support::is_held(&server, Protocol::Native, &name)
+        })
+        .await;
+    }
+}
+
+/// Promise 3 for the non-fair lock's anti-starvation rule: a holder that
+/// releases and re-acquires in a tight loop does not starve a queued
+/// waiter past a few of its own holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonfair_tight_reacquire_loop_does_not_starve_waiter() {
+    let server = RedisServer::start();
+    let a = connect(config(&server.url())).await;
+    let b = connect(config(&server.url())).await;
+    let name = "starve";
+    let first = a.lock(name).unwrap().lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move {
+            let start = Instant::now();
+            let g = b.lock(name).unwrap().lock().await.unwrap();
+            let took = start.elapsed();
+            g.unlock().await.unwrap();
+            took
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    first.unlock().await.unwrap();
+    let lock = a.lock(name).unwrap();
+    let mut holds = 0;
+    let stop = Instant::now() + Duration::from_secs(3);
+    while !waiter.is_finished() && Instant::now() < stop {
+        if let Some(g) = lock.try_lock().await.unwrap() {
+            holds += 1;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            g.unlock().await.unwrap();
+        }
+    }
+    let took = waiter.await.unwrap();
+    println!("waiter got it after {took:?}; the looping holder took it {holds} times");
+    assert!(took < Duration::from_millis(1500), "waiter starved {took:?}");
 }
