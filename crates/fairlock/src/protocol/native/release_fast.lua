@@ -13,7 +13,9 @@ if not waiting and lock[1] == ARGV[1] and ARGV[5] ~= '' and lock[2] == ARGV[5] a
     and lock[4] == '1' and (ARGV[6] == '' or lock[3] == ARGV[6]) then
   -- The cache first: SET is refused under maxmemory (OOM) before any
   -- effect, DEL would not be (a script's OOM state is fixed when it starts).
-  redis.call('set', KEYS[6], '1', 'px', ARGV[4])
+  -- Its GET option makes it the cache key's type check too (the GET before
+  -- it was skipped): another type fails, and the SET is not done.
+  redis.call('set', KEYS[6], '1', 'px', ARGV[4], 'get')
   redis.call('del', KEYS[1])
   return 1
 end

@@ -1,0 +1,167 @@
+-- fairlock native prelude, prepended to every native-protocol script.
+--
+-- Every script passes the lock's keys in this order:
+--   KEYS[1] lock hash: owner, count (holds), token (fencing token),
+--           claimed (0 while a handoff waits for its new holder's claim)
+--   KEYS[2] queue: sorted set, owner -> arrival number (FIFO order)
+--   KEYS[3] liveness: sorted set, owner -> deadline (server ms); a waiter
+--           refreshes it while it waits and is skipped once it passed
+--   KEYS[4] meta hash: last arrival number ('seq'), last fencing token ('token')
+--   KEYS[5] requested leases: hash, owner -> lease ms of each waiter
+-- All time is the Redis server's (TIME); no client clock is ever used.
+
+-- How long the meta hash outlives the last use of the lock (the release
+-- result caches live as long). Its counters never fall below the server
+-- clock, so they keep increasing after it expired.
+local META_GRACE_MS = 20000
+-- At most this many dead waiters are dropped per call from the middle of
+-- the line (bounded work per call; each dead waiter is dropped once). Dead
+-- waiters at the head are always dropped, however many (see first_live).
+local PURGE_LIMIT = 64
+
+-- Server time in milliseconds and in microseconds.
+local function server_now()
+  local t = redis.call('time')
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  return sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
+end
+
+-- An integer as a decimal string (Lua's own conversion would use exponents).
+local function decimal(n)
+  return string.format('%.0f', n)
+end
+
+-- Next value of a strictly increasing counter: above the last value and not
+-- below the server clock in microseconds.
+local function next_counter(field, now_us)
+  local last = tonumber(redis.call('hget', KEYS[4], field) or '0')
+  local value = math.max(last + 1, now_us)
+  redis.call('hset', KEYS[4], field, decimal(value))
+  return value
+end
+
+-- Make `key` live at least `ms` longer (never shortens a TTL; a key without
+-- one gets it). Every key of a lock thus expires once nobody uses the name.
+local function keep(key, ms)
+  local left = redis.call('pttl', key)
+  if left ~= -2 and left < ms then
+    redis.call('pexpire', key, ms)
+  end
+end
+
+-- A queued waiter's record: the lease it asked for, its own waiter ttl and
+-- the secret (nonce) that authenticates its grant message. Written as
+-- 'LEASE:TTL:NONCE'; anything else (a record from another version, or
+-- garbage) falls back to `default_ttl` and an empty nonce, which no waiter
+-- of this version accepts, so it confirms the grant with a call.
+local function waiter_record(owner, default_ttl)
+  local record = redis.call('hget', KEYS[5], owner) or ''
+  local lease, ttl, nonce = string.match(record, '^(%d+):(%d+):(.*)$')
+  lease, ttl = tonumber(lease), tonumber(ttl)
+  if not lease or not ttl then
+    return tonumber(record) or default_ttl, default_ttl, ''
+  end
+  return lease, ttl, nonce
+end
+
+-- Remove `owner` from the queue (and its liveness and lease); 1 if it was queued.
+local function leave_queue(owner)
+  if redis.call('zrem', KEYS[2], owner) == 0 then
+    return 0
+  end
+  redis.call('zrem', KEYS[3], owner)
+  redis.call('hdel', KEYS[5], owner)
+  return 1
+end
+
+-- Drop waiters whose liveness deadline passed, wherever they are in line.
+local function purge_dead(now)
+  local dead = redis.call('zrange', KEYS[3], '-inf', now, 'byscore', 'limit', 0, PURGE_LIMIT)
+  for _, owner in ipairs(dead) do
+    redis.call('zrem', KEYS[2], owner)
+    redis.call('zrem', KEYS[3], owner)
+    redis.call('hdel', KEYS[5], owner)
+  end
+end
+
+-- Make `owner` the holder of the free lock (no lock key) under a new fencing
+-- token, expiring after `expire_ms`. `claimed`: 1 when the caller itself
+-- takes it, 0 for a handoff its new holder has not acted on yet. `nonce`
+-- identifies the acquisition (clean-up of an older acquisition by the same
+-- owner checks it and leaves this one alone).
+local function take(owner, expire_ms, now_us, claimed, nonce)
+  local token = next_counter('token', now_us)
+  redis.call('hset', KEYS[1], 'owner', owner, 'count', 1, 'token', decimal(token), 'claimed', claimed,
+    'nonce', nonce)
+  redis.call('pexpire', KEYS[1], expire_ms)
+  keep(KEYS[4], expire_ms + META_GRACE_MS)
+  return token
+end
+
+-- The first waiter in line whose liveness has not passed. Dead waiters
+-- ahead of it are dropped, each once, however many there are: a crashed
+-- process's thousand waiters cost the live one behind them nothing but
+-- this call's time.
+local function first_live(now)
+  while true do
+    local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+    if not head then
+      return nil
+    end
+    local alive_until = tonumber(redis.call('zscore', KEYS[3], head))
+    if alive_until and alive_until > now then
+      return head
+    end
+    leave_queue(head)
+  end
+end
+
+-- Hand the free lock to the first live waiter and tell it on its channel.
+-- The grant lasts min(its lease, its own waiter ttl) until the new holder
+-- claims it, so a grant to a waiter that just died is reclaimed quickly.
+-- The message 'grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC' carries the token, the
+-- server time of the grant and the PEXPIRE set, and MAC = sha1 of
+-- 'NONCE:grant:TOKEN:SERVER_MS:EXPIRE_MS' with the secret the waiter sent
+-- when it queued: only the server state and that waiter know it, so a
+-- message published by anyone else is not taken for a grant.
+-- Returns the new holder, or false when nobody (alive) waits.
+local function hand_off(channel_prefix, default_ttl, now, now_us)
+  local head = first_live(now)
+  if not head then
+    return false
+  end
+  local lease, ttl, nonce = waiter_record(head, default_ttl)
+  leave_queue(head)
+  local expire = math.max(1, math.min(lease, ttl))
+  local token = take(head, expire, now_us, 0, nonce)
+  local grant = 'grant:' .. decimal(token) .. ':' .. decimal(now) .. ':' .. decimal(expire)
+  redis.call('publish', channel_prefix .. ':' .. head, grant .. ':' .. redis.sha1hex(nonce .. ':' .. grant))
+  return head
+end
+
+-- The holder is gone: hand the lock to the next live waiter, or free it and
+-- wake the non-fair waiters.
+local function release_fully(channel_prefix, default_ttl, now, now_us)
+  purge_dead(now)
+  redis.call('del', KEYS[1])
+  if not hand_off(channel_prefix, default_ttl, now, now_us) then
+    -- Nobody waits: the name's last key goes with the release caches.
+    redis.call('pexpire', KEYS[4], META_GRACE_MS)
+    redis.call('publish', channel_prefix, 'free')
+  end
+end
+
+-- Tell the client of `holder` (owner 'CLIENT:N') that a hold of this lock
+-- was taken away, on 'PREFIX:CLIENT'. The message only makes the client
+-- check its holds with a call; a forged one costs that call and nothing else.
+local function revoke(revoked_prefix, holder)
+  local client = string.match(holder, '^(.*):[^:]*$')
+  if client then
+    redis.call('publish', revoked_prefix .. client, KEYS[1])
+  end
+end
+
+local function check_types()
+  return wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
+    or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
+end
