@@ -57,7 +57,12 @@ fn five(name: &str) -> Vec<String> {
         .collect()
 }
 
-fn eval(server: &RedisServer, script: &str, keys: &[String], args: &[&str]) -> redis::RedisResult<redis::Value> {
+fn eval(
+    server: &RedisServer,
+    script: &str,
+    keys: &[String],
+    args: &[&str],
+) -> redis::RedisResult<redis::Value> {
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(script).arg(keys.len());
     for k in keys {
@@ -94,12 +99,17 @@ fn snapshot(server: &RedisServer, name: &str) -> Vec<(String, String, Vec<u8>)> 
 fn release_with_wrong_typed_cache_key_writes_nothing() {
     let server = RedisServer::start();
     let mut failures = Vec::new();
-    for (case, count, queued) in [("fast", "1", false), ("contended", "1", true), ("partial", "2", false)] {
+    for (case, count, queued) in [
+        ("fast", "1", false),
+        ("contended", "1", true),
+        ("partial", "2", false),
+    ] {
         let name = format!("wt-cache-{case}");
         let keys5 = five(&name);
         let cache = key(&name, "release:0123456789abcdef0123456789abcdef");
         let _: () = server.cmd(&[
-            "HSET", &keys5[0], "owner", "c:1", "count", count, "token", "5", "claimed", "1", "nonce", "n1",
+            "HSET", &keys5[0], "owner", "c:1", "count", count, "token", "5", "claimed", "1",
+            "nonce", "n1",
         ]);
         let _: () = server.cmd(&["PEXPIRE", &keys5[0], "60000"]);
         if queued {
@@ -121,7 +131,10 @@ fn release_with_wrong_typed_cache_key_writes_nothing() {
         );
         let after = snapshot(&server, &name);
         let cache_type: String = server.cmd(&["TYPE", &cache]);
-        println!("{case}: reply {reply:?}; cache key now a {cache_type}; state changed: {}", before != after);
+        println!(
+            "{case}: reply {reply:?}; cache key now a {cache_type}; state changed: {}",
+            before != after
+        );
         let typed = matches!(&reply, Err(e) if e.to_string().contains("WRONGTYPE"));
         if !typed || before != after {
             failures.push(case);
@@ -151,23 +164,50 @@ fn new_nonfair_release_wakes_old_version_waiter() {
     let keys5 = five(name);
     let channel = key(name, "wake");
     // A new-version holder.
-    let reply = eval(&server, NEW_ACQUIRE, &keys5, &["new:1", "30000", "6000", &channel, "nonfair", "queue", "0", "nn"]).unwrap();
+    let reply = eval(
+        &server,
+        NEW_ACQUIRE,
+        &keys5,
+        &[
+            "new:1", "30000", "6000", &channel, "nonfair", "queue", "0", "nn",
+        ],
+    )
+    .unwrap();
     println!("new acquire: {reply:?}");
     // An old-version waiter: queued? (old non-fair: position 0, not queued).
-    let reply = eval(&server, OLD_ACQUIRE, &keys5, &["old:1", "30000", "6000", &channel, "nonfair", "queue", "0", "on"]).unwrap();
+    let reply = eval(
+        &server,
+        OLD_ACQUIRE,
+        &keys5,
+        &[
+            "old:1", "30000", "6000", &channel, "nonfair", "queue", "0", "on",
+        ],
+    )
+    .unwrap();
     println!("old waiter: {reply:?}");
     // The old client listens on the shared channel.
     let mut sub = server.conn();
     let mut pubsub = sub.as_pubsub();
     pubsub.subscribe(&channel).unwrap();
-    pubsub.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
     // The new holder releases.
     let token: String = server.cmd(&["HGET", &keys5[0], "token"]);
     let mut keys = keys5.clone();
     keys.push(key(name, "release:r1"));
-    let reply = eval(&server, NEW_RELEASE, &keys, &["new:1", "6000", &channel, "10000", &token, "", "nonfair"]).unwrap();
+    let reply = eval(
+        &server,
+        NEW_RELEASE,
+        &keys,
+        &["new:1", "6000", &channel, "10000", &token, "", "nonfair"],
+    )
+    .unwrap();
     println!("new release: {reply:?}");
-    let woken = pubsub.get_message().ok().map(|m| m.get_payload::<String>().unwrap());
+    let woken = pubsub
+        .get_message()
+        .ok()
+        .map(|m| m.get_payload::<String>().unwrap());
     println!("old waiter's channel got: {woken:?}");
     // For comparison: an old holder's release does wake it.
     drop(pubsub);
@@ -186,7 +226,15 @@ async fn old_nonfair_release_serves_new_waiter() {
     let name = "mixed-nonfair-2";
     let keys5 = five(name);
     let channel = key(name, "wake");
-    let reply = eval(&server, OLD_ACQUIRE, &keys5, &["old:1", "30000", "6000", &channel, "nonfair", "queue", "0", "on"]).unwrap();
+    let reply = eval(
+        &server,
+        OLD_ACQUIRE,
+        &keys5,
+        &[
+            "old:1", "30000", "6000", &channel, "nonfair", "queue", "0", "on",
+        ],
+    )
+    .unwrap();
     println!("old acquire: {reply:?}");
     let b = connect(config(&server.url())).await;
     let lock = b.lock(name).unwrap();
@@ -199,12 +247,21 @@ async fn old_nonfair_release_serves_new_waiter() {
     let mut keys = keys5.clone();
     keys.push(key(name, "release:r1"));
     let released = Instant::now();
-    let reply = eval(&server, OLD_RELEASE, &keys, &["old:1", "6000", &channel, "10000", "", ""]).unwrap();
+    let reply = eval(
+        &server,
+        OLD_RELEASE,
+        &keys,
+        &["old:1", "6000", &channel, "10000", "", ""],
+    )
+    .unwrap();
     println!("old release: {reply:?}");
     let (_, token) = waiter.await.unwrap();
     let after = released.elapsed();
     println!("new waiter got it {after:?} after the old release, token {token:?}");
-    assert!(after < Duration::from_millis(1000), "new waiter slept {after:?}");
+    assert!(
+        after < Duration::from_millis(1000),
+        "new waiter slept {after:?}"
+    );
 }
 
 /// Promise 3 (dead waiters cost at most their bound) for the NON-FAIR lock:
@@ -221,7 +278,15 @@ async fn nonfair_woken_dead_waiter_delays_live_one() {
     let b = connect(config(&server.url())).await;
     let holder = a.lock(name).unwrap().lock().await.unwrap();
     // A ghost: queued by the same script, never comes back (killed -9).
-    let reply = eval(&server, NEW_ACQUIRE, &keys5, &["ghost:1", "30000", "6000", &channel, "nonfair", "queue", "0", "gn"]).unwrap();
+    let reply = eval(
+        &server,
+        NEW_ACQUIRE,
+        &keys5,
+        &[
+            "ghost:1", "30000", "6000", &channel, "nonfair", "queue", "0", "gn",
+        ],
+    )
+    .unwrap();
     println!("ghost queued: {reply:?}");
     let lock = b.lock(name).unwrap();
     let waiter = tokio::spawn(async move {
@@ -235,7 +300,10 @@ async fn nonfair_woken_dead_waiter_delays_live_one() {
     let after = released.elapsed();
     println!("live waiter got the free lock {after:?} after the release (token {token:?})");
     // Documented: a dead waiter costs at most waiter_ttl (6 s).
-    assert!(after < Duration::from_secs(7), "free lock unclaimed for {after:?}");
+    assert!(
+        after < Duration::from_secs(7),
+        "free lock unclaimed for {after:?}"
+    );
 }
 
 /// Promise 6 through the library: every native key of the wrong type, on
@@ -246,7 +314,10 @@ async fn wrong_typed_native_keys_write_nothing() {
     let server = RedisServer::start();
     let a = connect(config(&server.url())).await;
     let mut failures = Vec::new();
-    for (i, suffix) in ["lock", "queue", "alive", "meta", "leases"].iter().enumerate() {
+    for (i, suffix) in ["lock", "queue", "alive", "meta", "leases"]
+        .iter()
+        .enumerate()
+    {
         for fair in [true, false] {
             for contended in [false, true] {
                 let name = format!("wt-{suffix}-{fair}-{contended}");
@@ -255,15 +326,31 @@ async fn wrong_typed_native_keys_write_nothing() {
                 let kind = if fair { "fair" } else { "nonfair" };
                 if contended {
                     // Another owner holds it and one waiter is queued.
-                    eval(&server, NEW_ACQUIRE, &keys5, &["x:1", "30000", "6000", &channel, kind, "queue", "0", "xn"]).unwrap();
-                    eval(&server, NEW_ACQUIRE, &keys5, &["y:1", "30000", "6000", &channel, kind, "queue", "0", "yn"]).unwrap();
+                    eval(
+                        &server,
+                        NEW_ACQUIRE,
+                        &keys5,
+                        &["x:1", "30000", "6000", &channel, kind, "queue", "0", "xn"],
+                    )
+                    .unwrap();
+                    eval(
+                        &server,
+                        NEW_ACQUIRE,
+                        &keys5,
+                        &["y:1", "30000", "6000", &channel, kind, "queue", "0", "yn"],
+                    )
+                    .unwrap();
                 }
                 let bad = &keys5[i];
                 let _: () = server.cmd(&["DEL", bad]);
                 let _: () = server.cmd(&["SET", bad, "junk"]);
                 let before = snapshot(&server, &name);
                 let result = if fair {
-                    a.fair_lock(&name).unwrap().try_lock().await.map(|g| g.is_some())
+                    a.fair_lock(&name)
+                        .unwrap()
+                        .try_lock()
+                        .await
+                        .map(|g| g.is_some())
                 } else {
                     a.lock(&name).unwrap().try_lock().await.map(|g| g.is_some())
                 };
@@ -274,7 +361,10 @@ async fn wrong_typed_native_keys_write_nothing() {
                 // least leave the wrong-typed key alone.
                 let bad_after: String = server.cmd(&["GET", bad]);
                 if (ok && before != after) || (!ok && bad_after != "junk") {
-                    println!("acquire {suffix} fair={fair} contended={contended}: {result:?}, changed {}", before != after);
+                    println!(
+                        "acquire {suffix} fair={fair} contended={contended}: {result:?}, changed {}",
+                        before != after
+                    );
                     failures.push(format!("acquire {suffix} {kind} contended={contended}"));
                 }
             }
@@ -288,7 +378,13 @@ async fn wrong_typed_native_keys_write_nothing() {
             let channel = key(&name, "wake");
             let guard = a.fair_lock(&name).unwrap().lock().await.unwrap();
             if contended {
-                eval(&server, NEW_ACQUIRE, &keys5, &["y:1", "30000", "6000", &channel, "fair", "queue", "0", "yn"]).unwrap();
+                eval(
+                    &server,
+                    NEW_ACQUIRE,
+                    &keys5,
+                    &["y:1", "30000", "6000", &channel, "fair", "queue", "0", "yn"],
+                )
+                .unwrap();
             }
             let bad = &keys5[i + 1];
             let _: () = server.cmd(&["DEL", bad]);
@@ -302,7 +398,10 @@ async fn wrong_typed_native_keys_write_nothing() {
                 println!("release {suffix} contended={contended}: {result:?} but state changed");
                 failures.push(format!("release {suffix} contended={contended}"));
             }
-            println!("release {suffix} contended={contended}: {result:?}, changed {}", before != after);
+            println!(
+                "release {suffix} contended={contended}: {result:?}, changed {}",
+                before != after
+            );
         }
     }
     assert!(failures.is_empty(), "{failures:?}");
@@ -318,13 +417,27 @@ fn retried_releases_after_reacquire_change_nothing() {
     let keys5 = five(name);
     let channel = key(name, "wake");
     let acquire = |nonce: &str, base: &str| {
-        eval(&server, NEW_ACQUIRE, &keys5, &["c:1", "30000", "6000", &channel, "fair", "queue", base, nonce]).unwrap()
+        eval(
+            &server,
+            NEW_ACQUIRE,
+            &keys5,
+            &[
+                "c:1", "30000", "6000", &channel, "fair", "queue", base, nonce,
+            ],
+        )
+        .unwrap()
     };
     let release = |req: &str, token: &str| {
         let mut keys = keys5.clone();
         keys.push(key(name, &format!("release:{req}")));
         let v: i64 = redis::from_redis_value(
-            eval(&server, NEW_RELEASE, &keys, &["c:1", "6000", &channel, "10000", token, "", "fair"]).unwrap(),
+            eval(
+                &server,
+                NEW_RELEASE,
+                &keys,
+                &["c:1", "6000", &channel, "10000", token, "", "fair"],
+            )
+            .unwrap(),
         )
         .unwrap();
         v
@@ -409,7 +522,11 @@ async fn wrong_typed_redisson_keys_write_nothing() {
                         let c = connect(config(&server.url()).protocol(Protocol::Redisson)).await;
                         let n = name.clone();
                         tokio::spawn(async move {
-                            let _ = c.fair_lock(&n).unwrap().try_lock_for(Duration::from_secs(3)).await;
+                            let _ = c
+                                .fair_lock(&n)
+                                .unwrap()
+                                .try_lock_for(Duration::from_secs(3))
+                                .await;
                             tokio::time::sleep(Duration::from_secs(5)).await;
                         });
                         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -422,20 +539,41 @@ async fn wrong_typed_redisson_keys_write_nothing() {
                     let _: () = server.cmd(&["SET", bad, "junk"]);
                     let before = snap(&name);
                     let result: Result<String, String> = match (op, guard) {
-                        ("release", Some(g)) => g.unlock().await.map(|_| "released".into()).map_err(|e| format!("{e:?}")),
-                        _ => if fair {
-                            a.fair_lock(&name).unwrap().try_lock().await.map(|g| format!("{:?}", g.is_some())).map_err(|e| format!("{e:?}"))
-                        } else {
-                            a.lock(&name).unwrap().try_lock().await.map(|g| format!("{:?}", g.is_some())).map_err(|e| format!("{e:?}"))
-                        },
+                        ("release", Some(g)) => g
+                            .unlock()
+                            .await
+                            .map(|_| "released".into())
+                            .map_err(|e| format!("{e:?}")),
+                        _ => {
+                            if fair {
+                                a.fair_lock(&name)
+                                    .unwrap()
+                                    .try_lock()
+                                    .await
+                                    .map(|g| format!("{:?}", g.is_some()))
+                                    .map_err(|e| format!("{e:?}"))
+                            } else {
+                                a.lock(&name)
+                                    .unwrap()
+                                    .try_lock()
+                                    .await
+                                    .map(|g| format!("{:?}", g.is_some()))
+                                    .map_err(|e| format!("{e:?}"))
+                            }
+                        }
                     };
                     let after = snap(&name);
                     let typed = matches!(&result, Err(e) if e.contains("WrongType"));
                     let bad_now: String = server.cmd(&["TYPE", bad]);
                     let wrong = (typed && before != after) || (!typed && bad_now != "string");
-                    println!("{op} key#{which} fair={fair} contended={contended}: {result:?} changed={} bad key type {bad_now}", before != after);
+                    println!(
+                        "{op} key#{which} fair={fair} contended={contended}: {result:?} changed={} bad key type {bad_now}",
+                        before != after
+                    );
                     if wrong {
-                        failures.push(format!("{op} key#{which} fair={fair} contended={contended}"));
+                        failures.push(format!(
+                            "{op} key#{which} fair={fair} contended={contended}"
+                        ));
                     }
                     drop(holder_b);
                 }
@@ -466,7 +604,12 @@ async fn churn_with_cancellation_keeps_mutual_exclusion() {
             let client = connect(config(&server.url())).await;
             for t in 0..4u64 {
                 let (client, name) = (client.clone(), name.clone());
-                let (inside, last, violations, got) = (inside.clone(), last.clone(), violations.clone(), got.clone());
+                let (inside, last, violations, got) = (
+                    inside.clone(),
+                    last.clone(),
+                    violations.clone(),
+                    got.clone(),
+                );
                 tasks.push(tokio::spawn(async move {
                     let deadline = Instant::now() + Duration::from_secs(4);
                     let mut i = 0u64;
@@ -480,8 +623,10 @@ async fn churn_with_cancellation_keeps_mutual_exclusion() {
                                 client.lock(&name).unwrap().lock().await
                             }
                         };
-                        let guard = if i % 3 == 0 {
-                            match tokio::time::timeout(Duration::from_millis(cancel_ms), attempt).await {
+                        let guard = if i.is_multiple_of(3) {
+                            match tokio::time::timeout(Duration::from_millis(cancel_ms), attempt)
+                                .await
+                            {
                                 Ok(g) => g.unwrap(),
                                 Err(_) => continue,
                             }
@@ -501,11 +646,15 @@ async fn churn_with_cancellation_keeps_mutual_exclusion() {
                             *l = token;
                         }
                         got.fetch_add(1, Ordering::SeqCst);
-                        let inner = if i % 2 == 0 { guard.reenter().await.unwrap() } else { None };
+                        let inner = if i.is_multiple_of(2) {
+                            guard.reenter().await.unwrap()
+                        } else {
+                            None
+                        };
                         tokio::time::sleep(Duration::from_millis(1 + (i % 3))).await;
                         drop(inner);
                         inside.fetch_sub(1, Ordering::SeqCst);
-                        if i % 5 == 0 {
+                        if i.is_multiple_of(5) {
                             drop(guard); // released in the background
                         } else {
                             guard.unlock().await.unwrap();
@@ -517,10 +666,15 @@ async fn churn_with_cancellation_keeps_mutual_exclusion() {
         for task in tasks {
             task.await.unwrap();
         }
-        println!("fair={fair}: {} acquisitions, {} violations", got.load(Ordering::SeqCst), violations.load(Ordering::SeqCst));
+        println!(
+            "fair={fair}: {} acquisitions, {} violations",
+            got.load(Ordering::SeqCst),
+            violations.load(Ordering::SeqCst)
+        );
         assert_eq!(violations.load(Ordering::SeqCst), 0);
         eventually(Duration::from_secs(8), "queue drained", || {
-            support::queue_len(&server, Protocol::Native, &name) == 0 && !support::is_held(&server, Protocol::Native, &name)
+            support::queue_len(&server, Protocol::Native, &name) == 0
+                && !support::is_held(&server, Protocol::Native, &name)
         })
         .await;
     }
@@ -560,5 +714,8 @@ async fn nonfair_tight_reacquire_loop_does_not_starve_waiter() {
     }
     let took = waiter.await.unwrap();
     println!("waiter got it after {took:?}; the looping holder took it {holds} times");
-    assert!(took < Duration::from_millis(1500), "waiter starved {took:?}");
+    assert!(
+        took < Duration::from_millis(1500),
+        "waiter starved {took:?}"
+    );
 }
