@@ -429,3 +429,41 @@ async fn slow_waiter_keeps_its_place(server: &RedisServer, name: &str) -> bool {
     guard.unlock().await.unwrap();
     a_first && a_granted_first
 }
+
+/// Adversary 2: a flood of forged revocation messages naming a lock the
+/// client holds (anyone may PUBLISH on `fairlock:revoked:CLIENT_ID`) costs
+/// at most one check per 50 ms, never makes the held lock be reported
+/// lost, and a real force-unlock after it is still found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adv2_forged_revocations_cost_one_check_per_gap_and_lose_nothing() {
+    let server = RedisServer::start();
+    let client = connect(config(&server.url())).await;
+    let lock = client.fair_lock("adv2-revoked").unwrap();
+    let guard = lock.lock().await.unwrap();
+    let channel = format!("fairlock:revoked:{}", client.id());
+    let key = "fairlock:{adv2-revoked}:lock";
+    let mut worst = 0;
+    for payload in [key, "fairlock:{other}:lock", "", "\u{0}\u{ff}garbage"] {
+        let before = evalsha_calls(&server);
+        let sent = tokio::task::block_in_place(|| {
+            flood(&server, &channel, payload, Duration::from_secs(1))
+        });
+        let calls = evalsha_calls(&server) - before;
+        println!("{payload:?}: {sent} forged revocations in 1 s -> {calls} scripts");
+        worst = worst.max(calls);
+        assert!(guard.is_held(), "{payload:?}: a forged revocation lost the hold");
+    }
+    // 1 s / 50 ms = 20 checks, plus one at each edge.
+    assert!(worst <= 23, "scripts in 1 s of forged revocations: {worst}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(guard.is_held());
+    assert!(lock.is_locked().await.unwrap());
+    // A real force-unlock after the flood is still found promptly.
+    let other = connect(config(&server.url())).await;
+    assert!(other.fair_lock("adv2-revoked").unwrap().force_unlock().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("force-unlock after a flood not noticed");
+    assert!(!guard.is_held());
+    client.shutdown().await;
+}

@@ -561,3 +561,101 @@ async fn min_replicas_on_the_master_of_the_lock_slot() {
         client.shutdown().await;
     }
 }
+
+/// Adversary 2: an acquisition with `min_replicas` cancelled while its
+/// `WAIT` runs (the slot's replica stopped, so the WAIT would only time
+/// out) must not leave the lock held: the granted hold is released in the
+/// background, long before its 30 s lease would run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adv2_min_replicas_cancelled_during_wait_leaves_nothing_held() {
+    const TIMEOUT: Duration = Duration::from_secs(3);
+    let mut cluster = Cluster::start();
+    for protocol in PROTOCOLS {
+        let name = format!("adv2-cancel-{protocol:?}");
+        let master = node_of(&cluster, protocol, &name).port();
+        let replica = cluster.replicas_of(master)[0].port();
+        cluster
+            .nodes_mut()
+            .iter_mut()
+            .find(|n| n.port() == replica)
+            .unwrap()
+            .stop();
+        let client = cluster_client_with(&cluster, protocol, |c| c.min_replicas(1, TIMEOUT)).await;
+        let lock = client.fair_lock(&name).unwrap();
+        let cancelled = tokio::time::timeout(Duration::from_millis(700), lock.lock()).await;
+        assert!(cancelled.is_err(), "{protocol}: WAIT did not block: {cancelled:?}");
+        // The acquisition was granted (WAIT was running): it must be undone.
+        eventually(Duration::from_secs(5), "cancelled acquisition released", || {
+            let mut conn = cluster.node(master).conn();
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg(lock_keys(protocol, &name).0)
+                .query(&mut conn)
+                .unwrap();
+            exists == 0
+        })
+        .await;
+        client.shutdown().await;
+        cluster
+            .nodes_mut()
+            .iter_mut()
+            .find(|n| n.port() == replica)
+            .unwrap()
+            .restart();
+        eventually(Duration::from_secs(30), "replica back in sync", || {
+            let info: String = cluster.node(replica).cmd(&["INFO", "replication"]);
+            info.contains("master_link_status:up")
+        })
+        .await;
+    }
+}
+
+/// Adversary 2: a re-entry whose `WAIT` is not met undoes that one hold
+/// only: the outer guard still holds the lock (on the server too), and its
+/// unlock (reported not acknowledged) frees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adv2_min_replicas_failed_reentry_keeps_the_outer_hold() {
+    const TIMEOUT: Duration = Duration::from_millis(500);
+    let mut cluster = Cluster::start();
+    for protocol in PROTOCOLS {
+        let name = format!("adv2-reenter-{protocol:?}");
+        let master = node_of(&cluster, protocol, &name).port();
+        let replica = cluster.replicas_of(master)[0].port();
+        let client = cluster_client_with(&cluster, protocol, |c| c.min_replicas(1, TIMEOUT)).await;
+        let lock = client.fair_lock(&name).unwrap();
+        let outer = lock.lock().await.expect("acknowledged");
+        cluster
+            .nodes_mut()
+            .iter_mut()
+            .find(|n| n.port() == replica)
+            .unwrap()
+            .stop();
+        match outer.reenter().await {
+            Err(fairlock::Error::ReplicasNotSynced { what: "acquisition", .. }) => {}
+            other => panic!("{protocol}: {other:?}"),
+        }
+        assert!(outer.is_held(), "{protocol}: outer hold lost by the undo");
+        assert!(lock.is_locked().await.unwrap(), "{protocol}: undo freed the outer hold");
+        // Past a renewal or two: still held.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(outer.is_held(), "{protocol}");
+        assert!(lock.is_locked().await.unwrap(), "{protocol}");
+        match outer.unlock().await {
+            Err(fairlock::Error::ReplicasNotSynced { what: "release", .. }) => {}
+            other => panic!("{protocol}: {other:?}"),
+        }
+        assert!(!lock.is_locked().await.unwrap(), "{protocol}: left held");
+        support::assert_clean_for(node_of(&cluster, protocol, &name), protocol, &name);
+        client.shutdown().await;
+        cluster
+            .nodes_mut()
+            .iter_mut()
+            .find(|n| n.port() == replica)
+            .unwrap()
+            .restart();
+        eventually(Duration::from_secs(30), "replica back in sync", || {
+            let info: String = cluster.node(replica).cmd(&["INFO", "replication"]);
+            info.contains("master_link_status:up")
+        })
+        .await;
+    }
+}

@@ -637,3 +637,44 @@ async fn a_missing_database_is_bad_input_and_an_existing_one_is_used() {
     guard.unlock().await.unwrap();
     client.shutdown().await;
 }
+
+/// Adversary 2: `min_replicas` as a user with exactly the documented rules.
+/// A master with one replica in sync: the acquisition and the release must
+/// be acknowledged, with nothing refused in `ACL LOG`.
+async fn documented_rules_suffice_for_min_replicas(protocol: Protocol) {
+    support::init_tracing();
+    let server = RedisServer::start();
+    let port = server.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    until(Duration::from_secs(10), "replica in sync", || async {
+        let info: String = replica.cmd(&["INFO", "replication"]);
+        info.contains("master_link_status:up")
+    })
+    .await;
+    let (user, rules) = documented(protocol);
+    create_user(&server, user, rules);
+    let config =
+        config_for(&server, user, protocol).min_replicas(1, Duration::from_millis(500));
+    let client = LockClient::with_config(config).await.expect("connect");
+    let name = match protocol {
+        Protocol::Redisson => "locks:adv2-sync",
+        _ => "adv2-sync",
+    };
+    let lock = client.fair_lock(name).unwrap();
+    let acquired = lock.lock().await;
+    let denials = acl_denials(&server);
+    let guard = acquired.unwrap_or_else(|e| panic!("{protocol}: {e:?}; ACL LOG: {denials:?}"));
+    guard.unlock().await.expect("release acknowledged");
+    assert_eq!(acl_denials(&server), Vec::<String>::new(), "{protocol}");
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adv2_documented_rules_suffice_for_min_replicas_native() {
+    documented_rules_suffice_for_min_replicas(Protocol::Native).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adv2_documented_rules_suffice_for_min_replicas_redisson() {
+    documented_rules_suffice_for_min_replicas(Protocol::Redisson).await;
+}
