@@ -443,6 +443,8 @@ async fn adv2_forged_revocations_cost_one_check_per_gap_and_lose_nothing() {
     let channel = format!("fairlock:revoked:{}", client.id());
     let key = "fairlock:{adv2-revoked}:lock";
     let mut worst = 0;
+    let rss_before = rss_kb();
+    println!("rss before: {}", rss());
     for payload in [key, "fairlock:{other}:lock", "", "\u{0}\u{ff}garbage"] {
         let before = evalsha_calls(&server);
         let sent = tokio::task::block_in_place(|| {
@@ -453,6 +455,7 @@ async fn adv2_forged_revocations_cost_one_check_per_gap_and_lose_nothing() {
         worst = worst.max(calls);
         assert!(guard.is_held(), "{payload:?}: a forged revocation lost the hold");
     }
+    println!("rss after floods: {}", rss());
     // 1 s / 50 ms = 20 checks, plus one at each edge.
     assert!(worst <= 23, "scripts in 1 s of forged revocations: {worst}");
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -461,9 +464,32 @@ async fn adv2_forged_revocations_cost_one_check_per_gap_and_lose_nothing() {
     // A real force-unlock after the flood is still found promptly.
     let other = connect(config(&server.url())).await;
     assert!(other.fair_lock("adv2-revoked").unwrap().force_unlock().await.unwrap());
-    tokio::time::timeout(Duration::from_secs(2), guard.lost())
-        .await
-        .expect("force-unlock after a flood not noticed");
+    let started = Instant::now();
+    let noticed = tokio::time::timeout(Duration::from_secs(15), guard.lost()).await;
+    println!("force-unlock noticed after {:?} ({noticed:?}); rss {}", started.elapsed(), rss());
+    let grown = rss_kb().saturating_sub(rss_before);
+    assert!(grown < 20_000, "client memory grew by {grown} kB under forged revocations");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "force-unlock after a flood noticed late"
+    );
     assert!(!guard.is_held());
     client.shutdown().await;
+}
+
+fn rss() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("VmRSS"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn rss_kb() -> u64 {
+    rss()
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
