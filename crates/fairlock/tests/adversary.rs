@@ -493,3 +493,45 @@ fn rss_kb() -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// Adversary 2 (label only): the revocation listener keeps only the latest
+/// payload (a `watch`), so a real force-unlock message followed by a forged
+/// one naming another key before the listener reads it loses its key: the
+/// loss is then counted as `expired`/`taken_over`, not `force_unlocked`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adv2_force_unlock_during_forged_revocations_is_labelled_force_unlocked() {
+    let server = RedisServer::start();
+    let client = connect(config(&server.url())).await;
+    let lock = client.fair_lock("adv2-label").unwrap();
+    let guard = lock.lock().await.unwrap();
+    let channel = format!("fairlock:revoked:{}", client.id());
+    let flooder = {
+        let conn_server = server.url();
+        let channel = channel.clone();
+        std::thread::spawn(move || {
+            let mut conn = redis::Client::open(conn_server).unwrap().get_connection().unwrap();
+            let until = std::time::Instant::now() + Duration::from_millis(1500);
+            while std::time::Instant::now() < until {
+                let mut pipe = redis::pipe();
+                for _ in 0..50 {
+                    pipe.cmd("PUBLISH").arg(&channel).arg("fairlock:{x}:lock").ignore();
+                }
+                pipe.query::<()>(&mut conn).unwrap();
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other = connect(config(&server.url())).await;
+    assert!(other.fair_lock("adv2-label").unwrap().force_unlock().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(15), guard.lost())
+        .await
+        .expect("lost");
+    tokio::task::block_in_place(|| flooder.join().unwrap());
+    let stats = client.statistics();
+    assert_eq!(
+        (stats.lost_force_unlocked, stats.lost_expired, stats.lost_taken_over),
+        (1, 0, 0),
+        "{stats:?}"
+    );
+    client.shutdown().await;
+}
