@@ -583,16 +583,23 @@ async fn adv2_min_replicas_cancelled_during_wait_leaves_nothing_held() {
         let client = cluster_client_with(&cluster, protocol, |c| c.min_replicas(1, TIMEOUT)).await;
         let lock = client.fair_lock(&name).unwrap();
         let cancelled = tokio::time::timeout(Duration::from_millis(700), lock.lock()).await;
-        assert!(cancelled.is_err(), "{protocol}: WAIT did not block: {cancelled:?}");
+        assert!(
+            cancelled.is_err(),
+            "{protocol}: WAIT did not block: {cancelled:?}"
+        );
         // The acquisition was granted (WAIT was running): it must be undone.
-        eventually(Duration::from_secs(5), "cancelled acquisition released", || {
-            let mut conn = cluster.node(master).conn();
-            let exists: i64 = redis::cmd("EXISTS")
-                .arg(lock_keys(protocol, &name).0)
-                .query(&mut conn)
-                .unwrap();
-            exists == 0
-        })
+        eventually(
+            Duration::from_secs(5),
+            "cancelled acquisition released",
+            || {
+                let mut conn = cluster.node(master).conn();
+                let exists: i64 = redis::cmd("EXISTS")
+                    .arg(lock_keys(protocol, &name).0)
+                    .query(&mut conn)
+                    .unwrap();
+                exists == 0
+            },
+        )
         .await;
         client.shutdown().await;
         cluster
@@ -630,17 +637,25 @@ async fn adv2_min_replicas_failed_reentry_keeps_the_outer_hold() {
             .unwrap()
             .stop();
         match outer.reenter().await {
-            Err(fairlock::Error::ReplicasNotSynced { what: "acquisition", .. }) => {}
+            Err(fairlock::Error::ReplicasNotSynced {
+                what: "acquisition",
+                ..
+            }) => {}
             other => panic!("{protocol}: {other:?}"),
         }
         assert!(outer.is_held(), "{protocol}: outer hold lost by the undo");
-        assert!(lock.is_locked().await.unwrap(), "{protocol}: undo freed the outer hold");
+        assert!(
+            lock.is_locked().await.unwrap(),
+            "{protocol}: undo freed the outer hold"
+        );
         // Past a renewal or two: still held.
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(outer.is_held(), "{protocol}");
         assert!(lock.is_locked().await.unwrap(), "{protocol}");
         match outer.unlock().await {
-            Err(fairlock::Error::ReplicasNotSynced { what: "release", .. }) => {}
+            Err(fairlock::Error::ReplicasNotSynced {
+                what: "release", ..
+            }) => {}
             other => panic!("{protocol}: {other:?}"),
         }
         assert!(!lock.is_locked().await.unwrap(), "{protocol}: left held");

@@ -143,7 +143,7 @@ const PASSWORD: &str = "change-this-password";
 
 /// The rules of `docs/deployment.md` for a `native` user, word for word.
 const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
-    +subscribe +unsubscribe +publish \
+    +subscribe +unsubscribe +publish +wait \
     +exists +pttl +hmget +type +get +set +del +pexpire \
     +hget +hset +hdel +hincrby +hgetall \
     +zadd +zrem +zrange +zrank +zscore +zcard \
@@ -152,14 +152,14 @@ const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
 /// The rules of `docs/deployment.md` for a `redisson` user whose lock names
 /// all start with `locks:`, word for word.
 const REDISSON_RULES: &str = "-@all +ping +time +evalsha +script|load \
-    +subscribe +unsubscribe +publish \
+    +subscribe +unsubscribe +publish +wait \
     +exists +pttl +hget +type +get +set +del +pexpire \
     +hset +hexists +hincrby +hgetall +hkeys \
     +lindex +lpop +rpush +lrange +lrem +lpos +llen \
     +zadd +zrem +zrange +zscore +zincrby \
     ~locks:* ~redisson_lock_queue:* ~redisson_lock_timeout:* \
-    ~redisson_unlock_latch:* ~redisson_lock__channel:* \
-    &redisson_lock__channel:* &fairlock:revoked:*";
+    ~redisson_unlock_latch:* ~redisson_lock__channel:* ~fairlock:replica-sync:* \
+    &redisson_lock__channel:* &fairlock:revoked:* &fairlock:replica-sync";
 
 /// The documented user name and rules of `protocol`.
 fn documented(protocol: Protocol) -> (&'static str, &'static str) {
@@ -653,8 +653,7 @@ async fn documented_rules_suffice_for_min_replicas(protocol: Protocol) {
     .await;
     let (user, rules) = documented(protocol);
     create_user(&server, user, rules);
-    let config =
-        config_for(&server, user, protocol).min_replicas(1, Duration::from_millis(500));
+    let config = config_for(&server, user, protocol).min_replicas(1, Duration::from_millis(500));
     let client = LockClient::with_config(config).await.expect("connect");
     let name = match protocol {
         Protocol::Redisson => "locks:adv2-sync",
@@ -670,11 +669,11 @@ async fn documented_rules_suffice_for_min_replicas(protocol: Protocol) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn adv2_documented_rules_suffice_for_min_replicas_native() {
+async fn documented_rules_suffice_for_min_replicas_native() {
     documented_rules_suffice_for_min_replicas(Protocol::Native).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn adv2_documented_rules_suffice_for_min_replicas_redisson() {
+async fn documented_rules_suffice_for_min_replicas_redisson() {
     documented_rules_suffice_for_min_replicas(Protocol::Redisson).await;
 }
