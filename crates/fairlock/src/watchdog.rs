@@ -474,6 +474,9 @@ async fn run(
             let mut map = locked(&entries);
             match result {
                 Ok(found) => {
+                    // Read once per answer: it survived (or not) whatever
+                    // change came before it.
+                    let changes = conn.server_changes();
                     for ((key, _, state), found) in chunk.iter().zip(found) {
                         // Released (or replaced) meanwhile: the answer no longer matters.
                         let Some(entry) = map.get_mut(key).filter(|e| Arc::ptr_eq(&e.state, state))
@@ -483,7 +486,7 @@ async fn run(
                         if found != Renewal::Held {
                             let cause = if entry.revoked {
                                 LostCause::ForceUnlocked
-                            } else if conn.server_changes() != entry.server_changes {
+                            } else if changes != entry.server_changes {
                                 LostCause::Failover
                             } else if found == Renewal::TakenOver {
                                 LostCause::TakenOver
@@ -494,8 +497,7 @@ async fn run(
                             entry.ended(&key.1, &events);
                             map.remove(key);
                         } else {
-                            // It survived whatever change came before.
-                            entry.server_changes = conn.server_changes();
+                            entry.server_changes = changes;
                             entry.revoked = false;
                             if !check_only {
                                 entry.state.extend(sent_at + lease);

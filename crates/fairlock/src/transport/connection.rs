@@ -379,7 +379,7 @@ impl Connection {
     /// grows.
     pub(crate) fn server_changes(&self) -> u64 {
         let switches = match &self.backend {
-            Backend::Sentinel(follower) => *follower.switches().borrow(),
+            Backend::Sentinel(follower) => follower.generation(),
             Backend::Standalone(_) | Backend::Cluster(_) => 0,
         };
         switches + self.scripts.changes.load(Ordering::Relaxed)

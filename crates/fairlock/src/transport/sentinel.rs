@@ -314,12 +314,17 @@ impl Follower {
 
     /// The master's connection now, and the generation it belongs to.
     pub(super) fn current(&self) -> (Direct, u64) {
-        let generation = *self.generation.borrow();
+        let generation = self.generation();
         let direct = match self.current.read() {
             Ok(current) => current.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         };
         (direct, generation)
+    }
+
+    /// Master switches so far (the generation of the current master).
+    pub(super) fn generation(&self) -> u64 {
+        *self.generation.borrow()
     }
 
     /// A receiver that sees every switch to another master.
