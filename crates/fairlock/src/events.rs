@@ -169,6 +169,13 @@ pub(crate) enum Event<'a> {
     HoldEnded { lock: &'a str, held_for: Duration },
     /// The pub/sub connection is up (`reconnect`: not the first time).
     PubSubConnected { reconnect: bool },
+    /// The pub/sub connection fell behind (messages dropped, or the health
+    /// PING answered late) and every waiter was woken to check. `first`:
+    /// the first time in 10 s.
+    PubSubBehind {
+        reason: crate::wakeup::Reason,
+        first: bool,
+    },
     /// A server answered `NOSCRIPT` and the script was sent in full;
     /// `ran_before`: it had run there (the server changed, restarted or
     /// flushed its scripts).
@@ -265,6 +272,13 @@ impl Recorder {
             Event::PubSubConnected { reconnect: true } => {
                 bump(&c.pubsub_reconnects);
                 self.meters.pubsub_reconnect();
+            }
+            Event::PubSubBehind { reason, .. } => {
+                bump(&c.pubsub_behind);
+                self.meters.pubsub_behind(match reason {
+                    crate::wakeup::Reason::Dropped => "dropped",
+                    crate::wakeup::Reason::SlowPing => "slow_ping",
+                });
             }
             Event::ScriptReloaded { .. } => {
                 bump(&c.script_reloads);
@@ -577,6 +591,32 @@ pub(crate) fn record(event: Event<'_>) {
         Event::HoldStarted { lock } => tracing::trace!(lock, "hold started"),
         Event::HoldEnded { lock, held_for } => tracing::trace!(lock, ?held_for, "hold ended"),
         Event::PubSubConnected { reconnect } => debug!(reconnect, "pub/sub connected"),
+        Event::PubSubBehind {
+            reason: crate::wakeup::Reason::Dropped,
+            first,
+        } => {
+            if first {
+                warn!(
+                    "pub/sub messages arrive faster than they can be handled (a PUBLISH \
+                     flood?); dropping them and waking every waiter to check"
+                )
+            } else {
+                debug!("pub/sub messages dropped; waking every waiter")
+            }
+        }
+        Event::PubSubBehind {
+            reason: crate::wakeup::Reason::SlowPing,
+            first,
+        } => {
+            if first {
+                info!(
+                    "pub/sub health check answered late (a backlog of messages, or a busy \
+                     server); waking every waiter to check"
+                )
+            } else {
+                debug!("pub/sub health check answered late; waking every waiter")
+            }
+        }
         Event::ScriptReloaded {
             script,
             server,

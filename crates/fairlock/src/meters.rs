@@ -83,6 +83,7 @@ pub(crate) mod names {
     pub(crate) const LOST: &str = "fairlock_locks_lost_total";
     pub(crate) const FORCE_UNLOCKS: &str = "fairlock_force_unlocks_total";
     pub(crate) const PUBSUB_RECONNECTS: &str = "fairlock_pubsub_reconnects_total";
+    pub(crate) const PUBSUB_BEHIND: &str = "fairlock_pubsub_behind_total";
     pub(crate) const SCRIPT_RELOADS: &str = "fairlock_script_reloads_total";
     pub(crate) const HELD: &str = "fairlock_held_locks";
     pub(crate) const WAITING: &str = "fairlock_waiting_tasks";
@@ -198,6 +199,11 @@ impl Meters {
         ::metrics::counter!(names::PUBSUB_RECONNECTS, "protocol" => self.protocol).increment(1);
     }
 
+    pub(crate) fn pubsub_behind(&self, reason: &'static str) {
+        ::metrics::counter!(names::PUBSUB_BEHIND, "protocol" => self.protocol, "reason" => reason)
+            .increment(1);
+    }
+
     pub(crate) fn script_reload(&self) {
         ::metrics::counter!(names::SCRIPT_RELOADS, "protocol" => self.protocol).increment(1);
     }
@@ -235,5 +241,8 @@ impl Meters {
     pub(crate) fn force_unlock(&self, _: &str, _: bool) {}
     #[inline(always)]
     pub(crate) fn pubsub_reconnect(&self) {}
+    #[inline(always)]
+    pub(crate) fn pubsub_behind(&self, _: &'static str) {}
+    #[inline(always)]
     pub(crate) fn script_reload(&self) {}
 }

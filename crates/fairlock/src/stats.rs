@@ -86,6 +86,12 @@ pub struct Statistics {
     /// Times the pub/sub (wake-up) connection was re-established after it
     /// broke.
     pub pubsub_reconnects: u64,
+    /// Times the pub/sub (wake-up) connection fell behind and every waiter
+    /// was woken to check (at most once per 25 ms): messages arrived faster
+    /// than the client could take them and some were dropped (a PUBLISH
+    /// flood), or the 1 s health-check PING was unanswered after 100 ms (a
+    /// backlog of messages, or a busy server).
+    pub pubsub_behind: u64,
     /// Scripts sent again in full (`EVAL`) after the server answered
     /// `NOSCRIPT`: the first use of each script on each server (or cluster
     /// node), and again after a restart, a `SCRIPT FLUSH` or a failover to
@@ -184,6 +190,7 @@ pub(crate) struct Counters {
     pub(crate) lost_claim_failed: AtomicU64,
     pub(crate) force_unlocks: AtomicU64,
     pub(crate) pubsub_reconnects: AtomicU64,
+    pub(crate) pubsub_behind: AtomicU64,
     pub(crate) script_reloads: AtomicU64,
 }
 
@@ -224,6 +231,7 @@ impl Counters {
             lost_claim_failed: get(&self.lost_claim_failed),
             force_unlocks: get(&self.force_unlocks),
             pubsub_reconnects: get(&self.pubsub_reconnects),
+            pubsub_behind: get(&self.pubsub_behind),
             script_reloads: get(&self.script_reloads),
         }
     }

@@ -27,10 +27,64 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::events::{self, Event, Recorder};
 use crate::retry::Backoff;
-use crate::transport::{Message, PubSubConnector};
+use crate::transport::{Incoming, Message, PubSubConnector};
 
 /// How often the pub/sub connection is checked with a PING.
 pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The shortest time between two wake-ups of every waiter because the
+/// connection fell behind: a sustained flood makes each waiter check at
+/// most once per gap (as a flood on its own channel does, `acquire/wait.rs`).
+const BEHIND_WAKE_GAP: Duration = Duration::from_millis(25);
+
+/// A health-check PING unanswered after this long means messages wait
+/// unread: every waiter is woken to check, and again every `PING_LAG`
+/// until it is answered (it still gets until the response timeout before
+/// the connection counts as broken).
+const PING_LAG: Duration = Duration::from_millis(100);
+
+/// Why the router woke everyone while connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// Messages were dropped (more arrived than the client could take).
+    Dropped,
+    /// The health-check PING was answered late.
+    SlowPing,
+}
+
+/// Wake-ups of every waiter because the connection fell behind, at most
+/// one per [`BEHIND_WAKE_GAP`]: one asked for within the gap is owed and
+/// made when the gap ends (messages dropped meanwhile are covered).
+#[derive(Default)]
+struct Behind {
+    woken_at: Option<tokio::time::Instant>,
+    owed: bool,
+}
+
+impl Behind {
+    fn wake(&mut self, shared: &Shared, events: &Recorder, reason: Reason) {
+        let now = tokio::time::Instant::now();
+        if self.woken_at.is_some_and(|at| now < at + BEHIND_WAKE_GAP) {
+            self.owed = true;
+            return;
+        }
+        let first = self
+            .woken_at
+            .is_none_or(|at| now >= at + Duration::from_secs(10));
+        self.owed = false;
+        self.woken_at = Some(now);
+        events.record(Event::PubSubBehind { reason, first });
+        shared.bump_all();
+    }
+
+    /// Ready when an owed wake-up is due (never when none is owed).
+    async fn owed(&self) {
+        match self.woken_at.filter(|_| self.owed) {
+            Some(at) => tokio::time::sleep_until(at + BEHIND_WAKE_GAP).await,
+            None => std::future::pending().await,
+        }
+    }
+}
 
 /// Routes pub/sub messages to the waiters of each channel.
 #[derive(Clone)]
@@ -262,15 +316,35 @@ async fn run(
         let mut health = tokio::time::interval(HEALTH_INTERVAL);
         health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         health.reset();
+        let mut behind = Behind::default();
         let broken = loop {
             tokio::select! {
                 _ = health.tick() => {
-                    if let Err(err) = sink.ping().await {
+                    // A PING is answered after every message the server
+                    // sent before it: a late answer means messages are
+                    // waiting unread (a flood's backlog, a busy server).
+                    // Until it is answered, every waiter checks once per
+                    // PING_LAG (a real message may wait behind them).
+                    let ping = sink.ping();
+                    tokio::pin!(ping);
+                    let answered = loop {
+                        tokio::select! {
+                            answered = &mut ping => break answered,
+                            () = tokio::time::sleep(PING_LAG) => {
+                                behind.wake(&shared, &events, Reason::SlowPing);
+                            }
+                        }
+                    };
+                    if let Err(err) = answered {
                         break Some(err);
                     }
                 }
+                () = behind.owed() => behind.wake(&shared, &events, Reason::Dropped),
                 message = stream.next() => match message {
-                    Some(Message { channel, payload }) => shared.bump(&channel, Some(payload)),
+                    Some(Incoming::Message(Message { channel, payload })) => {
+                        shared.bump(&channel, Some(payload));
+                    }
+                    Some(Incoming::Overflowed) => behind.wake(&shared, &events, Reason::Dropped),
                     None => break None,
                 },
                 command = commands.recv() => match command {

@@ -435,7 +435,6 @@ async fn slow_waiter_keeps_its_place(server: &RedisServer, name: &str) -> bool {
 /// at most one check per 50 ms, never makes the held lock be reported
 /// lost, and a real force-unlock after it is still found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: the pub/sub reader buffers without bound (memory grows under a PUBLISH flood); see the session note"]
 async fn adv2_forged_revocations_cost_one_check_per_gap_and_lose_nothing() {
     let server = RedisServer::start();
     let client = connect(config(&server.url())).await;
@@ -570,4 +569,88 @@ async fn adv2_force_unlock_during_forged_revocations_is_labelled_force_unlocked(
         "{stats:?}"
     );
     client.shutdown().await;
+}
+
+/// A flood of PUBLISHes on every channel a waiting client listens on (its
+/// lock channel and its revocation channel: anyone may publish on them)
+/// neither grows the client's memory without bound nor delays a real
+/// release by more than the pub/sub health check's bound (1 s interval +
+/// 100 ms PING lag, then every waiter checks): the waiter is granted the
+/// lock within 2 s of the release while the flood goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_flood_delays_no_release_and_costs_bounded_memory() {
+    for protocol in [Protocol::Native, Protocol::Redisson] {
+        let server = RedisServer::start();
+        let holder = connect(config(&server.url()).protocol(protocol)).await;
+        let waiter = connect(config(&server.url()).protocol(protocol)).await;
+        let name = "flooded";
+        let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
+        let waiting = {
+            let lock = waiter.fair_lock(name).unwrap();
+            tokio::spawn(async move { lock.lock().await })
+        };
+        // Every channel anyone listens on, once the waiter is subscribed.
+        let mut conn = server.conn();
+        let mut channels: Vec<String> = Vec::new();
+        eventually(Duration::from_secs(10), "the waiter subscribed", || {
+            channels = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .query(&mut conn)
+                .unwrap();
+            channels.len() >= 3
+        })
+        .await;
+        let rss_before = rss_kb();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flooders: Vec<_> = channels
+            .iter()
+            .map(|channel| {
+                let (url, channel, stop) = (server.url(), channel.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+                    let mut sent = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let mut pipe = redis::pipe();
+                        for _ in 0..50 {
+                            pipe.cmd("PUBLISH")
+                                .arg(&channel)
+                                .arg("x".repeat(64))
+                                .ignore();
+                        }
+                        pipe.query::<()>(&mut conn).unwrap();
+                        sent += 50;
+                    }
+                    sent
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let released = Instant::now();
+        held.unlock().await.unwrap();
+        let granted = tokio::time::timeout(Duration::from_secs(10), waiting).await;
+        let waited = released.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let sent: u64 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+        let grown = rss_kb().saturating_sub(rss_before);
+        let stats = waiter.statistics();
+        println!(
+            "{protocol}: {} channels, {sent} messages; granted {waited:?} after the release; \
+             rss +{grown} kB; {} wake-ups for falling behind",
+            channels.len(),
+            stats.pubsub_behind
+        );
+        let guard = granted
+            .expect("the waiter was never granted")
+            .unwrap()
+            .unwrap();
+        assert!(
+            waited < Duration::from_secs(2),
+            "{protocol}: granted {waited:?} after the release"
+        );
+        assert!(grown < 20_000, "{protocol}: memory grew by {grown} kB");
+        assert!(stats.pubsub_behind > 0, "{protocol}: {stats:?}");
+        guard.unlock().await.unwrap();
+        holder.shutdown().await;
+        waiter.shutdown().await;
+    }
 }

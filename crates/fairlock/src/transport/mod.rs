@@ -12,9 +12,10 @@ mod connection;
 mod endpoint;
 mod errors;
 mod pubsub;
+mod pushes;
 mod sentinel;
 mod sharded;
 
 pub(crate) use connection::{Connection, Script, Timeouts};
 pub(crate) use endpoint::{Endpoint, URL_FORMS};
-pub(crate) use pubsub::{Message, PubSubConnector};
+pub(crate) use pubsub::{Incoming, Message, PubSubConnector};

@@ -2,15 +2,24 @@
 //! owns the channels and the reconnect loop. Every command on them is
 //! bounded by the response timeout: a stalled server must not stall every
 //! waiter's subscription.
+//!
+//! A connection speaks RESP3 and its messages go through a bounded queue
+//! (`pushes.rs`): a flood of PUBLISHes costs the client a bounded amount of
+//! memory and ends in [`Incoming::Overflowed`], never in a backlog that
+//! delays real messages. A server without RESP3 (`HELLO`, Redis before 6)
+//! gets a RESP2 pub/sub connection instead, whose queue redis-rs does not
+//! bound.
 
 use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use redis::PushKind;
 
 use super::cluster::Builder;
 use super::connection::Timeouts;
 use super::errors::{from_redis_conn, timed_out};
+use super::pushes::{self, Push, PushReceiver};
 use super::sentinel::Follower;
 use super::sharded::{ShardedConnector, ShardedSink, ShardedStream};
 use crate::error::Result;
@@ -38,7 +47,8 @@ pub(crate) struct PubSubSink {
 }
 
 enum SinkKind {
-    Single(redis::aio::PubSubSink),
+    Single(redis::aio::MultiplexedConnection),
+    Resp2(redis::aio::PubSubSink),
     Cluster(ShardedSink),
 }
 
@@ -50,14 +60,47 @@ pub(crate) struct PubSubStream {
 }
 
 enum StreamKind {
-    Single(BoxStream<'static, redis::Msg>),
+    Single(PushReceiver),
+    Resp2(BoxStream<'static, redis::Msg>),
     Cluster(ShardedStream),
+}
+
+/// What a pub/sub stream yields.
+pub(crate) enum Incoming {
+    Message(Message),
+    /// Messages were dropped (more arrived than the client could take):
+    /// any channel may have missed one.
+    Overflowed,
 }
 
 /// One message: its channel and payload (not UTF-8: replaced lossily).
 pub(crate) struct Message {
     pub(crate) channel: String,
     pub(crate) payload: Arc<str>,
+}
+
+impl Message {
+    /// The message a push carries, if it is one (`message`, `smessage`).
+    pub(super) fn of_push(push: redis::PushInfo) -> Option<Self> {
+        if !matches!(push.kind, PushKind::Message | PushKind::SMessage) {
+            return None;
+        }
+        let mut data = push.data.into_iter();
+        let (channel, payload) = (text(data.next()?)?, text(data.next()?)?);
+        Some(Self {
+            channel,
+            payload: payload.into(),
+        })
+    }
+}
+
+/// A channel name or payload (not UTF-8: replaced lossily).
+pub(super) fn text(value: redis::Value) -> Option<String> {
+    match value {
+        redis::Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        redis::Value::SimpleString(text) => Some(text),
+        _ => None,
+    }
 }
 
 impl PubSubConnector {
@@ -121,6 +164,24 @@ impl PubSubConnector {
             }
         };
         let addr = client.get_connection_info().addr().to_string();
+        match self.connect_resp3(&client, &addr).await {
+            Err(err) if err.to_string().contains("HELLO") => {}
+            connected => {
+                let (sink, pushes) = connected?;
+                return Ok((
+                    PubSubSink {
+                        sink: SinkKind::Single(sink),
+                        timeouts: self.timeouts,
+                        addr,
+                    },
+                    PubSubStream {
+                        stream: StreamKind::Single(pushes),
+                        moved,
+                    },
+                ));
+            }
+        }
+        // The server refused HELLO: RESP2 pub/sub.
         let connected = tokio::time::timeout(self.timeouts.connect, client.get_async_pubsub());
         let pubsub = match connected.await {
             Ok(Ok(pubsub)) => pubsub,
@@ -135,15 +196,45 @@ impl PubSubConnector {
         let (sink, stream) = pubsub.split();
         Ok((
             PubSubSink {
-                sink: SinkKind::Single(sink),
+                sink: SinkKind::Resp2(sink),
                 timeouts: self.timeouts,
                 addr,
             },
             PubSubStream {
-                stream: StreamKind::Single(stream.boxed()),
+                stream: StreamKind::Resp2(stream.boxed()),
                 moved,
             },
         ))
+    }
+
+    /// A RESP3 connection whose pushes go to a bounded queue. An error that
+    /// names `HELLO` means the server has no RESP3.
+    async fn connect_resp3(
+        &self,
+        client: &redis::Client,
+        addr: &str,
+    ) -> Result<(redis::aio::MultiplexedConnection, PushReceiver)> {
+        let info = client.get_connection_info().clone();
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(redis::ProtocolVersion::RESP3);
+        let client = redis::Client::open(info.set_redis_settings(settings))
+            .map_err(|e| from_redis_conn(e, addr))?;
+        let (tx, pushes) = pushes::queue();
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeouts.connect))
+            .set_response_timeout(Some(self.timeouts.response))
+            .set_push_sender(tx);
+        let connected = client.get_multiplexed_async_connection_with_config(&config);
+        match tokio::time::timeout(self.timeouts.connect, connected).await {
+            Ok(Ok(conn)) => Ok((conn, pushes)),
+            Ok(Err(err)) => Err(from_redis_conn(err, addr)),
+            Err(_) => Err(from_redis_conn(
+                timed_out("pub/sub connect timed out"),
+                addr,
+            )),
+        }
     }
 }
 
@@ -152,7 +243,8 @@ impl PubSubSink {
     pub(crate) async fn subscribe(&mut self, channels: &[String]) -> Result<()> {
         let limit = self.timeouts.response;
         match &mut self.sink {
-            SinkKind::Single(sink) => bounded(limit, &self.addr, sink.subscribe(channels)).await,
+            SinkKind::Single(conn) => bounded(limit, &self.addr, conn.subscribe(channels)).await,
+            SinkKind::Resp2(sink) => bounded(limit, &self.addr, sink.subscribe(channels)).await,
             SinkKind::Cluster(sink) => sink.subscribe(channels).await,
         }
     }
@@ -161,7 +253,8 @@ impl PubSubSink {
     pub(crate) async fn unsubscribe(&mut self, channel: &str) -> Result<()> {
         let limit = self.timeouts.response;
         match &mut self.sink {
-            SinkKind::Single(sink) => bounded(limit, &self.addr, sink.unsubscribe(channel)).await,
+            SinkKind::Single(conn) => bounded(limit, &self.addr, conn.unsubscribe(channel)).await,
+            SinkKind::Resp2(sink) => bounded(limit, &self.addr, sink.unsubscribe(channel)).await,
             SinkKind::Cluster(sink) => sink.unsubscribe(channel).await,
         }
     }
@@ -169,34 +262,60 @@ impl PubSubSink {
     /// Check that the connection still answers.
     pub(crate) async fn ping(&mut self) -> Result<()> {
         let limit = self.timeouts.response;
-        let sink = match &mut self.sink {
-            SinkKind::Single(sink) => sink,
-            SinkKind::Cluster(sink) => return sink.ping().await,
-        };
-        let ping = async { sink.ping::<redis::Value>().await.map(drop) };
-        bounded(limit, &self.addr, ping).await
+        match &mut self.sink {
+            SinkKind::Single(conn) => {
+                let ping = async {
+                    redis::cmd("PING")
+                        .query_async::<redis::Value>(conn)
+                        .await
+                        .map(drop)
+                };
+                bounded(limit, &self.addr, ping).await
+            }
+            SinkKind::Resp2(sink) => {
+                let ping = async { sink.ping::<redis::Value>().await.map(drop) };
+                bounded(limit, &self.addr, ping).await
+            }
+            SinkKind::Cluster(sink) => sink.ping().await,
+        }
     }
 }
 
 impl PubSubStream {
-    /// The next message; `None` when the connection closed (or, for
-    /// Sentinel, the client moved to another master).
-    pub(crate) async fn next(&mut self) -> Option<Message> {
-        let stream = match &mut self.stream {
-            StreamKind::Single(stream) => stream,
-            StreamKind::Cluster(stream) => return stream.next().await,
+    /// The next message, or [`Incoming::Overflowed`] after messages were
+    /// dropped; `None` when the connection closed (or, for Sentinel, the
+    /// client moved to another master). Cancel-safe.
+    pub(crate) async fn next(&mut self) -> Option<Incoming> {
+        let moved = &mut self.moved;
+        let next = async {
+            match &mut self.stream {
+                StreamKind::Single(pushes) => loop {
+                    match pushes.recv().await? {
+                        Push::Overflowed => return Some(Incoming::Overflowed),
+                        Push::Info(push) => {
+                            if let Some(message) = Message::of_push(push) {
+                                return Some(Incoming::Message(message));
+                            }
+                        }
+                    }
+                },
+                StreamKind::Resp2(stream) => {
+                    let message = stream.next().await?;
+                    Some(Incoming::Message(Message {
+                        channel: message.get_channel_name().to_owned(),
+                        payload: String::from_utf8_lossy(message.get_payload_bytes()).into(),
+                    }))
+                }
+                StreamKind::Cluster(stream) => stream.next().await,
+            }
         };
-        let message = match &mut self.moved {
-            None => stream.next().await?,
+        match moved {
+            None => next.await,
             Some(moved) => tokio::select! {
-                message = stream.next() => message?,
-                _ = moved.changed() => return None,
+                incoming = next => incoming,
+                _ = moved.changed() => None,
             },
-        };
-        Some(Message {
-            channel: message.get_channel_name().to_owned(),
-            payload: String::from_utf8_lossy(message.get_payload_bytes()).into(),
-        })
+        }
     }
 }
 

@@ -27,13 +27,13 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use redis::cluster_async::ClusterConnection;
-use redis::{PushInfo, PushKind, Value};
-use tokio::sync::mpsc;
+use redis::{PushKind, Value};
 
 use super::cluster::Builder;
 use super::connection::Timeouts;
 use super::errors::{from_redis_conn, timed_out};
-use super::pubsub::{Message, bounded};
+use super::pubsub::{Incoming, Message, bounded, text};
+use super::pushes::{self, Push, PushReceiver};
 use crate::error::Result;
 
 /// Opens the pub/sub cluster connections of a client.
@@ -55,7 +55,7 @@ pub(crate) struct ShardedSink {
 /// The receiving half: messages of every subscribed channel, and the
 /// re-subscriptions after a slot moved.
 pub(crate) struct ShardedStream {
-    pushes: mpsc::UnboundedReceiver<PushInfo>,
+    pushes: PushReceiver,
     conn: ClusterConnection,
     wanted: Wanted,
     timeouts: Timeouts,
@@ -96,7 +96,7 @@ impl ShardedConnector {
     /// connections made so far.
     pub(crate) async fn connect(&self) -> Result<(ShardedSink, ShardedStream)> {
         let addr = self.builder.address();
-        let (tx, pushes) = mpsc::unbounded_channel();
+        let (tx, pushes) = pushes::queue();
         let client = self
             .builder
             .builder()
@@ -194,22 +194,17 @@ impl ShardedStream {
     /// then starts over with a new connection). Cancelled while it
     /// re-subscribes a moved channel, the channel stays unsubscribed until
     /// the next reconnect; its waiters still re-check on their wait bound.
-    pub(crate) async fn next(&mut self) -> Option<Message> {
+    pub(crate) async fn next(&mut self) -> Option<Incoming> {
         loop {
-            let push = self.pushes.recv().await?;
+            let push = match self.pushes.recv().await? {
+                Push::Overflowed => return Some(Incoming::Overflowed),
+                Push::Info(push) => push,
+            };
             match push.kind {
                 PushKind::Message | PushKind::SMessage => {
-                    let mut data = push.data.into_iter();
-                    let (Some(channel), Some(payload)) = (data.next(), data.next()) else {
-                        continue;
-                    };
-                    let (Some(channel), Some(payload)) = (text(channel), text(payload)) else {
-                        continue;
-                    };
-                    return Some(Message {
-                        channel,
-                        payload: payload.into(),
-                    });
+                    if let Some(message) = Message::of_push(push) {
+                        return Some(Incoming::Message(message));
+                    }
                 }
                 PushKind::SUnsubscribe => {
                     let Some(channel) = push.data.into_iter().next().and_then(text) else {
@@ -226,24 +221,15 @@ impl ShardedStream {
                     if !matches!(resubscribe.await, Ok(Ok(()))) {
                         return None;
                     }
-                    return Some(Message {
+                    return Some(Incoming::Message(Message {
                         channel,
                         payload: "".into(),
-                    });
+                    }));
                 }
                 PushKind::Disconnection => return None,
                 _ => {}
             }
         }
-    }
-}
-
-/// A channel name or payload (not UTF-8: replaced lossily).
-fn text(value: Value) -> Option<String> {
-    match value {
-        Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-        Value::SimpleString(text) => Some(text),
-        _ => None,
     }
 }
 
