@@ -135,6 +135,58 @@ async fn a_disabled_config_command_is_skipped() {
     guard.unlock().await.unwrap();
 }
 
+/// A server without RESP3 (`HELLO` refused, as before Redis 6): the
+/// wake-up connection falls back to RESP2 pub/sub, so waiters are still
+/// woken by releases (subscribed, and granted well within their 2 s poll).
+#[tokio::test]
+async fn a_server_without_hello_still_wakes_waiters() {
+    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    for protocol in PROTOCOLS {
+        let url = server.url();
+        let holder =
+            LockClient::with_config(ClientConfig::from_url(&url).unwrap().protocol(protocol))
+                .await
+                .unwrap();
+        let waiter =
+            LockClient::with_config(ClientConfig::from_url(&url).unwrap().protocol(protocol))
+                .await
+                .unwrap();
+        let name = format!("no-hello-{protocol}");
+        let held = holder.fair_lock(&name).unwrap().lock().await.unwrap();
+        let waiting = {
+            let lock = waiter.fair_lock(&name).unwrap();
+            tokio::spawn(async move { lock.lock().await })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let channels: Vec<String> = server.cmd(&["PUBSUB", "CHANNELS", "*"]);
+            if channels.iter().any(|c| !c.starts_with("fairlock:revoked:")) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{protocol}: never subscribed: {channels:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let released = Instant::now();
+        held.unlock().await.unwrap();
+        let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(
+            released.elapsed() < Duration::from_millis(1500),
+            "{protocol}: granted {:?} after the release",
+            released.elapsed()
+        );
+        guard.unlock().await.unwrap();
+        holder.shutdown().await;
+        waiter.shutdown().await;
+    }
+}
+
 // ---------------------------------------------------------------------------
 // ACL rules
 
