@@ -49,11 +49,31 @@ pub(crate) async fn serve(addr: &str) -> Result<MetricsServer, Failure> {
     let local = listener
         .local_addr()
         .map_err(|e| Failure::new(exit::SOFTWARE, format!("--metrics-addr {addr}: {e}")))?;
+    let (handle, upkeep) = recorder()?;
+    eprintln!("fairlock: serving metrics on http://{local}/metrics");
+    let accept = tokio::spawn(accept_loop(listener, handle));
+    Ok(MetricsServer {
+        tasks: vec![upkeep, accept.abort_handle()],
+    })
+}
+
+/// Install the Prometheus recorder as the process's `metrics` recorder,
+/// with nothing serving it (`bench --metrics-cost`); it is kept up to date
+/// until the returned value is dropped.
+pub(crate) fn install_recorder() -> Result<MetricsServer, Failure> {
+    let (_, upkeep) = recorder()?;
+    Ok(MetricsServer {
+        tasks: vec![upkeep],
+    })
+}
+
+/// The installed recorder's handle and its upkeep task (which drains
+/// histogram samples into their buckets every 5 s).
+fn recorder() -> Result<(PrometheusHandle, tokio::task::AbortHandle), Failure> {
     let handle = PrometheusBuilder::new()
         .set_buckets(BUCKETS)
         .and_then(PrometheusBuilder::install_recorder)
         .map_err(|e| Failure::new(exit::SOFTWARE, format!("metrics recorder: {e}")))?;
-    eprintln!("fairlock: serving metrics on http://{local}/metrics");
     let upkeep = tokio::spawn({
         let handle = handle.clone();
         async move {
@@ -64,10 +84,7 @@ pub(crate) async fn serve(addr: &str) -> Result<MetricsServer, Failure> {
             }
         }
     });
-    let accept = tokio::spawn(accept_loop(listener, handle));
-    Ok(MetricsServer {
-        tasks: vec![upkeep.abort_handle(), accept.abort_handle()],
-    })
+    Ok((handle, upkeep.abort_handle()))
 }
 
 async fn accept_loop(listener: TcpListener, handle: PrometheusHandle) {

@@ -74,6 +74,43 @@ fn a_short_run_measures_every_implementation_in_every_scenario() {
     assert!(chart.contains("rslock"));
 }
 
+/// `--metrics-cost`: each fairlock lock also runs with metrics, and the
+/// report pairs them: one ratio per lock, both rounds counted.
+#[test]
+fn metrics_cost_pairs_every_lock_with_and_without_metrics() {
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["bench", "uncontended", "--metrics-cost", "--json"])
+        .args(["--duration", "100ms", "--rounds", "2"])
+        .output()
+        .expect("run fairlock bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let implementations: BTreeSet<&str> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["implementation"].as_str().unwrap())
+        .collect();
+    for implementation in &IMPLEMENTATIONS[..4] {
+        assert!(implementations.contains(implementation));
+        assert!(implementations.contains(format!("{implementation}+metrics").as_str()));
+    }
+    let costs = report["metrics_cost"].as_array().unwrap();
+    let paired: BTreeSet<&str> = costs
+        .iter()
+        .map(|c| c["implementation"].as_str().unwrap())
+        .collect();
+    assert_eq!(paired, IMPLEMENTATIONS[..4].iter().copied().collect());
+    for cost in costs {
+        for field in ["time_per_op_ratio_median", "client_cpu_per_op_ratio"] {
+            let ratio = cost[field].as_f64().unwrap();
+            assert!(ratio > 0.0 && ratio.is_finite(), "{cost}");
+        }
+    }
+}
+
 #[test]
 fn a_chart_that_cannot_be_written_is_refused_before_the_run() {
     let dir = tempfile::tempdir().unwrap();

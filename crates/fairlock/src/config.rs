@@ -56,6 +56,7 @@ pub struct ClientConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) retry_budget: Duration,
     pub(crate) lock_label: LockLabel,
+    pub(crate) metrics: bool,
     pub(crate) min_replicas: Option<(u32, Duration)>,
 }
 
@@ -90,6 +91,7 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(3),
             retry_budget: Duration::from_secs(10),
             lock_label: LockLabel::Off,
+            metrics: true,
             min_replicas: None,
         })
     }
@@ -179,6 +181,23 @@ impl ClientConfig {
     /// The configured lock label of metrics.
     pub fn get_metrics_lock_label(&self) -> &LockLabel {
         &self.lock_label
+    }
+
+    /// Whether this client writes metrics through the `metrics` facade
+    /// (with the cargo feature `metrics`; without it, none are written
+    /// anyway). Default: `true`. Turn it off for a client whose locks
+    /// should not count, such as a health check's; its
+    /// [`statistics`](crate::LockClient::statistics) and tracing events
+    /// stay as they are. `fairlock bench --metrics-cost` compares clients
+    /// with and without metrics this way.
+    pub fn metrics(mut self, enabled: bool) -> Self {
+        self.metrics = enabled;
+        self
+    }
+
+    /// Whether this client writes metrics.
+    pub fn get_metrics(&self) -> bool {
+        self.metrics
     }
 
     /// Credentials for the sentinels of a `redis+sentinel://` URL (the
@@ -349,6 +368,7 @@ impl fmt::Debug for ClientConfig {
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("retry_budget", &self.retry_budget)
+            .field("metrics", &self.metrics)
             .field("metrics_lock_label", &self.lock_label)
             .field("tls_files", &self.endpoint.tls_files_summary())
             .field(

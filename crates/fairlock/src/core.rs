@@ -69,7 +69,11 @@ impl ClientCore {
         config.validate()?;
         let runtime = tokio::runtime::Handle::current();
         let dialect = Dialect::new(config.protocol_settings());
-        let events = Recorder::new(dialect.protocol().as_str(), config.lock_label.clone());
+        let events = Recorder::new(
+            dialect.protocol().as_str(),
+            config.lock_label.clone(),
+            config.metrics,
+        );
         let (conn, pubsub) =
             Connection::connect(&config.endpoint, config.timeouts(), Arc::clone(&events)).await?;
         let wakeups = WakeupRouter::start(pubsub, Arc::clone(&events), &runtime);

@@ -211,10 +211,10 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub(crate) fn new(protocol: &'static str, lock_label: LockLabel) -> Arc<Self> {
+    pub(crate) fn new(protocol: &'static str, lock_label: LockLabel, metrics: bool) -> Arc<Self> {
         Arc::new(Self {
             counters: Counters::default(),
-            meters: Meters::new(protocol, lock_label),
+            meters: Meters::new(protocol, lock_label, metrics),
             protocol,
         })
     }

@@ -114,14 +114,18 @@ pub(crate) struct Meters {
     protocol: &'static str,
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     lock_label: LockLabel,
+    /// `ClientConfig::metrics`: off, every call returns at once.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    enabled: bool,
 }
 
 #[cfg(feature = "metrics")]
 impl Meters {
-    pub(crate) fn new(protocol: &'static str, lock_label: LockLabel) -> Self {
+    pub(crate) fn new(protocol: &'static str, lock_label: LockLabel, enabled: bool) -> Self {
         Self {
             protocol,
             lock_label,
+            enabled,
         }
     }
 
@@ -140,6 +144,9 @@ impl Meters {
         outcome: &'static str,
         wait: Duration,
     ) {
+        if !self.enabled {
+            return;
+        }
         let labels = labels(
             self.protocol,
             &[Self::kind(fair), ("outcome", outcome)],
@@ -150,61 +157,97 @@ impl Meters {
     }
 
     pub(crate) fn attempt(&self, lock: &str) {
+        if !self.enabled {
+            return;
+        }
         let labels = labels(self.protocol, &[], self.lock(lock));
         ::metrics::counter!(names::ATTEMPTS, labels).increment(1);
     }
 
     pub(crate) fn handoff(&self, lock: &str, kind: &'static str, latency: Duration) {
+        if !self.enabled {
+            return;
+        }
         let labels = labels(self.protocol, &[("handoff", kind)], self.lock(lock));
         ::metrics::counter!(names::HANDOFFS, labels.clone()).increment(1);
         ::metrics::histogram!(names::HANDOFF_LATENCY, labels).record(latency.as_secs_f64());
     }
 
     pub(crate) fn waiting(&self, delta: f64) {
+        if !self.enabled {
+            return;
+        }
         ::metrics::gauge!(names::WAITING, "protocol" => self.protocol).increment(delta);
     }
 
     pub(crate) fn hold_started(&self) {
+        if !self.enabled {
+            return;
+        }
         ::metrics::gauge!(names::HELD, "protocol" => self.protocol).increment(1.0);
     }
 
     pub(crate) fn hold_ended(&self, lock: &str, held_for: Duration) {
+        if !self.enabled {
+            return;
+        }
         ::metrics::gauge!(names::HELD, "protocol" => self.protocol).decrement(1.0);
         let labels = labels(self.protocol, &[], self.lock(lock));
         ::metrics::histogram!(names::HOLD, labels).record(held_for.as_secs_f64());
     }
 
     pub(crate) fn released(&self, lock: &str, how: &'static str) {
+        if !self.enabled {
+            return;
+        }
         let labels = labels(self.protocol, &[("how", how)], self.lock(lock));
         ::metrics::counter!(names::RELEASES, labels).increment(1);
     }
 
     pub(crate) fn renewal(&self, lock: &str, result: &'static str) {
+        if !self.enabled {
+            return;
+        }
         let labels = labels(self.protocol, &[("result", result)], self.lock(lock));
         ::metrics::counter!(names::RENEWALS, labels).increment(1);
     }
 
     pub(crate) fn lost(&self, lock: &str, cause: &'static str) {
+        if !self.enabled {
+            return;
+        }
         let labels = labels(self.protocol, &[("cause", cause)], self.lock(lock));
         ::metrics::counter!(names::LOST, labels).increment(1);
     }
 
     pub(crate) fn force_unlock(&self, lock: &str, released: bool) {
+        if !self.enabled {
+            return;
+        }
         let released = ("released", if released { "true" } else { "false" });
         let labels = labels(self.protocol, &[released], self.lock(lock));
         ::metrics::counter!(names::FORCE_UNLOCKS, labels).increment(1);
     }
 
     pub(crate) fn pubsub_reconnect(&self) {
+        if !self.enabled {
+            return;
+        }
         ::metrics::counter!(names::PUBSUB_RECONNECTS, "protocol" => self.protocol).increment(1);
     }
 
     pub(crate) fn pubsub_behind(&self, reason: &'static str) {
+        if !self.enabled {
+            return;
+        }
         ::metrics::counter!(names::PUBSUB_BEHIND, "protocol" => self.protocol, "reason" => reason)
             .increment(1);
     }
 
     pub(crate) fn script_reload(&self) {
+        if !self.enabled {
+            return;
+        }
         ::metrics::counter!(names::SCRIPT_RELOADS, "protocol" => self.protocol).increment(1);
     }
 }
@@ -213,10 +256,11 @@ impl Meters {
 #[cfg(not(feature = "metrics"))]
 #[allow(clippy::unused_self)]
 impl Meters {
-    pub(crate) fn new(protocol: &'static str, lock_label: LockLabel) -> Self {
+    pub(crate) fn new(protocol: &'static str, lock_label: LockLabel, enabled: bool) -> Self {
         Self {
             protocol,
             lock_label,
+            enabled,
         }
     }
     #[inline(always)]

@@ -541,3 +541,63 @@ fn with_times(client: &LockClient, expected: &Statistics) -> Statistics {
     expected.hold_time = actual.hold_time;
     expected
 }
+
+/// A client built with `metrics(false)` writes no metric (and one beside
+/// it still does), while its statistics count as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_metrics_writes_none_and_still_counts() {
+    #[cfg(feature = "metrics")]
+    recorder::install();
+    let mut totals = Totals::default();
+    let server = RedisServer::start();
+    let quiet = client_with(&server, Protocol::Native, |c| {
+        c.metrics_lock_label(LockLabel::Name).metrics(false)
+    })
+    .await;
+    let counted = observed_client(&server, Protocol::Native).await;
+    for _ in 0..3 {
+        quiet
+            .fair_lock("quiet")
+            .unwrap()
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+    }
+    counted
+        .fair_lock("counted")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let stats = quiet.statistics();
+    assert_eq!(stats.acquired_immediately, 3, "{stats:?}");
+    assert_eq!(stats.releases, 3, "{stats:?}");
+    totals.update();
+    #[cfg(feature = "metrics")]
+    {
+        let count = |name: &str, labels: &[(&str, &str)]| totals.value(name, labels) as u64;
+        assert_eq!(
+            count("fairlock_acquisitions_total", &[("lock", "quiet")]),
+            0
+        );
+        assert_eq!(count("fairlock_releases_total", &[("lock", "quiet")]), 0);
+        assert_eq!(
+            totals.samples("fairlock_hold_seconds", &[("lock", "quiet")]),
+            0
+        );
+        assert_eq!(
+            count("fairlock_acquisitions_total", &[("lock", "counted")]),
+            1
+        );
+        assert_eq!(count("fairlock_acquisitions_total", &[]), 1);
+        assert_eq!(totals.samples("fairlock_wait_seconds", &[]), 1);
+    }
+    quiet.shutdown().await;
+    counted.shutdown().await;
+}

@@ -19,6 +19,8 @@ fn color(subject: Subject) -> RGBColor {
         Subject::RedissonFair => RGBColor(214, 96, 39),
         Subject::RedissonNonFair => RGBColor(253, 174, 107),
         Subject::Rslock => RGBColor(90, 90, 90),
+        // Not charted (`--metrics-cost` only).
+        _ => RGBColor(200, 200, 200),
     }
 }
 

@@ -313,7 +313,91 @@ pub(crate) fn table(results: &Results) -> String {
             }
         }
     }
+    let costs = metrics_costs(results);
+    if !costs.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "metrics cost: the same lock with metrics written (a Prometheus recorder, lock names \
+             as labels) / without, run side by side in each round, the order swapped every round; \
+             time per op: median of the rounds' ratios (their range: the noise); client CPU per \
+             op: over all rounds"
+        );
+        let _ = writeln!(
+            out,
+            "  {:<27} {:<27} {:>11} {:>15} {:>10}",
+            "scenario", "implementation", "time/op", "rounds", "client CPU"
+        );
+        for cost in &costs {
+            let _ = writeln!(
+                out,
+                "  {:<27} {:<27} {:>11} {:>15} {:>10}",
+                cost.case.title(),
+                cost.subject.label(),
+                fmt_opt(cost.time_ratio, 3),
+                match (cost.time_min, cost.time_max) {
+                    (Some(min), Some(max)) => format!("{min:.2}..{max:.2}"),
+                    _ => "-".into(),
+                },
+                fmt_opt(cost.client_cpu_ratio, 3),
+            );
+        }
+    }
     out
+}
+
+/// What metrics cost one lock in one case (`--metrics-cost`).
+struct MetricsCost {
+    case: Case,
+    /// The lock without metrics.
+    subject: Subject,
+    /// Time per op with / without: the median of the rounds' ratios.
+    time_ratio: Option<f64>,
+    time_min: Option<f64>,
+    time_max: Option<f64>,
+    /// Client CPU per op with / without, over all rounds.
+    client_cpu_ratio: Option<f64>,
+}
+
+fn metrics_costs(results: &Results) -> Vec<MetricsCost> {
+    let mut costs = Vec::new();
+    for with in &results.series {
+        let Some(base) = with.subject.without_metrics() else {
+            continue;
+        };
+        let Some(without) = results
+            .series
+            .iter()
+            .find(|s| s.case == with.case && s.subject == base)
+        else {
+            continue;
+        };
+        // Time per op is 1 / rate: with / without = rate without / rate with.
+        let ratios: Vec<f64> = with
+            .samples
+            .iter()
+            .zip(&without.samples)
+            .filter_map(|(w, wo)| ratio(rate(wo), rate(w)))
+            .collect();
+        let cpu = |samples: &[Sample]| {
+            let ops: u64 = samples.iter().map(|s| s.ops).sum();
+            let cpu: f64 = samples.iter().map(|s| s.cost.client_cpu_seconds).sum();
+            (ops > 0).then(|| cpu / ops as f64)
+        };
+        let client_cpu_ratio = match (cpu(&with.samples), cpu(&without.samples)) {
+            (Some(w), Some(wo)) => ratio(w, wo),
+            _ => None,
+        };
+        costs.push(MetricsCost {
+            case: with.case,
+            subject: base,
+            time_ratio: (!ratios.is_empty()).then(|| median(&ratios)),
+            time_min: ratios.iter().copied().reduce(f64::min),
+            time_max: ratios.iter().copied().reduce(f64::max),
+            client_cpu_ratio,
+        });
+    }
+    costs
 }
 
 fn describe(case: Case) -> String {
@@ -421,5 +505,16 @@ pub(crate) fn json(results: &Results) -> Value {
             "rounds": results.ping.iter().map(sample_json).collect::<Vec<_>>(),
         },
         "results": results_json,
+        "metrics_cost": metrics_costs(results)
+            .iter()
+            .map(|cost| json!({
+                "scenario": cost.case.key(),
+                "implementation": cost.subject.key(),
+                "time_per_op_ratio_median": cost.time_ratio,
+                "time_per_op_ratio_min": cost.time_min,
+                "time_per_op_ratio_max": cost.time_max,
+                "client_cpu_per_op_ratio": cost.client_cpu_ratio,
+            }))
+            .collect::<Vec<_>>(),
     })
 }

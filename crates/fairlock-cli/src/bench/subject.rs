@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fairlock::{ClientConfig, LockClient, LockGuard, LockHandle, LockKind, Protocol};
+use fairlock::{ClientConfig, LockClient, LockGuard, LockHandle, LockKind, LockLabel, Protocol};
 
 use crate::{Failure, exit, failure};
 
@@ -18,7 +18,9 @@ pub(crate) const RSLOCK_RETRY_DELAY: Duration = Duration::from_millis(10);
 /// How long an rslock acquisition may take before the run fails.
 const RSLOCK_PATIENCE: Duration = Duration::from_secs(60);
 
-/// One implementation under test.
+/// One implementation under test. fairlock's clients write no metrics
+/// (as the library without its `metrics` feature), except the `*Metrics`
+/// ones of `--metrics-cost`: a Prometheus recorder, lock names as labels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Subject {
     NativeFair,
@@ -26,6 +28,10 @@ pub(crate) enum Subject {
     RedissonFair,
     RedissonNonFair,
     Rslock,
+    NativeFairMetrics,
+    NativeNonFairMetrics,
+    RedissonFairMetrics,
+    RedissonNonFairMetrics,
 }
 
 impl Subject {
@@ -38,6 +44,20 @@ impl Subject {
         Subject::Rslock,
     ];
 
+    /// The implementations of `--metrics-cost`, in their order: each of
+    /// fairlock's locks without metrics, then with.
+    pub(crate) const WITH_METRICS: [Subject; 9] = [
+        Subject::NativeFair,
+        Subject::NativeFairMetrics,
+        Subject::NativeNonFair,
+        Subject::NativeNonFairMetrics,
+        Subject::RedissonFair,
+        Subject::RedissonFairMetrics,
+        Subject::RedissonNonFair,
+        Subject::RedissonNonFairMetrics,
+        Subject::Rslock,
+    ];
+
     /// The name in the JSON output.
     pub(crate) fn key(self) -> &'static str {
         match self {
@@ -46,6 +66,10 @@ impl Subject {
             Subject::RedissonFair => "redisson-fair",
             Subject::RedissonNonFair => "redisson-non-fair",
             Subject::Rslock => "rslock",
+            Subject::NativeFairMetrics => "native-fair+metrics",
+            Subject::NativeNonFairMetrics => "native-non-fair+metrics",
+            Subject::RedissonFairMetrics => "redisson-fair+metrics",
+            Subject::RedissonNonFairMetrics => "redisson-non-fair+metrics",
         }
     }
 
@@ -57,6 +81,21 @@ impl Subject {
             Subject::RedissonFair => "fairlock redisson fair",
             Subject::RedissonNonFair => "fairlock redisson non-fair",
             Subject::Rslock => "rslock 0.10",
+            Subject::NativeFairMetrics => "  same, with metrics",
+            Subject::NativeNonFairMetrics => "  same, with metrics",
+            Subject::RedissonFairMetrics => "  same, with metrics",
+            Subject::RedissonNonFairMetrics => "  same, with metrics",
+        }
+    }
+
+    /// For a lock with metrics, the same lock without.
+    pub(crate) fn without_metrics(self) -> Option<Subject> {
+        match self {
+            Subject::NativeFairMetrics => Some(Subject::NativeFair),
+            Subject::NativeNonFairMetrics => Some(Subject::NativeNonFair),
+            Subject::RedissonFairMetrics => Some(Subject::RedissonFair),
+            Subject::RedissonNonFairMetrics => Some(Subject::RedissonNonFair),
+            _ => None,
         }
     }
 
@@ -66,12 +105,12 @@ impl Subject {
     }
 
     fn fairlock(self) -> Option<(Protocol, LockKind)> {
-        match self {
+        match self.without_metrics().unwrap_or(self) {
             Subject::NativeFair => Some((Protocol::Native, LockKind::Fair)),
             Subject::NativeNonFair => Some((Protocol::Native, LockKind::NonFair)),
             Subject::RedissonFair => Some((Protocol::Redisson, LockKind::Fair)),
             Subject::RedissonNonFair => Some((Protocol::Redisson, LockKind::NonFair)),
-            Subject::Rslock => None,
+            _ => None,
         }
     }
 }
@@ -124,7 +163,15 @@ impl Locker {
                 resource: name.to_owned(),
             });
         };
-        let mut config = ClientConfig::from_url(url)?.protocol(protocol);
+        let metrics = subject.without_metrics().is_some();
+        let mut config = ClientConfig::from_url(url)?
+            .protocol(protocol)
+            .metrics(metrics)
+            .metrics_lock_label(if metrics {
+                LockLabel::Name
+            } else {
+                LockLabel::Off
+            });
         if setup == Setup::LongQueue {
             let long = Duration::from_secs(3600);
             // Thousands of waiters share one connection: a reply waits

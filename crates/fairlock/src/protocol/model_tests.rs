@@ -233,7 +233,7 @@ fn run_case(
     let _: () = server.cmd(&["FLUSHALL"]);
     runtime.block_on(async {
         let config = ClientConfig::from_url(&server.url()).expect("url");
-        let events = crate::events::Recorder::new("model", crate::LockLabel::default());
+        let events = crate::events::Recorder::new("model", crate::LockLabel::default(), true);
         let (conn, _) = Connection::connect(&config.endpoint, config.timeouts(), events)
             .await
             .expect("connect");
