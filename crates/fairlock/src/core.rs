@@ -170,6 +170,15 @@ impl ClientCore {
         self.background.spawn_on(work, &self.runtime)
     }
 
+    /// Spawn background work that clean-ups (`flush`, shutdown) do not wait
+    /// for: it must end by itself when the client closes.
+    pub(crate) fn spawn_detached<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        drop(self.runtime.spawn(work));
+    }
+
     /// Wait until the background clean-up work has finished.
     pub(crate) async fn flush(&self) {
         self.background.close();

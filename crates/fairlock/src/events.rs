@@ -172,10 +172,7 @@ pub(crate) enum Event<'a> {
     /// The pub/sub connection fell behind (messages dropped, or the health
     /// PING answered late) and every waiter was woken to check. `first`:
     /// the first time in 10 s.
-    PubSubBehind {
-        reason: crate::wakeup::Reason,
-        first: bool,
-    },
+    PubSubBehind { reason: BehindReason, first: bool },
     /// A server answered `NOSCRIPT` and the script was sent in full;
     /// `ran_before`: it had run there (the server changed, restarted or
     /// flushed its scripts).
@@ -201,6 +198,15 @@ pub(crate) enum Event<'a> {
         addr: &'a str,
         policy: Result<Option<&'a str>, &'a dyn fmt::Display>,
     },
+}
+
+/// Why the wake-up router woke every waiter while connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BehindReason {
+    /// Messages were dropped (more arrived than the client could take).
+    Dropped,
+    /// The health-check PING was answered late while messages waited.
+    SlowPing,
 }
 
 /// One client's recording point: its counters and its metric labels.
@@ -276,8 +282,8 @@ impl Recorder {
             Event::PubSubBehind { reason, .. } => {
                 bump(&c.pubsub_behind);
                 self.meters.pubsub_behind(match reason {
-                    crate::wakeup::Reason::Dropped => "dropped",
-                    crate::wakeup::Reason::SlowPing => "slow_ping",
+                    BehindReason::Dropped => "dropped",
+                    BehindReason::SlowPing => "slow_ping",
                 });
             }
             Event::ScriptReloaded { .. } => {
@@ -592,7 +598,7 @@ pub(crate) fn record(event: Event<'_>) {
         Event::HoldEnded { lock, held_for } => tracing::trace!(lock, ?held_for, "hold ended"),
         Event::PubSubConnected { reconnect } => debug!(reconnect, "pub/sub connected"),
         Event::PubSubBehind {
-            reason: crate::wakeup::Reason::Dropped,
+            reason: BehindReason::Dropped,
             first,
         } => {
             if first {
@@ -605,7 +611,7 @@ pub(crate) fn record(event: Event<'_>) {
             }
         }
         Event::PubSubBehind {
-            reason: crate::wakeup::Reason::SlowPing,
+            reason: BehindReason::SlowPing,
             first,
         } => {
             if first {

@@ -143,7 +143,7 @@ impl LockGuard {
     /// owner, a force-unlock, or when its lease runs out.
     pub fn forget(mut self) {
         self.hold.disarm();
-        self.hold.get().stop_renewing();
+        self.hold.get().forget();
     }
 }
 

@@ -7,7 +7,7 @@
 //! accessors of [`LockShared`] and [`ClientCore`].
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -25,11 +25,28 @@ use crate::watchdog::{HeldState, HoldKind, NewHold};
 pub(crate) struct LockShared {
     core: Arc<ClientCore>,
     lock: Arc<ProtocolLock>,
+    /// The last acquisition through this handle had to wait: the next one
+    /// subscribes to its wake-up channel before its first attempt (which
+    /// saves the re-check a subscription made after queueing needs).
+    contended: AtomicBool,
 }
 
 impl LockShared {
     pub(crate) fn new(core: Arc<ClientCore>, lock: Arc<ProtocolLock>) -> Arc<Self> {
-        Arc::new(Self { core, lock })
+        Arc::new(Self {
+            core,
+            lock,
+            contended: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether the last acquisition through this handle had to wait.
+    pub(crate) fn was_contended(&self) -> bool {
+        self.contended.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_contended(&self, contended: bool) {
+        self.contended.store(contended, Ordering::Relaxed);
     }
 
     pub(crate) fn core(&self) -> &Arc<ClientCore> {
@@ -247,6 +264,13 @@ impl Lease {
     }
 }
 
+/// [`Hold::ended`]: the hold goes on.
+const HELD: u8 = 0;
+/// Released (or being released, or drained at shutdown).
+const RELEASED: u8 = 1;
+/// Kept without a guard (`LockGuard::forget`).
+const FORGOTTEN: u8 = 2;
+
 /// A registered hold that is released from the background if dropped
 /// before it was disarmed (handed to a guard that unlocked it, or forgotten).
 pub(crate) type ArmedHold = DisarmOnDrop<Hold>;
@@ -258,9 +282,12 @@ pub(crate) struct Hold {
     lease: Lease,
     token: Option<u64>,
     state: Arc<HeldState>,
-    /// Set when this hold was released (or forgotten): a claim still in
-    /// flight then no longer matters.
-    released: Arc<AtomicBool>,
+    /// [`HELD`], [`RELEASED`] (a claim still to come or in flight then no
+    /// longer matters) or [`FORGOTTEN`] (a claim is made now).
+    ended: Arc<AtomicU8>,
+    /// Wakes a deferred claim waiting for its time (`claim_in_background`)
+    /// when the hold ends.
+    claim_now: Arc<tokio::sync::Notify>,
 }
 
 impl Hold {
@@ -290,7 +317,8 @@ impl Hold {
             lease,
             token,
             state,
-            released: Arc::new(AtomicBool::new(false)),
+            ended: Arc::new(AtomicU8::new(HELD)),
+            claim_now: Arc::new(tokio::sync::Notify::new()),
         };
         if claim {
             hold.claim_in_background(expires);
@@ -320,7 +348,12 @@ impl Hold {
 
     /// The watchdog stops renewing this hold; a claim in flight stops.
     pub(crate) fn stop_renewing(&self) {
-        self.released.store(true, Ordering::SeqCst);
+        self.ended.store(RELEASED, Ordering::SeqCst);
+        self.claim_now.notify_one();
+        self.unregister();
+    }
+
+    fn unregister(&self) {
         self.shared.core().watchdog().unregister(
             self.shared.protocol().lock_key(),
             self.owner.as_str(),
@@ -387,14 +420,59 @@ impl Hold {
         });
     }
 
+    /// Keep the hold without a guard (`LockGuard::forget`): the watchdog
+    /// stops renewing it, and a handed-over grant not claimed yet is claimed
+    /// now, so that it lasts the lease as documented.
+    pub(crate) fn forget(&self) {
+        self.ended.store(FORGOTTEN, Ordering::SeqCst);
+        self.claim_now.notify_one();
+        self.unregister();
+    }
+
     /// Extend a handed-over grant to the holder's lease, retrying until the
     /// short handoff grant (`until`) runs out; the hold is lost if that fails.
+    ///
+    /// The claim waits a third of the grant's life first (2 s with the
+    /// default 6 s waiter ttl), and is not sent at all when the hold is
+    /// released before: most critical sections are shorter, and each claim
+    /// is one script call on the lock's server. Two thirds of the grant are
+    /// left for the claim's retries, as the watchdog leaves two thirds of a
+    /// lease for its renewals.
     fn claim_in_background(&self, until: Instant) {
         let shared = Arc::clone(&self.shared);
         let (owner, lease, token) = (self.owner.clone(), self.lease.duration(), self.token);
-        let (state, released) = (Arc::clone(&self.state), Arc::clone(&self.released));
+        let (state, ended) = (Arc::clone(&self.state), Arc::clone(&self.ended));
+        let claim_now = Arc::clone(&self.claim_now);
         let core = Arc::clone(shared.core());
-        core.spawn_cleanup(async move {
+        let closing = core.closing();
+        let delay = until.saturating_duration_since(Instant::now()) / 3;
+        // Not tracked as clean-up work while it only waits: `flush` and
+        // shutdown need not wait for it.
+        let background = Arc::clone(&core);
+        background.spawn_detached(async move {
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = claim_now.notified() => {}
+                () = closing.cancelled() => return,
+            }
+            if ended.load(Ordering::SeqCst) == RELEASED {
+                return;
+            }
+            let claim = Self::claim(shared, owner, lease, token, state, ended, until);
+            core.spawn_cleanup(claim);
+        });
+    }
+
+    async fn claim(
+        shared: Arc<LockShared>,
+        owner: Owner,
+        lease: Duration,
+        token: Option<u64>,
+        state: Arc<HeldState>,
+        ended: Arc<AtomicU8>,
+        until: Instant,
+    ) {
+        {
             let lock_key = shared.protocol().lock_key();
             // Every error is retried until the grant ends: a failure that
             // passes (an ACL being edited, say) must not cost a live grant.
@@ -402,7 +480,7 @@ impl Hold {
                 until,
                 |_| true,
                 || async {
-                    if released.load(Ordering::SeqCst) {
+                    if ended.load(Ordering::SeqCst) == RELEASED {
                         return Ok(None);
                     }
                     let sent_at = Instant::now();
@@ -419,12 +497,12 @@ impl Hold {
             match claimed {
                 Ok(None) => {}
                 Ok(Some((true, sent_at))) => state.extend(sent_at + lease),
-                Ok(Some((false, _))) if released.load(Ordering::SeqCst) => {}
+                Ok(Some((false, _))) if ended.load(Ordering::SeqCst) != HELD => {}
                 Ok(Some((false, _))) => {
                     state.mark_lost(shared.name(), owner.as_str(), LostCause::GrantExpired)
                 }
                 Err(_) => state.mark_lost(shared.name(), owner.as_str(), LostCause::ClaimFailed),
             }
-        });
+        }
     }
 }

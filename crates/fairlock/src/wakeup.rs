@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::events::{self, Event, Recorder};
+use crate::events::{self, BehindReason, Event, Recorder};
 use crate::retry::Backoff;
 use crate::transport::{Incoming, Message, PubSubConnector};
 
@@ -37,20 +37,11 @@ pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 /// most once per gap (as a flood on its own channel does, `acquire/wait.rs`).
 const BEHIND_WAKE_GAP: Duration = Duration::from_millis(25);
 
-/// A health-check PING unanswered after this long means messages wait
-/// unread: every waiter is woken to check, and again every `PING_LAG`
-/// until it is answered (it still gets until the response timeout before
-/// the connection counts as broken).
+/// A health-check PING unanswered after this long while messages wait
+/// unread means a backlog: every waiter is woken to check, and again every
+/// `PING_LAG` until it is answered (it still gets until the response
+/// timeout before the connection counts as broken).
 const PING_LAG: Duration = Duration::from_millis(100);
-
-/// Why the router woke everyone while connected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reason {
-    /// Messages were dropped (more arrived than the client could take).
-    Dropped,
-    /// The health-check PING was answered late.
-    SlowPing,
-}
 
 /// Wake-ups of every waiter because the connection fell behind, at most
 /// one per [`BEHIND_WAKE_GAP`]: one asked for within the gap is owed and
@@ -62,7 +53,7 @@ struct Behind {
 }
 
 impl Behind {
-    fn wake(&mut self, shared: &Shared, events: &Recorder, reason: Reason) {
+    fn wake(&mut self, shared: &Shared, events: &Recorder, reason: BehindReason) {
         let now = tokio::time::Instant::now();
         if self.woken_at.is_some_and(|at| now < at + BEHIND_WAKE_GAP) {
             self.owed = true;
@@ -205,10 +196,11 @@ impl WakeupRouter {
                 }
             }
         };
-        let subscription = Subscription {
+        let mut subscription = Subscription {
             router: self.clone(),
             channel: channel.to_owned(),
             latest: rx,
+            confirmed: false,
         };
         if first {
             let (ack, confirmed) = oneshot::channel();
@@ -217,7 +209,10 @@ impl WakeupRouter {
                 .send(Command::Subscribe(channel.to_owned(), ack))
                 .is_ok()
             {
-                let _ = tokio::time::timeout(confirm_timeout, confirmed).await;
+                subscription.confirmed = matches!(
+                    tokio::time::timeout(confirm_timeout, confirmed).await,
+                    Ok(Ok(()))
+                );
             }
         }
         subscription
@@ -246,9 +241,19 @@ pub(crate) struct Subscription {
     router: WakeupRouter,
     channel: String,
     latest: watch::Receiver<Wake>,
+    /// This call made the subscription and the server confirmed it.
+    confirmed: bool,
 }
 
 impl Subscription {
+    /// Whether the server confirmed this subscription before `subscribe`
+    /// returned (every message published afterwards reaches it, unless the
+    /// connection breaks, which wakes it). `false` when another waiter of
+    /// the channel made it, or no confirmation came in time.
+    pub(crate) fn confirmed(&self) -> bool {
+        self.confirmed
+    }
+
     /// Mark every wake-up so far as seen. Call before each attempt.
     pub(crate) fn mark_seen(&mut self) {
         self.latest.borrow_and_update();
@@ -321,17 +326,21 @@ async fn run(
             tokio::select! {
                 _ = health.tick() => {
                     // A PING is answered after every message the server
-                    // sent before it: a late answer means messages are
-                    // waiting unread (a flood's backlog, a busy server).
-                    // Until it is answered, every waiter checks once per
-                    // PING_LAG (a real message may wait behind them).
+                    // sent before it. Late, with messages arriving unread
+                    // meanwhile, it means a backlog (a flood's) that a real
+                    // message may wait behind: until it is answered, every
+                    // waiter checks once per PING_LAG while messages wait.
+                    // Late with nothing arriving is only a slow server:
+                    // waking everyone would only load it more.
                     let ping = sink.ping();
                     tokio::pin!(ping);
                     let answered = loop {
                         tokio::select! {
                             answered = &mut ping => break answered,
                             () = tokio::time::sleep(PING_LAG) => {
-                                behind.wake(&shared, &events, Reason::SlowPing);
+                                if stream.backlogged() {
+                                    behind.wake(&shared, &events, BehindReason::SlowPing);
+                                }
                             }
                         }
                     };
@@ -339,12 +348,12 @@ async fn run(
                         break Some(err);
                     }
                 }
-                () = behind.owed() => behind.wake(&shared, &events, Reason::Dropped),
+                () = behind.owed() => behind.wake(&shared, &events, BehindReason::Dropped),
                 message = stream.next() => match message {
                     Some(Incoming::Message(Message { channel, payload })) => {
                         shared.bump(&channel, Some(payload));
                     }
-                    Some(Incoming::Overflowed) => behind.wake(&shared, &events, Reason::Dropped),
+                    Some(Incoming::Overflowed) => behind.wake(&shared, &events, BehindReason::Dropped),
                     None => break None,
                 },
                 command = commands.recv() => match command {

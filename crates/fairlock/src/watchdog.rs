@@ -421,7 +421,9 @@ async fn run(
             return;
         };
         // A check renews nothing: explicit leases must not be extended.
+        // A renewal that is due goes first: checks never starve renewals.
         let check_only = tokio::select! {
+            biased;
             () = tokio::time::sleep_until(next_renewal) => false,
             () = kick.notified() => true,
         };

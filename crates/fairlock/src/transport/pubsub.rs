@@ -282,6 +282,16 @@ impl PubSubSink {
 }
 
 impl PubSubStream {
+    /// Whether messages wait unread: the client is behind. Always `false`
+    /// for RESP2 (its queue cannot be looked at).
+    pub(crate) fn backlogged(&self) -> bool {
+        match &self.stream {
+            StreamKind::Single(pushes) => pushes.backlogged(),
+            StreamKind::Resp2(_) => false,
+            StreamKind::Cluster(stream) => stream.backlogged(),
+        }
+    }
+
     /// The next message, or [`Incoming::Overflowed`] after messages were
     /// dropped; `None` when the connection closed (or, for Sentinel, the
     /// client moved to another master). Cancel-safe.

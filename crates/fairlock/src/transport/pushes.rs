@@ -138,6 +138,12 @@ impl AsyncPushSender for PushSender {
 }
 
 impl PushReceiver {
+    /// Whether pushes wait unread (or some were dropped since the last
+    /// one received).
+    pub(crate) fn backlogged(&self) -> bool {
+        !self.queue.is_empty() || self.state.overflowed.load(Ordering::Acquire)
+    }
+
     /// The next push, or [`Push::Overflowed`] once after pushes were
     /// dropped; `None` when the connection is gone. Cancel-safe.
     pub(crate) async fn recv(&mut self) -> Option<Push> {

@@ -190,6 +190,11 @@ impl ShardedSink {
 }
 
 impl ShardedStream {
+    /// Whether messages wait unread.
+    pub(crate) fn backlogged(&self) -> bool {
+        self.pushes.backlogged()
+    }
+
     /// The next message; `None` when a node connection broke (the router
     /// then starts over with a new connection). Cancelled while it
     /// re-subscribes a moved channel, the channel stays unsubscribed until
