@@ -9,7 +9,8 @@
 //! (and start a new one), SIGSTOP it past its lease and SIGCONT it, delay
 //! every reply (slow, below the response timeout), kill the pub/sub
 //! connections silently, cut every connection (workers reach Redis through
-//! a loopback proxy), or run a BUSY script. All along it publishes forged
+//! a loopback proxy), run a BUSY script, flood every subscribed channel
+//! with PUBLISHes for 2 s, or `SCRIPT FLUSH`. All along it publishes forged
 //! grant messages to every queued waiter. Workers differ in their settings
 //! (waiter ttl, lease), and their non-fair rounds sometimes reuse one owner
 //! across acquisitions, so a hold lost to a pause is followed by a new one
@@ -1009,6 +1010,10 @@ struct Injected {
     cuts: u32,
     busy: u32,
     forged: u64,
+    /// Standalone: 2 s PUBLISH floods on every subscribed channel, and
+    /// `SCRIPT FLUSH`es.
+    floods: u32,
+    flushes: u32,
     /// Sentinel and Cluster: SIGKILLs and SIGSTOPs of a master.
     master_kills: u32,
     master_pauses: u32,
@@ -1034,6 +1039,8 @@ impl Injected {
             + self.silent
             + self.cuts
             + self.busy
+            + self.floods
+            + self.flushes
             + self.master_kills
             + self.master_pauses
             + self.sentinel_failovers
@@ -1335,7 +1342,7 @@ impl<'a> Injector<'a> {
                 .inject_cluster_fault(workers, deadline, victim, at)
                 .await;
         }
-        let kind = self.rng.below(6);
+        let kind = self.rng.below(8);
         // Network and server faults hit every worker.
         let hit = if kind < 2 { workers.pid(victim) } else { 0 };
         self.injected.hits.push((at, hit));
@@ -1366,9 +1373,21 @@ impl<'a> Injector<'a> {
                 }
                 self.injected.cuts += 1;
             }
-            _ => {
+            5 => {
                 self.busy_script().await?;
                 self.injected.busy += 1;
+            }
+            6 => {
+                self.publish_flood().await?;
+                self.injected.floods += 1;
+            }
+            _ => {
+                // Every client's next script call meets NOSCRIPT.
+                let _: redis::RedisResult<()> = redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query_async(&mut self.conn)
+                    .await;
+                self.injected.flushes += 1;
             }
         }
         self.next_fault = Instant::now() + Duration::from_millis(1500 + self.rng.below(1500));
@@ -1881,6 +1900,37 @@ impl<'a> Injector<'a> {
     }
 
     /// A script that keeps Redis busy for 300 ms, in the background.
+    /// A hostile client with PUBLISH rights floods every channel anyone
+    /// listens on (waiters' wake-up channels, clients' revocation
+    /// channels) with junk for 2 s, as fast as one pipelined connection
+    /// goes, straight to the server.
+    async fn publish_flood(&mut self) -> Result<(), Failure> {
+        let mut flood_conn = raw_connection(&self.stage.url).await?;
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .query_async(&mut flood_conn)
+            .await
+            .unwrap_or_default();
+        if channels.is_empty() {
+            return Ok(());
+        }
+        tokio::spawn(async move {
+            let until = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < until {
+                let mut pipe = redis::pipe();
+                for channel in &channels {
+                    for _ in 0..8 {
+                        pipe.cmd("PUBLISH").arg(channel).arg("flood").ignore();
+                    }
+                }
+                if pipe.query_async::<()>(&mut flood_conn).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(())
+    }
+
     async fn busy_script(&mut self) -> Result<(), Failure> {
         let mut busy_conn = raw_connection(&self.stage.url).await?;
         tokio::spawn(async move {
@@ -2053,6 +2103,8 @@ fn print_summary(
         cuts,
         busy,
         forged,
+        floods,
+        flushes,
         master_kills,
         master_pauses,
         sentinel_failovers,
@@ -2063,7 +2115,8 @@ fn print_summary(
     } = injected;
     println!(
         "faults injected: {kills} SIGKILL, {pauses} SIGSTOP past the lease, {delays} reply delays, \
-         {silent} silent pub/sub deaths, {cuts} connection cuts, {busy} BUSY scripts, {forged} forged grants"
+         {silent} silent pub/sub deaths, {cuts} connection cuts, {busy} BUSY scripts, {floods} PUBLISH \
+         floods, {flushes} SCRIPT FLUSHes, {forged} forged grants"
     );
     let overlaps_at_failovers = format!(
         "overlaps that started at a failover (asynchronous replication, not counted as \
