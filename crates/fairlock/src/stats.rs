@@ -89,8 +89,8 @@ pub struct Statistics {
     /// Times the pub/sub (wake-up) connection fell behind and every waiter
     /// was woken to check (at most once per 25 ms): messages arrived faster
     /// than the client could take them and some were dropped (a PUBLISH
-    /// flood), or the 1 s health-check PING was unanswered after 100 ms (a
-    /// backlog of messages, or a busy server).
+    /// flood), or the 1 s health-check PING was unanswered after 100 ms
+    /// while messages waited unread (a backlog).
     pub pubsub_behind: u64,
     /// Scripts sent again in full (`EVAL`) after the server answered
     /// `NOSCRIPT`: the first use of each script on each server (or cluster
