@@ -67,6 +67,24 @@ pub(crate) struct BenchArgs {
     /// Not with the queue scenario.
     #[arg(long)]
     metrics_cost: bool,
+    /// Run only these implementations (a comma list of native-fair,
+    /// native-non-fair, redisson-fair, redisson-non-fair, rslock), e.g. to
+    /// profile one.
+    #[arg(long, value_name = "NAME[,NAME...]", value_delimiter = ',', value_parser = implementation)]
+    only: Vec<Subject>,
+}
+
+fn implementation(name: &str) -> Result<Subject, String> {
+    Subject::ALL
+        .into_iter()
+        .find(|s| s.key() == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = Subject::ALL.iter().map(|s| s.key()).collect();
+            format!(
+                "unknown implementation {name:?} (known: {})",
+                known.join(", ")
+            )
+        })
 }
 
 /// Workers of the handoff scenario.
@@ -179,6 +197,10 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
             .flat_map(|&case| {
                 case.subjects(args.metrics_cost)
                     .into_iter()
+                    .filter(|s| {
+                        args.only.is_empty()
+                            || args.only.contains(&s.without_metrics().unwrap_or(*s))
+                    })
                     .map(move |subject| Series {
                         case,
                         subject,
