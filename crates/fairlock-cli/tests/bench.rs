@@ -137,3 +137,43 @@ fn a_round_too_short_is_refused() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("10ms"), "{stderr}");
 }
+
+/// `--only` runs the named implementations and no other; an unknown name
+/// is refused before anything runs, with the known ones listed.
+#[test]
+fn only_runs_the_named_implementations() {
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args([
+            "bench",
+            "uncontended",
+            "--only",
+            "rslock,native-fair",
+            "--json",
+        ])
+        .args(["--duration", "100ms", "--rounds", "1"])
+        .output()
+        .expect("run fairlock bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let ran: BTreeSet<&str> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["implementation"].as_str().unwrap())
+        .collect();
+    assert_eq!(ran, BTreeSet::from(["native-fair", "rslock"]));
+
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["bench", "--only", "spinlock"])
+        .output()
+        .expect("run fairlock bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}"); // EX_USAGE
+    assert!(
+        stderr.contains("unknown implementation \"spinlock\"") && stderr.contains("rslock"),
+        "{stderr}"
+    );
+}
