@@ -35,11 +35,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-use futures_util::StreamExt;
-
 use super::connection::{Direct, Timeouts};
 use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis_conn, timed_out};
+use super::pubsub::{Incoming, PubSubConnector};
 use crate::error::{Error, Result};
 use crate::events::{self, Event};
 use crate::retry::Backoff;
@@ -616,19 +615,18 @@ async fn listen_for_switches(follower: Weak<Follower>) {
         let service = this.spec.service.clone();
         let timeouts = this.timeouts;
         drop(this);
+        // The same pub/sub connection as the wake-ups' (RESP3, a bounded
+        // queue: anyone may PUBLISH on a sentinel too), each command bounded.
         let subscribed = async {
             let client = client.map_err(|e| e.to_string())?;
-            let mut pubsub = tokio::time::timeout(timeouts.connect, client.get_async_pubsub())
+            let connector = PubSubConnector::new(client, timeouts);
+            let (mut sink, stream) = connector.connect().await.map_err(|e| e.to_string())?;
+            sink.subscribe(&["+switch-master".to_owned()])
                 .await
-                .map_err(|_| "connect timed out".to_owned())?
                 .map_err(|e| e.to_string())?;
-            tokio::time::timeout(timeouts.connect, pubsub.subscribe("+switch-master"))
-                .await
-                .map_err(|_| "subscribe timed out".to_owned())?
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(pubsub)
+            Ok::<_, String>((sink, stream))
         };
-        let pubsub = match subscribed.await {
+        let (mut sink, mut messages) = match subscribed.await {
             Ok(pubsub) => pubsub,
             Err(_) => {
                 match follower.upgrade() {
@@ -645,17 +643,23 @@ async fn listen_for_switches(follower: Weak<Follower>) {
             Some(this) => this.re_resolve(),
             None => return,
         }
-        let (mut sink, mut messages) = pubsub.split();
         let mut ping = tokio::time::interval(SENTINEL_PING_INTERVAL);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ping.reset();
         loop {
             tokio::select! {
                 message = messages.next() => {
-                    let Some(message) = message else { break };
-                    let payload = String::from_utf8_lossy(message.get_payload_bytes()).into_owned();
-                    // "NAME OLD_IP OLD_PORT NEW_IP NEW_PORT"
-                    if payload.split(' ').next() == Some(service.as_str()) {
+                    let switched = match message {
+                        None => break,
+                        // "NAME OLD_IP OLD_PORT NEW_IP NEW_PORT"
+                        Some(Incoming::Message(message)) => {
+                            message.payload.split(' ').next() == Some(service.as_str())
+                        }
+                        // Dropped messages may have held a switch (a
+                        // re-resolve in progress absorbs the rest).
+                        Some(Incoming::Overflowed) => true,
+                    };
+                    if switched {
                         match follower.upgrade() {
                             Some(this) => this.re_resolve(),
                             None => return,
@@ -666,12 +670,7 @@ async fn listen_for_switches(follower: Weak<Follower>) {
                     if follower.strong_count() == 0 {
                         return;
                     }
-                    let pong = tokio::time::timeout(
-                        timeouts.response,
-                        sink.ping::<redis::Value>(),
-                    )
-                    .await;
-                    if !matches!(pong, Ok(Ok(_))) {
+                    if sink.ping().await.is_err() {
                         break;
                     }
                 }
