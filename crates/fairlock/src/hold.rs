@@ -6,8 +6,8 @@
 //! them. Neither reaches into the client's fields: they go through the
 //! accessors of [`LockShared`] and [`ClientCore`].
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -264,6 +264,11 @@ impl Lease {
     }
 }
 
+/// Take a pending claim's grant end: `Some` for exactly one caller.
+fn take_unclaimed(unclaimed: &Mutex<Option<Instant>>) -> Option<Instant> {
+    unclaimed.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
 /// [`Hold::ended`]: the hold goes on.
 const HELD: u8 = 0;
 /// Released (or being released, or drained at shutdown).
@@ -288,6 +293,9 @@ pub(crate) struct Hold {
     /// Wakes a deferred claim waiting for its time (`claim_in_background`)
     /// when the hold ends.
     claim_now: Arc<tokio::sync::Notify>,
+    /// A handed-over grant's end, while its claim has not started: whoever
+    /// takes it (the deferred task, or `forget`) sends the claim.
+    unclaimed: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Hold {
@@ -319,6 +327,7 @@ impl Hold {
             state,
             ended: Arc::new(AtomicU8::new(HELD)),
             claim_now: Arc::new(tokio::sync::Notify::new()),
+            unclaimed: Arc::new(Mutex::new(claim.then_some(expires))),
         };
         if claim {
             hold.claim_in_background(expires);
@@ -425,8 +434,22 @@ impl Hold {
     /// now, so that it lasts the lease as documented.
     pub(crate) fn forget(&self) {
         self.ended.store(FORGOTTEN, Ordering::SeqCst);
-        self.claim_now.notify_one();
         self.unregister();
+        // Claimed from here, as tracked clean-up work (which shutdown waits
+        // for), not by the deferred task, which shutdown may stop first.
+        if let Some(until) = take_unclaimed(&self.unclaimed) {
+            let claim = Self::claim(
+                Arc::clone(&self.shared),
+                self.owner.clone(),
+                self.lease.duration(),
+                self.token,
+                Arc::clone(&self.state),
+                Arc::clone(&self.ended),
+                until,
+            );
+            self.shared.core().spawn_cleanup(claim);
+        }
+        self.claim_now.notify_one();
     }
 
     /// Extend a handed-over grant to the holder's lease, retrying until the
@@ -443,6 +466,7 @@ impl Hold {
         let (owner, lease, token) = (self.owner.clone(), self.lease.duration(), self.token);
         let (state, ended) = (Arc::clone(&self.state), Arc::clone(&self.ended));
         let claim_now = Arc::clone(&self.claim_now);
+        let unclaimed = Arc::clone(&self.unclaimed);
         let core = Arc::clone(shared.core());
         let closing = core.closing();
         let delay = until.saturating_duration_since(Instant::now()) / 3;
@@ -455,7 +479,7 @@ impl Hold {
                 () = claim_now.notified() => {}
                 () = closing.cancelled() => return,
             }
-            if ended.load(Ordering::SeqCst) == RELEASED {
+            if ended.load(Ordering::SeqCst) == RELEASED || take_unclaimed(&unclaimed).is_none() {
                 return;
             }
             let claim = Self::claim(shared, owner, lease, token, state, ended, until);

@@ -7,13 +7,12 @@
 //! (`pushes.rs`): a flood of PUBLISHes costs the client a bounded amount of
 //! memory and ends in [`Incoming::Overflowed`], never in a backlog that
 //! delays real messages. A server without RESP3 (`HELLO`, Redis before 6)
-//! gets a RESP2 pub/sub connection instead, whose queue redis-rs does not
-//! bound.
+//! gets a RESP2 pub/sub connection instead, whose messages a task moves
+//! from redis-rs's unbounded queue into the same bounded one.
 
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use futures_util::stream::BoxStream;
 use redis::PushKind;
 
 use super::cluster::Builder;
@@ -60,8 +59,8 @@ pub(crate) struct PubSubStream {
 }
 
 enum StreamKind {
+    /// RESP3, or RESP2 moved to a bounded queue by `drain_resp2`.
     Single(PushReceiver),
-    Resp2(BoxStream<'static, redis::Msg>),
     Cluster(ShardedStream),
 }
 
@@ -201,7 +200,7 @@ impl PubSubConnector {
                 addr,
             },
             PubSubStream {
-                stream: StreamKind::Resp2(stream.boxed()),
+                stream: StreamKind::Single(drain_resp2(stream)),
                 moved,
             },
         ))
@@ -282,12 +281,10 @@ impl PubSubSink {
 }
 
 impl PubSubStream {
-    /// Whether messages wait unread: the client is behind. Always `false`
-    /// for RESP2 (its queue cannot be looked at).
+    /// Whether messages wait unread: the client is behind.
     pub(crate) fn backlogged(&self) -> bool {
         match &self.stream {
             StreamKind::Single(pushes) => pushes.backlogged(),
-            StreamKind::Resp2(_) => false,
             StreamKind::Cluster(stream) => stream.backlogged(),
         }
     }
@@ -309,13 +306,6 @@ impl PubSubStream {
                         }
                     }
                 },
-                StreamKind::Resp2(stream) => {
-                    let message = stream.next().await?;
-                    Some(Incoming::Message(Message {
-                        channel: message.get_channel_name().to_owned(),
-                        payload: String::from_utf8_lossy(message.get_payload_bytes()).into(),
-                    }))
-                }
                 StreamKind::Cluster(stream) => stream.next().await,
             }
         };
@@ -327,6 +317,34 @@ impl PubSubStream {
             },
         }
     }
+}
+
+/// Move a RESP2 connection's messages out of redis-rs's unbounded queue into
+/// a bounded one, as they come (moving costs less than parsing them, so
+/// redis-rs's queue stays short). Ends when the connection closes (then
+/// reported as a disconnection) or the receiver is dropped.
+fn drain_resp2(mut stream: redis::aio::PubSubStream) -> PushReceiver {
+    let (tx, pushes) = pushes::queue();
+    tokio::spawn(async move {
+        while let Some(message) = stream.next().await {
+            let push = redis::PushInfo {
+                kind: PushKind::Message,
+                data: vec![
+                    redis::Value::BulkString(message.get_channel_name().as_bytes().to_vec()),
+                    redis::Value::BulkString(message.get_payload_bytes().to_vec()),
+                ],
+            };
+            if redis::aio::AsyncPushSender::send(&tx, push).is_err() {
+                return;
+            }
+        }
+        let disconnected = redis::PushInfo {
+            kind: PushKind::Disconnection,
+            data: Vec::new(),
+        };
+        let _ = redis::aio::AsyncPushSender::send(&tx, disconnected);
+    });
+    pushes
 }
 
 /// A command that does not answer within `limit` counts as a broken

@@ -11,7 +11,8 @@
 //! bytes, and drops what does not fit: the receiver then gets
 //! [`Push::Overflowed`] once, and the router wakes every waiter as after a
 //! reconnect (messages may have been missed), which is always safe — a
-//! wake-up is only a hint to check. A disconnection is never dropped.
+//! wake-up is only a hint to check. A disconnection is never dropped, and
+//! a dropped cluster slot-move notice (`sunsubscribe`) counts as one.
 //!
 //! Bounds: at most [`MAX_MESSAGES`] messages and [`MAX_BYTES`] bytes of
 //! channel names and payloads queued per connection (one message over the
@@ -96,8 +97,17 @@ fn size(info: &PushInfo) -> usize {
 }
 
 impl PushSender {
-    fn overflow(&self) {
-        self.state.overflowed.store(true, Ordering::Release);
+    /// `kind` did not fit. A dropped message is reported as an overflow; a
+    /// dropped unsolicited `sunsubscribe` (a cluster slot moved: its
+    /// channel must be subscribed again where it lives now) as a
+    /// disconnection, so that the connection is made again and every
+    /// channel subscribed anew.
+    fn overflow(&self, kind: &PushKind) {
+        if *kind == PushKind::SUnsubscribe {
+            self.state.disconnected.store(true, Ordering::Release);
+        } else {
+            self.state.overflowed.store(true, Ordering::Release);
+        }
         self.state.flagged.notify_one();
     }
 }
@@ -122,14 +132,14 @@ impl AsyncPushSender for PushSender {
                 left.checked_sub(size)
             });
         if taken.is_err() {
-            self.overflow();
+            self.overflow(&info.kind);
             return Ok(());
         }
         match self.queue.try_send((info, size)) {
             Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(mpsc::error::TrySendError::Full((info, _))) => {
                 self.state.bytes.fetch_add(size, Ordering::AcqRel);
-                self.overflow();
+                self.overflow(&info.kind);
                 Ok(())
             }
             Err(mpsc::error::TrySendError::Closed(_)) => Err(SendError),
@@ -226,6 +236,18 @@ mod tests {
         // One message larger than the whole bound is dropped on arrival.
         tx.send(message(&"y".repeat(2000))).unwrap();
         assert_eq!(payload(rx.recv().await.unwrap()), "overflowed");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_slot_move_ends_the_connection() {
+        let (tx, mut rx) = queue_with(1, 1 << 20);
+        tx.send(message("0")).unwrap();
+        tx.send(PushInfo {
+            kind: PushKind::SUnsubscribe,
+            data: vec![Value::BulkString(b"fairlock:{a}:wake:x".to_vec())],
+        })
+        .unwrap();
+        assert!(rx.recv().await.is_none());
     }
 
     #[tokio::test]
