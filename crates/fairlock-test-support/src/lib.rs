@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cluster;
+pub mod flood;
 pub mod proxy;
 mod readiness;
 pub mod sentinel;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use fairlock::{ClientConfig, LockClient, Protocol};
 use fairlock_test_support as support;
 use support::RedisServer;
+use support::flood::{Flood, rss_kb};
 #[allow(unused_imports)]
 use support::{eventually, proxy::Proxy};
 #[allow(unused_imports)]
@@ -444,7 +445,7 @@ async fn adv2_forged_revocations_cost_one_check_per_gap_and_lose_nothing() {
     let key = "fairlock:{adv2-revoked}:lock";
     let mut worst = 0;
     let rss_before = rss_kb();
-    println!("rss before: {}", rss());
+    println!("rss before: {rss_before} kB");
     for payload in [key, "fairlock:{other}:lock", "", "\u{0}\u{ff}garbage"] {
         let before = evalsha_calls(&server);
         let sent = tokio::task::block_in_place(|| {
@@ -458,7 +459,7 @@ async fn adv2_forged_revocations_cost_one_check_per_gap_and_lose_nothing() {
             "{payload:?}: a forged revocation lost the hold"
         );
     }
-    println!("rss after floods: {}", rss());
+    println!("rss after floods: {} kB", rss_kb());
     // 1 s / 50 ms = 20 checks, plus one at each edge.
     assert!(worst <= 23, "scripts in 1 s of forged revocations: {worst}");
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -477,9 +478,9 @@ async fn adv2_forged_revocations_cost_one_check_per_gap_and_lose_nothing() {
     let started = Instant::now();
     let noticed = tokio::time::timeout(Duration::from_secs(15), guard.lost()).await;
     println!(
-        "force-unlock noticed after {:?} ({noticed:?}); rss {}",
+        "force-unlock noticed after {:?} ({noticed:?}); rss {} kB",
         started.elapsed(),
-        rss()
+        rss_kb()
     );
     let grown = rss_kb().saturating_sub(rss_before);
     assert!(
@@ -492,23 +493,6 @@ async fn adv2_forged_revocations_cost_one_check_per_gap_and_lose_nothing() {
     );
     assert!(!guard.is_held());
     client.shutdown().await;
-}
-
-fn rss() -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("VmRSS"))
-        .unwrap_or_default()
-        .to_owned()
-}
-
-fn rss_kb() -> u64 {
-    rss()
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Adversary 2 (label only): the revocation listener keeps only the latest
@@ -601,36 +585,13 @@ async fn a_publish_flood_delays_no_release_and_costs_bounded_memory() {
         })
         .await;
         let rss_before = rss_kb();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flooders: Vec<_> = channels
-            .iter()
-            .map(|channel| {
-                let (url, channel, stop) = (server.url(), channel.clone(), stop.clone());
-                std::thread::spawn(move || {
-                    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
-                    let mut sent = 0u64;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let mut pipe = redis::pipe();
-                        for _ in 0..50 {
-                            pipe.cmd("PUBLISH")
-                                .arg(&channel)
-                                .arg("x".repeat(64))
-                                .ignore();
-                        }
-                        pipe.query::<()>(&mut conn).unwrap();
-                        sent += 50;
-                    }
-                    sent
-                })
-            })
-            .collect();
+        let flood = Flood::start(&server.url(), &channels, 64);
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let released = Instant::now();
         held.unlock().await.unwrap();
         let granted = tokio::time::timeout(Duration::from_secs(10), waiting).await;
         let waited = released.elapsed();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let sent: u64 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+        let sent = flood.stop();
         let grown = rss_kb().saturating_sub(rss_before);
         let stats = waiter.statistics();
         println!(

@@ -11,6 +11,7 @@ use std::time::Duration;
 use fairlock::{ClientConfig, LockClient, LockGuard, Protocol};
 use fairlock_test_support as support;
 use support::RedisServer;
+use support::flood::{Flood, rss_kb};
 use support::{eventually, proxy::Proxy};
 use tokio::time::Instant;
 
@@ -35,15 +36,6 @@ fn lock_field(server: &RedisServer, name: &str, field: &str) -> Option<String> {
 
 fn pttl(server: &RedisServer, name: &str) -> i64 {
     server.cmd(&["PTTL", &lock_key(name)])
-}
-
-fn rss_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
-        .unwrap_or(0)
 }
 
 /// Wait until `client`'s waiter on `name` is queued (native queue length).
@@ -416,37 +408,6 @@ async fn cancelling_around_a_direct_grant_loses_no_lock() {
 // 1. Bounded queue, floods
 // ---------------------------------------------------------------------------
 
-/// Flood `channels` from threads until `stop`; returns the join handles.
-fn flood(
-    url: String,
-    channels: Vec<String>,
-    payload: usize,
-    stop: Arc<AtomicBool>,
-) -> Vec<std::thread::JoinHandle<u64>> {
-    channels
-        .into_iter()
-        .map(|channel| {
-            let (url, stop) = (url.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
-                let body = "x".repeat(payload);
-                let mut sent = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let mut pipe = redis::pipe();
-                    for _ in 0..50 {
-                        pipe.cmd("PUBLISH").arg(&channel).arg(&body).ignore();
-                    }
-                    if pipe.query::<()>(&mut conn).is_err() {
-                        break;
-                    }
-                    sent += 50;
-                }
-                sent
-            })
-        })
-        .collect()
-}
-
 /// Promise 5 with the RESP2 fallback (a server that refuses HELLO): the
 /// same flood as `a_publish_flood_delays_no_release_and_costs_bounded_memory`.
 /// redis-rs queues RESP2 messages without bound; a task moves them into the
@@ -471,8 +432,7 @@ async fn resp2_fallback_flood_costs_bounded_memory_and_delays_no_release() {
     })
     .await;
     let rss_before = rss_kb();
-    let stop = Arc::new(AtomicBool::new(false));
-    let flooders = flood(server.url(), channels.clone(), 512, stop.clone());
+    let flood = Flood::start(&server.url(), &channels, 512);
     let mut samples = Vec::new();
     for _ in 0..8 {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -484,8 +444,7 @@ async fn resp2_fallback_flood_costs_bounded_memory_and_delays_no_release() {
     let granted = tokio::time::timeout(Duration::from_secs(20), waiting).await;
     let waited = released.elapsed();
     let grown = rss_kb().saturating_sub(rss_before);
-    stop.store(true, Ordering::Relaxed);
-    let sent: u64 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+    let sent = flood.stop();
     println!("RESP2: {sent} messages; granted {waited:?} after release; rss +{grown} kB");
     let guard = granted.expect("never granted").unwrap().unwrap();
     guard.unlock().await.unwrap();
@@ -634,10 +593,10 @@ async fn handoffs_under_a_flood_never_make_two_holders() {
         channels.len() >= 5
     })
     .await;
-    let flooders = flood(server.url(), channels, 64, stop.clone());
+    let flood = Flood::start(&server.url(), &channels, 64);
     tokio::time::sleep(Duration::from_secs(5)).await;
     stop.store(true, Ordering::Relaxed);
-    let sent: u64 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+    let sent = flood.stop();
     let mut total = 0;
     for w in workers {
         total += w.await.unwrap();
