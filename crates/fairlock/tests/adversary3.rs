@@ -408,18 +408,19 @@ async fn cancelling_around_a_direct_grant_loses_no_lock() {
 // 1. Bounded queue, floods
 // ---------------------------------------------------------------------------
 
-/// Promise 5 with the RESP2 fallback (a server that refuses HELLO): the
-/// same flood as `a_publish_flood_delays_no_release_and_costs_bounded_memory`.
-/// redis-rs queues RESP2 messages without bound; a task moves them into the
-/// bounded queue as they come, so what stays queued is what that task lags
-/// behind: memory stops growing once the flood is under way (before, it
-/// grew with the flood's length: 41 MB after 3 s, about 14 MB a second).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resp2_fallback_flood_costs_bounded_memory_and_delays_no_release() {
-    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+/// A holder and a waiter (two clients) on lock `name`, once the waiter is
+/// subscribed: `channels` are every channel subscribed on the server.
+struct Contended {
+    holder: LockClient,
+    waiter: LockClient,
+    held: LockGuard,
+    waiting: tokio::task::JoinHandle<fairlock::Result<LockGuard>>,
+    channels: Vec<String>,
+}
+
+async fn contended(server: &RedisServer, name: &str) -> Contended {
     let holder = connect(config(&server.url())).await;
     let waiter = connect(config(&server.url())).await;
-    let name = "flooded-resp2";
     let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
     let waiting = {
         let lock = waiter.fair_lock(name).unwrap();
@@ -431,6 +432,32 @@ async fn resp2_fallback_flood_costs_bounded_memory_and_delays_no_release() {
         channels.len() >= 3
     })
     .await;
+    Contended {
+        holder,
+        waiter,
+        held,
+        waiting,
+        channels,
+    }
+}
+
+/// Promise 5 with the RESP2 fallback (a server that refuses HELLO): the
+/// same flood as `a_publish_flood_delays_no_release_and_costs_bounded_memory`.
+/// redis-rs queues RESP2 messages without bound; a task moves them into the
+/// bounded queue as they come, so what stays queued is what that task lags
+/// behind: memory stops growing once the flood is under way (before, it
+/// grew with the flood's length: 41 MB after 3 s, about 14 MB a second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resp2_fallback_flood_costs_bounded_memory_and_delays_no_release() {
+    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    let name = "flooded-resp2";
+    let Contended {
+        holder,
+        waiter,
+        held,
+        waiting,
+        channels,
+    } = contended(&server, name).await;
     let rss_before = rss_kb();
     let flood = Flood::start(&server.url(), &channels, 512);
     let mut samples = Vec::new();
@@ -469,20 +496,14 @@ async fn resp2_fallback_flood_costs_bounded_memory_and_delays_no_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_payloads_cost_no_lasting_memory_and_delay_no_release() {
     let server = RedisServer::start();
-    let holder = connect(config(&server.url())).await;
-    let waiter = connect(config(&server.url())).await;
     let name = "huge";
-    let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
-    let waiting = {
-        let lock = waiter.fair_lock(name).unwrap();
-        tokio::spawn(async move { lock.lock().await })
-    };
-    let mut channels: Vec<String> = Vec::new();
-    eventually(Duration::from_secs(10), "subscribed", || {
-        channels = server.cmd(&["PUBSUB", "CHANNELS"]);
-        channels.len() >= 3
-    })
-    .await;
+    let Contended {
+        holder,
+        waiter,
+        held,
+        waiting,
+        channels,
+    } = contended(&server, name).await;
     let wake: String = channels.iter().find(|c| c.contains(name)).cloned().unwrap();
     let mut conn = server.conn();
     let mut rounds = Vec::new();
