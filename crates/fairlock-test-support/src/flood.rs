@@ -6,6 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
+/// Held by every test that floods or measures the process's memory
+/// (`rss_kb`): tests of one binary share a process under `cargo test`, and
+/// one test's flood must not show in another's measurement.
+pub static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Flooding threads, one per channel, each on its own connection.
 pub struct Flood {
     stop: Arc<AtomicBool>,
@@ -53,6 +58,28 @@ impl Flood {
             .map(|t| t.join().unwrap_or(0))
             .sum()
     }
+}
+
+/// Publish `payload` on `channel` of `server` as fast as one connection
+/// can, for `span`; the messages sent.
+pub fn publish_for(
+    server: &crate::RedisServer,
+    channel: &str,
+    payload: &str,
+    span: std::time::Duration,
+) -> u64 {
+    let mut conn = server.conn();
+    let until = std::time::Instant::now() + span;
+    let mut sent = 0;
+    while std::time::Instant::now() < until {
+        let mut pipe = redis::pipe();
+        for _ in 0..50 {
+            pipe.cmd("PUBLISH").arg(channel).arg(payload).ignore();
+        }
+        pipe.query::<()>(&mut conn).expect("PUBLISH");
+        sent += 50;
+    }
+    sent
 }
 
 /// This process's resident memory (`VmRSS`), in kB (0 where unknown).

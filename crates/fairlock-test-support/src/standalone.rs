@@ -326,6 +326,16 @@ impl RedisServer {
             .expect("connect to test redis")
     }
 
+    /// EVALSHA calls the server answered so far (`INFO commandstats`).
+    pub fn evalsha_calls(&self) -> u64 {
+        let info: String = self.cmd(&["INFO", "commandstats"]);
+        info.lines()
+            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Run one command and decode the reply.
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
         let mut cmd = redis::cmd(args[0]);

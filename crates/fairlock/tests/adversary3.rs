@@ -11,7 +11,7 @@ use std::time::Duration;
 use fairlock::{ClientConfig, LockClient, LockGuard, Protocol};
 use fairlock_test_support as support;
 use support::RedisServer;
-use support::flood::{Flood, rss_kb};
+use support::flood::Flood;
 use support::{eventually, proxy::Proxy};
 use tokio::time::Instant;
 
@@ -408,157 +408,13 @@ async fn cancelling_around_a_direct_grant_loses_no_lock() {
 // 1. Bounded queue, floods
 // ---------------------------------------------------------------------------
 
-/// A holder and a waiter (two clients) on lock `name`, once the waiter is
-/// subscribed: `channels` are every channel subscribed on the server.
-struct Contended {
-    holder: LockClient,
-    waiter: LockClient,
-    held: LockGuard,
-    waiting: tokio::task::JoinHandle<fairlock::Result<LockGuard>>,
-    channels: Vec<String>,
-}
-
-async fn contended(server: &RedisServer, name: &str) -> Contended {
-    let holder = connect(config(&server.url())).await;
-    let waiter = connect(config(&server.url())).await;
-    let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
-    let waiting = {
-        let lock = waiter.fair_lock(name).unwrap();
-        tokio::spawn(async move { lock.lock().await })
-    };
-    let mut channels: Vec<String> = Vec::new();
-    eventually(Duration::from_secs(10), "subscribed", || {
-        channels = server.cmd(&["PUBSUB", "CHANNELS"]);
-        channels.len() >= 3
-    })
-    .await;
-    Contended {
-        holder,
-        waiter,
-        held,
-        waiting,
-        channels,
-    }
-}
-
-/// Promise 5 with the RESP2 fallback (a server that refuses HELLO): the
-/// same flood as `a_publish_flood_delays_no_release_and_costs_bounded_memory`.
-/// redis-rs queues RESP2 messages without bound; a task moves them into the
-/// bounded queue as they come, so what stays queued is what that task lags
-/// behind: memory stops growing once the flood is under way (before, it
-/// grew with the flood's length: 41 MB after 3 s, about 14 MB a second).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resp2_fallback_flood_costs_bounded_memory_and_delays_no_release() {
-    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
-    let name = "flooded-resp2";
-    let Contended {
-        holder,
-        waiter,
-        held,
-        waiting,
-        channels,
-    } = contended(&server, name).await;
-    let rss_before = rss_kb();
-    let flood = Flood::start(&server.url(), &channels, 512);
-    let mut samples = Vec::new();
-    for _ in 0..8 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        samples.push(rss_kb().saturating_sub(rss_before));
-    }
-    println!("RESP2: rss growth every 0.5 s of flood: {samples:?} kB");
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let granted = tokio::time::timeout(Duration::from_secs(20), waiting).await;
-    let waited = released.elapsed();
-    let grown = rss_kb().saturating_sub(rss_before);
-    let sent = flood.stop();
-    println!("RESP2: {sent} messages; granted {waited:?} after release; rss +{grown} kB");
-    let guard = granted.expect("never granted").unwrap().unwrap();
-    guard.unlock().await.unwrap();
-    assert!(
-        waited < Duration::from_secs(2),
-        "granted {waited:?} after release"
-    );
-    // The second half of the flood adds little: no growth with its length.
-    let (first_half, last) = (samples[3], samples[7]);
-    assert!(
-        last < first_half + 10_000 && grown < 60_000,
-        "memory kept growing with the flood: {samples:?} kB, then {grown} kB"
-    );
-    holder.shutdown().await;
-    waiter.shutdown().await;
-}
-
-/// Held (promise 5): payloads far over the queue's byte bound (32 MB each,
-/// just under Redis's default pub/sub output limit, and 40 MB which makes
-/// Redis cut the subscriber off) cost the client transient memory only, and
-/// a release right after them still reaches the waiter quickly.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn huge_payloads_cost_no_lasting_memory_and_delay_no_release() {
-    let server = RedisServer::start();
-    let name = "huge";
-    let Contended {
-        holder,
-        waiter,
-        held,
-        waiting,
-        channels,
-    } = contended(&server, name).await;
-    let wake: String = channels.iter().find(|c| c.contains(name)).cloned().unwrap();
-    let mut conn = server.conn();
-    let mut rounds = Vec::new();
-    for _ in 0..3 {
-        let before = rss_kb();
-        for size in [30usize << 20, 40 << 20, 30 << 20] {
-            let body = vec![b'y'; size];
-            let _: i64 = redis::cmd("PUBLISH")
-                .arg(&wake)
-                .arg(&body)
-                .query(&mut conn)
-                .unwrap();
-            drop(body);
-        }
-        tokio::time::sleep(Duration::from_millis(1000)).await;
-        rounds.push(rss_kb().saturating_sub(before));
-    }
-    let rss_before = rss_kb();
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let waited = released.elapsed();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let grown = rss_kb().saturating_sub(rss_before);
-    let stats = waiter.statistics();
-    println!(
-        "granted {waited:?} after release; rss +{grown} kB; reconnects {}, behind {}",
-        stats.pubsub_reconnects, stats.pubsub_behind
-    );
-    println!("rss growth per round of huge messages: {rounds:?} kB");
-    assert!(
-        waited < Duration::from_millis(1500),
-        "granted {waited:?} after release"
-    );
-    // Whatever the first round keeps (allocator, read buffers), later
-    // rounds add no more: bounded.
-    assert!(
-        rounds[1] + rounds[2] < 40_000,
-        "memory keeps growing: {rounds:?} kB"
-    );
-    guard.unlock().await.unwrap();
-    holder.shutdown().await;
-    waiter.shutdown().await;
-}
-
 /// Held (promises 1, 2): a chain of handoffs among three waiting clients
 /// while every channel they listen on is flooded (grant messages may be
 /// dropped by the bounded queue): never two holders, and each handoff
 /// happens within a few round trips of its release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handoffs_under_a_flood_never_make_two_holders() {
+    let _exclusive = support::flood::EXCLUSIVE.lock().await;
     let server = RedisServer::start();
     let name = "flood-chain";
     let mut clients = Vec::new();
