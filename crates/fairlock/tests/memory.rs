@@ -225,10 +225,13 @@ async fn resp2_fallback_flood_costs_bounded_memory_and_delays_no_release() {
         waited < Duration::from_secs(2),
         "granted {waited:?} after release"
     );
-    // The second half of the flood adds little: no growth with its length.
-    let (first_half, last) = (samples[3], samples[7]);
+    // The second half of the flood adds little: no growth with its length
+    // (unbounded, it added about 28 MB in 2 s). What the drain lags behind
+    // varies by a few MB from sample to sample.
+    let first_half = samples[..4].iter().max().copied().unwrap_or(0);
+    let second_half = samples[4..].iter().max().copied().unwrap_or(0);
     assert!(
-        last < first_half + 10_000 && grown < 60_000,
+        second_half < first_half + 15_000 && grown < 60_000,
         "memory kept growing with the flood: {samples:?} kB, then {grown} kB"
     );
     holder.shutdown().await;
