@@ -264,11 +264,6 @@ impl Lease {
     }
 }
 
-/// Take a pending claim's grant end: `Some` for exactly one caller.
-fn take_unclaimed(unclaimed: &Mutex<Option<Instant>>) -> Option<Instant> {
-    unclaimed.lock().unwrap_or_else(|e| e.into_inner()).take()
-}
-
 /// [`Hold::ended`]: the hold goes on.
 const HELD: u8 = 0;
 /// Released (or being released, or drained at shutdown).
@@ -290,12 +285,8 @@ pub(crate) struct Hold {
     /// [`HELD`], [`RELEASED`] (a claim still to come or in flight then no
     /// longer matters) or [`FORGOTTEN`] (a claim is made now).
     ended: Arc<AtomicU8>,
-    /// Wakes a deferred claim waiting for its time (`claim_in_background`)
-    /// when the hold ends.
-    claim_now: Arc<tokio::sync::Notify>,
-    /// A handed-over grant's end, while its claim has not started: whoever
-    /// takes it (the deferred task, or `forget`) sends the claim.
-    unclaimed: Arc<Mutex<Option<Instant>>>,
+    /// A handed-over grant's claim (see [`PendingClaim`]).
+    claim: Option<Arc<PendingClaim>>,
 }
 
 impl Hold {
@@ -319,19 +310,31 @@ impl Hold {
             kind,
             renew: lease.is_watchdog(),
         });
+        let ended = Arc::new(AtomicU8::new(HELD));
+        let claim = claim.then(|| {
+            Arc::new(PendingClaim {
+                shared: Arc::clone(&shared),
+                owner: owner.clone(),
+                lease: lease.duration(),
+                token,
+                state: Arc::clone(&state),
+                ended: Arc::clone(&ended),
+                until: Mutex::new(Some(expires)),
+                now: tokio::sync::Notify::new(),
+            })
+        });
+        if let Some(claim) = &claim {
+            claim.defer(expires);
+        }
         let hold = Self {
             shared,
             owner,
             lease,
             token,
             state,
-            ended: Arc::new(AtomicU8::new(HELD)),
-            claim_now: Arc::new(tokio::sync::Notify::new()),
-            unclaimed: Arc::new(Mutex::new(claim.then_some(expires))),
+            ended,
+            claim,
         };
-        if claim {
-            hold.claim_in_background(expires);
-        }
         DisarmOnDrop::new(hold, Hold::release_in_background)
     }
 
@@ -358,7 +361,9 @@ impl Hold {
     /// The watchdog stops renewing this hold; a claim in flight stops.
     pub(crate) fn stop_renewing(&self) {
         self.ended.store(RELEASED, Ordering::SeqCst);
-        self.claim_now.notify_one();
+        if let Some(claim) = &self.claim {
+            claim.now.notify_one();
+        }
         self.unregister();
     }
 
@@ -437,96 +442,108 @@ impl Hold {
         self.unregister();
         // Claimed from here, as tracked clean-up work (which shutdown waits
         // for), not by the deferred task, which shutdown may stop first.
-        if let Some(until) = take_unclaimed(&self.unclaimed) {
-            let claim = Self::claim(
-                Arc::clone(&self.shared),
-                self.owner.clone(),
-                self.lease.duration(),
-                self.token,
-                Arc::clone(&self.state),
-                Arc::clone(&self.ended),
-                until,
-            );
-            self.shared.core().spawn_cleanup(claim);
+        if let Some(claim) = &self.claim {
+            claim.start();
+            claim.now.notify_one();
         }
-        self.claim_now.notify_one();
     }
+}
 
-    /// Extend a handed-over grant to the holder's lease, retrying until the
-    /// short handoff grant (`until`) runs out; the hold is lost if that fails.
-    ///
-    /// The claim waits a third of the grant's life first (2 s with the
-    /// default 6 s waiter ttl), and is not sent at all when the hold is
-    /// released before: most critical sections are shorter, and each claim
-    /// is one script call on the lock's server. Two thirds of the grant are
-    /// left for the claim's retries, as the watchdog leaves two thirds of a
-    /// lease for its renewals.
-    fn claim_in_background(&self, until: Instant) {
-        let shared = Arc::clone(&self.shared);
-        let (owner, lease, token) = (self.owner.clone(), self.lease.duration(), self.token);
-        let (state, ended) = (Arc::clone(&self.state), Arc::clone(&self.ended));
-        let claim_now = Arc::clone(&self.claim_now);
-        let unclaimed = Arc::clone(&self.unclaimed);
-        let core = Arc::clone(shared.core());
-        let closing = core.closing();
+/// The claim of a handed-over grant: extend it to the holder's lease,
+/// retrying until the short handoff grant runs out; the hold is lost if
+/// that fails.
+///
+/// The claim waits a third of the grant's life first (2 s with the default
+/// 6 s waiter ttl), and is not sent at all when the hold is released
+/// before: most critical sections are shorter, and each claim is one script
+/// call on the lock's server. Two thirds of the grant are left for the
+/// claim's retries, as the watchdog leaves two thirds of a lease for its
+/// renewals. `LockGuard::forget` starts it at once.
+struct PendingClaim {
+    shared: Arc<LockShared>,
+    owner: Owner,
+    lease: Duration,
+    token: Option<u64>,
+    state: Arc<HeldState>,
+    ended: Arc<AtomicU8>,
+    /// The grant's end until the claim started: taken by whoever starts it
+    /// (the deferred task, or `forget`), exactly once.
+    until: Mutex<Option<Instant>>,
+    /// Wakes the deferred task when the hold ends.
+    now: tokio::sync::Notify,
+}
+
+impl PendingClaim {
+    /// Wait a third of the grant's life (or until the hold ends), then
+    /// start the claim unless the hold was released. The wait is not
+    /// tracked as clean-up work: `flush` and shutdown need not wait for it.
+    fn defer(self: &Arc<Self>, until: Instant) {
+        let this = Arc::clone(self);
+        let closing = self.shared.core().closing();
         let delay = until.saturating_duration_since(Instant::now()) / 3;
-        // Not tracked as clean-up work while it only waits: `flush` and
-        // shutdown need not wait for it.
-        let background = Arc::clone(&core);
-        background.spawn_detached(async move {
+        self.shared.core().spawn_detached(async move {
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
-                () = claim_now.notified() => {}
+                () = this.now.notified() => {}
                 () = closing.cancelled() => return,
             }
-            if ended.load(Ordering::SeqCst) == RELEASED || take_unclaimed(&unclaimed).is_none() {
-                return;
+            if this.ended.load(Ordering::SeqCst) != RELEASED {
+                this.start();
             }
-            let claim = Self::claim(shared, owner, lease, token, state, ended, until);
-            core.spawn_cleanup(claim);
         });
     }
 
-    async fn claim(
-        shared: Arc<LockShared>,
-        owner: Owner,
-        lease: Duration,
-        token: Option<u64>,
-        state: Arc<HeldState>,
-        ended: Arc<AtomicU8>,
-        until: Instant,
-    ) {
-        {
-            let lock_key = shared.protocol().lock_key();
-            // Every error is retried until the grant ends: a failure that
-            // passes (an ACL being edited, say) must not cost a live grant.
-            let claimed = crate::retry::retry_until(
-                until,
-                |_| true,
-                || async {
-                    if ended.load(Ordering::SeqCst) == RELEASED {
-                        return Ok(None);
-                    }
-                    let sent_at = Instant::now();
-                    let hold = [(lock_key, owner.as_str(), token)];
-                    let held = shared
-                        .core()
-                        .dialect()
-                        .renew(shared.conn(), &hold, Some(lease))
-                        .await?;
-                    Ok(Some((held == [crate::protocol::Renewal::Held], sent_at)))
-                },
-            )
-            .await;
-            match claimed {
-                Ok(None) => {}
-                Ok(Some((true, sent_at))) => state.extend(sent_at + lease),
-                Ok(Some((false, _))) if ended.load(Ordering::SeqCst) != HELD => {}
-                Ok(Some((false, _))) => {
-                    state.mark_lost(shared.name(), owner.as_str(), LostCause::GrantExpired)
+    /// Send the claim, as tracked clean-up work, unless it started already.
+    fn start(self: &Arc<Self>) {
+        let until = self.until.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(until) = until {
+            let this = Arc::clone(self);
+            self.shared
+                .core()
+                .spawn_cleanup(async move { this.run(until).await });
+        }
+    }
+
+    async fn run(&self, until: Instant) {
+        let Self {
+            shared,
+            owner,
+            lease,
+            token,
+            state,
+            ended,
+            ..
+        } = self;
+        let (lease, token) = (*lease, *token);
+        let lock_key = shared.protocol().lock_key();
+        // Every error is retried until the grant ends: a failure that
+        // passes (an ACL being edited, say) must not cost a live grant.
+        let claimed = crate::retry::retry_until(
+            until,
+            |_| true,
+            || async {
+                if ended.load(Ordering::SeqCst) == RELEASED {
+                    return Ok(None);
                 }
-                Err(_) => state.mark_lost(shared.name(), owner.as_str(), LostCause::ClaimFailed),
+                let sent_at = Instant::now();
+                let hold = [(lock_key, owner.as_str(), token)];
+                let held = shared
+                    .core()
+                    .dialect()
+                    .renew(shared.conn(), &hold, Some(lease))
+                    .await?;
+                Ok(Some((held == [crate::protocol::Renewal::Held], sent_at)))
+            },
+        )
+        .await;
+        match claimed {
+            Ok(None) => {}
+            Ok(Some((true, sent_at))) => state.extend(sent_at + lease),
+            Ok(Some((false, _))) if ended.load(Ordering::SeqCst) != HELD => {}
+            Ok(Some((false, _))) => {
+                state.mark_lost(shared.name(), owner.as_str(), LostCause::GrantExpired)
             }
+            Err(_) => state.mark_lost(shared.name(), owner.as_str(), LostCause::ClaimFailed),
         }
     }
 }
