@@ -185,8 +185,6 @@ struct Waiter<'a> {
     /// When the last wake-up message (any) arrived, until a wait ends
     /// without one: a grant after it is a handoff.
     woken_at: Option<Instant>,
-    /// Attempts answered so far.
-    attempts: u32,
 }
 
 impl<'a> Waiter<'a> {
@@ -209,7 +207,6 @@ impl<'a> Waiter<'a> {
             anchor: None,
             message_woken_at: None,
             woken_at: None,
-            attempts: 0,
         }
     }
 
@@ -225,19 +222,20 @@ impl<'a> Waiter<'a> {
             self.subscribe().await;
             recheck = !self.subscription.as_ref().is_some_and(|s| s.confirmed());
         }
+        let mut first = true;
         loop {
             if let Some(subscription) = self.subscription.as_mut() {
                 subscription.mark_seen();
             }
             let sent_at = Instant::now();
             let reply = self.acquisition.send(true).await;
-            self.attempts = self.attempts.saturating_add(1);
             let next = self.on_reply(reply, sent_at).await?;
             match &next {
-                Next::Granted(_) if self.attempts == 1 => shared.set_contended(false),
+                Next::Granted(_) if first => shared.set_contended(false),
                 Next::Pause(_) => shared.set_contended(true),
                 _ => {}
             }
+            first = false;
             let pause = match next {
                 Next::Granted(hold) => return Ok(hold),
                 Next::Again => continue,
