@@ -73,6 +73,22 @@ pub enum Error {
         source: RedisError,
     },
 
+    /// A key of the lock holds data that is not a lock of this protocol
+    /// (application data under the lock's name, or a lock written by
+    /// something else in another format), or a value the lock's scripts
+    /// read back is malformed (a counter that is not a decimal integer in
+    /// range, say). Nothing was written or deleted: fairlock never touches
+    /// data that is not its own. `reason` says what was found.
+    #[error("{key:?} holds data that is not a fairlock/Redisson lock (lock {name:?}: {reason})")]
+    NotALock {
+        /// The lock name.
+        name: String,
+        /// The key that holds the foreign or malformed data.
+        key: String,
+        /// What was found there.
+        reason: String,
+    },
+
     /// Redis could not be reached, or the connection broke and did not come
     /// back within the retry budget.
     #[error("cannot reach Redis at {addr}: {source}")]
