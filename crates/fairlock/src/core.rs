@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::events::Recorder;
-use crate::owner::Owner;
+use crate::owner::{Owner, OwnerTurn, OwnerTurns};
 use crate::protocol::{Dialect, REVOKED_PREFIX};
 use crate::retry::RetryPolicy;
 use crate::stats::Status;
@@ -29,6 +29,8 @@ pub(crate) struct ClientCore {
     retry: RetryPolicy,
     id: String,
     next_owner: AtomicU64,
+    /// Acquisitions naming the same owner go one at a time (see [`OwnerTurns`]).
+    owner_turns: Arc<OwnerTurns>,
     wakeups: WakeupRouter,
     watchdog: Watchdog,
     /// Where this client's events are counted and recorded.
@@ -100,6 +102,7 @@ impl ClientCore {
             dialect,
             id,
             next_owner: AtomicU64::new(1),
+            owner_turns: Arc::default(),
             wakeups,
             watchdog,
             events,
@@ -158,6 +161,29 @@ impl ClientCore {
     /// A new owner id, unique within this client (`CLIENT_UUID:N`).
     pub(crate) fn new_owner(&self) -> Owner {
         Owner::new(&self.id, self.next_owner.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Wait for `owner`'s turn to acquire the lock `lock_key` (see
+    /// [`OwnerTurns`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when `owner` was made by another client:
+    /// turns, holds and the watchdog are per client, so an owner acquires
+    /// only through the client that made it.
+    ///
+    /// # Cancel safety
+    /// Dropping the future gives up the place in line; nothing else changes.
+    pub(crate) async fn owner_turn(&self, lock_key: &str, owner: &Owner) -> Result<OwnerTurn> {
+        let ours = owner
+            .as_str()
+            .strip_prefix(self.id.as_str())
+            .is_some_and(|rest| rest.starts_with(':'));
+        if !ours {
+            return Err(Error::InvalidConfig(format!(
+                "owner {owner} was made by another LockClient: an owner acquires only                  through the client that made it (LockClient::new_owner)"
+            )));
+        }
+        Ok(self.owner_turns.take(lock_key, owner).await)
     }
 
     /// Run clean-up work in the background, tracked so that `flush` can

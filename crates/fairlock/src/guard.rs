@@ -107,9 +107,9 @@ impl LockGuard {
     /// If the re-entry was granted while the future was being dropped, that
     /// one hold is released in the background.
     pub async fn reenter(&self) -> Result<Option<LockGuard>> {
+        // One acquisition of this owner at a time: `acquire` takes the
+        // owner's turn (see `OwnerTurns`).
         let held = self.held();
-        // One re-entry of this hold at a time (see `HeldState::reentry`).
-        let _turn = held.state().reentry.lock().await;
         let mut options = AcquireOptions::new()
             .wait(Duration::ZERO)
             .owner(held.owner().clone())

@@ -1,5 +1,6 @@
 //! Lock owners.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -45,5 +46,113 @@ impl fmt::Display for Owner {
 impl fmt::Debug for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Owner({})", self.id)
+    }
+}
+
+/// One owner's turn at one lock: the acquisitions that name the same owner
+/// (re-entries through [`AcquireOptions::owner`](crate::AcquireOptions::owner)
+/// or [`LockGuard::reenter`](crate::LockGuard::reenter)) go one at a time.
+///
+/// An acquisition by a known owner reads the owner's hold count first and
+/// tells the server that count (`base`): finding `base + 1` holds means an
+/// earlier attempt of *this* acquisition succeeded and its reply was lost,
+/// so it must not count again. Two acquisitions of one owner in flight at
+/// once would read the same base, and the second would take the first's
+/// hold for its own: more guards than the server counts, and the lock freed
+/// while a guard still believes it holds it. Taking turns keeps the guards
+/// of an owner equal to the server's hold count.
+///
+/// A turn is held for the whole acquisition, its background attempt and its
+/// undo included (they keep the [`OwnerTurn`] alive), so the next
+/// acquisition reads a count that nothing of the previous one can still
+/// change. Releases do not take turns: they only lower the count, which an
+/// acquisition in flight reads as "not yet counted" (it counts once more,
+/// never less); the only cost, when a reply was lost *and* a release came
+/// in between, is one hold too many, which ends with the lease (the lock is
+/// then held by nobody who believes it: never two holders).
+///
+/// Turns live as long as somebody holds or waits for them: the map holds no
+/// entry for an owner that is not acquiring.
+#[derive(Default)]
+pub(crate) struct OwnerTurns {
+    turns: std::sync::Mutex<HashMap<TurnKey, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// (lock key, owner id).
+type TurnKey = (String, String);
+
+impl OwnerTurns {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<TurnKey, Arc<tokio::sync::Mutex<()>>>> {
+        // Every update is a single insert or remove: a poisoned map is
+        // still consistent.
+        self.turns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait for `owner`'s turn at the lock `lock_key`.
+    ///
+    /// # Cancel safety
+    /// Dropping the future gives up the place in line; nothing else changes.
+    pub(crate) async fn take(self: &Arc<Self>, lock_key: &str, owner: &Owner) -> OwnerTurn {
+        let key = (lock_key.to_owned(), owner.as_str().to_owned());
+        let mutex = Arc::clone(self.map().entry(key.clone()).or_default());
+        let guard = mutex.lock_owned().await;
+        OwnerTurn {
+            turns: Arc::clone(self),
+            key,
+            _guard: guard,
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map().len()
+    }
+}
+
+/// An owner's turn at a lock, given back on drop.
+pub(crate) struct OwnerTurn {
+    turns: Arc<OwnerTurns>,
+    key: TurnKey,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for OwnerTurn {
+    fn drop(&mut self) {
+        let mut map = self.turns.map();
+        // Nobody else holds or waits for this turn (the map and this guard
+        // hold the only references): the entry goes. Clones are only made
+        // under the map's lock, so none can appear meanwhile.
+        if map
+            .get(&self.key)
+            .is_some_and(|mutex| Arc::strong_count(mutex) == 2)
+        {
+            map.remove(&self.key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn turns_of_one_owner_go_one_at_a_time_and_leave_nothing() {
+        let turns = Arc::new(OwnerTurns::default());
+        let owner = Owner::new("client", 1);
+        let first = turns.take("lock", &owner).await;
+        // Another owner, or another lock, does not wait.
+        let other = turns.take("lock", &Owner::new("client", 2)).await;
+        let elsewhere = turns.take("other-lock", &owner).await;
+        let second = {
+            let turns = Arc::clone(&turns);
+            let owner = owner.clone();
+            tokio::spawn(async move { turns.take("lock", &owner).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!second.is_finished(), "the second turn waits for the first");
+        drop(first);
+        let second = second.await.unwrap();
+        drop((second, other, elsewhere));
+        assert_eq!(turns.len(), 0, "no entry outlives its turns");
     }
 }

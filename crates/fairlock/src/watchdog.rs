@@ -57,10 +57,6 @@ impl HoldStatus {
 #[derive(Debug)]
 pub(crate) struct HeldState {
     status: watch::Sender<HoldStatus>,
-    /// Re-entries of one hold go one at a time: two in flight at once would
-    /// read the same hold count and the retry check of the second would
-    /// take the first's hold for its own.
-    pub(crate) reentry: tokio::sync::Mutex<()>,
     /// Where its loss is recorded.
     events: Arc<Recorder>,
 }
@@ -72,7 +68,6 @@ impl HeldState {
                 lost: false,
                 expires,
             }),
-            reentry: tokio::sync::Mutex::new(()),
             events,
         })
     }
@@ -99,11 +94,6 @@ impl HeldState {
             }
             later
         });
-    }
-
-    /// A re-entry set the lease to end at `expires` (it may be shorter).
-    pub(crate) fn confirm(&self, expires: Instant) {
-        self.status.send_modify(|status| status.expires = expires);
     }
 
     pub(crate) fn status(&self) -> HoldStatus {
@@ -281,7 +271,9 @@ impl Watchdog {
             if !stale {
                 entry.holds += 1;
                 entry.renewed += usize::from(hold.renew);
-                entry.state.confirm(hold.expires);
+                // The scripts never shorten a lease (PEXPIRE ... GT): the
+                // lock lasts until the latest end any hold of it was given.
+                entry.state.extend(hold.expires);
                 return Arc::clone(&entry.state);
             }
             // An older acquisition of this owner is over (lost, or replaced

@@ -15,7 +15,7 @@ use crate::disarm::DisarmOnDrop;
 use crate::error::{Error, Result};
 use crate::events::{self, Event, Progress};
 use crate::hold::{ArmedHold, Hold, Lease, LockShared, new_request_id};
-use crate::owner::Owner;
+use crate::owner::{Owner, OwnerTurn};
 use crate::protocol::{Acquire, AcquireArgs, Scope};
 use crate::watchdog::HoldKind;
 
@@ -29,6 +29,9 @@ pub(super) struct Acquisition {
     pub(super) wait: Option<Duration>,
     /// The owner's hold count before this acquisition.
     pub(super) base: u32,
+    /// An explicit owner's turn, held while anything of this acquisition
+    /// (a background attempt, its undo) can still change the hold count.
+    pub(super) _turn: Option<OwnerTurn>,
     /// This acquisition's secret: sent with its queue entry, it proves a
     /// grant message genuine (native).
     pub(super) nonce: String,

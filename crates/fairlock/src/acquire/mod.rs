@@ -15,7 +15,7 @@ use crate::config::check_duration;
 use crate::error::{Error, Result};
 use crate::events::AcquireRecord;
 use crate::hold::{ArmedHold, Lease, LockShared, new_request_id};
-use crate::owner::Owner;
+use crate::owner::{Owner, OwnerTurn};
 
 use attempt::Acquisition;
 
@@ -63,8 +63,17 @@ impl AcquireOptions {
     ///
     /// The owner's hold count is read first (one more round trip), so that a
     /// retry after a lost reply neither counts a hold twice nor misses one.
-    /// One owner must not wait for the same lock in two places at once (as
-    /// a Redisson thread cannot): both would take the one grant as theirs.
+    /// Acquisitions of one lock naming the same owner (several tasks at
+    /// once, say) take turns, so every one of them counts exactly once on
+    /// the server: the owner's guards always equal its hold count. A task
+    /// waits for the turn within its wait budget (a single attempt, with a
+    /// zero wait, at most one response timeout: the other task is then
+    /// waiting in line, so the owner does not hold the lock).
+    ///
+    /// The owner must come from this client
+    /// ([`LockClient::new_owner`](crate::LockClient::new_owner), a guard's
+    /// [`owner`](crate::LockGuard::owner)); one made by another client is
+    /// refused with [`Error::InvalidConfig`].
     pub fn owner(mut self, owner: Owner) -> Self {
         self.owner = Some(owner);
         self
@@ -129,24 +138,45 @@ impl Plan {
 
     /// The owner and its hold count before this acquisition: 0 for a fresh
     /// owner, read for an explicit one (a retry after a lost reply then
-    /// neither counts a hold twice nor misses one). `None` when the wait
-    /// budget ran out while reading it.
-    async fn owner(&mut self, shared: &LockShared) -> Result<Option<(Owner, u32)>> {
+    /// neither counts a hold twice nor misses one), after waiting for the
+    /// owner's turn (so that no other acquisition of the owner changes the
+    /// count meanwhile). `None` when the wait budget ran out first.
+    async fn owner(&mut self, shared: &LockShared) -> Result<Option<Known>> {
         let Some(owner) = self.owner.take() else {
-            return Ok(Some((shared.core().new_owner(), 0)));
+            return Ok(Some((shared.core().new_owner(), 0, None)));
         };
-        let count = shared.protocol().hold_count(shared.conn(), owner.as_str());
-        // Within the wait budget too: a slow reply must not stretch it.
-        let base = match self.wait {
-            Some(wait) => match tokio::time::timeout_at(self.started + wait, count).await {
-                Ok(base) => base?,
+        let lock_key = shared.protocol().lock_key();
+        let known = async {
+            let turn = shared.core().owner_turn(lock_key, &owner).await?;
+            let base = shared
+                .protocol()
+                .hold_count(shared.conn(), owner.as_str())
+                .await?;
+            Ok::<_, Error>((base, turn))
+        };
+        // Within the wait budget too: a slow reply or a long turn of
+        // another task must not stretch it. A single attempt waits for the
+        // turn at most one response timeout (the other task of the owner is
+        // then waiting in line: the owner does not hold the lock).
+        let limit = match (self.wait, self.budget) {
+            (Some(wait), _) => Some(self.started + wait),
+            (None, Budget::Once) => Some(self.started + shared.core().config().response_timeout),
+            (None, Budget::Until(_)) => None,
+        };
+        let (base, turn) = match limit {
+            Some(limit) => match tokio::time::timeout_at(limit, known).await {
+                Ok(known) => known?,
                 Err(_) => return Ok(None),
             },
-            None => count.await?,
+            None => known.await?,
         };
-        Ok(Some((owner, base)))
+        Ok(Some((owner, base, Some(turn))))
     }
 }
+
+/// An acquisition's owner, its hold count before it, and its turn (for an
+/// explicit owner).
+type Known = (Owner, u32, Option<OwnerTurn>);
 
 /// The acquire behind every acquire method: `None` when the wait budget
 /// ran out (see [`LockHandle::acquire`](crate::LockHandle::acquire)).
@@ -171,7 +201,7 @@ pub(crate) async fn acquire(
     };
     let span = record.span();
     let owner = plan.owner(&shared).instrument(span.clone()).await;
-    let (owner, base) = match owner {
+    let (owner, base, turn) = match owner {
         Ok(Some(owner)) => owner,
         Ok(None) => {
             record.finish(Ok(None));
@@ -189,6 +219,7 @@ pub(crate) async fn acquire(
         lease: plan.lease,
         wait: plan.wait,
         base,
+        _turn: turn,
         nonce: new_request_id(),
         progress: record.progress(),
     });

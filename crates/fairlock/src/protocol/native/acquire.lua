@@ -41,7 +41,8 @@ if holder == owner then
       leave_queue(owner)
     end
     redis.call('hset', KEYS[1], 'claimed', 1)
-    redis.call('pexpire', KEYS[1], lease)
+    -- GT: never shortens what another hold of this owner was given.
+    redis.call('pexpire', KEYS[1], lease, 'gt')
     if count == 1 then
       return {1, token}
     end
@@ -49,7 +50,8 @@ if holder == owner then
   end
   -- Re-entry.
   count = redis.call('hincrby', KEYS[1], 'count', 1)
-  redis.call('pexpire', KEYS[1], lease)
+  -- GT: a re-entry with a shorter lease never cuts the owner's other holds.
+  redis.call('pexpire', KEYS[1], lease, 'gt')
   return {2, count, token}
 end
 

@@ -14,7 +14,9 @@ for i, key in ipairs(KEYS) do
   if type(fields) == 'table' and fields[1] == ARGV[2 * i] and (token == '' or fields[2] == token) then
     if lease ~= '' then
       redis.call('hset', key, 'claimed', 1)
-      redis.call('pexpire', key, lease)
+      -- GT: a renewal never shortens what a longer hold of the same owner
+      -- (a re-entry with a longer explicit lease) was given.
+      redis.call('pexpire', key, lease, 'gt')
     end
     renewed[i] = 1
   elseif type(fields) == 'table' and not fields[1] and redis.call('exists', key) == 0 then

@@ -47,7 +47,9 @@ if not exists then
 elseif held then
   -- Held by this owner: re-entry.
   local count = redis.call('hincrby', KEYS[1], owner, 1)
-  redis.call('pexpire', KEYS[1], lease)
+  -- GT: a re-entry with a shorter lease never cuts the owner's other holds
+  -- (Redisson sets the new lease as it is; only the TTL differs).
+  redis.call('pexpire', KEYS[1], lease, 'gt')
   return {2, count}
 end
 

@@ -30,7 +30,9 @@ if not held then
 end
 if held > 1 then
   redis.call('hincrby', KEYS[1], owner, -1)
-  redis.call('pexpire', KEYS[1], lease)
+  -- GT: releasing one hold never cuts the lease of the holds left (a
+  -- shorter-leased hold released before a longer one).
+  redis.call('pexpire', KEYS[1], lease, 'gt')
   redis.call('set', KEYS[5], 0, 'px', cache_ttl)
   return 0
 end

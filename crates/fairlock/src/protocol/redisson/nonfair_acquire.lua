@@ -15,10 +15,12 @@ if held == tonumber(ARGV[3]) + 1 then
 end
 if not exists or held then
   local count = redis.call('hincrby', KEYS[1], owner, 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
   if count == 1 then
+    redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, 1}
   end
+  -- A re-entry: GT never cuts the owner's other holds.
+  redis.call('pexpire', KEYS[1], ARGV[1], 'gt')
   return {2, count}
 end
 return {3, math.max(0, redis.call('pttl', KEYS[1]))}

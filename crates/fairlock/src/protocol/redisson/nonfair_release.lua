@@ -17,7 +17,8 @@ if not held then
 end
 if held > 1 then
   redis.call('hincrby', KEYS[1], ARGV[1], -1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  -- GT: releasing one hold never cuts the lease of the holds left.
+  redis.call('pexpire', KEYS[1], ARGV[2], 'gt')
   redis.call('set', KEYS[3], 0, 'px', ARGV[3])
   return 0
 end

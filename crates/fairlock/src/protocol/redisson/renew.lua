@@ -10,7 +10,9 @@ for i, key in ipairs(KEYS) do
   local held = redis.pcall('hexists', key, ARGV[2 * i])
   if held == 1 then
     if lease ~= '' then
-      redis.call('pexpire', key, lease)
+      -- GT: a renewal never shortens what a longer hold of the same owner
+      -- (a re-entry with a longer explicit lease) was given.
+      redis.call('pexpire', key, lease, 'gt')
     end
     renewed[i] = 1
   elseif redis.call('exists', key) == 0 then

@@ -1,0 +1,222 @@
+//! Re-entry: an owner that holds a lock acquires it again, with the same or
+//! another kind of lease, from one task or from several at once. The hold
+//! count on the server always equals the owner's live guards, and no lease
+//! of one hold cuts another's. Both protocols.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fairlock::{AcquireOptions, LockClient, LockGuard, Protocol};
+use fairlock_test_support as support;
+use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
+
+async fn client(server: &RedisServer, protocol: Protocol, lease: Duration) -> LockClient {
+    client_with(server, protocol, |c| c.lease(lease)).await
+}
+
+fn pttl(server: &RedisServer, protocol: Protocol, name: &str) -> i64 {
+    server.cmd(&["PTTL", &lock_keys(protocol, name).0])
+}
+
+/// Issue 21, finding 1: a hold under the watchdog (lease 1 s) re-entered
+/// with an explicit 30 s lease. The watchdog's renewal set the key back to
+/// 1 s; after the first hold was unlocked nothing renewed the key, it
+/// expired, another client took the lock, and the re-entry's guard still
+/// said it held it. A renewal (and a re-entry, and a partial release) now
+/// never shortens what the server granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_longer_explicit_reentry_outlives_the_watchdog_hold() {
+    for protocol in PROTOCOLS {
+        for fair in [true, false] {
+            let server = RedisServer::start();
+            let lease = Duration::from_secs(1);
+            let a = client(&server, protocol, lease).await;
+            let b = client(&server, protocol, lease).await;
+            let name = "reentry-longer";
+            let lock = if fair {
+                a.fair_lock(name).unwrap().into()
+            } else {
+                a.lock(name).unwrap().into()
+            };
+            let lock: fairlock::LockHandle = lock;
+            let owner = a.new_owner();
+            let first = lock
+                .acquire(AcquireOptions::new().owner(owner.clone()))
+                .await
+                .unwrap()
+                .unwrap();
+            let second = lock
+                .acquire(
+                    AcquireOptions::new()
+                        .owner(owner.clone())
+                        .lease(Duration::from_secs(30)),
+                )
+                .await
+                .unwrap()
+                .unwrap();
+            // Two renewals of the watchdog hold after the re-entry.
+            let renewed = a.statistics().renewals;
+            eventually(Duration::from_secs(10), "two renewals", || {
+                a.statistics().renewals >= renewed + 2
+            })
+            .await;
+            let left = pttl(&server, protocol, name);
+            assert!(
+                left > 25_000,
+                "{protocol} fair={fair}: a renewal cut the re-entry's 30 s lease to {left} ms"
+            );
+            first.unlock().await.unwrap();
+            // Past the watchdog lease, with nothing renewing any more: time
+            // passing is the point.
+            tokio::time::sleep(lease * 2).await;
+            assert!(second.is_held(), "{protocol} fair={fair}");
+            let left = pttl(&server, protocol, name);
+            assert!(left > 20_000, "{protocol} fair={fair}: {left} ms left");
+            let other = if fair {
+                b.fair_lock(name).unwrap().try_lock().await.unwrap()
+            } else {
+                b.lock(name).unwrap().try_lock().await.unwrap()
+            };
+            assert!(
+                other.is_none(),
+                "{protocol} fair={fair}: a second holder while the re-entry's guard holds"
+            );
+            second.unlock().await.unwrap();
+            assert_eq!(pttl(&server, protocol, name), -2, "{protocol}: released");
+            a.shutdown().await;
+            b.shutdown().await;
+        }
+    }
+}
+
+/// The reverse mix: a short explicit re-entry on a watchdog hold never cuts
+/// the watchdog hold's lease, and both guards say what the server has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_explicit_reentry_does_not_cut_the_watchdog_hold() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let a = client(&server, protocol, Duration::from_secs(30)).await;
+        let b = client(&server, protocol, Duration::from_secs(30)).await;
+        let name = "reentry-shorter";
+        let lock = a.fair_lock(name).unwrap();
+        let first = lock.lock().await.unwrap();
+        let second = first
+            .reenter()
+            .await
+            .unwrap()
+            .expect("re-entered while held");
+        let short = lock
+            .acquire(
+                AcquireOptions::new()
+                    .owner(first.owner().clone())
+                    .lease(Duration::from_millis(300)),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let left = pttl(&server, protocol, name);
+        assert!(
+            left > 25_000,
+            "{protocol}: the short re-entry cut the lease to {left} ms"
+        );
+        short.unlock().await.unwrap();
+        let left = pttl(&server, protocol, name);
+        assert!(
+            left > 25_000,
+            "{protocol}: releasing the short re-entry cut the lease to {left} ms"
+        );
+        assert!(first.is_held() && second.is_held(), "{protocol}");
+        assert!(
+            b.fair_lock(name).unwrap().try_lock().await.unwrap().is_none(),
+            "{protocol}"
+        );
+        second.unlock().await.unwrap();
+        first.unlock().await.unwrap();
+        a.shutdown().await;
+        b.shutdown().await;
+    }
+}
+
+/// Issue 21, finding 4: four tasks acquire at once with the owner of a held
+/// lock and a zero wait. Each read the same hold count, and the script took
+/// the first's re-entry for the others' lost replies: 5 guards against a
+/// server count of 2-3, and unlocking them freed the lock while a guard
+/// still held it. Acquisitions of one owner now take turns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tasks_sharing_an_owner_hold_exactly_what_the_server_counts() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let a = client(&server, protocol, Duration::from_secs(30)).await;
+        let b = client(&server, protocol, Duration::from_secs(30)).await;
+        let name = "shared-owner";
+        for round in 0..5 {
+            let lock = a.fair_lock(name).unwrap();
+            let owner = a.new_owner();
+            let first = lock
+                .acquire(AcquireOptions::new().owner(owner.clone()))
+                .await
+                .unwrap()
+                .unwrap();
+            let start = Arc::new(tokio::sync::Barrier::new(4));
+            let tasks: Vec<_> = (0..4)
+                .map(|_| {
+                    let (lock, owner, start) = (lock.clone(), owner.clone(), Arc::clone(&start));
+                    tokio::spawn(async move {
+                        start.wait().await;
+                        lock.acquire(AcquireOptions::new().owner(owner).wait(Duration::ZERO))
+                            .await
+                    })
+                })
+                .collect();
+            let mut guards: Vec<LockGuard> = vec![first];
+            for task in tasks {
+                if let Some(guard) = task.await.unwrap().unwrap() {
+                    guards.push(guard);
+                }
+            }
+            let count = lock.hold_count(&owner).await.unwrap();
+            assert_eq!(
+                count as usize,
+                guards.len(),
+                "{protocol} round {round}: {} guards, server count {count}",
+                guards.len()
+            );
+            assert_eq!(guards.len(), 5, "{protocol}: every task re-entered");
+            let other = b.fair_lock(name).unwrap();
+            while let Some(guard) = guards.pop() {
+                guard.unlock().await.unwrap();
+                if !guards.is_empty() {
+                    assert!(
+                        other.try_lock().await.unwrap().is_none(),
+                        "{protocol} round {round}: free with {} guards left",
+                        guards.len()
+                    );
+                    assert!(guards.iter().all(LockGuard::is_held));
+                }
+            }
+            assert_eq!(lock.hold_count(&owner).await.unwrap(), 0);
+        }
+        a.shutdown().await;
+        b.shutdown().await;
+    }
+}
+
+/// Turns, holds and the watchdog belong to one client: an owner made by
+/// another client is refused, with nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_of_another_client_is_refused() {
+    let server = RedisServer::start();
+    let a = client(&server, Protocol::Native, Duration::from_secs(30)).await;
+    let b = client(&server, Protocol::Native, Duration::from_secs(30)).await;
+    let foreign = b.new_owner();
+    let err = a
+        .fair_lock("foreign-owner")
+        .unwrap()
+        .acquire(AcquireOptions::new().owner(foreign))
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(err.to_string().contains("another LockClient"), "{err}");
+    let keys: Vec<String> = server.cmd(&["KEYS", "*"]);
+    assert!(keys.is_empty(), "nothing written: {keys:?}");
+}
