@@ -23,6 +23,8 @@ struct State {
     reply_delay_ms: AtomicU64,
     /// The same, for pub/sub connections only.
     pubsub_delay_ms: AtomicU64,
+    /// Extra delay of replies on connections that are not pub/sub ones.
+    command_delay_ms: AtomicU64,
     /// Per connection: (is pub/sub, swallows every byte).
     flags: Mutex<Vec<Arc<ConnFlags>>>,
     stopped: AtomicBool,
@@ -53,6 +55,7 @@ impl Proxy {
             mode: AtomicU8::new(PASS),
             reply_delay_ms: AtomicU64::new(0),
             pubsub_delay_ms: AtomicU64::new(0),
+            command_delay_ms: AtomicU64::new(0),
             flags: Mutex::new(Vec::new()),
             stopped: AtomicBool::new(false),
             script_sent: AtomicBool::new(false),
@@ -126,6 +129,15 @@ impl Proxy {
     pub fn delay_pubsub(&self, delay: Duration) {
         self.state
             .pubsub_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Deliver the replies of command connections (not pub/sub ones)
+    /// `delay` late: a script's reply then arrives after messages the
+    /// server published later.
+    pub fn delay_command_replies(&self, delay: Duration) {
+        self.state
+            .command_delay_ms
             .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
@@ -227,6 +239,8 @@ fn pump(
                 let mut delay = state.reply_delay_ms.load(Ordering::SeqCst);
                 if flags.pubsub.load(Ordering::SeqCst) {
                     delay = delay.max(state.pubsub_delay_ms.load(Ordering::SeqCst));
+                } else {
+                    delay = delay.max(state.command_delay_ms.load(Ordering::SeqCst));
                 }
                 let due = read_at + Duration::from_millis(delay);
                 let now = Instant::now();

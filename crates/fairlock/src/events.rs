@@ -108,6 +108,13 @@ pub(crate) enum Event<'a> {
     },
     /// A grant message arrived too late to trust; the next attempt confirms it.
     LateGrant { lock: &'a str, owner: &'a Owner },
+    /// A grant that a revocation may have overtaken was checked with the
+    /// server; `held`: it was still this acquisition's.
+    GrantRechecked {
+        lock: &'a str,
+        owner: &'a Owner,
+        held: bool,
+    },
     /// A wait ran out of its budget.
     WaitTimedOut { lock: &'a str, owner: &'a Owner },
     /// An attempt failed on the connection and will be retried.
@@ -534,6 +541,9 @@ pub(crate) fn record(event: Event<'_>) {
         }
         Event::LateGrant { lock, owner } => {
             debug!(lock, %owner, "handoff read late; confirming it")
+        }
+        Event::GrantRechecked { lock, owner, held } => {
+            debug!(lock, %owner, held, "grant checked after a revocation")
         }
         Event::WaitTimedOut { lock, owner } => debug!(lock, %owner, "wait budget ran out"),
         Event::AttemptFailed {

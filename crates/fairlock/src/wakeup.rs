@@ -20,12 +20,14 @@
 //! re-checks at least once per refresh interval.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::events::{self, BehindReason, Event, Recorder};
+use crate::protocol::REVOKED_PREFIX;
 use crate::retry::Backoff;
 use crate::transport::{Incoming, Message, PubSubConnector};
 
@@ -88,6 +90,13 @@ pub(crate) struct WakeupRouter {
 
 struct Shared {
     channels: Mutex<HashMap<String, Channel>>,
+    /// Wake-ups routed so far (messages, reconnects, overflows), in the
+    /// order the one connection delivered them: each wake-up's number.
+    routed: AtomicU64,
+    /// The number of the last wake-up that may have been a revocation (a
+    /// message on a revocation channel, or a reconnect or overflow that
+    /// may have lost one). See [`WakeupRouter::revoked_since`].
+    revoked_at: AtomicU64,
 }
 
 struct Channel {
@@ -101,6 +110,8 @@ struct Channel {
 struct Wake {
     generation: u64,
     payload: Option<Arc<str>>,
+    /// Its number among all wake-ups of the connection.
+    routed: u64,
 }
 
 /// Why a wait ended.
@@ -127,19 +138,31 @@ impl Shared {
     }
 
     fn bump(&self, channel: &str, payload: Option<Arc<str>>) {
+        let routed = self.routed.fetch_add(1, Ordering::SeqCst) + 1;
+        // Noted before anyone is woken by it: a grant registered after this
+        // sees it (see `revoked_since`).
+        if channel.starts_with(REVOKED_PREFIX) {
+            self.revoked_at.store(routed, Ordering::SeqCst);
+        }
         if let Some(entry) = self.channels().get(channel) {
             entry.latest.send_modify(|wake| {
                 wake.generation = wake.generation.wrapping_add(1);
                 wake.payload = payload;
+                wake.routed = routed;
             });
         }
     }
 
+    /// Wake every waiter: messages may have been lost (a revocation among
+    /// them).
     fn bump_all(&self) {
+        let routed = self.routed.fetch_add(1, Ordering::SeqCst) + 1;
+        self.revoked_at.store(routed, Ordering::SeqCst);
         for entry in self.channels().values() {
             entry.latest.send_modify(|wake| {
                 wake.generation = wake.generation.wrapping_add(1);
                 wake.payload = None;
+                wake.routed = routed;
             });
         }
     }
@@ -155,6 +178,8 @@ impl WakeupRouter {
     ) -> Self {
         let shared = Arc::new(Shared {
             channels: Mutex::new(HashMap::new()),
+            routed: AtomicU64::new(0),
+            revoked_at: AtomicU64::new(0),
         });
         let (commands, rx) = mpsc::unbounded_channel();
         let task = runtime.spawn(run(connector, Arc::clone(&shared), rx, events));
@@ -201,6 +226,7 @@ impl WakeupRouter {
             channel: channel.to_owned(),
             latest: rx,
             confirmed: false,
+            routed: 0,
         };
         if first {
             let (ack, confirmed) = oneshot::channel();
@@ -216,6 +242,27 @@ impl WakeupRouter {
             }
         }
         subscription
+    }
+
+    /// A mark of the wake-ups routed so far, for
+    /// [`revoked_since`](Self::revoked_since).
+    pub(crate) fn mark(&self) -> u64 {
+        self.shared.routed.load(Ordering::SeqCst)
+    }
+
+    /// Whether a revocation of this client's holds may have arrived after
+    /// the wake-up numbered `mark` (a [`mark`](Self::mark), or a grant
+    /// message's [`Subscription::routed`]): a message on the revocation
+    /// channel, or a reconnect or overflow that may have lost one.
+    ///
+    /// A hold made from a grant registers *first* and asks this *then*: a
+    /// revocation routed before the question is seen here, and one routed
+    /// after it finds the hold in the registry when the watchdog checks
+    /// (the revocation listener wakes only after the routing). Messages of
+    /// one connection arrive in order, so a force-unlock published after a
+    /// grant message is routed after it: it always wins over the grant.
+    pub(crate) fn revoked_since(&self, mark: u64) -> bool {
+        self.shared.revoked_at.load(Ordering::SeqCst) > mark
     }
 
     /// Channels with at least one waiter (subscribed, or to subscribe on
@@ -243,6 +290,8 @@ pub(crate) struct Subscription {
     latest: watch::Receiver<Wake>,
     /// This call made the subscription and the server confirmed it.
     confirmed: bool,
+    /// The number of the last wake-up [`wait`](Self::wait) returned.
+    routed: u64,
 }
 
 impl Subscription {
@@ -254,6 +303,12 @@ impl Subscription {
         self.confirmed
     }
 
+    /// The number of the last wake-up [`wait`](Self::wait) returned, among
+    /// all wake-ups of the connection (see [`WakeupRouter::revoked_since`]).
+    pub(crate) fn routed(&self) -> u64 {
+        self.routed
+    }
+
     /// Mark every wake-up so far as seen. Call before each attempt.
     pub(crate) fn mark_seen(&mut self) {
         self.latest.borrow_and_update();
@@ -262,10 +317,14 @@ impl Subscription {
     /// Wait until a wake-up arrives after the last `mark_seen`, or `timeout`.
     pub(crate) async fn wait(&mut self, timeout: Duration) -> Woken {
         match tokio::time::timeout(timeout, self.latest.changed()).await {
-            Ok(Ok(())) => match self.latest.borrow_and_update().payload.clone() {
-                Some(payload) => Woken::Message(payload),
-                None => Woken::Reconnected,
-            },
+            Ok(Ok(())) => {
+                let wake = self.latest.borrow_and_update();
+                self.routed = wake.routed;
+                match wake.payload.clone() {
+                    Some(payload) => Woken::Message(payload),
+                    None => Woken::Reconnected,
+                }
+            }
             // The router is gone (client dropped): nothing will wake us.
             Ok(Err(_)) => {
                 tokio::time::sleep(timeout).await;

@@ -127,7 +127,12 @@ async fn a_shorter_explicit_reentry_does_not_cut_the_watchdog_hold() {
         );
         assert!(first.is_held() && second.is_held(), "{protocol}");
         assert!(
-            b.fair_lock(name).unwrap().try_lock().await.unwrap().is_none(),
+            b.fair_lock(name)
+                .unwrap()
+                .try_lock()
+                .await
+                .unwrap()
+                .is_none(),
             "{protocol}"
         );
         second.unlock().await.unwrap();

@@ -13,10 +13,10 @@ use tokio::time::Instant;
 
 use crate::disarm::DisarmOnDrop;
 use crate::error::{Error, Result};
-use crate::events::{self, Event, Progress};
+use crate::events::{self, Event, LostCause, Progress};
 use crate::hold::{ArmedHold, Hold, Lease, LockShared, new_request_id};
 use crate::owner::{Owner, OwnerTurn};
-use crate::protocol::{Acquire, AcquireArgs, Scope};
+use crate::protocol::{Acquire, AcquireArgs, Renewal, Scope};
 use crate::watchdog::HoldKind;
 
 /// One acquisition in progress: everything an attempt, its undo and the
@@ -166,6 +166,45 @@ impl Acquisition {
         )
     }
 
+    /// A hold just registered from a grant made after the wake-up numbered
+    /// `mark` (see [`WakeupRouter::revoked_since`](crate::wakeup::WakeupRouter::revoked_since)):
+    /// when a revocation of this client's holds may have arrived since, the
+    /// grant may have been force-unlocked before its hold was registered
+    /// (the watchdog's check of the revocation would then have missed it),
+    /// so the server is asked once. A revocation that comes with or after a
+    /// grant wins over it. `None` (the hold given up) when the server does
+    /// not confirm it: the caller waits on (or reports "not acquired").
+    pub(super) async fn confirm_unrevoked(&self, hold: ArmedHold, mark: u64) -> Option<ArmedHold> {
+        let core = self.shared.core();
+        if !core.wakeups().revoked_since(mark) {
+            return Some(hold);
+        }
+        let held = hold.get();
+        let check = [(
+            self.shared.protocol().lock_key(),
+            self.owner.as_str(),
+            held.token(),
+        )];
+        let found = core.dialect().renew(self.shared.conn(), &check, None).await;
+        events::record(Event::GrantRechecked {
+            lock: self.name(),
+            owner: &self.owner,
+            held: matches!(found.as_deref(), Ok([Renewal::Held])),
+        });
+        match found.as_deref() {
+            Ok([Renewal::Held]) => Some(hold),
+            // Not ours any more: nothing to release.
+            Ok(_) => {
+                held.state()
+                    .mark_lost(self.name(), self.owner.as_str(), LostCause::ForceUnlocked);
+                None
+            }
+            // Unknown: dropping the armed hold releases it from the
+            // background (only this acquisition's token, if still held).
+            Err(_) => None,
+        }
+    }
+
     /// The hold of a lock handed over by a release (native): the new holder
     /// proceeds at once, believing the grant no longer than `expires` (when
     /// the server may let it expire), and claims it (extends it from the
@@ -195,6 +234,7 @@ pub(super) async fn once(
     acquisition: &Arc<Acquisition>,
     reenter_only: bool,
 ) -> Result<Option<ArmedHold>> {
+    let mark = acquisition.shared.core().wakeups().mark();
     let sent_at = Instant::now();
     let reply = match acquisition.send(false).await {
         Err(err) if err.is_connection() => {
@@ -217,10 +257,12 @@ pub(super) async fn once(
             Ok(None)
         }
         Acquire::Acquired { token } => {
-            Ok(Some(acquisition.granted(sent_at, token, HoldKind::Fresh)))
+            let hold = acquisition.granted(sent_at, token, HoldKind::Fresh);
+            Ok(acquisition.confirm_unrevoked(hold, mark).await)
         }
         Acquire::Reentered { token, .. } => {
-            Ok(Some(acquisition.granted(sent_at, token, HoldKind::Reentry)))
+            let hold = acquisition.granted(sent_at, token, HoldKind::Reentry);
+            Ok(acquisition.confirm_unrevoked(hold, mark).await)
         }
         Acquire::Busy | Acquire::Queued { .. } => Ok(None),
     }

@@ -227,9 +227,17 @@ impl<'a> Waiter<'a> {
             if let Some(subscription) = self.subscription.as_mut() {
                 subscription.mark_seen();
             }
+            let mark = shared.core().wakeups().mark();
             let sent_at = Instant::now();
             let reply = self.acquisition.send(true).await;
-            let next = self.on_reply(reply, sent_at).await?;
+            let next = match self.on_reply(reply, sent_at).await? {
+                // A force-unlock may have overtaken the grant: confirmed first.
+                Next::Granted(hold) => match self.acquisition.confirm_unrevoked(hold, mark).await {
+                    Some(hold) => Next::Granted(hold),
+                    None => Next::Again,
+                },
+                next => next,
+            };
             match &next {
                 Next::Granted(_) if first => shared.set_contended(false),
                 Next::Pause(_) => shared.set_contended(true),
@@ -385,7 +393,11 @@ impl<'a> Waiter<'a> {
                                 .progress
                                 .handed_off(Handoff::Direct, granted.elapsed());
                         }
-                        return Some(acquisition.handed_over(grant.token, expires));
+                        let hold = acquisition.handed_over(grant.token, expires);
+                        // A revocation routed after the grant wins over it.
+                        return acquisition
+                            .confirm_unrevoked(hold, subscription.routed())
+                            .await;
                     }
                     _ => events::record(Event::LateGrant {
                         lock: acquisition.name(),

@@ -1,0 +1,210 @@
+//! Force-unlock where it meets other features: a force-unlock right after a
+//! release that handed the lock over (the grant and the revocation reach
+//! the first waiter's client together). Both protocols.
+
+use std::time::Duration;
+
+use fairlock::{LockClient, LockGuard, Protocol};
+use fairlock_test_support as support;
+use support::proxy::Proxy;
+use support::{PROTOCOLS, RedisServer, client, eventually, is_held, queue_len};
+
+async fn queued(server: &RedisServer, protocol: Protocol, name: &str, len: usize) {
+    eventually(Duration::from_secs(5), "waiters queued", || {
+        queue_len(server, protocol, name) == len
+    })
+    .await;
+}
+
+/// Issue 21, finding 2: the release grants W1; a force-unlock at once
+/// passes the lock to W2 and revokes W1. W1's client read the grant and the
+/// revocation together, checked its holds before W1's hold was registered
+/// (found nothing to revoke), then went on with the authentic grant: two
+/// holders for about 2 s (until W1's deferred claim). A revocation that
+/// arrives with or after a grant now wins over it: W1 either never returns
+/// a guard, or its guard loses the lock within a round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_force_unlock_right_after_a_handoff_leaves_one_holder() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let holder = client(&server, protocol).await;
+        // W1's wake-ups come 200 ms late, so that the grant and the
+        // revocation reach its client together (the finding's setting).
+        let proxy = Proxy::start(server.port());
+        if protocol == Protocol::Native {
+            proxy.delay_pubsub(Duration::from_millis(200));
+        }
+        let first = LockClient::with_config(
+            fairlock::ClientConfig::from_url(&proxy.url())
+                .unwrap()
+                .protocol(protocol),
+        )
+        .await
+        .unwrap();
+        let second = client(&server, protocol).await;
+        let operator = client(&server, protocol).await;
+        let (mut w1_got_a_guard, trials) = (0, 10);
+        for trial in 0..trials {
+            let name = format!("handoff-force-{trial}");
+            let held = holder.fair_lock(&name).unwrap().lock().await.unwrap();
+            let mut w1 = tokio::spawn({
+                let lock = first.fair_lock(&name).unwrap();
+                async move { lock.lock().await }
+            });
+            queued(&server, protocol, &name, 1).await;
+            let w2 = tokio::spawn({
+                let lock = second.fair_lock(&name).unwrap();
+                async move { lock.lock().await }
+            });
+            queued(&server, protocol, &name, 2).await;
+            held.unlock().await.unwrap();
+            // Native hands the lock over inside the release; under redisson
+            // W1 takes it with an attempt of its own: force-unlock as soon
+            // as it has.
+            let force = operator.fair_lock(&name).unwrap();
+            let mut forced = force.force_unlock().await.unwrap();
+            for _ in 0..5_000 {
+                if forced {
+                    break;
+                }
+                forced = force.force_unlock().await.unwrap();
+            }
+            assert!(
+                forced,
+                "{protocol} trial {trial}: the lock was never taken after the release"
+            );
+            let w2: LockGuard = tokio::time::timeout(Duration::from_secs(10), w2)
+                .await
+                .expect("W2 is granted the force-unlocked lock")
+                .unwrap()
+                .unwrap();
+            // W1 must not go on believing it holds the lock W2 now holds.
+            // W1's messages (grant, then revocation) come 200 ms late: give
+            // them time to arrive while W2 holds the lock.
+            let w1_guard = match tokio::time::timeout(Duration::from_millis(800), &mut w1).await {
+                Ok(w1) => Some(w1.unwrap().unwrap()),
+                Err(_) => None,
+            };
+            if let Some(guard) = &w1_guard {
+                w1_got_a_guard += 1;
+                // The by-design window of a force-unlock: the revocation's
+                // check, one round trip (bounded loosely for a loaded machine).
+                tokio::time::timeout(Duration::from_millis(1_000), guard.lost())
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!(
+                            "{protocol} trial {trial}: W1 still holds {name} 1 s after W2 got it"
+                        )
+                    });
+            }
+            assert!(w2.is_held(), "{protocol} trial {trial}");
+            w2.unlock().await.unwrap();
+            match w1_guard {
+                Some(guard) => drop(guard),
+                None => {
+                    // Still waiting in line: it gets the lock after W2.
+                    let guard = tokio::time::timeout(Duration::from_secs(10), w1)
+                        .await
+                        .expect("W1 granted after W2")
+                        .unwrap()
+                        .unwrap();
+                    guard.unlock().await.unwrap();
+                }
+            }
+        }
+        eprintln!("{protocol}: W1 returned a guard in {w1_got_a_guard} of {trials} trials");
+        for c in [&holder, &first, &second, &operator] {
+            c.shutdown().await;
+        }
+        for trial in 0..trials {
+            let name = format!("handoff-force-{trial}");
+            assert!(
+                !is_held(&server, protocol, &name),
+                "{protocol}: {name} left held"
+            );
+        }
+    }
+}
+
+/// The same race on a script's reply: W1's attempt takes the free lock, its
+/// reply is slow, and a force-unlock (then W2's acquisition) comes first.
+/// The revocation reached W1's client before the hold it was about to
+/// register, so the check it made found nothing. A grant whose attempt was
+/// sent before a revocation arrived is now confirmed with the server first:
+/// W1 goes on waiting (or, with a zero wait, reports "not acquired").
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_force_unlock_before_an_acquisitions_reply_wins_over_it() {
+    for protocol in PROTOCOLS {
+        for zero_wait in [false, true] {
+            let server = RedisServer::start();
+            let proxy = Proxy::start(server.port());
+            let first = LockClient::with_config(
+                fairlock::ClientConfig::from_url(&proxy.url())
+                    .unwrap()
+                    .protocol(protocol),
+            )
+            .await
+            .unwrap();
+            let second = client(&server, protocol).await;
+            let operator = client(&server, protocol).await;
+            let name = "reply-force";
+            // Scripts loaded before replies slow down.
+            first
+                .fair_lock(name)
+                .unwrap()
+                .lock()
+                .await
+                .unwrap()
+                .unlock()
+                .await
+                .unwrap();
+            proxy.delay_command_replies(Duration::from_millis(500));
+            let mut w1 = tokio::spawn({
+                let lock = first.fair_lock(name).unwrap();
+                async move {
+                    if zero_wait {
+                        lock.try_lock().await
+                    } else {
+                        lock.lock().await.map(Some)
+                    }
+                }
+            });
+            let force = operator.fair_lock(name).unwrap();
+            let started = std::time::Instant::now();
+            let mut forced = false;
+            while !forced && started.elapsed() < Duration::from_secs(5) {
+                forced = force.force_unlock().await.unwrap();
+            }
+            assert!(forced, "{protocol}: W1's attempt never took the lock");
+            let w2 = second.fair_lock(name).unwrap().lock().await.unwrap();
+            // W1's reply comes 500 ms late: it must not make W1 a holder.
+            // (A try_lock answers after its reply and one check, each 500 ms
+            // late; a waiting W1 must still be waiting 1.5 s on.)
+            let limit = Duration::from_millis(if zero_wait { 10_000 } else { 1_500 });
+            match tokio::time::timeout(limit, &mut w1).await {
+                Err(_) => assert!(!zero_wait, "{protocol}: try_lock hung"),
+                Ok(w1) => {
+                    let w1 = w1.unwrap().unwrap();
+                    assert!(
+                        w1.as_ref().is_none_or(|guard| !guard.is_held()),
+                        "{protocol} zero_wait={zero_wait}: W1 holds the lock W2 holds"
+                    );
+                }
+            }
+            proxy.delay_command_replies(Duration::ZERO);
+            w2.unlock().await.unwrap();
+            if !zero_wait {
+                let w1 = tokio::time::timeout(Duration::from_secs(10), w1)
+                    .await
+                    .expect("W1 granted after W2")
+                    .unwrap()
+                    .unwrap()
+                    .unwrap();
+                w1.unlock().await.unwrap();
+            }
+            for c in [&first, &second, &operator] {
+                c.shutdown().await;
+            }
+        }
+    }
+}
