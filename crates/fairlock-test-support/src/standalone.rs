@@ -300,6 +300,18 @@ impl RedisServer {
         self.child.is_some()
     }
 
+    /// Freeze the server (SIGSTOP) until the returned value is dropped
+    /// (SIGCONT, also when the test panics).
+    pub fn pause(&self) -> Paused<'_> {
+        let status = Command::new("kill")
+            .arg("-STOP")
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -STOP {}", self.pid());
+        Paused(self)
+    }
+
     /// Kill the server (SIGKILL) and wait for it to exit.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -367,5 +379,17 @@ impl Drop for RedisServer {
             eprintln!("---- redis-server :{} log ----\n{}", self.port, self.log());
         }
         self.stop();
+    }
+}
+
+/// A server frozen by [`RedisServer::pause`]; resumed (SIGCONT) on drop.
+pub struct Paused<'a>(&'a RedisServer);
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-CONT")
+            .arg(self.0.pid().to_string())
+            .status();
     }
 }

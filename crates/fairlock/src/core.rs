@@ -85,6 +85,7 @@ impl ClientCore {
             conn.clone(),
             config.lease,
             config.get_renew_interval(),
+            config.min_replicas,
             &runtime,
         );
         let id = uuid::Uuid::new_v4().to_string();

@@ -157,7 +157,8 @@ pub enum Error {
     ReplicasNotSynced {
         /// The lock name.
         name: String,
-        /// `"acquisition"` or `"release"`.
+        /// `"acquisition"`, `"release"`, or (reported to the lost-lock
+        /// signal and the logs, not returned) `"renewal"` / `"claim"`.
         what: &'static str,
         /// How many replicas were asked for.
         wanted: u32,

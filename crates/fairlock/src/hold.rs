@@ -538,7 +538,19 @@ impl PendingClaim {
         .await;
         match claimed {
             Ok(None) => {}
-            Ok(Some((true, sent_at))) => state.extend(sent_at + lease),
+            // With min_replicas, the claim's longer lease is relied on only
+            // once the replicas have it (a failover to one that missed it
+            // would end the lock with the short grant); until then the hold
+            // is believed no longer than the grant, which they have.
+            Ok(Some((true, sent_at))) => match shared.sync_replicas("claim").await {
+                Ok(()) => state.extend(sent_at + lease),
+                Err(err) => events::record(Event::CleanupFailed {
+                    lock: shared.name(),
+                    owner,
+                    what: "replica acknowledgement of a claim",
+                    error: &err,
+                }),
+            },
             Ok(Some((false, _))) if ended.load(Ordering::SeqCst) != HELD => {}
             Ok(Some((false, _))) => {
                 state.mark_lost(shared.name(), owner.as_str(), LostCause::GrantExpired)

@@ -226,13 +226,16 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Watchdog {
-    /// Start the renewal task on `runtime`; it ends when the watchdog is dropped.
+    /// Start the renewal task on `runtime`; it ends when the watchdog is
+    /// dropped. `min_replicas`: a renewal extends a hold's lease only once
+    /// that many replicas acknowledged it (within the timeout).
     pub(crate) fn start(
         events: Arc<Recorder>,
         dialect: Dialect,
         conn: Connection,
         lease: Duration,
         interval: Duration,
+        min_replicas: Option<(u32, Duration)>,
         runtime: &tokio::runtime::Handle,
     ) -> Self {
         let entries = Arc::new(Mutex::new(HashMap::new()));
@@ -244,6 +247,7 @@ impl Watchdog {
             conn.clone(),
             lease,
             interval,
+            min_replicas,
             Arc::clone(&events),
         ));
         Self {
@@ -398,6 +402,7 @@ async fn run(
     conn: Connection,
     lease: Duration,
     interval: Duration,
+    min_replicas: Option<(u32, Duration)>,
     events: Arc<Recorder>,
 ) {
     // After a failed renewal, retry sooner: the lease keeps running out.
@@ -432,17 +437,23 @@ async fn run(
         if !check_only {
             next_renewal = Instant::now() + interval;
         }
-        let mut batch: Vec<(Key, Option<u64>, Arc<HeldState>)> = locked(&entries)
-            .iter()
-            // A hold known lost is never renewed: its lock must expire.
-            .filter(|(_, entry)| !entry.state.status().lost && (check_only || entry.renewed > 0))
-            .map(|(key, entry)| (key.clone(), entry.token, Arc::clone(&entry.state)))
-            .collect();
+        let mut batch: Vec<(Key, Option<u64>, Arc<HeldState>, Arc<ProtocolLock>)> =
+            locked(&entries)
+                .iter()
+                // A hold known lost is never renewed: its lock must expire.
+                .filter(|(_, entry)| {
+                    !entry.state.status().lost && (check_only || entry.renewed > 0)
+                })
+                .map(|(key, entry)| {
+                    let lock = Arc::clone(&entry.lock);
+                    (key.clone(), entry.token, Arc::clone(&entry.state), lock)
+                })
+                .collect();
         // One script call may only touch keys of one group (one hash slot
         // on a cluster, where other calls fail with CROSSSLOT).
-        batch.sort_by_key(|((key, _), _, _)| conn.key_group(key));
+        batch.sort_by_key(|((key, _), ..)| conn.key_group(key));
         let groups =
-            batch.chunk_by(|((a, _), _, _), ((b, _), _, _)| conn.key_group(a) == conn.key_group(b));
+            batch.chunk_by(|((a, _), ..), ((b, _), ..)| conn.key_group(a) == conn.key_group(b));
         // Every batch is sent at once and each answer is handled as it
         // comes: a node that does not answer costs its own batches one
         // response timeout each, in parallel, and never delays the batches
@@ -456,10 +467,33 @@ async fn run(
                 async move {
                     let holds: Vec<HoldRef<'_>> = chunk
                         .iter()
-                        .map(|((k, o), token, _)| (k.as_str(), o.as_str(), *token))
+                        .map(|((k, o), token, ..)| (k.as_str(), o.as_str(), *token))
                         .collect();
                     let sent_at = Instant::now();
-                    let result = dialect.renew(conn, &holds, renewal).await;
+                    let mut result = dialect.renew(conn, &holds, renewal).await;
+                    // With min_replicas, a renewal is relied on only once the
+                    // replicas have it: a failover to one of them must not
+                    // lose a lease this client believes in. Not acknowledged
+                    // in time counts as a failed renewal (retried soon; the
+                    // hold is lost once the lease last confirmed ran out).
+                    if let (Ok(_), Some((wanted, timeout)), Some(_), Some(first)) =
+                        (&result, min_replicas, renewal, chunk.first())
+                    {
+                        let ((key, _), _, _, lock) = first;
+                        match conn.sync_replicas(lock.name(), key, wanted, timeout).await {
+                            Ok(acked) if acked >= wanted => {}
+                            Ok(acked) => {
+                                result = Err(crate::error::Error::ReplicasNotSynced {
+                                    name: lock.name().to_owned(),
+                                    what: "renewal",
+                                    wanted,
+                                    acked,
+                                    timeout,
+                                })
+                            }
+                            Err(err) => result = Err(err),
+                        }
+                    }
                     (chunk, sent_at, result)
                 }
             })
@@ -471,7 +505,7 @@ async fn run(
                     // Read once per answer: it survived (or not) whatever
                     // change came before it.
                     let changes = conn.server_changes();
-                    for ((key, _, state), found) in chunk.iter().zip(found) {
+                    for ((key, _, state, _), found) in chunk.iter().zip(found) {
                         // Released (or replaced) meanwhile: the answer no longer matters.
                         let Some(entry) = map.get_mut(key).filter(|e| Arc::ptr_eq(&e.state, state))
                         else {
@@ -507,7 +541,7 @@ async fn run(
                         next_renewal = Instant::now() + retry;
                     }
                     let now = Instant::now();
-                    for (key, _, state) in chunk {
+                    for (key, _, state, _) in chunk {
                         let Some(entry) = map.get(key).filter(|e| Arc::ptr_eq(&e.state, state))
                         else {
                             continue;

@@ -1,0 +1,117 @@
+//! `min_replicas` where it meets handoffs and renewals: every extension a
+//! client relies on (the claim of a handed-over grant, a watchdog renewal)
+//! is acknowledged by the replicas first, so that a failover to one of them
+//! never ends a lock this client believes it still holds.
+
+use std::time::{Duration, Instant};
+
+use fairlock::{LockClient, Protocol};
+use fairlock_test_support as support;
+use support::{RedisServer, eventually, is_held, queue_len};
+
+const WAIT: Duration = Duration::from_millis(500);
+
+async fn master_and_replica() -> (RedisServer, RedisServer) {
+    let master = RedisServer::start();
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    eventually(Duration::from_secs(20), "the replica to link", || {
+        let info: String = replica.cmd(&["INFO", "replication"]);
+        info.contains("master_link_status:up")
+    })
+    .await;
+    (master, replica)
+}
+
+async fn client(master: &RedisServer, waiter_ttl: Duration) -> LockClient {
+    support::client_with(master, Protocol::Native, |c| {
+        c.min_replicas(1, WAIT)
+            .waiter_ttl(waiter_ttl)
+            .response_timeout(Duration::from_millis(500))
+    })
+    .await
+}
+
+/// Issue 21, finding 3: WAIT acknowledged only the handoff's grant (its
+/// life: the waiter ttl); the claim that extends it to the lease came later
+/// and was not waited for. A replica that missed the claim, promoted, let
+/// the lock expire at the grant's end while the holder believed it for its
+/// whole lease. The claim is now relied on only once acknowledged: with the
+/// replica frozen, the holder believes the grant and no longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unacknowledged_claim_is_not_believed_past_the_grant() {
+    let (master, replica) = master_and_replica().await;
+    let waiter_ttl = Duration::from_millis(1_500);
+    let holder = client(&master, waiter_ttl).await;
+    let waiter = client(&master, waiter_ttl).await;
+    let name = "claim-acked";
+    let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = waiter.fair_lock(name).unwrap();
+        async move { lock.lock().await }
+    });
+    eventually(Duration::from_secs(5), "the waiter queued", || {
+        queue_len(&master, Protocol::Native, name) == 1
+    })
+    .await;
+    held.unlock().await.unwrap();
+    // Handed over (the grant lasts the waiter ttl) and acknowledged.
+    let guard = waiting.await.unwrap().unwrap();
+    let granted = Instant::now();
+    // From now on the replica acknowledges nothing: it will miss the claim
+    // (sent a third of the grant's life after it).
+    let frozen = replica.pause();
+    // Past the grant's end: the claim was made on the master but never
+    // acknowledged, so the holder must not believe it.
+    tokio::time::sleep(waiter_ttl + Duration::from_millis(300)).await;
+    let believed = guard.is_held();
+    assert!(
+        !believed,
+        "believed {:?} after the grant, with a claim no replica acknowledged",
+        granted.elapsed()
+    );
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost() resolves once the acknowledged lease ran out");
+    drop(frozen);
+    // The master still has the claim; the guard releases it.
+    assert!(is_held(&master, Protocol::Native, name));
+    drop(guard);
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
+/// The rule for watchdog renewals: with the replica frozen, renewals are
+/// made on the master but not acknowledged, and the holder stops believing
+/// once the lease it had acknowledged ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unacknowledged_renewal_is_not_believed() {
+    let (master, replica) = master_and_replica().await;
+    let lease = Duration::from_millis(1_500);
+    let client = support::client_with(&master, Protocol::Native, |c| {
+        c.min_replicas(1, WAIT)
+            .lease(lease)
+            .response_timeout(Duration::from_millis(500))
+    })
+    .await;
+    let guard = client
+        .fair_lock("renewal-acked")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let taken = Instant::now();
+    let frozen = replica.pause();
+    tokio::time::timeout(lease * 4, guard.lost())
+        .await
+        .expect("lost() resolves once the acknowledged lease ran out");
+    assert!(!guard.is_held());
+    assert!(
+        taken.elapsed() < lease * 3,
+        "believed for {:?} with no renewal acknowledged",
+        taken.elapsed()
+    );
+    drop(frozen);
+    drop(guard);
+    client.shutdown().await;
+}
