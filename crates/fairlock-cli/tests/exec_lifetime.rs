@@ -432,3 +432,53 @@ fn waiting_is_shown_cheaply() {
         "said once: {rest:?}"
     );
 }
+
+/// Issue 21, finding 8: Redis killed while `exec --lease 3s` runs a long
+/// command. The command was stopped when the lease ran out, but exec then
+/// retried the release of a lock it knew was lost for the whole retry
+/// budget (exit 71 ~10 s later), and logged the loss as `expired` though
+/// renewals had failed. Now it exits within one response timeout of
+/// stopping the command, and the log names the true cause.
+#[test]
+fn a_lock_lost_with_its_server_ends_exec_promptly_with_the_true_cause() {
+    let mut server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    let child = fairlock(&server)
+        .args(["--lease", "3s", "--log-level", "warn", "exec", "gone", "--"])
+        .args([
+            "sh",
+            "-c",
+            &format!("echo $$ > {}; exec sleep 30", file.display()),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("spawn fairlock");
+    let mut exec = Exec(child);
+    let stderr = lines(exec.0.stderr.take().unwrap());
+    let command = pids(&file, 1);
+    server.stop();
+    wait_until(Duration::from_secs(20), "the command is stopped", || {
+        !running(command[0])
+    });
+    let stopped = Instant::now();
+    assert_eq!(exec.wait(Duration::from_secs(30)).code(), Some(71));
+    let after = stopped.elapsed();
+    // One response timeout (3 s by default), with room for a loaded machine.
+    assert!(
+        after < Duration::from_secs(5),
+        "exec exited {after:?} after stopping the command"
+    );
+    let mut log = Vec::new();
+    while let Ok(line) = stderr.recv_timeout(Duration::from_secs(5)) {
+        log.push(line);
+    }
+    assert!(
+        log.iter()
+            .any(|line| line.contains("lock lost") && line.contains("renewals failed")),
+        "the loss is put down to the failed renewals: {log:#?}"
+    );
+}

@@ -144,6 +144,29 @@ impl LockShared {
         }
     }
 
+    /// Release one hold with a single call (bounded by the response timeout,
+    /// never retried): for a hold whose lease this client already believes
+    /// over, where the lock has expired or soon will, so that a release
+    /// that cannot get through does not hold anybody up for the retry
+    /// budget.
+    pub(crate) async fn release_single(
+        &self,
+        owner: &Owner,
+        lease: Duration,
+        token: Option<u64>,
+    ) -> Result<Release> {
+        let scope = Scope { token, nonce: None };
+        self.lock
+            .release(
+                self.conn(),
+                owner.as_str(),
+                lease,
+                &new_request_id(),
+                &scope,
+            )
+            .await
+    }
+
     /// Release one hold as a request that is sent again from the background
     /// if this future is dropped before it finished (the same request id
     /// makes the second send count once).
@@ -388,13 +411,25 @@ impl Hold {
     /// acquisition the replicas did not acknowledge).
     pub(crate) async fn release_unsynced(&self) -> Result<()> {
         self.stop_renewing();
+        let status = self.state.status();
+        let lost = || Error::LockLost {
+            name: self.shared.name().to_owned(),
+            owner: self.owner.to_string(),
+        };
         // Known lost: a release now could only hit a later hold of the same
         // owner.
-        if self.state.status().lost {
-            return Err(Error::LockLost {
-                name: self.shared.name().to_owned(),
-                owner: self.owner.to_string(),
-            });
+        if status.lost {
+            return Err(lost());
+        }
+        // The lease this client last had confirmed ran out (renewals failed,
+        // or an explicit lease ended): the lock expired or soon will. One
+        // call frees it early if it can; the caller is not held up for the
+        // retry budget by a server that is gone.
+        if !status.is_held() {
+            let (lease, token) = (self.lease.duration(), self.token);
+            // Whatever it finds, the hold was not known held all along.
+            let _ = self.shared.release_single(&self.owner, lease, token).await;
+            return Err(lost());
         }
         let reply = self
             .shared
@@ -412,15 +447,24 @@ impl Hold {
     /// Release this hold from the background (its guard was dropped).
     pub(crate) fn release_in_background(&mut self) {
         self.stop_renewing();
-        if self.state.status().lost {
+        let status = self.state.status();
+        if status.lost {
             return;
         }
         let shared = Arc::clone(&self.shared);
         let owner = self.owner.clone();
         let (lease, token) = (self.lease.duration(), self.token);
         let core = Arc::clone(shared.core());
+        // Believed over already (see `release_unsynced`): one call, no
+        // retries, so that `shutdown` is not held up by a server that is gone.
+        let single = !status.is_held();
         core.spawn_cleanup(async move {
-            match shared.release(&owner, lease, token).await {
+            let released = if single {
+                shared.release_single(&owner, lease, token).await
+            } else {
+                shared.release(&owner, lease, token).await
+            };
+            match released {
                 Ok(reply) => {
                     let _ = shared.check_release(&owner, "drop", reply);
                 }

@@ -127,6 +127,9 @@ struct Entry {
     /// A force-unlock message naming this lock arrived since the hold was
     /// last confirmed (a hint: anyone may publish one).
     revoked: bool,
+    /// The last renewal of this hold failed (no answer, or not acknowledged
+    /// by the replicas): a lease that runs out now is put down to that.
+    failing: bool,
 }
 
 impl Entry {
@@ -135,10 +138,15 @@ impl Entry {
     fn ended(&self, owner: &str, events: &Recorder) {
         let status = self.state.status();
         if !status.lost && Instant::now() >= status.expires {
+            let cause = if self.failing {
+                LostCause::RenewalsFailed
+            } else {
+                LostCause::Expired
+            };
             events.record(Event::Lost {
                 lock: self.lock.name(),
                 owner,
-                cause: LostCause::Expired,
+                cause,
             });
         }
         events.record(Event::HoldEnded {
@@ -303,6 +311,7 @@ impl Watchdog {
                 since: Instant::now(),
                 server_changes: self.conn.server_changes(),
                 revoked: false,
+                failing: false,
             },
         );
         state
@@ -527,6 +536,7 @@ async fn run(
                         } else {
                             entry.server_changes = changes;
                             entry.revoked = false;
+                            entry.failing = false;
                             if !check_only {
                                 entry.state.extend(sent_at + lease);
                                 events.record(Event::Renewed {
@@ -542,10 +552,13 @@ async fn run(
                     }
                     let now = Instant::now();
                     for (key, _, state, _) in chunk {
-                        let Some(entry) = map.get(key).filter(|e| Arc::ptr_eq(&e.state, state))
+                        let Some(entry) = map.get_mut(key).filter(|e| Arc::ptr_eq(&e.state, state))
                         else {
                             continue;
                         };
+                        if !check_only {
+                            entry.failing = true;
+                        }
                         events.record(Event::RenewalFailed {
                             lock: entry.lock.name(),
                             owner: &key.1,
