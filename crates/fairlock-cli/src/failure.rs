@@ -67,7 +67,8 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
         "64",
         ALL,
         "bad usage: unknown flag, value out of range, bad lock name or Redis URL, \
-         a database the server lacks, a lock name used by another kind of key",
+         a database the server lacks, a lock name used by another kind of key or by data \
+         that is not a lock",
     ),
     (
         "69",
@@ -204,6 +205,13 @@ impl From<Error> for Failure {
                 format!(
                     "the key {key:?} of lock {name:?} holds another kind of data: the name is \
                      taken by something else in this Redis database; use another lock name"
+                ),
+            ),
+            Error::NotALock { name, key, reason } => Self::new(
+                USAGE,
+                format!(
+                    "{name} holds data that is not a fairlock/Redisson lock (key {key:?}: \
+                     {reason}); nothing was changed: use another lock name"
                 ),
             ),
             Error::InvalidConfig(message) => Self::new(USAGE, message.clone()),

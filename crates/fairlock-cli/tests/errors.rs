@@ -248,6 +248,62 @@ fn a_name_taken_by_another_kind_of_key_is_bad_usage() {
     expect(&out, 64, &["taken by something else"]);
 }
 
+/// A hash's fields and values (sorted) and its TTL: the application's data,
+/// byte for byte.
+fn hash_state(server: &RedisServer, key: &str) -> (Vec<Vec<u8>>, i64) {
+    let mut fields: Vec<Vec<u8>> = server.cmd(&["HGETALL", key]);
+    fields.sort();
+    (fields, server.cmd(&["PTTL", key]))
+}
+
+// Finding 7 (issue 21): the CLI deleted application data under a lock's name.
+#[test]
+fn data_that_is_not_a_lock_is_bad_usage_and_left_alone() {
+    let server = RedisServer::start();
+    for (protocol, key) in [
+        ("redisson", "user:1".to_owned()),
+        ("native", "fairlock:{user:1}:lock".to_owned()),
+    ] {
+        server.cmd::<i64>(&["HSET", &key, "name", "bob", "bytes", "\u{0}\u{ff}x"]);
+        let before = hash_state(&server, &key);
+        let says = ["user:1 holds data that is not a fairlock/Redisson lock"];
+        let url = server.url();
+        let runs: [&[&str]; 5] = [
+            &["force-unlock", "user:1", "--yes"],
+            &["force-unlock", "user:1", "--yes", "--nonfair"],
+            &["inspect", "user:1"],
+            &["exec", "user:1", "--wait", "2s", "--", "true"],
+            &["exec", "user:1", "--nonfair", "--", "true"],
+        ];
+        for args in runs {
+            let out = run(at(&url).args(["--protocol", protocol]).args(args));
+            expect(&out, 64, &says);
+            assert!(
+                !String::from_utf8_lossy(&out.stdout).contains("unlocked"),
+                "{protocol} {args:?}"
+            );
+            assert_eq!(hash_state(&server, &key), before, "{protocol} {args:?}");
+        }
+        // `watch` prints the same on its line, and goes on watching.
+        let out = run(at(&url).args(["--protocol", protocol]).args([
+            "watch",
+            "user:1",
+            "--interval",
+            "100ms",
+            "--count",
+            "1",
+        ]));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(says[0]), "{protocol}: {stdout}");
+        assert_eq!(hash_state(&server, &key), before);
+        // An application hash with a TTL is not a lock either.
+        server.cmd::<i64>(&["PEXPIRE", &key, "600000"]);
+        let out = run(at(&url).args(["--protocol", protocol, "force-unlock", "user:1", "--yes"]));
+        expect(&out, 64, &says);
+        assert_eq!(server.cmd::<i64>(&["HLEN", &key]), 2);
+    }
+}
+
 #[test]
 fn durations_speak_the_users_terms() {
     let server = RedisServer::start();

@@ -90,7 +90,7 @@ impl LockClient {
     /// # Errors
     /// [`Error::InvalidName`](crate::Error::InvalidName), as for [`fair_lock`](Self::fair_lock).
     pub fn handle(&self, name: &str, kind: LockKind) -> Result<LockHandle> {
-        name::validate(name)?;
+        name::validate(name, self.core.dialect().protocol())?;
         Ok(LockHandle::new(&self.core, name, kind))
     }
 

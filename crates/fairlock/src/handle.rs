@@ -73,7 +73,9 @@ impl LockHandle {
     ///
     /// # Errors
     /// [`Error::Connection`] when Redis stays unreachable for the retry
-    /// budget, [`Error::WrongType`] when a lock key holds another type.
+    /// budget, [`Error::WrongType`] when a lock key holds another type,
+    /// [`Error::NotALock`] when it holds data that is not a lock (nothing is
+    /// written).
     ///
     /// # Cancel safety
     /// Dropping the future takes the waiter out of the queue; if the lock was
@@ -152,7 +154,8 @@ impl LockHandle {
     /// [`Error::InvalidDuration`] for a bad wait or lease;
     /// [`Error::Connection`] when Redis stays unreachable for the retry budget
     /// (or the wait budget, when shorter); [`Error::WrongType`] when a lock key
-    /// holds another Redis type; [`Error::Auth`] when credentials are refused
+    /// holds another Redis type; [`Error::NotALock`] when it holds data that
+    /// is not a lock (nothing is written); [`Error::Auth`] when credentials are refused
     /// after a reconnect.
     ///
     /// # Cancel safety
@@ -171,7 +174,8 @@ impl LockHandle {
     /// renewal.
     ///
     /// # Errors
-    /// [`Error::Connection`], [`Error::WrongType`].
+    /// [`Error::Connection`], [`Error::WrongType`], [`Error::NotALock`]
+    /// when the lock key holds data that is not a lock (left as it is).
     ///
     /// # Cancel safety
     /// The command may or may not have run when the future is dropped.
@@ -243,7 +247,8 @@ impl LockHandle {
     /// The lock's whole state (holders, lease, queue) at one instant.
     ///
     /// # Errors
-    /// [`Error::Connection`], [`Error::WrongType`].
+    /// [`Error::Connection`], [`Error::WrongType`], [`Error::NotALock`]
+    /// when the lock key holds data that is not a lock (left as it is).
     ///
     /// # Cancel safety
     /// Read-only; safe to drop.

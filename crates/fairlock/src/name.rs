@@ -1,6 +1,7 @@
 //! Lock names and the Redis keys derived from them.
 
 use crate::error::{Error, Result, truncate_name};
+use crate::protocol::Protocol;
 
 /// The longest lock name accepted, in bytes.
 ///
@@ -9,7 +10,7 @@ use crate::error::{Error, Result, truncate_name};
 /// and catches names built from unbounded input by mistake.
 pub const MAX_NAME_LEN: usize = 1024;
 
-/// Check a lock name.
+/// Check a lock name for `protocol`.
 ///
 /// Rules (each violation is an [`Error::InvalidName`]):
 /// - not empty, at most [`MAX_NAME_LEN`] bytes, no ASCII control characters;
@@ -18,8 +19,23 @@ pub const MAX_NAME_LEN: usize = 1024;
 ///   (`prefix:NAME`), so it must carry a proper cluster hash tag: its first
 ///   `{` must be followed by a non-empty tag and a `}`. Otherwise the lock key
 ///   and its queue keys would land in different cluster slots. A `}` without
-///   any `{` is rejected for the same reason.
-pub(crate) fn validate(name: &str) -> Result<()> {
+///   any `{` is rejected for the same reason;
+/// - under `redisson`, no name whose lock key (the bare name) could be
+///   another lock's key: see [`foreign_key_reason`].
+///
+/// # Why no native name needs the last rule
+///
+/// Every native key and channel is `fairlock:{NAME}:SUFFIX`, SUFFIX one of
+/// `lock`, `queue`, `alive`, `meta`, `leases`, `wake:OWNER`,
+/// `release:REQUEST`. None of the fixed suffixes ends another (`}:lock`,
+/// `}:queue`, ... differ in their last characters), and the variable ones
+/// end in an owner id or a request id, neither of which holds a `}`: so a
+/// key's ending tells its suffix, and stripping `fairlock:{` and `}:SUFFIX`
+/// gives back NAME. Two native names never share a key. A native key never
+/// equals a Redisson one either: Redisson's derived keys start with
+/// `redisson_`, and its lock keys (bare names) may not start with
+/// `fairlock:` (refused below). So the rule binds `redisson` names only.
+pub(crate) fn validate(name: &str, protocol: Protocol) -> Result<()> {
     let invalid = |reason| Error::InvalidName {
         name: truncate_name(name),
         reason,
@@ -34,20 +50,75 @@ pub(crate) fn validate(name: &str) -> Result<()> {
         return Err(invalid("the name contains a control character"));
     }
     match name.find('{') {
-        None if name.contains('}') => Err(invalid(
-            "a '}' without a '{': Redisson's keys for it would span cluster slots",
-        )),
-        None => Ok(()),
+        None if name.contains('}') => {
+            return Err(invalid(
+                "a '}' without a '{': Redisson's keys for it would span cluster slots",
+            ));
+        }
+        None => {}
         Some(open) => match name[open + 1..].find('}') {
-            Some(0) => Err(invalid(
-                "an empty hash tag '{}': Redisson's keys for it would span cluster slots",
-            )),
-            Some(_) => Ok(()),
-            None => Err(invalid(
-                "a '{' without a closing '}': Redisson's keys for it would span cluster slots",
-            )),
+            Some(0) => {
+                return Err(invalid(
+                    "an empty hash tag '{}': Redisson's keys for it would span cluster slots",
+                ));
+            }
+            Some(_) => {}
+            None => {
+                return Err(invalid(
+                    "a '{' without a closing '}': Redisson's keys for it would span cluster slots",
+                ));
+            }
         },
     }
+    match protocol {
+        Protocol::Redisson => {
+            foreign_key_reason(name).map_or(Ok(()), |reason| Err(invalid(reason)))
+        }
+        Protocol::Native => Ok(()),
+    }
+}
+
+/// The prefixes of the keys (and channels) Redisson derives from a name
+/// (`prefix:{NAME}`), for its locks, fair locks, read-write locks and
+/// semaphores (`/work/shared/PROTOCOL.md`, `PROTOCOL-KINDS.md`), and the
+/// prefix of every native key.
+const DERIVED_PREFIXES: [&str; 7] = [
+    "fairlock:",
+    "redisson_lock_queue:",
+    "redisson_lock_timeout:",
+    "redisson_lock__channel:",
+    "redisson_unlock_latch:",
+    "redisson_rwlock:",
+    "redisson_sc:",
+];
+
+/// Why a `redisson` lock named `name` (its lock key is the bare name) could
+/// be another lock's key, if it could: a native key (`fairlock:...`), a key
+/// Redisson derives with a prefix (`redisson_lock_queue:{x}`, ...), or one
+/// it derives with a suffix: the read-write lock's per-hold timeouts
+/// (`{x}:OWNER:rwlock_timeout:N`) and the expirable semaphore's permits
+/// (`{x}:timeout`). A lock taken under such a name would be deleted, or
+/// taken over, by the other lock's scripts.
+pub(crate) fn foreign_key_reason(name: &str) -> Option<&'static str> {
+    if name.starts_with("fairlock:") {
+        return Some(
+            "under redisson the lock key is the name, and `fairlock:` keys are native locks' keys",
+        );
+    }
+    if DERIVED_PREFIXES
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+    {
+        return Some(
+            "the name is a key Redisson derives for another lock (`redisson_...:` prefix)",
+        );
+    }
+    if name.contains(":rwlock_timeout") || name.ends_with(":timeout") {
+        return Some(
+            "the name is a key Redisson derives for another lock (`:rwlock_timeout` or `:timeout` suffix)",
+        );
+    }
+    None
 }
 
 /// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag
@@ -171,13 +242,51 @@ mod tests {
 
     #[test]
     fn validation() {
-        assert!(validate("a").is_ok());
-        assert!(validate("x{tag}y").is_ok());
-        assert!(validate(&"n".repeat(MAX_NAME_LEN)).is_ok());
-        for bad in ["", "a}b", "a{b", "{}x", "a\nb"] {
-            let err = validate(bad).unwrap_err();
-            assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err}");
+        for protocol in [Protocol::Native, Protocol::Redisson] {
+            assert!(validate("a", protocol).is_ok());
+            assert!(validate("x{tag}y", protocol).is_ok());
+            assert!(validate(&"n".repeat(MAX_NAME_LEN), protocol).is_ok());
+            for bad in ["", "a}b", "a{b", "{}x", "a\nb"] {
+                let err = validate(bad, protocol).unwrap_err();
+                assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err}");
+            }
+            assert!(validate(&"n".repeat(MAX_NAME_LEN + 1), protocol).is_err());
         }
-        assert!(validate(&"n".repeat(MAX_NAME_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn redisson_names_that_are_other_locks_keys() {
+        let native = NativeKeys::new("x");
+        let redisson = RedissonKeys::new("x");
+        let mut keys: Vec<String> = native.all.to_vec();
+        keys.extend([
+            native.release_cache.clone(),
+            redisson.queue.clone(),
+            redisson.timeouts.clone(),
+            redisson.channel.clone(),
+            redisson.fair_channel("u:1"),
+            redisson.unlock_latch("ab"),
+            "redisson_rwlock:{x}".to_owned(),
+            "redisson_sc:{x}".to_owned(),
+            "{x}:u:1:rwlock_timeout:1".to_owned(),
+            "{x}:timeout".to_owned(),
+            "a{b}:timeout".to_owned(),
+        ]);
+        for key in &keys {
+            let err = validate(key, Protocol::Redisson).unwrap_err();
+            assert!(matches!(err, Error::InvalidName { .. }), "{key:?}: {err}");
+            // Under native the same names are fine: their keys are all
+            // `fairlock:{NAME}:...`, which no other name shares.
+            assert!(validate(key, Protocol::Native).is_ok(), "{key:?}");
+        }
+        for fine in [
+            "fairlock",
+            "orders:timeouts",
+            "redisson",
+            "user:1",
+            "x{fairlock:}",
+        ] {
+            assert!(validate(fine, Protocol::Redisson).is_ok(), "{fine:?}");
+        }
     }
 }

@@ -33,7 +33,7 @@ use redis::{FromRedisValue, IntoConnectionInfo};
 
 use super::connection::{Reload, ReplicaSync, Timeouts, eval_cached};
 use super::endpoint::Endpoint;
-use super::errors::{from_first_reply, from_redis, from_redis_conn};
+use super::errors::{from_first_reply, from_redis, from_redis_conn, from_script};
 use crate::error::{Error, Result};
 
 /// Number of hash slots of a Redis Cluster.
@@ -359,7 +359,6 @@ impl ClusterCommands {
         args: &[String],
         reloaded: impl FnOnce(),
     ) -> Result<T> {
-        let first = keys.first().copied().unwrap_or("");
         let mut conn = self.conn.clone();
         eval_cached(
             &mut conn,
@@ -372,7 +371,7 @@ impl ClusterCommands {
             reloaded,
         )
         .await
-        .map_err(|e| from_redis(e, &self.addr, name, first))
+        .map_err(|e| from_script(e, &self.addr, name, keys))
     }
 
     /// Run one command on `key` of lock `name`. Cancelling it drops the

@@ -27,7 +27,7 @@ use redis::{AsyncConnectionConfig, FromRedisValue};
 
 use super::cluster::{self, ClusterCommands};
 use super::endpoint::{Endpoint, Topology};
-use super::errors::{from_first_reply, from_redis, from_redis_conn};
+use super::errors::{from_first_reply, from_redis, from_redis_conn, from_script};
 use super::pubsub::PubSubConnector;
 use super::sentinel::Follower;
 use crate::error::{Error, Result};
@@ -551,7 +551,7 @@ impl Direct {
             reloaded,
         )
         .await
-        .map_err(|e| from_redis(e, &self.addr, name, keys.first().copied().unwrap_or("")))
+        .map_err(|e| from_script(e, &self.addr, name, keys))
     }
 
     async fn command<T: FromRedisValue>(

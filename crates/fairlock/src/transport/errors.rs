@@ -37,6 +37,32 @@ pub(crate) fn from_redis(err: redis::RedisError, addr: &str, name: &str, key: &s
     Error::Redis(RedisError::new(err))
 }
 
+/// The error code of a script's refusal of data that is not a lock's:
+/// `NOTALOCK INDEX REASON`, INDEX the 1-based place in KEYS of the key that
+/// holds it (see `not_a_lock` in `protocol/common.lua`).
+const NOT_A_LOCK: &str = "NOTALOCK";
+
+/// Classify an error of a script call on lock `name` with `keys`.
+pub(crate) fn from_script(err: redis::RedisError, addr: &str, name: &str, keys: &[&str]) -> Error {
+    if err.code() == Some(NOT_A_LOCK) {
+        let detail = err.detail().unwrap_or("");
+        let (index, reason) = detail.split_once(' ').unwrap_or((detail, ""));
+        let key = index
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| keys.get(i.checked_sub(1)?))
+            .or(keys.first())
+            .copied()
+            .unwrap_or("");
+        return Error::NotALock {
+            name: name.to_owned(),
+            key: key.to_owned(),
+            reason: reason.to_owned(),
+        };
+    }
+    from_redis(err, addr, name, keys.first().copied().unwrap_or(""))
+}
+
 /// Classify an error of a call that concerns no lock (connecting).
 pub(crate) fn from_redis_conn(err: redis::RedisError, addr: &str) -> Error {
     from_redis(err, addr, "", "")

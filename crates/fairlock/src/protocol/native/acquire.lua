@@ -17,13 +17,19 @@
 -- first read (HGET).
 local owner, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local fair, queue, base = ARGV[5] == 'fair', ARGV[6] == 'queue', tonumber(ARGV[7])
--- `lock` (HMGET owner, token, count, nonce) and `waiting` were read by
--- acquire_fast.lua, which took a free lock nobody waits for.
-local holder = lock[1]
+-- `fields` (HGETALL of the lock) and `waiting` were read by
+-- acquire_fast.lua, which took a free lock nobody waits for. Bad data is
+-- refused before any write: a lock hash that is not a lock's here, meta's
+-- counters below (read_meta, on the paths that may write).
+local lock, bad = lock_of(fields)
+if bad then
+  return bad
+end
+local holder = lock.owner
 
 if holder == owner then
-  local token = tonumber(lock[2])
-  local count = tonumber(lock[3])
+  local token = counter(lock.token)
+  local count = counter(lock.count)
   if waiting then
     local err = check_line_types()
     if err then
@@ -34,7 +40,7 @@ if holder == owner then
   -- whose reply was lost): its nonce is in the lock hash, whatever base the
   -- caller read before it queued. Otherwise an earlier attempt of a
   -- re-entry shows as one hold above the base.
-  if lock[4] == ARGV[8] or count == base + 1 then
+  if lock.nonce == ARGV[8] or count == base + 1 then
     -- Already done: handed to this waiter while it waited (its wake-up may
     -- be lost), or an earlier attempt whose reply was lost. Claim it.
     if waiting then
@@ -57,7 +63,7 @@ end
 
 -- Somebody waits, or another owner holds the lock: the line's keys are
 -- touched from here on.
-local err = check_line_types()
+local err = check_line_types() or read_meta()
 if err then
   return err
 end

@@ -1,20 +1,31 @@
 -- Native lock: the uncontended acquire, run before the prelude's helpers
 -- are even defined (defining them costs as much as a few Redis calls).
--- Arguments as in acquire.lua. Its reads (`lock`, `waiting`) are reused
+-- Arguments as in acquire.lua. Its reads (`fields`, `waiting`) are reused
 -- there when this fast path does not apply.
 --
 -- Free and nobody queued: take it. Type checks without TYPE: the lock's
--- first touch is HMGET, the queue's ZRANGE, meta's HGET, all reads that
+-- first touch is HGETALL, the queue's ZRANGE, meta's HGET, all reads that
 -- fail on another type before anything is written. Nobody waits, so no
 -- waiter's refresh made meta live longer than this grant needs: its TTL is
 -- set rather than kept (it still outlives the grant by 20 s). Numbers go to
 -- Redis as strings where they can (Lua formats numbers with sprintf).
-local lock = redis.call('hmget', KEYS[1], 'owner', 'token', 'count', 'nonce')
+--
+-- Bad data, with no call of its own: the lock is read with HGETALL (one
+-- call, as HMGET was), so "free" means the key is absent, not merely a hash
+-- without an owner: a hash of anyone else's fields is never taken here (the
+-- prelude's lock_of refuses it in acquire.lua). Meta's token, the only
+-- other value read before the first write, is checked with a pattern on
+-- the text HGET returned (see counter() in common.lua, not defined yet).
+local fields = redis.call('hgetall', KEYS[1])
 local waiting = redis.call('zrange', KEYS[2], '0', '0')[1] ~= nil
-if not lock[1] and not waiting then
+if fields[1] == nil and not waiting then
+  local last = redis.call('hget', KEYS[4], 'token')
+  if last and not (#last <= 16 and string.find(last, '^%d+$') and tonumber(last) < 9007199254740992) then
+    return redis.error_reply('NOTALOCK 4 meta field token is not a decimal integer below 2^53')
+  end
   local time = redis.call('time')
   local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  local token = math.max(tonumber(redis.call('hget', KEYS[4], 'token') or '0') + 1, now_us)
+  local token = math.max(tonumber(last or '0') + 1, now_us)
   local text = string.format('%.0f', token)
   redis.call('hset', KEYS[4], 'token', text)
   redis.call('hset', KEYS[1], 'owner', ARGV[1], 'count', '1', 'token', text, 'claimed', '1', 'nonce', ARGV[8])

@@ -5,11 +5,17 @@
 -- prefix, ARGV[3] revocation channel prefix (the holder's client id is
 -- appended), ARGV[4] 'fair' or 'nonfair'
 -- Returns 1 when a holder was removed, else 0. Cost: O(log N).
-local err = check_types()
+-- A lock hash that is not a lock's, or bad meta counters, are refused
+-- before any write: application data under the name is never deleted.
+local err = check_types() or read_meta()
 if err then
   return err
 end
-local holder = redis.call('hget', KEYS[1], 'owner')
+local lock, bad = lock_of(redis.call('hgetall', KEYS[1]))
+if bad then
+  return bad
+end
+local holder = lock.owner
 if not holder then
   return 0
 end

@@ -8,7 +8,8 @@
 -- later acquisition's of the same owner), ARGV[5] 'fair' or 'nonfair'
 -- Returns 0 not queued, 1 left the queue, 2 passed on a grant it had not taken.
 -- Cost: O(log N).
-local err = check_types()
+-- Meta's counters are checked before any write (a grant may be passed on).
+local err = check_types() or read_meta()
 if err then
   return err
 end

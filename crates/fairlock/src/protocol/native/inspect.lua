@@ -6,9 +6,14 @@ local err = check_types()
 if err then
   return err
 end
+local fields = redis.call('hgetall', KEYS[1])
+local _, bad = lock_of(fields)
+if bad then
+  return bad
+end
 local now = server_now()
 return {
-  redis.call('hgetall', KEYS[1]),
+  fields,
   redis.call('pttl', KEYS[1]),
   redis.call('zrange', KEYS[2], 0, -1),
   redis.call('zrange', KEYS[3], 0, -1, 'withscores'),

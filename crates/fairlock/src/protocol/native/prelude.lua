@@ -31,13 +31,61 @@ local function decimal(n)
   return string.format('%.0f', n)
 end
 
+-- The meta counters ('token', 'seq'), read and checked by read_meta()
+-- before a script's first write; next_counter() uses (and updates) them.
+local meta
+
+-- Read meta's counters, once per script, before its first write: a value
+-- that is not a counter (see counter()) is refused with NOTALOCK, and
+-- nothing is written. Returns the error reply, or false.
+local function read_meta()
+  local values = redis.call('hmget', KEYS[4], 'token', 'seq')
+  meta = {}
+  for i, field in ipairs({'token', 'seq'}) do
+    local value = values[i] and counter(values[i])
+    if values[i] and not value then
+      return not_a_lock(4, 'meta field ' .. field .. ' is not a decimal integer below 2^53')
+    end
+    meta[field] = value or 0
+  end
+  return false
+end
+
 -- Next value of a strictly increasing counter: above the last value and not
--- below the server clock in microseconds.
+-- below the server clock in microseconds. read_meta() must have run.
 local function next_counter(field, now_us)
-  local last = tonumber(redis.call('hget', KEYS[4], field) or '0')
-  local value = math.max(last + 1, now_us)
+  local value = math.max(meta[field] + 1, now_us)
+  meta[field] = value
   redis.call('hset', KEYS[4], field, decimal(value))
   return value
+end
+
+-- The lock hash's fields (HGETALL) as {owner, token, count, nonce, partial},
+-- or nil and NOTALOCK when they are not a lock's: every field one of
+-- owner/count/token/claimed/nonce/partial; owner, count (>= 1) and token
+-- present, count and token counters, claimed 0 or 1, partial 1. An empty
+-- list is a free lock ({}).
+local LOCK_FIELDS = {owner = true, count = true, token = true, claimed = true, nonce = true, partial = true}
+local function lock_of(fields)
+  local lock = {}
+  if #fields > 12 then
+    return nil, not_a_lock(1, 'the hash has more fields than a lock has')
+  end
+  for i = 1, #fields, 2 do
+    if not LOCK_FIELDS[fields[i]] then
+      return nil, not_a_lock(1, 'field ' .. fields[i] .. ' is not a lock field')
+    end
+    lock[fields[i]] = fields[i + 1]
+  end
+  if #fields == 0 then
+    return lock
+  end
+  if not lock.owner or not counter(lock.token) or (counter(lock.count) or 0) < 1
+      or (lock.claimed and lock.claimed ~= '0' and lock.claimed ~= '1')
+      or (lock.partial and lock.partial ~= '1') then
+    return nil, not_a_lock(1, 'the lock fields are malformed (owner, count and token must be set, as counters)')
+  end
+  return lock
 end
 
 -- Make `key` live at least `ms` longer (never shortens a TTL; a key without
@@ -66,13 +114,16 @@ end
 -- the secret (nonce) that authenticates its grant message. Written as
 -- 'LEASE:TTL:NONCE'; anything else (a record from another version, or
 -- garbage) falls back to `default_ttl` and an empty nonce, which no waiter
--- of this version accepts, so it confirms the grant with a call.
+-- of this version accepts, so it confirms the grant with a call. Its
+-- numbers are checked as counters (an out-of-range one falls back too): it
+-- is read after the release's first write, so it is never refused, and a
+-- bad one never reaches PEXPIRE.
 local function waiter_record(owner, default_ttl)
   local record = redis.call('hget', KEYS[5], owner) or ''
   local lease, ttl, nonce = string.match(record, '^(%d+):(%d+):(.*)$')
-  lease, ttl = tonumber(lease), tonumber(ttl)
+  lease, ttl = counter(lease), counter(ttl)
   if not lease or not ttl then
-    return tonumber(record) or default_ttl, default_ttl, ''
+    return counter(record) or default_ttl, default_ttl, ''
   end
   return lease, ttl, nonce
 end

@@ -38,13 +38,19 @@ if (ARGV[5] ~= '' and lock[2] ~= ARGV[5]) or (ARGV[6] ~= '' and lock[3] ~= ARGV[
   -- A later acquisition of the same owner: not ours to release.
   return -2
 end
+-- The hold's count is read before any write (a bad one is refused), and
+-- meta's counters when a waiter may be handed the lock (release_fully).
+local count = counter(lock[4])
+if not count then
+  return not_a_lock(1, 'the lock field count is not a decimal integer below 2^53')
+end
 if waiting then
-  local err = check_line_types()
+  local err = check_line_types() or read_meta()
   if err then
     return err
   end
 end
-if (tonumber(lock[4]) or 1) > 1 then
+if count > 1 then
   -- The cache first (SET ... GET: the cache key's type check when its GET
   -- was skipped; another type fails before anything is written).
   redis.call('set', KEYS[6], 0, 'px', ARGV[4], 'get')

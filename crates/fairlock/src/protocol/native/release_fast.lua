@@ -7,6 +7,11 @@
 -- The token proves this request has not run yet (see release.lua), so the
 -- cache is not read; its key names a fresh random request id, which nothing
 -- else writes. The lock's and the queue's first touches are reads.
+--
+-- Bad data needs no check here: this path writes only when the hash names
+-- this owner and this acquisition's token (so it is this client's own
+-- lock) with count exactly '1'; it compares the text HMGET returned and
+-- parses no number. Anything else goes to release.lua, which checks.
 local lock = redis.call('hmget', KEYS[1], 'owner', 'token', 'nonce', 'count', 'partial')
 local waiting = redis.call('zrange', KEYS[2], '0', '0')[1] ~= nil
 if not waiting and lock[1] == ARGV[1] and ARGV[5] ~= '' and lock[2] == ARGV[5] and not lock[5]

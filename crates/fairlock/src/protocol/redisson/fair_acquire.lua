@@ -13,7 +13,10 @@
 local lease, owner, slot, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- A retry whose earlier attempt was granted but whose reply was lost.
-local exists, held = hold_of(KEYS[1], owner)
+local exists, held, bad = hold_of(KEYS[1], owner)
+if bad then
+  return bad
+end
 if held == tonumber(ARGV[6]) + 1 then
   if held == 1 then
     return {1, 1}
@@ -21,7 +24,10 @@ if held == tonumber(ARGV[6]) + 1 then
   return {2, held}
 end
 
-local head = purge_stale_heads(KEYS[2], KEYS[3], now)
+local head, stale = purge_stale_heads(KEYS[2], KEYS[3], now)
+if stale then
+  return stale
+end
 
 if not exists then
   if not head then
@@ -67,7 +73,10 @@ local ttl
 local last = redis.call('lindex', KEYS[2], -1)
 local last_deadline = last and last ~= owner and redis.call('zscore', KEYS[3], last)
 if last_deadline then
-  ttl = tonumber(last_deadline) - now
+  if not counter(last_deadline) then
+    return not_a_lock(3, 'a waiter deadline is not a decimal integer below 2^53')
+  end
+  ttl = counter(last_deadline) - now
 else
   ttl = redis.call('pttl', KEYS[1])
 end

@@ -6,7 +6,15 @@ local err = wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'list') or wrong_
 if err then
   return err
 end
-purge_stale_heads(KEYS[2], KEYS[3], tonumber(ARGV[1]))
+-- Data that is not a Redisson lock is refused before any write: never deleted.
+local _, _, bad = hold_of(KEYS[1])
+if bad then
+  return bad
+end
+local _, stale = purge_stale_heads(KEYS[2], KEYS[3], tonumber(ARGV[1]))
+if stale then
+  return stale
+end
 revoke_holders(KEYS[1], ARGV[2])
 if redis.call('del', KEYS[1]) == 1 then
   notify_head(KEYS[2], KEYS[4])

@@ -14,9 +14,15 @@ if cached then
   return tonumber(cached)
 end
 local owner, lease, now, cache_ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local exists, held = hold_of(KEYS[1], owner)
+local exists, held, bad = hold_of(KEYS[1], owner)
+if bad then
+  return bad
+end
 
-local head = purge_stale_heads(KEYS[2], KEYS[3], now)
+local head, stale = purge_stale_heads(KEYS[2], KEYS[3], now)
+if stale then
+  return stale
+end
 
 if not exists then
   notify(head, KEYS[4])

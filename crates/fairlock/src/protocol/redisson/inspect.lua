@@ -5,6 +5,10 @@ local err = wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'list') or wrong_
 if err then
   return err
 end
+local _, _, bad = hold_of(KEYS[1])
+if bad then
+  return bad
+end
 return {
   redis.call('hgetall', KEYS[1]),
   redis.call('pttl', KEYS[1]),

@@ -6,7 +6,10 @@
 -- Returns {1, 1} acquired, {2, count} re-entered, {3, ttl} held by another owner.
 -- The lock's first touch (HGETALL) is a read: another type fails before any write.
 local owner = ARGV[2]
-local exists, held = hold_of(KEYS[1], owner)
+local exists, held, bad = hold_of(KEYS[1], owner)
+if bad then
+  return bad
+end
 if held == tonumber(ARGV[3]) + 1 then
   if held == 1 then
     return {1, 1}

@@ -8,7 +8,10 @@ local cached = redis.call('get', KEYS[3])
 if cached then
   return tonumber(cached)
 end
-local exists, held = hold_of(KEYS[1], ARGV[1])
+local exists, held, bad = hold_of(KEYS[1], ARGV[1])
+if bad then
+  return bad
+end
 if not exists then
   return -2
 end

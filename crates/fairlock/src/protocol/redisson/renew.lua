@@ -7,6 +7,8 @@
 local lease = ARGV[1]
 local renewed = {}
 for i, key in ipairs(KEYS) do
+  -- Only a hash with this owner's own field is renewed (owner ids are
+  -- random per client): data that is not its lock is "not ours" (2).
   local held = redis.pcall('hexists', key, ARGV[2 * i])
   if held == 1 then
     if lease ~= '' then
