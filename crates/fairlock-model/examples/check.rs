@@ -61,12 +61,15 @@ fn main() -> ExitCode {
             outcome.depth,
             started.elapsed()
         );
-        if let Some((property, path)) = outcome.violations.first() {
-            println!(
-                "counterexample to \"{property}\" ({} steps):",
-                path.clone().into_actions().len()
-            );
-            print!("{}", format_path(&model, path));
+        if let Some((property, _)) = outcome.violations.first() {
+            // The headline one last, nearest the verdict.
+            for (name, path) in outcome.violations.iter().rev() {
+                println!(
+                    "counterexample to \"{name}\" ({} steps):",
+                    path.clone().into_actions().len()
+                );
+                print!("{}", format_path(&model, path));
+            }
             println!("verdict: violation of {property}");
             return ExitCode::from(1);
         }

@@ -226,8 +226,9 @@ impl Model for NativeModel {
                 }
             }
             for (h, hold) in client.holds.iter().enumerate() {
-                // The watchdog drops a hold whose lease ran out unrenewed.
-                if !hold.believes(st.now) {
+                // The watchdog drops a hold whose lease ran out unrenewed;
+                // a deferred claim runs however late it comes.
+                if hold.lost || hold.guards == 0 || (hold.claimed && !hold.believes(st.now)) {
                     continue;
                 }
                 match hold.pending {

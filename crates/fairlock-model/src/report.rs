@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use stateright::{Checker, HasDiscoveries, Model, Path};
 
 use crate::model::{Action, NativeModel};
-use crate::properties::{SAFETY, WITNESSES};
+use crate::properties::{MUTUAL_EXCLUSION, SAFETY, WITNESSES};
 use crate::state::{Msg, OWNERS_PER_CLIENT, Owner, Phase, Server, State};
 
 /// What one check found.
@@ -38,7 +38,8 @@ impl Outcome {
 
 /// Check `model` exhaustively by BFS, down to `depth` steps (None: until
 /// every reachable state is seen; the scenario's time bound keeps that
-/// finite). Stops at the first violation when `stop_at_violation`.
+/// finite). With `stop_at_violation`, stops once mutual exclusion is
+/// violated (other violations found by then are reported too).
 pub fn check(model: NativeModel, depth: Option<usize>, stop_at_violation: bool) -> Outcome {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut builder = model.checker().threads(threads);
@@ -46,7 +47,10 @@ pub fn check(model: NativeModel, depth: Option<usize>, stop_at_violation: bool) 
         builder = builder.target_max_depth(depth);
     }
     if stop_at_violation {
-        builder = builder.finish_when(HasDiscoveries::AnyFailures);
+        // Go on past a first violation until two holders are found (the
+        // headline property) or every state is seen.
+        let wanted = [MUTUAL_EXCLUSION].into_iter().collect();
+        builder = builder.finish_when(HasDiscoveries::AnyOf(wanted));
     }
     let checker = builder.spawn_bfs().join();
     let discoveries = checker.discoveries();
@@ -54,7 +58,8 @@ pub fn check(model: NativeModel, depth: Option<usize>, stop_at_violation: bool) 
         .iter()
         .filter_map(|name| discoveries.get(name).map(|p| (*name, p.clone())))
         .collect();
-    violations.sort_by_key(|(_, p)| p.clone().into_actions().len());
+    // Two holders first, then the shortest counterexample.
+    violations.sort_by_key(|(name, p)| (*name != MUTUAL_EXCLUSION, p.clone().into_actions().len()));
     let witnessed = WITNESSES
         .iter()
         .copied()
