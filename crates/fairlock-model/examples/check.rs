@@ -1,7 +1,8 @@
 //! Check the model of the native protocol for one variant.
 //!
 //! `cargo run --release -p fairlock-model --example check -- --variant NAME
-//! [--depth N] [--scenario NAME]`: runs every scenario (or the one named),
+//! [--depth N] [--scenario NAME] [--extra-time N]`: runs every scenario (or
+//! the one named; `--extra-time` adds ticks to each one's time bound),
 //! prints each counterexample one step a line, and ends with one verdict
 //! line. Exit status: 0 when every property holds, 1 on a violation, 2 when
 //! the check was inconclusive, 3 on a usage error.
@@ -14,7 +15,7 @@ use fairlock_model::{NativeModel, Scenario, VARIANT_NAMES, Variant, check, forma
 fn usage(problem: &str) -> ExitCode {
     eprintln!("{problem}");
     eprintln!(
-        "usage: check [--variant NAME] [--depth N] [--scenario NAME]\nvariants: {}",
+        "usage: check [--variant NAME] [--depth N] [--scenario NAME] [--extra-time N]\nvariants: {}",
         VARIANT_NAMES.join(", ")
     );
     ExitCode::from(3)
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
     let mut variant_name = "correct".to_owned();
     let mut depth = None;
     let mut only = None;
+    let mut extra_time = 0u8;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let value = args.next();
@@ -34,6 +36,10 @@ fn main() -> ExitCode {
                 Err(_) => return usage("--depth takes a number"),
             },
             ("--scenario", Some(v)) => only = Some(v),
+            ("--extra-time", Some(v)) => match v.parse::<u8>() {
+                Ok(n) if n <= 10 => extra_time = n,
+                _ => return usage("--extra-time takes a number up to 10"),
+            },
             _ => return usage(&format!("unexpected argument {arg}")),
         }
     }
@@ -49,7 +55,8 @@ fn main() -> ExitCode {
     };
     let mut total = 0;
     let mut witnessed = Vec::new();
-    for scenario in scenarios {
+    for mut scenario in scenarios {
+        scenario.max_time += extra_time;
         let name = scenario.name;
         let model = NativeModel::new(scenario, variant);
         let started = Instant::now();

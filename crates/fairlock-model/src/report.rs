@@ -179,7 +179,10 @@ pub fn summary(st: &State, replicas: bool) -> String {
 pub fn describe(model: &NativeModel, st: &State, action: &Action) -> String {
     let task = |c: usize, t: usize| {
         let name = char::from(b'A' + c as u8);
-        let owner = owner_name(st.clients[c].tasks[t].owner);
+        let mut owner = owner_name(st.clients[c].tasks[t].owner);
+        if model.scenario.clients[c].len() > 1 {
+            owner = format!("{owner} (task{t})");
+        }
         (name, owner)
     };
     match *action {
