@@ -1,0 +1,113 @@
+//! Every known hole (its fix switched off) and every safety mutant is
+//! caught by the model: the checker finds a counterexample to the
+//! expected property. If one of these fails, the model has gone vacuous
+//! where that fix matters.
+
+use fairlock_model::properties::{BELIEF_BACKED, FIFO, GRANT_BOUNDED, MUTUAL_EXCLUSION};
+use fairlock_model::{NativeModel, Scenario, Variant, check, format_path};
+
+/// Check `variant` in `scenario`; assert `property` is violated and print
+/// the counterexample.
+fn caught(variant: &str, scenario: Scenario, property: &str) {
+    let v = Variant::named(variant).expect("a variant name");
+    let model = NativeModel::new(scenario, v);
+    let outcome = check(model.clone(), None, true);
+    let Some((_, path)) = outcome
+        .violations
+        .iter()
+        .find(|(name, _)| *name == property)
+    else {
+        let found: Vec<_> = outcome.violations.iter().map(|(n, _)| *n).collect();
+        panic!("{variant}: \"{property}\" not violated (found: {found:?})");
+    };
+    eprintln!("{variant}: \"{property}\":\n{}", format_path(&model, path));
+}
+
+#[test]
+fn hole_1_renewal_cuts_a_longer_reentry() {
+    caught("renew_may_shorten", Scenario::reentry(), MUTUAL_EXCLUSION);
+}
+
+#[test]
+fn hole_2_revocation_read_with_a_grant() {
+    caught(
+        "revocation_before_registration_lost",
+        Scenario::force_unlock(),
+        MUTUAL_EXCLUSION,
+    );
+}
+
+#[test]
+fn hole_3_claim_not_waited_for_with_min_replicas() {
+    caught(
+        "claim_not_replica_acked",
+        Scenario::replicas(),
+        MUTUAL_EXCLUSION,
+    );
+}
+
+#[test]
+fn hole_4_one_owner_several_tasks() {
+    caught(
+        "concurrent_same_owner",
+        Scenario::shared_owner(),
+        MUTUAL_EXCLUSION,
+    );
+}
+
+#[test]
+fn mutant_fast_path_takes_held_lock() {
+    caught(
+        "fast_path_takes_held",
+        Scenario::handoffs(),
+        MUTUAL_EXCLUSION,
+    );
+}
+
+#[test]
+fn mutant_handoff_grant_lasts_the_lease() {
+    caught("handoff_full_lease", Scenario::handoffs(), GRANT_BOUNDED);
+}
+
+#[test]
+fn mutant_renewal_ignores_token() {
+    caught(
+        "renew_ignores_token",
+        Scenario::force_unlock(),
+        BELIEF_BACKED,
+    );
+}
+
+#[test]
+fn mutant_renewal_shortens_lease() {
+    caught("renewal_shortens", Scenario::reentry(), MUTUAL_EXCLUSION);
+}
+
+#[test]
+fn mutant_grant_believed_too_long() {
+    caught("grant_overtrusted", Scenario::handoffs(), BELIEF_BACKED);
+}
+
+#[test]
+fn mutant_failed_claim_counts() {
+    caught("failed_claim_succeeds", Scenario::handoffs(), BELIEF_BACKED);
+}
+
+#[test]
+fn mutant_purge_drops_live_waiters() {
+    caught("purge_drops_live", Scenario::reentry(), FIFO);
+}
+
+#[test]
+fn mutant_release_ignores_owner() {
+    caught("release_ignores_owner", Scenario::handoffs(), BELIEF_BACKED);
+}
+
+#[test]
+fn every_variant_name_is_known() {
+    for name in fairlock_model::VARIANT_NAMES {
+        assert!(Variant::named(name).is_some(), "{name}");
+    }
+    assert_eq!(Variant::named("correct"), Some(Variant::default()));
+    assert!(Variant::named("nonsense").is_none());
+}
