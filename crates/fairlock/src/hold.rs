@@ -570,13 +570,17 @@ impl PendingClaim {
                     return Ok(None);
                 }
                 let sent_at = Instant::now();
+                let changes = shared.conn().server_changes();
                 let hold = [(lock_key, owner.as_str(), token)];
                 let held = shared
                     .core()
                     .dialect()
                     .renew(shared.conn(), &hold, Some(lease))
                     .await?;
-                Ok(Some((held == [crate::protocol::Renewal::Held], sent_at)))
+                Ok(Some((
+                    held == [crate::protocol::Renewal::Held],
+                    (sent_at, changes),
+                )))
             },
         )
         .await;
@@ -586,8 +590,14 @@ impl PendingClaim {
             // once the replicas have it (a failover to one that missed it
             // would end the lock with the short grant); until then the hold
             // is believed no longer than the grant, which they have.
-            Ok(Some((true, sent_at))) => match shared.sync_replicas("claim").await {
-                Ok(()) => state.extend(sent_at + lease),
+            Ok(Some((true, (sent_at, changes)))) => match shared.sync_replicas("claim").await {
+                // Acknowledged by the replicas of the server that took the
+                // claim (none changed meanwhile: else the claim may be lost
+                // with the old master, and the grant's end stays the belief).
+                Ok(()) if shared.conn().server_changes() == changes => {
+                    state.extend(sent_at + lease)
+                }
+                Ok(()) => {}
                 Err(err) => events::record(Event::CleanupFailed {
                     lock: shared.name(),
                     owner,

@@ -479,6 +479,7 @@ async fn run(
                         .map(|((k, o), token, ..)| (k.as_str(), o.as_str(), *token))
                         .collect();
                     let sent_at = Instant::now();
+                    let changes = conn.server_changes();
                     let mut result = dialect.renew(conn, &holds, renewal).await;
                     // With min_replicas, a renewal is relied on only once the
                     // replicas have it: a failover to one of them must not
@@ -489,7 +490,14 @@ async fn run(
                         (&result, min_replicas, renewal, chunk.first())
                     {
                         let ((key, _), _, _, lock) = first;
-                        match conn.sync_replicas(lock.name(), key, wanted, timeout).await {
+                        // (Acknowledged by the replicas of another server than
+                        // the one renewed, after a failover, counts as none.)
+                        let synced = conn.sync_replicas(lock.name(), key, wanted, timeout).await;
+                        let synced = match synced {
+                            Ok(_) if conn.server_changes() != changes => Ok(0),
+                            synced => synced,
+                        };
+                        match synced {
                             Ok(acked) if acked >= wanted => {}
                             Ok(acked) => {
                                 result = Err(crate::error::Error::ReplicasNotSynced {

@@ -6,6 +6,7 @@
 //! caller's [`DisarmOnDrop`] undoes a reply that arrived but was never read.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -37,6 +38,11 @@ pub(super) struct Acquisition {
     pub(super) nonce: String,
     /// What its steps report (queued, handed over) for its record.
     pub(super) progress: Arc<Progress>,
+    /// [`Connection::server_changes`](crate::transport::Connection::server_changes)
+    /// when the last attempt was sent: the server that made a grant (by
+    /// its reply, or by the handoff its queue entry led to) is the one of
+    /// that moment. See [`acquire`](super::acquire)'s replica check.
+    pub(super) sent_changes: AtomicU64,
 }
 
 /// The caller's end of an attempt in flight.
@@ -49,6 +55,8 @@ impl Acquisition {
 
     /// Send one attempt (`queue`: wait in line when busy).
     pub(super) async fn send(self: &Arc<Self>, queue: bool) -> Result<Acquire> {
+        let changes = self.shared.conn().server_changes();
+        self.sent_changes.store(changes, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
         let acquisition = Arc::clone(self);
         self.shared.core().spawn_cleanup(async move {
