@@ -570,13 +570,15 @@ impl PendingClaim {
                     return Ok(None);
                 }
                 let sent_at = Instant::now();
-                let changes = shared.conn().server_changes();
                 let hold = [(lock_key, owner.as_str(), token)];
                 let held = shared
                     .core()
                     .dialect()
                     .renew(shared.conn(), &hold, Some(lease))
                     .await?;
+                // Read after the reply (a reload after NOSCRIPT on a new
+                // server ran after the change it reports).
+                let changes = shared.conn().server_changes();
                 Ok(Some((
                     held == [crate::protocol::Renewal::Held],
                     (sent_at, changes),

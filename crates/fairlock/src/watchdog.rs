@@ -479,8 +479,10 @@ async fn run(
                         .map(|((k, o), token, ..)| (k.as_str(), o.as_str(), *token))
                         .collect();
                     let sent_at = Instant::now();
-                    let changes = conn.server_changes();
                     let mut result = dialect.renew(conn, &holds, renewal).await;
+                    // Read after the reply (a reload after NOSCRIPT on a new
+                    // server ran after the change it reports).
+                    let changes = conn.server_changes();
                     // With min_replicas, a renewal is relied on only once the
                     // replicas have it: a failover to one of them must not
                     // lose a lease this client believes in. Not acknowledged

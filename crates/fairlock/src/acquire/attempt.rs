@@ -39,9 +39,11 @@ pub(super) struct Acquisition {
     /// What its steps report (queued, handed over) for its record.
     pub(super) progress: Arc<Progress>,
     /// [`Connection::server_changes`](crate::transport::Connection::server_changes)
-    /// when the last attempt was sent: the server that made a grant (by
-    /// its reply, or by the handoff its queue entry led to) is the one of
-    /// that moment. See [`acquire`](super::acquire)'s replica check.
+    /// when the last attempt's reply came: the server that made a grant (by
+    /// that reply, or by the handoff its queue entry led to) is the one of
+    /// that moment (read after the reply: a script reloaded after
+    /// `NOSCRIPT` on a new server runs after the change it reports). See
+    /// [`acquire`](super::acquire)'s replica check.
     pub(super) sent_changes: AtomicU64,
 }
 
@@ -55,8 +57,6 @@ impl Acquisition {
 
     /// Send one attempt (`queue`: wait in line when busy).
     pub(super) async fn send(self: &Arc<Self>, queue: bool) -> Result<Acquire> {
-        let changes = self.shared.conn().server_changes();
-        self.sent_changes.store(changes, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
         let acquisition = Arc::clone(self);
         self.shared.core().spawn_cleanup(async move {
@@ -92,6 +92,8 @@ impl Acquisition {
         let reply = (&mut pending.get_mut().0).await;
         // Taken: nothing to undo on drop.
         pending.disarm();
+        let changes = self.shared.conn().server_changes();
+        self.sent_changes.store(changes, Ordering::SeqCst);
         reply.map_err(|_| Error::Closed)?
     }
 
