@@ -10,7 +10,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
 
-use crate::history::{Failover, QueueLog};
+use crate::history::{Failover, QueueLog, combo};
 use crate::private_cluster;
 use crate::private_sentinel;
 use crate::{Failure, exit};
@@ -50,6 +50,9 @@ pub(super) struct Injected {
     /// Cluster: `CLUSTER FAILOVER`s, slot migrations of a busy lock.
     pub(super) cluster_failovers: u32,
     pub(super) migrations: u32,
+    /// Sentinel: `SENTINEL FAILOVER`s sent right after a handoff seen in
+    /// the fair queue (server time, µs).
+    pub(super) handoff_failovers: Vec<u64>,
     /// Each failover fault (server time, µs, and the locks it hit).
     pub(super) failovers: Vec<Failover>,
     /// When each fault hit (server time, µs) and whom: a worker's pid, or
@@ -307,7 +310,10 @@ impl<'a> Injector<'a> {
                 .inject_cluster_fault(workers, deadline, victim, at)
                 .await;
         }
-        let kind = self.rng.below(8);
+        // Faults of the server itself (BUSY scripts, floods, SCRIPT FLUSH:
+        // kinds 5 to 7) only where the run may change the server.
+        let kinds = if self.plan.server_faults { 8 } else { 5 };
+        let kind = self.rng.below(kinds);
         // Network and server faults hit every worker.
         let hit = if kind < 2 { workers.pid(victim) } else { 0 };
         self.injected.hits.push((at, hit));
@@ -429,6 +435,15 @@ impl<'a> Injector<'a> {
                 }
             }
             (_, Some(_)) => {
+                // Half of them right after a handoff, when the run draws
+                // that combination.
+                let at_handoff = self.plan.combos.contains(&combo::FAILOVER_AT_HANDOFF)
+                    && self.rng.below(2) == 0
+                    && self.await_handoff().await;
+                let at = match at_handoff {
+                    true => server_time_us(&mut self.conn).await?,
+                    false => at,
+                };
                 let asked: Option<String> = query(
                     &self.sentinel_url(),
                     redis::cmd("SENTINEL")
@@ -438,6 +453,9 @@ impl<'a> Injector<'a> {
                 .await;
                 if asked.is_some() {
                     self.injected.sentinel_failovers += 1;
+                    if at_handoff {
+                        self.injected.handoff_failovers.push(at);
+                    }
                     self.failed_over(Failover::of_all(at, "SENTINEL FAILOVER"));
                 }
             }
@@ -445,6 +463,29 @@ impl<'a> Injector<'a> {
         }
         self.next_fault = Instant::now() + Duration::from_millis(1500 + self.rng.below(1500));
         Ok(())
+    }
+
+    /// Watch the first fair lock for up to 3 s until its holder changes
+    /// from one owner to another (a handoff): `true` as soon as it did.
+    async fn await_handoff(&mut self) -> bool {
+        let Some((_, lock)) = self.locks.first() else {
+            return false;
+        };
+        let lock = lock.clone();
+        let holder = |info: fairlock::LockInfo| info.holders.first().map(|h| h.owner.clone());
+        let until = Instant::now() + Duration::from_secs(3);
+        let mut previous = lock.inspect().await.ok().and_then(holder);
+        while Instant::now() < until {
+            let now = lock.inspect().await.ok().and_then(holder);
+            if previous.is_some() && now.is_some() && now != previous {
+                return true;
+            }
+            if now.is_some() {
+                previous = now;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        false
     }
 
     fn failed_over(&mut self, failover: Failover) {

@@ -30,6 +30,7 @@
 //! `workload.rs` the worker processes, `faults.rs` the fault injection and
 //! `report.rs` the checks and the summary.
 
+mod combos;
 mod faults;
 mod report;
 mod stage;
@@ -43,7 +44,7 @@ use nix::sys::signal::Signal;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use tokio::sync::watch;
 
-use crate::history::{self, Bounds, Failovers};
+use crate::history::{self, Bounds, Failovers, combo};
 use crate::private_cluster::{self, PrivateCluster};
 use crate::private_redis::PrivateRedis;
 use crate::private_sentinel::{self, PrivateSentinel};
@@ -52,7 +53,7 @@ use crate::{Cli, Failure, LockSettings, duration, exit};
 
 use faults::Injector;
 use report::{check, collect, print_summary};
-use stage::{Deployment, lock_deployment, prepare, spread_locks};
+use stage::{ChangedSetting, Deployment, Stage, lock_deployment, prepare, spread_locks};
 use workload::{Reports, Workers};
 pub(crate) use workload::{WorkerArgs, worker};
 
@@ -85,8 +86,70 @@ pub(crate) struct TortureArgs {
     /// sentinel and cluster start their own deployment: they refuse --redis.
     #[arg(long, value_enum, default_value_t = Topology::Standalone)]
     topology: Topology,
+    /// The feature combinations rounds draw besides ordinary rounds
+    /// (comma-separated), or none. Default: every one the topology allows.
+    /// A run that drew one but never exercised it ends inconclusive.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
+    combinations: Option<Vec<Combination>>,
+    /// Against a server it did not start (--redis or $REDIS_URL), inject
+    /// the faults that change the server for every client, not only the
+    /// torture's: `CONFIG SET busy-reply-threshold 100` (restored at the
+    /// end, also after an error or a stop signal), 300 ms BUSY scripts,
+    /// `SCRIPT FLUSH` and PUBLISH floods on every subscribed channel.
+    /// Without it such a server only sees the torture's own locks and keys
+    /// (the faults of the workers and of their connections, through a
+    /// proxy, go on). A private server always gets them all.
+    #[arg(long)]
+    server_faults: bool,
     #[command(flatten)]
     settings: LockSettings,
+}
+
+/// A feature combination a round may draw (see `history::combo`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Combination {
+    /// A re-entry with another lease kind than its hold's (watchdog,
+    /// explicit, longer or shorter).
+    ReentryLease,
+    /// Several tasks acquiring at once under one explicit owner.
+    SharedOwner,
+    /// A force-unlock right after a release (during the handoff).
+    ForceUnlockAtHandoff,
+    /// Names that spell another lock's keys (must be refused under
+    /// redisson).
+    NameProbe,
+    /// Application data (a hash, a string) under a lock's key: refused,
+    /// left untouched (standalone only).
+    ForeignData,
+    /// A SENTINEL FAILOVER right after a handoff, half the workers
+    /// waiting for a replica (min_replicas) (sentinel, with faults).
+    FailoverAtHandoff,
+    /// None of them.
+    None,
+}
+
+impl Combination {
+    /// Its name in the history.
+    fn name(self) -> Option<&'static str> {
+        Some(match self {
+            Combination::ReentryLease => combo::REENTRY_LEASE,
+            Combination::SharedOwner => combo::SHARED_OWNER,
+            Combination::ForceUnlockAtHandoff => combo::FORCE_UNLOCK_AT_HANDOFF,
+            Combination::NameProbe => combo::NAME_PROBE,
+            Combination::ForeignData => combo::FOREIGN_DATA,
+            Combination::FailoverAtHandoff => combo::FAILOVER_AT_HANDOFF,
+            Combination::None => return None,
+        })
+    }
+
+    /// Whether a run of `topology` (with faults or not) can draw it.
+    fn applies(self, topology: Topology, faults: bool) -> bool {
+        match self {
+            Combination::ForeignData => topology == Topology::Standalone,
+            Combination::FailoverAtHandoff => topology == Topology::Sentinel && faults,
+            _ => true,
+        }
+    }
 }
 
 /// The Redis deployment a torture runs on.
@@ -170,17 +233,44 @@ struct Plan {
     lease: Duration,
     /// How long a paused worker stays stopped: past the lease.
     pause_for: Duration,
+    /// The combinations drawn (`history::combo` names).
+    combos: Vec<&'static str>,
+    /// The torture started the server (or deployment) itself.
+    private: bool,
+    /// Faults that change the server for every client: on a private
+    /// server, or with --server-faults.
+    server_faults: bool,
 }
 
 impl Plan {
     fn new(cli: &Cli, args: &TortureArgs) -> Self {
         let settings = cli.settings(&args.settings);
         let lease = lease(&settings);
+        let faults = !args.no_faults;
+        let all = [
+            Combination::ReentryLease,
+            Combination::SharedOwner,
+            Combination::ForceUnlockAtHandoff,
+            Combination::NameProbe,
+            Combination::ForeignData,
+            Combination::FailoverAtHandoff,
+        ];
+        let chosen = args.combinations.as_deref().unwrap_or(&all);
+        let combos = chosen
+            .iter()
+            .filter(|c| c.applies(args.topology, faults))
+            .filter_map(|c| c.name())
+            .collect();
+        // Sentinel and Cluster deployments are always the torture's own.
+        let private = args.topology != Topology::Standalone || cli.explicit_url().is_none();
         Self {
+            combos,
+            private,
+            server_faults: private || args.server_faults,
             duration: args.duration,
             processes: args.processes,
             tasks: args.tasks,
-            faults: !args.no_faults,
+            faults,
             topology: args.topology,
             protocol: cli.protocol,
             settings,
@@ -200,7 +290,36 @@ impl Plan {
             self.tasks,
             if self.faults { "on" } else { "off" },
             duration::format(self.lease),
-        )
+        ) + &self.banner_more()
+    }
+
+    /// What the banner says besides: server faults refused on a server it
+    /// did not start, the combinations drawn.
+    fn banner_more(&self) -> String {
+        let mut more = String::new();
+        if self.faults && !self.server_faults {
+            more += "\nserver faults off: a server this run did not start (--server-faults \
+                     to inject BUSY scripts, SCRIPT FLUSH, PUBLISH floods)";
+        }
+        more += &format!(
+            "\ncombinations drawn: {}",
+            if self.combos.is_empty() {
+                "none".to_owned()
+            } else {
+                self.combos.join(", ")
+            }
+        );
+        more
+    }
+
+    /// The combinations the workers draw (the orchestrator draws failovers
+    /// at handoffs itself).
+    fn worker_combos(&self) -> Vec<&'static str> {
+        self.combos
+            .iter()
+            .copied()
+            .filter(|c| *c != combo::FAILOVER_AT_HANDOFF)
+            .collect()
     }
 
     /// The inputs of the liveness bound.
@@ -319,15 +438,26 @@ async fn run_against(
     deployment: Deployment,
 ) -> Result<u8, Failure> {
     let stage = prepare(cli, plan, url, deployment).await?;
+    let result = run_on(cli, plan, &stage).await;
+    if let Some(changed) = &stage.changed {
+        changed.restore().await;
+    }
+    stage.observer.shutdown().await;
+    result
+}
+
+/// The run on a prepared stage: everything but undoing what `prepare`
+/// changed on the server.
+async fn run_on(cli: &Cli, plan: &Plan, stage: &Stage) -> Result<u8, Failure> {
     println!("{}", plan.banner());
-    let stop = StopSignals::listen()?;
+    let stop = StopSignals::listen(stage.changed.clone())?;
     let reports = Arc::new(Reports::default());
     let started = Instant::now();
     let mut clock = stage.conn.clone();
     let started_us = server_time_us(&mut clock).await?;
     let deadline = started + plan.duration;
-    let mut workers = Workers::start(cli, plan, &stage, &reports)?;
-    let mut injector = Injector::new(plan, &stage, workers.seed)?;
+    let mut workers = Workers::start(cli, plan, stage, &reports)?;
+    let mut injector = Injector::new(plan, stage, workers.seed)?;
     let end = injector.run(&mut workers, started, deadline, &stop).await;
     let early = end.why().map(|why| {
         format!(
@@ -347,7 +477,13 @@ async fn run_against(
         settle_us: plan.failover_time().as_micros() as u64,
         window_us: plan.failover_window().as_micros() as u64,
     };
-    let mut verdict = check(plan, &history, injector.queues, &failovers);
+    let mut verdict = check(
+        plan,
+        &history,
+        injector.queues,
+        &failovers,
+        &injector.injected,
+    );
     verdict.stall = history::longest_stall(&history.events, started_us, ended_us);
     verdict.stall.1 = verdict.stall.1.saturating_sub(started_us);
     print_summary(
@@ -358,9 +494,8 @@ async fn run_against(
         started.elapsed(),
         early.as_deref(),
     );
-    stage.observer.shutdown().await;
     match end {
-        End::Deadline => Ok(if verdict.violations() == 0 { 0 } else { 1 }),
+        End::Deadline => Ok(verdict.exit_code()),
         End::Failed(failure) => Err(failure),
         End::Signal(signal) => Ok(128 + signal as u8),
     }
@@ -372,7 +507,8 @@ async fn run_against(
 struct StopSignals(watch::Receiver<i32>);
 
 impl StopSignals {
-    fn listen() -> Result<Self, Failure> {
+    /// `changed`: a setting to restore before exiting at once.
+    fn listen(changed: Option<ChangedSetting>) -> Result<Self, Failure> {
         use tokio::signal::unix::{SignalKind, signal};
         let listen = |kind: SignalKind| {
             signal(kind)
@@ -391,6 +527,9 @@ impl StopSignals {
                 };
                 if *tx.borrow() != 0 {
                     eprintln!("torture: {signal} again: exiting at once, without the summary");
+                    if let Some(changed) = &changed {
+                        changed.restore_blocking();
+                    }
                     std::process::exit(128 + signal as i32);
                 }
                 let _ = tx.send(signal as i32);

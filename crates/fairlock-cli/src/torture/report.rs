@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use fairlock::Protocol;
 
-use crate::history::{self, Event, Failovers, Hold, QueueLog, Report};
+use std::collections::BTreeMap;
+
+use crate::exit;
+use crate::history::{self, Event, Failovers, Hold, QueueLog, Report, Tally, combo};
 
 use super::faults::Injected;
 use super::workload::Reports;
@@ -57,19 +60,61 @@ pub(super) struct Verdict {
     /// The longest stretch without a grant (µs), and when it began (µs
     /// into the run).
     pub(super) stall: (u64, u64),
+    /// Per combination the run meant to test: drawn, checked.
+    tallies: Vec<(&'static str, Tally)>,
+    /// Calls the library answered otherwise than it should, grouped, with
+    /// how often each was seen.
+    findings: Vec<(String, usize)>,
+    /// Why the run proves nothing, if it does not: what it meant to check
+    /// and never did.
+    inconclusive: Vec<String>,
 }
 
 impl Verdict {
     pub(super) fn violations(&self) -> usize {
         self.report.violations() + self.forged_holds
     }
+
+    fn findings(&self) -> usize {
+        self.findings.iter().map(|(_, n)| n).sum()
+    }
+
+    /// 1 for a violation or a finding, else 2 when inconclusive, else 0.
+    pub(super) fn exit_code(&self) -> u8 {
+        if self.violations() > 0 || self.findings() > 0 {
+            exit::DECLINED_OR_FAILED
+        } else if !self.inconclusive.is_empty() {
+            exit::INCONCLUSIVE
+        } else {
+            0
+        }
+    }
+
+    /// The last line of the summary.
+    fn line(&self) -> String {
+        match (self.violations(), self.findings()) {
+            (0, 0) if self.inconclusive.is_empty() => "verdict: passed".to_owned(),
+            (0, 0) => format!(
+                "verdict: inconclusive: {} (a run that checked nothing proves nothing)",
+                self.inconclusive.join("; ")
+            ),
+            (0, _) => "verdict: failed: findings (the library answered otherwise than it should)"
+                .to_owned(),
+            _ => "verdict: failed: violations".to_owned(),
+        }
+    }
 }
+
+/// A failover timed at a handoff is checked when a hold began this long
+/// before it at most (µs): the handoff it followed.
+const FAILOVER_HANDOFF_US: u64 = 500_000;
 
 pub(super) fn check(
     plan: &Plan,
     history: &History,
     queues: HashMap<String, QueueLog>,
     failovers: &Failovers,
+    injected: &Injected,
 ) -> Verdict {
     let report = history::check(
         &history.events,
@@ -86,12 +131,68 @@ pub(super) fn check(
             |e| matches!(e, Event::Hold(Hold { token: Some(t), .. }) if *t >= 9_000_000_000_000_000_000),
         )
         .count();
+    let mut counted = history::tally(&history.events);
+    let starts: Vec<u64> = history
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Hold(hold) => Some(hold.start),
+            _ => None,
+        })
+        .collect();
+    let at_handoff = counted
+        .entry(combo::FAILOVER_AT_HANDOFF.to_owned())
+        .or_default();
+    for &at in &injected.handoff_failovers {
+        at_handoff.drawn += 1;
+        if starts
+            .iter()
+            .any(|&s| s <= at && at - s <= FAILOVER_HANDOFF_US)
+        {
+            at_handoff.checked += 1;
+        }
+    }
+    let tallies: Vec<(&'static str, Tally)> = plan
+        .combos
+        .iter()
+        .map(|c| (*c, counted.get(*c).copied().unwrap_or_default()))
+        .collect();
+    let mut grouped: BTreeMap<String, usize> = BTreeMap::new();
+    for event in &history.events {
+        if let Event::Answer {
+            combo,
+            target,
+            op,
+            answer,
+            ok: false,
+        } = event
+        {
+            *grouped
+                .entry(format!("{combo}: {op} of {target} answered {answer}"))
+                .or_default() += 1;
+        }
+    }
+    let mut inconclusive = Vec::new();
+    if report.holds == 0 {
+        inconclusive.push("no hold was recorded".to_owned());
+    }
+    if report.fifo_pairs_checked == 0 {
+        inconclusive.push("no queue-order pair was checked".to_owned());
+    }
+    for (name, tally) in &tallies {
+        if tally.checked == 0 {
+            inconclusive.push(format!("{name} drawn {} times, checked none", tally.drawn));
+        }
+    }
     Verdict {
         report,
         forged_holds,
         recovery: failovers.recovery(&history.events),
         lost: failovers.lost(&history.events),
         stall: (0, 0),
+        tallies,
+        findings: grouped.into_iter().collect(),
+        inconclusive,
     }
 }
 
@@ -229,5 +330,27 @@ pub(super) fn print_summary(
         verdict.stall.1 as f64 / 1e6
     );
     println!("forged tokens held: {}", verdict.forged_holds);
+    println!(
+        "overlaps that started after a force-unlock (the revoked holder had not heard yet, not \
+         counted as violations): {}",
+        report.revoked_overlaps
+    );
+    println!(
+        "application data changed by lock calls: {}",
+        report.data_changed
+    );
+    if !verdict.tallies.is_empty() {
+        let per: Vec<String> = verdict
+            .tallies
+            .iter()
+            .map(|(name, t)| format!("{name} {} drawn, {} checked", t.drawn, t.checked))
+            .collect();
+        println!("combinations: {}", per.join("; "));
+    }
+    println!("findings: {}", verdict.findings());
+    for (finding, times) in &verdict.findings {
+        println!("  {finding} (x{times})");
+    }
     println!("violations: {}", verdict.violations());
+    println!("{}", verdict.line());
 }

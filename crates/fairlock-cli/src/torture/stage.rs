@@ -2,6 +2,7 @@
 //! proxy.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use fairlock::LockClient;
 use redis::aio::MultiplexedConnection;
@@ -116,6 +117,9 @@ pub(super) struct Stage {
     pub(super) fair_locks: Vec<String>,
     /// Cluster only: every lock's hash slot.
     pub(super) slots: Vec<(String, u16)>,
+    /// A server setting to restore at the end (a server the run did not
+    /// start, with --server-faults).
+    pub(super) changed: Option<ChangedSetting>,
 }
 
 /// Connect, let BUSY scripts answer BUSY after 100 ms, start the fault
@@ -141,13 +145,14 @@ pub(super) async fn prepare(
         _ => url.clone(),
     };
     let mut conn = raw_connection(&clock_url).await?;
-    // A busy script answers BUSY to everyone else after 100 ms.
-    let _: redis::RedisResult<()> = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("busy-reply-threshold")
-        .arg("100")
-        .query_async(&mut conn)
-        .await;
+    // A busy script answers BUSY to everyone else after 100 ms: a change
+    // of the server, undone at the end when the server is not ours.
+    let changed = match plan.server_faults {
+        true => ChangedSetting::set(&mut conn, &clock_url, "busy-reply-threshold", "100")
+            .await
+            .filter(|_| !plan.private),
+        false => None,
+    };
     // Workers reach a standalone Redis through the fault proxy.
     let proxy = match sentinel.is_some() || cluster.is_some() {
         true => None,
@@ -177,5 +182,94 @@ pub(super) async fn prepare(
         cluster,
         fair_locks,
         slots,
+        changed,
     })
+}
+
+/// A server setting the run changed, with the value to restore.
+#[derive(Clone, Debug)]
+pub(super) struct ChangedSetting {
+    url: String,
+    name: &'static str,
+    old: String,
+}
+
+impl ChangedSetting {
+    /// `CONFIG SET name value`, after reading the old value: the change,
+    /// or `None` when the server has no such setting or refused.
+    async fn set(
+        conn: &mut MultiplexedConnection,
+        url: &str,
+        name: &'static str,
+        value: &str,
+    ) -> Option<Self> {
+        let old: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query_async(conn)
+            .await
+            .ok()?;
+        let old = old.get(1)?.clone();
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query_async::<()>(conn)
+            .await
+            .ok()?;
+        Some(Self {
+            url: url.to_owned(),
+            name,
+            old,
+        })
+    }
+
+    fn command(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("SET").arg(self.name).arg(&self.old);
+        cmd
+    }
+
+    /// Set the old value again, retried for 3 s (the run's last BUSY
+    /// script may still run); a failure is said on stderr.
+    pub(super) async fn restore(&self) {
+        let give_up = Instant::now() + Duration::from_secs(3);
+        loop {
+            let error = match raw_connection(&self.url).await {
+                Ok(mut conn) => match self.command().query_async::<()>(&mut conn).await {
+                    Ok(()) => return,
+                    Err(e) => e.to_string(),
+                },
+                Err(e) => e.message,
+            };
+            if Instant::now() >= give_up {
+                self.report(&error);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// [`restore`](Self::restore), blocking, one attempt of at most 2 s
+    /// (before exiting at once).
+    pub(super) fn restore_blocking(&self) {
+        let timeout = Duration::from_secs(2);
+        let result = redis::Client::open(self.url.as_str()).and_then(|client| {
+            let mut conn = client.get_connection_with_timeout(timeout)?;
+            conn.set_read_timeout(Some(timeout))?;
+            conn.set_write_timeout(Some(timeout))?;
+            self.command().query::<()>(&mut conn)
+        });
+        if let Err(e) = result {
+            self.report(&e.to_string());
+        }
+    }
+
+    fn report(&self, error: &str) {
+        eprintln!(
+            "torture: could not restore {} to {:?} on the server: {error}; set it back by hand \
+             (CONFIG SET {} {:?})",
+            self.name, self.old, self.name, self.old
+        );
+    }
 }

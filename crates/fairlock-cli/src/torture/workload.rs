@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{AcquireOptions, LockClient, Owner};
+use fairlock::{AcquireOptions, ClientConfig, LockClient, Owner};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use redis::aio::ConnectionManager;
@@ -15,9 +15,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::task::JoinHandle;
 
-use crate::history::{Event, Hold};
-use crate::{Cli, Failure, LockSettings, duration, exit};
+use crate::history::{Event, Hold, combo};
+use crate::{Cli, Failure, LockSettings, duration, exit, failure};
 
+use super::combos::Round;
 use super::stage::Stage;
 use super::{FAIR, MAX_HOLD_MS, PLAIN, Plan, Rng, StopSignals, server_time_us};
 
@@ -35,9 +36,21 @@ pub(crate) struct WorkerArgs {
     /// The fair locks to take (one at random each fair round).
     #[arg(long, value_delimiter = ',', default_value = FAIR)]
     fair_locks: Vec<String>,
+    /// The combinations to draw besides ordinary rounds (`history::combo`
+    /// names; none by default).
+    #[arg(long, value_delimiter = ',')]
+    combos: Vec<String>,
+    /// Replicas that must acknowledge every acquisition and release.
+    #[arg(long, default_value_t = 0)]
+    min_replicas: u32,
     #[command(flatten)]
     settings: LockSettings,
 }
+
+/// How often a round draws a combination (percent), when any is enabled.
+const COMBINATION_PERCENT: u64 = 40;
+/// How long a worker with `--min-replicas` waits for the replicas.
+const REPLICA_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long workers get, after the run, to release their locks and exit.
 pub(super) const WIND_DOWN: Duration = Duration::from_secs(10);
 /// How long the rest of the workers' output may take to be read once they
@@ -80,7 +93,17 @@ impl EventOut {
 pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> {
     let url = cli.url();
     let clock = args.clock.clone().unwrap_or_else(|| url.clone());
-    let client = cli.connect(&url, &cli.settings(&args.settings)).await?;
+    let mut config = cli.config(
+        &url,
+        &cli.settings(&args.settings),
+        ClientConfig::DEFAULT_LEASE,
+    )?;
+    if args.min_replicas > 0 {
+        config = config.min_replicas(args.min_replicas, REPLICA_TIMEOUT);
+    }
+    let client = LockClient::with_config(config)
+        .await
+        .map_err(failure::connect_failure)?;
     let out = EventOut::stdout();
     out.write(&Event::Client {
         pid: std::process::id(),
@@ -89,9 +112,12 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     .await;
     let deadline = Instant::now() + args.duration;
     let fair_locks: Arc<[String]> = args.fair_locks.clone().into();
+    let combos: Arc<[String]> = args.combos.clone().into();
+    let protocol = cli.protocol;
     let mut tasks = Vec::new();
     for t in 0..args.tasks {
         let fair_locks = Arc::clone(&fair_locks);
+        let combos = Arc::clone(&combos);
         let client = client.clone();
         let out = out.clone();
         let mut conn = time_connection(&clock).await?;
@@ -99,17 +125,52 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
         // Reused by some non-fair rounds: a new hold of an owner whose
         // earlier hold was lost (a pause) must not be touched by the old guard.
         let owner = client.new_owner();
+        // Shared by the tasks a shared-owner round starts.
+        let shared = client.new_owner();
         tasks.push(tokio::spawn(async move {
+            let mut rounds = 0u64;
             while Instant::now() < deadline {
+                rounds += 1;
+                let drawn = (!combos.is_empty() && rng.below(100) < COMBINATION_PERCENT)
+                    .then(|| combos[rng.below(combos.len() as u64) as usize].clone());
+                if let Some(combo) = &drawn {
+                    out.write(&Event::Drawn {
+                        combo: combo.clone(),
+                    })
+                    .await;
+                }
                 // A round still waiting at the deadline is dropped (the
                 // waiter leaves its queue): the run ends on time.
-                let round = one_round(&client, &mut conn, &mut rng, &owner, &fair_locks);
-                let event = match tokio::time::timeout_at(deadline.into(), round).await {
-                    Ok(Ok(event)) => event,
+                let round = async {
+                    match &drawn {
+                        None => one_round(&client, &mut conn, &mut rng, &owner, &fair_locks)
+                            .await
+                            .map(|event| vec![event]),
+                        Some(combo) => {
+                            let mut round = Round {
+                                client: &client,
+                                conn: &mut conn,
+                                rng: &mut rng,
+                                fair_locks: &fair_locks,
+                                protocol,
+                                shared: &shared,
+                                fresh_name: format!(
+                                    "torture-data-{}-{t}-{rounds}",
+                                    std::process::id()
+                                ),
+                            };
+                            round.run(combo).await
+                        }
+                    }
+                };
+                let events = match tokio::time::timeout_at(deadline.into(), round).await {
+                    Ok(Ok(events)) => events,
                     Ok(Err(_)) => continue,
                     Err(_) => break,
                 };
-                out.write(&event).await;
+                for event in &events {
+                    out.write(event).await;
+                }
             }
         }));
     }
@@ -188,6 +249,8 @@ pub(super) async fn one_round(
         start,
         end,
         valid,
+        combo: String::new(),
+        reentry: false,
     });
     let _ = guard.unlock().await;
     Ok(event)
@@ -334,6 +397,18 @@ impl<'a> Workers<'a> {
             .args(["--seed", &seed.to_string()])
             .args(["--clock", self.clock])
             .args(["--fair-locks", &self.fair_locks])
+            .args(["--combos", &self.plan.worker_combos().join(",")])
+            // Under Sentinel, failovers at handoffs meet clients that wait
+            // for a replica after each acquisition and release (half the
+            // workers).
+            .args([
+                "--min-replicas",
+                if self.plan.combos.contains(&combo::FAILOVER_AT_HANDOFF) && rng.below(2) == 0 {
+                    "1"
+                } else {
+                    "0"
+                },
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
