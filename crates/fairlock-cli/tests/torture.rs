@@ -119,7 +119,8 @@ fn torture_redisson_default_slot_ends_on_time() {
     assert_eq!(number_after(&summary, "violations:"), 0, "{summary}");
 }
 
-/// A torture of 60 s in the background, stdout and stderr piped.
+/// A torture of 60 s in the background, stdout and stderr piped (without
+/// combinations, as the quick runs).
 fn torture_in_background(server: &RedisServer) -> Child {
     Command::new(env!("CARGO_BIN_EXE_fairlock"))
         .args(["--redis", &server.url()])
@@ -131,6 +132,8 @@ fn torture_in_background(server: &RedisServer) -> Child {
             "2",
             "--tasks",
             "2",
+            "--combinations",
+            "none",
         ])
         .env_remove("REDIS_URL")
         .stdout(Stdio::piped())
