@@ -85,6 +85,18 @@ impl HeldState {
         });
     }
 
+    /// The server acknowledged by the replicas keeps the hold only until
+    /// `until`: never believe it longer.
+    pub(crate) fn cap(&self, until: Instant) {
+        self.status.send_if_modified(|status| {
+            let earlier = until < status.expires;
+            if earlier {
+                status.expires = until;
+            }
+            earlier
+        });
+    }
+
     /// A renewal confirmed the lease until `expires`.
     pub(crate) fn extend(&self, expires: Instant) {
         self.status.send_if_modified(|status| {
@@ -488,17 +500,33 @@ async fn run(
                     // lose a lease this client believes in. Not acknowledged
                     // in time counts as a failed renewal (retried soon; the
                     // hold is lost once the lease last confirmed ran out).
+                    // Each renewed hold is proven on the server the WAIT
+                    // goes to, and believed no longer than that server keeps
+                    // it (`held_until`).
+                    let mut held_until = None;
                     if let (Ok(_), Some((wanted, timeout)), Some(_), Some(first)) =
                         (&result, min_replicas, renewal, chunk.first())
                     {
                         let ((key, _), _, _, lock) = first;
-                        // (Acknowledged by the replicas of another server than
-                        // the one renewed, after a failover, counts as none.)
-                        let synced = conn.sync_replicas(lock.name(), key, wanted, timeout).await;
-                        let synced = match synced {
-                            Ok(_) if conn.server_changes() != changes => Ok(0),
-                            synced => synced,
-                        };
+                        let proofs: Vec<_> = chunk
+                            .iter()
+                            .map(|((_, owner), token, _, lock)| lock.hold_proof(owner, *token))
+                            .collect();
+                        let synced = conn
+                            .sync_replicas(lock.name(), key, wanted, timeout, &proofs)
+                            .await;
+                        // Acknowledged by the replicas of another server than
+                        // the one renewed (a failover in between), or a hold
+                        // that server does not have: counts as none.
+                        let synced = synced.map(|synced| {
+                            let proven = synced.held_until.iter().all(Option::is_some);
+                            if proven && conn.server_changes() == changes {
+                                held_until = Some(synced.held_until);
+                                synced.acked
+                            } else {
+                                0
+                            }
+                        });
                         match synced {
                             Ok(acked) if acked >= wanted => {}
                             Ok(acked) => {
@@ -513,18 +541,18 @@ async fn run(
                             Err(err) => result = Err(err),
                         }
                     }
-                    (chunk, sent_at, result)
+                    (chunk, sent_at, result, held_until)
                 }
             })
             .collect();
-        while let Some((chunk, sent_at, result)) = calls.next().await {
+        while let Some((chunk, sent_at, result, held_until)) = calls.next().await {
             let mut map = locked(&entries);
             match result {
                 Ok(found) => {
                     // Read once per answer: it survived (or not) whatever
                     // change came before it.
                     let changes = conn.server_changes();
-                    for ((key, _, state, _), found) in chunk.iter().zip(found) {
+                    for (i, ((key, _, state, _), found)) in chunk.iter().zip(found).enumerate() {
                         // Released (or replaced) meanwhile: the answer no longer matters.
                         let Some(entry) = map.get_mut(key).filter(|e| Arc::ptr_eq(&e.state, state))
                         else {
@@ -548,7 +576,13 @@ async fn run(
                             entry.revoked = false;
                             entry.failing = false;
                             if !check_only {
-                                entry.state.extend(sent_at + lease);
+                                let until = sent_at + lease;
+                                let held = held_until
+                                    .as_ref()
+                                    .and_then(|h| h.get(i).copied().flatten());
+                                entry
+                                    .state
+                                    .extend(held.map_or(until, |held| held.min(until)));
                                 events.record(Event::Renewed {
                                     lock: entry.lock.name(),
                                 });

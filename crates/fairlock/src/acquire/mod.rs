@@ -241,7 +241,11 @@ pub(crate) async fn acquire(
             // too few replicas have it. Dropping this future meanwhile drops
             // the armed hold, which releases it in the background.
             Some(mut hold) if core.config().min_replicas.is_some() => {
-                let synced = acquisition.shared.sync_replicas("acquisition").await;
+                let hold_ref = hold.get();
+                let synced = acquisition
+                    .shared
+                    .sync_replicas("acquisition", Some((hold_ref.owner(), hold_ref.token())))
+                    .await;
                 // The replicas acknowledged what the server of *now* has: if
                 // it changed since the attempt that made the grant (a
                 // failover), the grant may be lost with the old master, and
@@ -249,7 +253,7 @@ pub(crate) async fn acquire(
                 let changed = acquisition.shared.conn().server_changes()
                     != acquisition.sent_changes.load(Ordering::SeqCst);
                 let synced = match synced {
-                    Ok(()) if changed => Err(Error::ReplicasNotSynced {
+                    Ok(_) if changed => Err(Error::ReplicasNotSynced {
                         name: acquisition.name().to_owned(),
                         what: "acquisition",
                         wanted: core.config().min_replicas.map_or(0, |(n, _)| n),
@@ -262,7 +266,14 @@ pub(crate) async fn acquire(
                     synced => synced,
                 };
                 match synced {
-                    Ok(()) => Ok(Some(hold)),
+                    Ok(held_until) => {
+                        // Believed no longer than the acknowledged server
+                        // keeps it.
+                        if let Some(held_until) = held_until {
+                            hold.get().state().cap(held_until);
+                        }
+                        Ok(Some(hold))
+                    }
                     Err(err) => {
                         hold.disarm();
                         let _ = hold.get().release_unsynced().await;
