@@ -82,3 +82,50 @@ async fn a_grant_recheck_without_an_answer_leaves_no_ghost_hold() {
     waiter.shutdown().await;
     other.shutdown().await;
 }
+
+/// The same re-check, cancelled while its call is in flight (the caller's
+/// timeout fires): the hold it was checking is released from the
+/// background, nothing is left held, and the next client takes the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_recheck_cancelled_midway_leaves_nothing_held() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let waiter = LockClient::with_config(
+        fairlock::ClientConfig::from_url(&proxy.url())
+            .unwrap()
+            .protocol(Protocol::Native)
+            .response_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap();
+    let other = client(&server, Protocol::Native).await;
+    let name = "recheck-cancelled";
+    let warm = waiter.fair_lock(name).unwrap().lock().await.unwrap();
+    let owner = warm.owner().to_string();
+    let client_id = owner.rsplit_once(':').unwrap().0.to_owned();
+    warm.unlock().await.unwrap();
+
+    proxy.delay_command_replies(Duration::from_millis(600));
+    let lock = waiter.fair_lock(name).unwrap();
+    let attempt = tokio::time::timeout(Duration::from_millis(900), lock.lock());
+    let forge = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let _: i64 = server.cmd(&["PUBLISH", &format!("fairlock:revoked:{client_id}"), "forged"]);
+    };
+    let (outcome, ()) = tokio::join!(attempt, forge);
+    // Cancelled during the check (its reply was due at ~1.2 s).
+    assert!(outcome.is_err(), "the check answered before the timeout: {outcome:?}");
+    proxy.delay_command_replies(Duration::ZERO);
+    waiter.flush().await;
+    let taken = other
+        .fair_lock(name)
+        .unwrap()
+        .try_lock_for(Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(taken.is_some(), "the cancelled acquisition left the lock held");
+    taken.unwrap().unlock().await.unwrap();
+    assert!(!is_held(&server, Protocol::Native, name));
+    waiter.shutdown().await;
+    other.shutdown().await;
+}
