@@ -24,7 +24,6 @@ use support::{RedisServer, client, is_held};
 /// The single worker makes the order deterministic: the attempt is spawned
 /// after the release, into the worker's LIFO slot, so it goes out first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-#[ignore = "open: a failed grant re-check releases a token the next attempt re-claims (ghost hold)"]
 async fn a_grant_recheck_without_an_answer_leaves_no_ghost_hold() {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port());

@@ -121,7 +121,6 @@ fn linked(replica: &RedisServer) -> bool {
 /// acknowledges R's own writes: the waiter returns a guard for a grant no
 /// replica ever had, and the new master gives the lock to someone else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: with min_replicas, a WAIT after a failover acknowledges the new master, not the grant"]
 async fn a_replica_ack_after_a_failover_does_not_confirm_a_lost_grant() {
     let master = RedisServer::start();
     let stream = Proxy::start(master.port());
