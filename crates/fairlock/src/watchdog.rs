@@ -265,9 +265,11 @@ impl Watchdog {
             Arc::downgrade(&check_now),
             dialect,
             conn.clone(),
-            lease,
-            interval,
-            min_replicas,
+            Schedule {
+                lease,
+                interval,
+                min_replicas,
+            },
             Arc::clone(&events),
         ));
         Self {
@@ -416,16 +418,31 @@ impl Watchdog {
 /// The shortest time between two checks of every hold.
 const CHECK_GAP: Duration = Duration::from_millis(50);
 
+/// The watchdog's settings: the lease it renews to, how often, and the
+/// replicas a renewal must reach before it is believed.
+#[derive(Clone, Copy)]
+struct Schedule {
+    lease: Duration,
+    interval: Duration,
+    min_replicas: Option<(u32, Duration)>,
+}
+
+/// One hold in a round of renewals or checks: its key, token, state and lock.
+type Batched = (Key, Option<u64>, Arc<HeldState>, Arc<ProtocolLock>);
+
 async fn run(
     entries: Weak<Entries>,
     check_now: Weak<Notify>,
     dialect: Dialect,
     conn: Connection,
-    lease: Duration,
-    interval: Duration,
-    min_replicas: Option<(u32, Duration)>,
+    schedule: Schedule,
     events: Arc<Recorder>,
 ) {
+    let Schedule {
+        lease,
+        interval,
+        min_replicas,
+    } = schedule;
     // After a failed renewal, retry sooner: the lease keeps running out.
     let retry = crate::retry::renewal_retry_delay(interval);
     // Renewals keep their own schedule: checks (revocation messages, which
@@ -458,18 +475,15 @@ async fn run(
         if !check_only {
             next_renewal = Instant::now() + interval;
         }
-        let mut batch: Vec<(Key, Option<u64>, Arc<HeldState>, Arc<ProtocolLock>)> =
-            locked(&entries)
-                .iter()
-                // A hold known lost is never renewed: its lock must expire.
-                .filter(|(_, entry)| {
-                    !entry.state.status().lost && (check_only || entry.renewed > 0)
-                })
-                .map(|(key, entry)| {
-                    let lock = Arc::clone(&entry.lock);
-                    (key.clone(), entry.token, Arc::clone(&entry.state), lock)
-                })
-                .collect();
+        let mut batch: Vec<Batched> = locked(&entries)
+            .iter()
+            // A hold known lost is never renewed: its lock must expire.
+            .filter(|(_, entry)| !entry.state.status().lost && (check_only || entry.renewed > 0))
+            .map(|(key, entry)| {
+                let lock = Arc::clone(&entry.lock);
+                (key.clone(), entry.token, Arc::clone(&entry.state), lock)
+            })
+            .collect();
         // One script call may only touch keys of one group (one hash slot
         // on a cluster, where other calls fail with CROSSSLOT).
         batch.sort_by_key(|((key, _), ..)| conn.key_group(key));

@@ -51,7 +51,11 @@ async fn a_grant_recheck_without_an_answer_leaves_no_ghost_hold() {
     });
     // While the attempt's reply is on its way: a forged revocation.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _: i64 = server.cmd(&["PUBLISH", &format!("fairlock:revoked:{client_id}"), "forged"]);
+    let _: i64 = server.cmd(&[
+        "PUBLISH",
+        &format!("fairlock:revoked:{client_id}"),
+        "forged",
+    ]);
     // The check's reply (sent at ~1 s) comes after the response timeout.
     tokio::time::sleep(Duration::from_millis(300)).await;
     proxy.delay_command_replies(Duration::from_millis(3_000));
@@ -109,11 +113,18 @@ async fn a_grant_recheck_cancelled_midway_leaves_nothing_held() {
     let attempt = tokio::time::timeout(Duration::from_millis(900), lock.lock());
     let forge = async {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let _: i64 = server.cmd(&["PUBLISH", &format!("fairlock:revoked:{client_id}"), "forged"]);
+        let _: i64 = server.cmd(&[
+            "PUBLISH",
+            &format!("fairlock:revoked:{client_id}"),
+            "forged",
+        ]);
     };
     let (outcome, ()) = tokio::join!(attempt, forge);
     // Cancelled during the check (its reply was due at ~1.2 s).
-    assert!(outcome.is_err(), "the check answered before the timeout: {outcome:?}");
+    assert!(
+        outcome.is_err(),
+        "the check answered before the timeout: {outcome:?}"
+    );
     proxy.delay_command_replies(Duration::ZERO);
     waiter.flush().await;
     let taken = other
@@ -122,7 +133,10 @@ async fn a_grant_recheck_cancelled_midway_leaves_nothing_held() {
         .try_lock_for(Duration::from_secs(5))
         .await
         .unwrap();
-    assert!(taken.is_some(), "the cancelled acquisition left the lock held");
+    assert!(
+        taken.is_some(),
+        "the cancelled acquisition left the lock held"
+    );
     taken.unwrap().unlock().await.unwrap();
     assert!(!is_held(&server, Protocol::Native, name));
     waiter.shutdown().await;

@@ -27,8 +27,12 @@ use support::{RedisServer, eventually, queue_len};
 struct Switch {
     port: u16,
     target: Arc<AtomicU16>,
-    commands: Arc<Mutex<Vec<(TcpStream, TcpStream, Arc<AtomicBool>)>>>,
+    commands: Arc<Mutex<Vec<Forwarded>>>,
 }
+
+/// One forwarded connection: client side, server side, and whether it
+/// subscribed (a pub/sub connection).
+type Forwarded = (TcpStream, TcpStream, Arc<AtomicBool>);
 
 impl Switch {
     fn start(target: u16) -> Self {
@@ -52,15 +56,21 @@ impl Switch {
                     Arc::clone(&pubsub),
                 ));
                 // Client to server: note SUBSCRIBE, forward at once.
-                let (mut from, mut into, flag) =
-                    (client.try_clone().unwrap(), server.try_clone().unwrap(), Arc::clone(&pubsub));
+                let (mut from, mut into, flag) = (
+                    client.try_clone().unwrap(),
+                    server.try_clone().unwrap(),
+                    Arc::clone(&pubsub),
+                );
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 16 * 1024];
                     while let Ok(n) = from.read(&mut buf) {
                         if n == 0 {
                             break;
                         }
-                        if buf[..n].windows(9).any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE")) {
+                        if buf[..n]
+                            .windows(9)
+                            .any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE"))
+                        {
                             flag.store(true, Ordering::SeqCst);
                         }
                         if into.write_all(&buf[..n]).is_err() {
@@ -163,10 +173,14 @@ async fn a_replica_ack_after_a_failover_does_not_confirm_a_lost_grant() {
         let lock = waiter.fair_lock(name).unwrap();
         async move { lock.lock().await }
     });
-    eventually(Duration::from_secs(5), "the waiter queued and subscribed", || {
-        queue_len(&master, Protocol::Native, name) == 1
-            && master.wait_channels().iter().any(|c| c.contains(name))
-    })
+    eventually(
+        Duration::from_secs(5),
+        "the waiter queued and subscribed",
+        || {
+            queue_len(&master, Protocol::Native, name) == 1
+                && master.wait_channels().iter().any(|c| c.contains(name))
+        },
+    )
     .await;
     held.unlock().await.unwrap();
     // M published the grant (on its way to the waiter, 1.5 s late). M

@@ -401,6 +401,10 @@ impl Round<'_> {
                 Err(e @ (Error::NotALock { .. } | Error::WrongType { .. })) => {
                     (variant(&e).to_owned(), true)
                 }
+                // An injected fault (a BUSY script, a cut connection)
+                // answered instead: honest, and the data check below still
+                // applies.
+                Err(e) if e.is_connection() => (format!("{} (a fault)", variant(&e)), true),
                 Err(e) => (format!("{}: {e}", variant(&e)), false),
                 Ok(answer) => (answer, false),
             };
@@ -416,7 +420,7 @@ impl Round<'_> {
             });
         };
         let acquired = handle
-            .acquire(AcquireOptions::new().wait(Duration::from_millis(30)))
+            .acquire(AcquireOptions::new().wait(Duration::from_secs(2)))
             .await;
         let acquired = match acquired {
             Ok(Some(guard)) => {
