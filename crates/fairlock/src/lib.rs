@@ -150,6 +150,7 @@ mod name;
 mod owner;
 mod protocol;
 mod retry;
+mod settings;
 mod stats;
 mod transport;
 mod wakeup;
