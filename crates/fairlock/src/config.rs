@@ -70,6 +70,12 @@ impl ClientConfig {
     /// Default waiter ttl of the native protocol: 6 s.
     pub const DEFAULT_WAITER_TTL: Duration = Duration::from_secs(6);
 
+    /// The query parameters [`from_url`](Self::from_url) reads (the
+    /// environment variables of [`from_env`](Self::from_env) are these in
+    /// upper case, after `FAIRLOCK_`). A tool that hands the same URL to
+    /// another Redis client takes these out first.
+    pub const URL_PARAMETERS: &'static [&'static str] = &settings::PARAMS;
+
     /// The URL forms [`from_url`](Self::from_url) accepts, for messages.
     pub const URL_FORMS: &'static str = URL_FORMS;
 

@@ -65,6 +65,22 @@ struct Setting {
     apply: Apply,
 }
 
+/// The URL parameters, as [`SETTINGS`] names them (a unit test keeps the
+/// two alike).
+pub(crate) const PARAMS: [&str; 11] = [
+    "protocol",
+    "lease",
+    "renew_interval",
+    "waiter_ttl",
+    "waiter_slot",
+    "response_timeout",
+    "connect_timeout",
+    "retry_budget",
+    "min_replicas",
+    "min_replicas_timeout",
+    "metrics",
+];
+
 /// Every setting text can give, in the order they are applied (the
 /// replica count before its timeout).
 const SETTINGS: [Setting; 11] = [
@@ -152,11 +168,7 @@ const SETTINGS: [Setting; 11] = [
 
 /// The names of the URL parameters, for messages.
 fn param_names() -> String {
-    SETTINGS
-        .iter()
-        .map(|setting| setting.param)
-        .collect::<Vec<_>>()
-        .join(", ")
+    PARAMS.join(", ")
 }
 
 /// Every environment variable `from_env` reads.
@@ -297,6 +309,8 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_spelled_alike() {
+        let params: Vec<&str> = SETTINGS.iter().map(|setting| setting.param).collect();
+        assert_eq!(params, PARAMS);
         for (i, setting) in SETTINGS.iter().enumerate() {
             assert_eq!(
                 setting.var,
