@@ -186,7 +186,7 @@ impl LockClient {
     /// their queues, wait for the background work, and close the client;
     /// see [`LockClient::shutdown`](crate::LockClient::shutdown). Guards
     /// still alive afterwards report [`is_held`](LockGuard::is_held)
-    /// `false`, and dropping them does nothing more.
+    /// `false`; their `unlock` answers [`Error::LockLost`].
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] inside an async runtime (nothing is done).
@@ -452,9 +452,8 @@ impl Drop for LockGuard {
     fn drop(&mut self) {
         if let Some(guard) = self.guard.take() {
             // Inside an async context the async guard's drop releases in the
-            // background instead. A hold already lost (a shutdown released
-            // it, say) has nothing left to release.
-            if !in_async_context() && guard.is_held() {
+            // background instead.
+            if !in_async_context() {
                 let (lock, owner) = (guard.name().to_owned(), guard.owner().clone());
                 if let Ok(Err(err)) = block_on(&self.runtime, guard.unlock()) {
                     crate::events::record(crate::events::Event::CleanupFailed {
