@@ -161,7 +161,7 @@ async fn look_at_other_protocol(
         ),
     };
     let look = async {
-        let client = redis::Client::open(url).ok()?;
+        let client = crate::redis_client(url).ok()?;
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(std::time::Duration::from_secs(3)))
             .set_response_timeout(Some(std::time::Duration::from_secs(3)));

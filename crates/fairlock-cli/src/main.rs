@@ -56,7 +56,10 @@ pub(crate) struct Cli {
     /// redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]
     /// (rediss+sentinel:// for TLS; USER:PASSWORD are the data nodes'), or a
     /// Redis Cluster: redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]
-    /// (rediss+cluster:// for TLS). Default: $REDIS_URL, else
+    /// (rediss+cluster:// for TLS). Query parameters give lock settings:
+    /// ?protocol=redisson&lease=30s&waiter_ttl=6s&response_timeout=3s...
+    /// ($FAIRLOCK_PROTOCOL, $FAIRLOCK_LEASE... override them; flags override
+    /// both). Default: $FAIRLOCK_URL, else $REDIS_URL, else
     /// redis://127.0.0.1:6379 (demo and torture start a private
     /// redis-server instead).
     #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
@@ -76,8 +79,20 @@ pub(crate) struct Cli {
     /// Lock protocol: `native` (fencing tokens, server time, direct handoff)
     /// or `redisson` (shares locks with Java services using Redisson's
     /// getFairLock/getLock). The two never exclude each other on one name.
-    #[arg(long, global = true, default_value = "native", value_parser = parse_protocol, help_heading = GLOBAL)]
+    /// Default: $FAIRLOCK_PROTOCOL, else the URL's protocol parameter, else
+    /// native.
+    #[arg(long = "protocol", id = "protocol", global = true, value_name = "PROTOCOL", value_parser = parse_protocol, help_heading = GLOBAL)]
+    protocol_flag: Option<Protocol>,
+
+    /// The protocol: --protocol, else the environment's or the URL's
+    /// (filled in by [`Cli::resolve`]).
+    #[arg(skip)]
     protocol: Protocol,
+
+    /// The settings the environment and the URL give (filled in by
+    /// [`Cli::resolve`]).
+    #[arg(skip)]
+    from_text: Option<ClientConfig>,
 
     /// Level of fairlock's own diagnostics on stderr: off, error, warn, info,
     /// debug, trace. Default: warn, or the bare level in $RUST_LOG. $RUST_LOG
@@ -245,23 +260,56 @@ fn parse_protocol(text: &str) -> Result<Protocol, String> {
 }
 
 impl Cli {
-    /// The URL: --redis, else $REDIS_URL, else the local default.
+    /// Read the settings the environment and the URL give, and settle the
+    /// protocol: --protocol, else theirs.
+    fn resolve(&mut self) -> Result<(), Failure> {
+        let config = self.config_from_text(&self.url())?;
+        self.protocol = self.protocol_flag.unwrap_or(config.get_protocol());
+        self.from_text = Some(config);
+        Ok(())
+    }
+
+    /// The settings of `url`'s query parameters and of the `FAIRLOCK_*`
+    /// variables (the variables win). The sentinels' credentials are the
+    /// flags' business ([`with_sentinel_auth`](Self::with_sentinel_auth)).
+    fn config_from_text(&self, url: &str) -> Result<ClientConfig, Failure> {
+        Ok(ClientConfig::from_env_with(|var| match var {
+            "FAIRLOCK_URL" => Some(url.to_owned()),
+            "REDIS_URL" | "FAIRLOCK_SENTINEL_USER" | "FAIRLOCK_SENTINEL_PASSWORD" => None,
+            _ => std::env::var(var).ok(),
+        })?)
+    }
+
+    /// The URL: --redis, else $FAIRLOCK_URL, else $REDIS_URL, else the local
+    /// default.
     fn url(&self) -> String {
         self.explicit_url()
             .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned())
     }
 
-    /// --redis or $REDIS_URL, if either was given.
+    /// --redis, $FAIRLOCK_URL or $REDIS_URL, if one was given.
     fn explicit_url(&self) -> Option<String> {
+        let var = |name| std::env::var(name).ok().filter(|u: &String| !u.is_empty());
         self.redis
             .clone()
-            .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()))
+            .or_else(|| var("FAIRLOCK_URL"))
+            .or_else(|| var("REDIS_URL"))
     }
 
     /// The lock settings of a subcommand that takes locks, completed by
-    /// those given before the subcommand.
+    /// those given before the subcommand, then by the environment's and the
+    /// URL's (a lease only when they change it from the library's default,
+    /// so that a subcommand's own default lease stays).
     pub(crate) fn settings(&self, own: &LockSettings) -> LockSettings {
-        own.or_before(&self.before_subcommand)
+        let mut settings = own.or_before(&self.before_subcommand);
+        if let Some(text) = &self.from_text {
+            if text.get_lease() != ClientConfig::DEFAULT_LEASE {
+                settings.lease = settings.lease.or(Some(text.get_lease()));
+            }
+            settings.waiter_ttl = settings.waiter_ttl.or(Some(text.get_waiter_ttl()));
+            settings.waiter_slot = settings.waiter_slot.or(Some(text.get_waiter_slot()));
+        }
+        settings
     }
 
     /// Refuse lock settings given before a subcommand that takes no lock.
@@ -293,11 +341,22 @@ impl Cli {
         settings: &LockSettings,
         default_lease: Duration,
     ) -> Result<ClientConfig, Failure> {
-        let config = ClientConfig::from_url(url)?
-            .protocol(self.protocol)
-            .lease(settings.lease_or(default_lease))
-            .waiter_ttl(settings.waiter_ttl())
-            .waiter_slot(settings.waiter_slot());
+        let mut config = self.config_from_text(url)?.protocol(self.protocol);
+        // A flag wins; else the environment's or the URL's; else the
+        // subcommand's default lease.
+        config = match settings.lease {
+            Some(lease) => config.lease(lease),
+            None if config.get_lease() == ClientConfig::DEFAULT_LEASE => {
+                config.lease(default_lease)
+            }
+            None => config,
+        };
+        if let Some(ttl) = settings.waiter_ttl {
+            config = config.waiter_ttl(ttl);
+        }
+        if let Some(slot) = settings.waiter_slot {
+            config = config.waiter_slot(slot);
+        }
         Ok(self.with_sentinel_auth(config))
     }
 
@@ -332,6 +391,38 @@ impl Cli {
     }
 }
 
+/// A Redis client of redis-rs for `url`, without fairlock's own query
+/// parameters (redis-rs reads `protocol` as the RESP version).
+pub(crate) fn redis_client(url: &str) -> redis::RedisResult<redis::Client> {
+    redis::Client::open(without_lock_settings(url))
+}
+
+/// `url` without the query parameters [`ClientConfig`] reads.
+fn without_lock_settings(url: &str) -> String {
+    let Some((base, rest)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let (query, fragment) = match rest.split_once('#') {
+        Some((query, fragment)) => (query, Some(fragment)),
+        None => (rest, None),
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let key = pair.split_once('=').map_or(*pair, |(key, _)| key);
+            !pair.is_empty() && !ClientConfig::URL_PARAMETERS.contains(&key)
+        })
+        .collect();
+    let mut url = base.to_owned();
+    if !kept.is_empty() {
+        url = format!("{url}?{}", kept.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        url = format!("{url}#{fragment}");
+    }
+    url
+}
+
 /// Diagnostics on stderr: `--log-level` for everything, `$RUST_LOG`
 /// (EnvFilter) for per-target levels; colour only on a terminal, and not
 /// with `$NO_COLOR` set (to anything but the empty string).
@@ -358,7 +449,7 @@ fn init_logging(level: Option<LevelFilter>) {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() { exit::USAGE } else { 0 };
@@ -366,6 +457,10 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Err(failure) = cli.resolve() {
+        eprintln!("fairlock: {}", failure.message);
+        return ExitCode::from(failure.code);
+    }
     init_logging(cli.log_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -323,7 +323,7 @@ fn inspect_json(protocol: Protocol) {
     assert_eq!(held["locked"], true);
     let holders = held["holders"].as_array().unwrap();
     assert_eq!(holders.len(), 1);
-    assert_eq!(holders[0]["owner"], guard.owner().unwrap().as_str());
+    assert_eq!(holders[0]["owner"], guard.owner().as_str());
     assert_eq!(holders[0]["count"], 2);
     let lease = held["lease_ms"].as_u64().unwrap();
     assert!(lease > 20_000 && lease <= 30_000, "{lease}");

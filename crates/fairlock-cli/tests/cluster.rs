@@ -65,7 +65,7 @@ fn exec_and_inspect_on_a_cluster() {
         assert_eq!(info["locked"], true, "{protocol}: {info}");
         assert_eq!(
             info["holders"][0]["owner"],
-            guard.owner().unwrap().as_str(),
+            guard.owner().as_str(),
             "{info}"
         );
         assert_eq!(info["node"], master.as_str(), "{protocol}: {info}");

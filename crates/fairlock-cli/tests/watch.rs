@@ -68,7 +68,7 @@ fn watch_prints_a_line_per_lock_and_refresh() {
     let server = RedisServer::start();
     let client = library_client(&server);
     let guard = client.fair_lock("w1").unwrap().lock().unwrap();
-    let owner = guard.owner().unwrap().to_string();
+    let owner = guard.owner().to_string();
     let token = guard.token().unwrap();
     let mut waiter = exec_waiter(&server, "w1", "0");
     wait_until(Duration::from_secs(10), "exec queued", || {
@@ -108,7 +108,7 @@ fn watch_json_follows_holders_and_waiters() {
     let server = RedisServer::start();
     let client = library_client(&server);
     let guard = client.fair_lock("j1").unwrap().lock().unwrap();
-    let first_owner = guard.owner().unwrap().to_string();
+    let first_owner = guard.owner().to_string();
     let mut waiter = exec_waiter(&server, "j1", "2");
     wait_until(Duration::from_secs(10), "exec queued", || {
         queue_length(&client, "j1") == 1

@@ -20,6 +20,22 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Every method of the async API is here under the same name, with the same
+//! arguments, blocking instead of returning a future; what differs is only
+//! what a thread makes possible:
+//!
+//! - the owner defaults to the calling thread (the async API takes a fresh
+//!   one per acquisition), and the `_current_thread` methods
+//!   ([`LockHandle::is_held_by_current_thread`],
+//!   [`LockHandle::hold_count_current_thread`], [`LockHandle::unlock`]) ask
+//!   about it, as Redisson's `isHeldByCurrentThread()`, `getHoldCount()` and
+//!   `unlock()` do;
+//! - the guard's lost-lock signal is a blocking wait
+//!   ([`LockGuard::wait_lost`]), a check ([`LockGuard::is_lost`]), or a
+//!   [`Lost`] handle another thread can wait on;
+//! - dropping a guard releases before it returns, instead of in the
+//!   background.
+//!
 //! Calling it from inside an async runtime is refused with
 //! [`Error::InvalidConfig`]: use the async API there.
 
@@ -149,6 +165,51 @@ impl LockClient {
         self.client.status()
     }
 
+    /// A new owner id, unique within this client; see
+    /// [`LockClient::new_owner`](crate::LockClient::new_owner). Pass it in
+    /// [`AcquireOptions::owner`] to hold a lock as something else than the
+    /// calling thread.
+    pub fn new_owner(&self) -> Owner {
+        self.client.new_owner()
+    }
+
+    /// Block until the clean-up work of the background has finished; see
+    /// [`LockClient::flush`](crate::LockClient::flush).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] inside an async runtime.
+    pub fn flush(&self) -> Result<()> {
+        block_on(&self.runtime, self.client.flush())
+    }
+
+    /// Release every hold this client still has, take its waiters out of
+    /// their queues, wait for the background work, and close the client;
+    /// see [`LockClient::shutdown`](crate::LockClient::shutdown). Guards
+    /// still alive afterwards report [`is_held`](LockGuard::is_held)
+    /// `false`; their `unlock` answers [`Error::LockLost`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] inside an async runtime (nothing is done).
+    pub fn shutdown(&self) -> Result<()> {
+        block_on(&self.runtime, self.client.shutdown())
+    }
+
+    /// This client's id, the first part of its owners' ids.
+    pub fn id(&self) -> &str {
+        self.client.id()
+    }
+
+    /// The settings this client was made with.
+    pub fn config(&self) -> &ClientConfig {
+        self.client.config()
+    }
+
+    /// The server's `maxmemory-policy` as read when connecting; see
+    /// [`LockClient::maxmemory_policy`](crate::LockClient::maxmemory_policy).
+    pub fn maxmemory_policy(&self) -> Option<&str> {
+        self.client.maxmemory_policy()
+    }
+
     /// The async client underneath.
     pub fn as_async(&self) -> &crate::LockClient {
         &self.client
@@ -197,18 +258,37 @@ impl LockHandle {
         block_on(&self.client.runtime, future)
     }
 
-    fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
-        let options = options.owner(self.client.thread_owner());
-        let guard = self.run(self.handle.acquire(options))??;
-        Ok(guard.map(|guard| LockGuard {
+    fn guard(&self, guard: crate::LockGuard) -> LockGuard {
+        LockGuard {
             guard: Some(guard),
             runtime: Arc::clone(&self.client.runtime),
-        }))
+        }
     }
 
     /// The lock name.
     pub fn name(&self) -> &str {
         self.handle.name()
+    }
+
+    /// Fair or not.
+    pub fn kind(&self) -> LockKind {
+        self.handle.kind()
+    }
+
+    /// Acquire with `options`: `None` when the wait budget ran out. The
+    /// owner is the calling thread unless `options` names one
+    /// ([`AcquireOptions::owner`]).
+    ///
+    /// # Errors
+    /// As [`crate::LockHandle::acquire`].
+    pub fn acquire(&self, options: AcquireOptions) -> Result<Option<LockGuard>> {
+        let options = if options.has_owner() {
+            options
+        } else {
+            options.owner(self.client.thread_owner())
+        };
+        let guard = self.run(self.handle.acquire(options))??;
+        Ok(guard.map(|guard| self.guard(guard)))
     }
 
     /// Block until granted; watchdog lease. Re-enters when this thread holds it.
@@ -264,7 +344,15 @@ impl LockHandle {
     /// [`Error::NotOwner`] when another owner holds the lock,
     /// [`Error::LockLost`] when nobody does.
     pub fn unlock(&self) -> Result<()> {
-        self.run(self.handle.unlock_as(&self.client.thread_owner()))?
+        self.unlock_as(&self.client.thread_owner())
+    }
+
+    /// Release one hold of `owner` without a guard.
+    ///
+    /// # Errors
+    /// As [`crate::LockHandle::unlock_as`].
+    pub fn unlock_as(&self, owner: &Owner) -> Result<()> {
+        self.run(self.handle.unlock_as(owner))?
     }
 
     /// Release whoever holds the lock.
@@ -291,12 +379,39 @@ impl LockHandle {
         self.run(self.handle.remaining_lease())?
     }
 
-    /// How many times the calling thread holds the lock.
+    /// How many times `owner` holds the lock (0 when it does not).
     ///
     /// # Errors
     /// As [`crate::LockHandle::hold_count`].
-    pub fn hold_count(&self) -> Result<u32> {
-        self.run(self.handle.hold_count(&self.client.thread_owner()))?
+    pub fn hold_count(&self, owner: &Owner) -> Result<u32> {
+        self.run(self.handle.hold_count(owner))?
+    }
+
+    /// How many times the calling thread holds the lock; Redisson's
+    /// `getHoldCount()`.
+    ///
+    /// # Errors
+    /// As [`crate::LockHandle::hold_count`].
+    pub fn hold_count_current_thread(&self) -> Result<u32> {
+        self.hold_count(&self.client.thread_owner())
+    }
+
+    /// `true` when `owner` holds the lock now, as the server says;
+    /// Redisson's `isHeldByThread`.
+    ///
+    /// # Errors
+    /// As [`crate::LockHandle::is_held_by`].
+    pub fn is_held_by(&self, owner: &Owner) -> Result<bool> {
+        self.run(self.handle.is_held_by(owner))?
+    }
+
+    /// `true` when the calling thread holds the lock now, as the server
+    /// says; Redisson's `isHeldByCurrentThread()`.
+    ///
+    /// # Errors
+    /// As [`crate::LockHandle::is_held_by`].
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        self.is_held_by(&self.client.thread_owner())
     }
 
     /// The lock's whole state.
@@ -305,6 +420,19 @@ impl LockHandle {
     /// As [`crate::LockHandle::inspect`].
     pub fn inspect(&self) -> Result<LockInfo> {
         self.run(self.handle.inspect())?
+    }
+}
+
+impl FairLock {
+    /// `owner`'s place in this lock's queue: `Some((position, waiting))`
+    /// while it is queued, `None` when it is not.
+    ///
+    /// # Errors
+    /// As [`crate::FairLock::queue_position`].
+    pub fn queue_position(&self, owner: &Owner) -> Result<Option<(u64, u64)>> {
+        let handle = &self.handle;
+        let typed = crate::FairLock::new(handle.handle.clone());
+        handle.run(async move { typed.queue_position(owner).await })?
     }
 }
 
@@ -341,10 +469,6 @@ impl Drop for LockGuard {
 }
 
 impl LockGuard {
-    fn inner(&self) -> Option<&crate::LockGuard> {
-        self.guard.as_ref()
-    }
-
     /// Release this hold.
     ///
     /// # Errors
@@ -365,18 +489,123 @@ impl LockGuard {
         }
     }
 
+    /// Acquire the lock once more as the same owner; see
+    /// [`crate::LockGuard::reenter`].
+    ///
+    /// # Errors
+    /// As [`crate::LockGuard::reenter`].
+    pub fn reenter(&self) -> Result<Option<LockGuard>> {
+        let guard = block_on(&self.runtime, self.held().reenter())??;
+        Ok(guard.map(|guard| LockGuard {
+            guard: Some(guard),
+            runtime: Arc::clone(&self.runtime),
+        }))
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        self.held().name()
+    }
+
     /// The fencing token, where the protocol gives one.
     pub fn token(&self) -> Option<u64> {
-        self.inner().and_then(crate::LockGuard::token)
+        self.held().token()
     }
 
-    /// `false` once the hold is known lost.
+    /// `false` once the hold is known lost; see
+    /// [`crate::LockGuard::is_held`]. Never blocks.
     pub fn is_held(&self) -> bool {
-        self.inner().is_some_and(crate::LockGuard::is_held)
+        self.held().is_held()
     }
 
-    /// The owner of this hold (the thread that took it).
-    pub fn owner(&self) -> Option<&Owner> {
-        self.inner().map(crate::LockGuard::owner)
+    /// `true` once the hold is known lost (or its lease may have run out);
+    /// the opposite of [`is_held`](Self::is_held). Never blocks.
+    pub fn is_lost(&self) -> bool {
+        !self.is_held()
+    }
+
+    /// Block until the hold is lost, for at most `timeout`: `true` when it
+    /// was (or already is) lost, `false` when `timeout` passed with the
+    /// hold kept. The same signal as [`crate::LockGuard::lost`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] inside an async runtime.
+    pub fn wait_lost(&self, timeout: Duration) -> Result<bool> {
+        self.lost().wait_timeout(timeout)
+    }
+
+    /// A handle on this hold's lost-lock signal that outlives a borrow of
+    /// the guard: move it to a watcher thread, which blocks on
+    /// [`Lost::wait`] and stops the work when the lock is lost.
+    pub fn lost(&self) -> Lost {
+        Lost {
+            lost: std::sync::Mutex::new(Box::pin(self.held().lost())),
+            runtime: Arc::clone(&self.runtime),
+        }
+    }
+
+    /// The owner of this hold (the thread that took it, unless the
+    /// acquisition named another).
+    pub fn owner(&self) -> &Owner {
+        self.held().owner()
+    }
+
+    fn held(&self) -> &crate::LockGuard {
+        // Only `unlock`, `forget` and `drop` take the inner guard, and each
+        // consumes `self`: no method can see it empty.
+        match &self.guard {
+            Some(guard) => guard,
+            None => unreachable!("a blocking guard is emptied only as it goes"),
+        }
+    }
+}
+
+/// A blocking guard's lost-lock signal ([`LockGuard::lost`]): fires when the
+/// hold is lost or may be (a renewal found another owner or none, the lease
+/// ran out without a renewal), and once the hold is released.
+///
+/// `Send + Sync + 'static`: it does not keep the hold alive, and any thread
+/// may wait on it.
+pub struct Lost {
+    lost: std::sync::Mutex<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>,
+    runtime: Arc<OwnedRuntime>,
+}
+
+impl Lost {
+    /// Block until the hold is lost.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] inside an async runtime.
+    pub fn wait(&self) -> Result<()> {
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        block_on(&self.runtime, lost.as_mut())
+    }
+
+    /// Block until the hold is lost, for at most `timeout`: `true` when it
+    /// was lost, `false` when `timeout` passed first.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] inside an async runtime.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        // The timer is made inside the runtime, which drives it.
+        let waited = block_on(&self.runtime, async {
+            tokio::time::timeout(timeout, lost.as_mut()).await
+        })?;
+        Ok(waited.is_ok())
+    }
+
+    /// `true` when the hold is lost now; does not wait.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] inside an async runtime.
+    pub fn is_lost(&self) -> Result<bool> {
+        self.wait_timeout(Duration::ZERO)
+    }
+}
+
+impl std::fmt::Debug for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lost").finish_non_exhaustive()
     }
 }

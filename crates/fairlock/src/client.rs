@@ -105,6 +105,11 @@ impl LockClient {
     /// the process exits (or the runtime shuts down, which would cut that
     /// work short). The client stays usable.
     ///
+    /// # Errors
+    /// None: it returns nothing. Work that fails (Redis unreachable for
+    /// the retry budget) is reported where it failed, as a tracing event
+    /// and in [`statistics`](Self::statistics).
+    ///
     /// # Cancel safety
     /// Dropping the future stops waiting; the work goes on.
     pub async fn flush(&self) {
@@ -128,6 +133,11 @@ impl LockClient {
     ///
     /// Bounded: waits get one response timeout to leave their queue, each
     /// release retries within the retry budget.
+    ///
+    /// # Errors
+    /// None: it returns nothing. A release that fails (Redis unreachable
+    /// for the retry budget) is logged as a tracing event; that lock then
+    /// frees itself when its lease runs out.
     ///
     /// # Cancel safety
     /// Dropping the future stops waiting; the releases already started go on

@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::meters::LockLabel;
 use crate::protocol::{Protocol, ProtocolSettings};
 use crate::retry::RetryPolicy;
+use crate::settings;
 use crate::transport::{Endpoint, Timeouts, URL_FORMS};
 
 /// The longest duration accepted for a lease, a wait or a waiter slot: 365 days.
@@ -69,18 +70,147 @@ impl ClientConfig {
     /// Default waiter ttl of the native protocol: 6 s.
     pub const DEFAULT_WAITER_TTL: Duration = Duration::from_secs(6);
 
+    /// The query parameters [`from_url`](Self::from_url) reads (the
+    /// environment variables of [`from_env`](Self::from_env) are these in
+    /// upper case, after `FAIRLOCK_`). A tool that hands the same URL to
+    /// another Redis client takes these out first.
+    pub const URL_PARAMETERS: &'static [&'static str] = &settings::PARAMS;
+
     /// The URL forms [`from_url`](Self::from_url) accepts, for messages.
     pub const URL_FORMS: &'static str = URL_FORMS;
 
-    /// Parse a Redis URL and take every other setting's default.
+    /// Parse a Redis URL; its query parameters give the other settings,
+    /// the rest take their defaults.
+    ///
+    /// The parameters (durations in humantime's format: `500ms`, `30s`,
+    /// `5m`, `1h30m`, from 1 ms to 365 days) and the setter each one calls:
+    ///
+    /// | parameter | setter |
+    /// | --- | --- |
+    /// | `protocol=native\|redisson` | [`protocol`](Self::protocol) |
+    /// | `lease=DUR` | [`lease`](Self::lease) |
+    /// | `renew_interval=DUR` | [`renew_interval`](Self::renew_interval) |
+    /// | `waiter_ttl=DUR` | [`waiter_ttl`](Self::waiter_ttl) |
+    /// | `waiter_slot=DUR` | [`waiter_slot`](Self::waiter_slot) |
+    /// | `response_timeout=DUR` | [`response_timeout`](Self::response_timeout) |
+    /// | `connect_timeout=DUR` | [`connect_timeout`](Self::connect_timeout) |
+    /// | `retry_budget=DUR` | [`retry_budget`](Self::retry_budget) |
+    /// | `min_replicas=N` | [`min_replicas`](Self::min_replicas) (timeout 1 s unless given) |
+    /// | `min_replicas_timeout=DUR` | [`min_replicas`](Self::min_replicas) |
+    /// | `metrics=true\|false` | [`metrics`](Self::metrics) |
+    ///
+    /// A unix socket URL also keeps the Redis client's own `db`, `user` and
+    /// `pass`. Setters called afterwards override the URL's values.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairlock::{ClientConfig, Protocol};
+    /// # fn main() -> fairlock::Result<()> {
+    /// let config = ClientConfig::from_url(
+    ///     "redis://127.0.0.1:6379/0?protocol=redisson&lease=30s&waiter_ttl=6s&response_timeout=3s",
+    /// )?;
+    /// assert_eq!(config.get_protocol(), Protocol::Redisson);
+    /// assert_eq!(config.get_lease(), Duration::from_secs(30));
+    /// // An unknown parameter is refused by name.
+    /// let err = ClientConfig::from_url("redis://127.0.0.1/0?leese=30s").unwrap_err();
+    /// assert!(err.to_string().contains("unknown URL parameter \"leese\""));
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] when the URL cannot be parsed; the message
     /// says why, lists the accepted forms ([`URL_FORMS`](Self::URL_FORMS))
-    /// and never repeats the password.
+    /// and never repeats the password. [`Error::InvalidConfig`] naming the
+    /// parameter for an unknown, repeated or empty parameter and for a value
+    /// that does not parse (with the value and the accepted form);
+    /// [`Error::InvalidDuration`] naming the parameter for a duration out of
+    /// range; and the errors of [`LockClient::with_config`](crate::LockClient::with_config)'s
+    /// checks for settings that do not fit together.
     pub fn from_url(url: &str) -> Result<Self> {
-        Ok(Self {
-            endpoint: Endpoint::parse(url)?,
+        Self::from_text(url, &|_| None)
+    }
+
+    /// Settings from the process environment: the URL from `FAIRLOCK_URL`,
+    /// else `REDIS_URL` (with its query parameters, as
+    /// [`from_url`](Self::from_url)), then one variable per setting, which
+    /// replaces the URL's parameter of the same setting:
+    /// `FAIRLOCK_PROTOCOL`, `FAIRLOCK_LEASE`, `FAIRLOCK_RENEW_INTERVAL`,
+    /// `FAIRLOCK_WAITER_TTL`, `FAIRLOCK_WAITER_SLOT`,
+    /// `FAIRLOCK_RESPONSE_TIMEOUT`, `FAIRLOCK_CONNECT_TIMEOUT`,
+    /// `FAIRLOCK_RETRY_BUDGET`, `FAIRLOCK_MIN_REPLICAS`,
+    /// `FAIRLOCK_MIN_REPLICAS_TIMEOUT`, `FAIRLOCK_METRICS` (the parameter
+    /// names in upper case), and the sentinels' own credentials
+    /// `FAIRLOCK_SENTINEL_USER` and `FAIRLOCK_SENTINEL_PASSWORD` (see
+    /// [`sentinel_auth`](Self::sentinel_auth)). An empty variable counts as
+    /// unset.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> fairlock::Result<()> {
+    /// // FAIRLOCK_URL=redis://locks.internal:6379/0 FAIRLOCK_PROTOCOL=redisson FAIRLOCK_LEASE=1m
+    /// let config = fairlock::ClientConfig::from_env()?;
+    /// let client = fairlock::LockClient::with_config(config).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when neither URL variable is set, or a
+    /// variable is not UTF-8; otherwise as [`from_url`](Self::from_url),
+    /// naming the variable instead of the parameter.
+    pub fn from_env() -> Result<Self> {
+        for var in settings::env_vars() {
+            if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(var) {
+                return Err(Error::InvalidConfig(format!(
+                    "environment variable {var} is not valid UTF-8"
+                )));
+            }
+        }
+        Self::from_env_with(|var| std::env::var(var).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with the variables read by `lookup`
+    /// (`None` for an unset variable): for tests, or for settings kept in
+    /// another store of names and values.
+    ///
+    /// ```
+    /// # fn main() -> fairlock::Result<()> {
+    /// let config = fairlock::ClientConfig::from_env_with(|var| match var {
+    ///     "REDIS_URL" => Some("redis://127.0.0.1:6379?lease=20s".to_owned()),
+    ///     "FAIRLOCK_LEASE" => Some("45s".to_owned()),
+    ///     _ => None,
+    /// })?;
+    /// assert_eq!(config.get_lease(), std::time::Duration::from_secs(45));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`from_env`](Self::from_env).
+    pub fn from_env_with(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let lookup = |var: &'static str| lookup(var).filter(|value| !value.is_empty());
+        let [first, second] = settings::URL_VARS;
+        let url = lookup(first).or_else(|| lookup(second)).ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "no Redis URL: set {first} or {second} (such as redis://127.0.0.1:6379/0)"
+            ))
+        })?;
+        let config = Self::from_text(&url, &lookup)?;
+        let config = settings::sentinel_auth(config, &lookup)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The URL, its parameters and the variables `lookup` finds, checked.
+    fn from_text(url: &str, lookup: &dyn Fn(&'static str) -> Option<String>) -> Result<Self> {
+        let split = settings::split_url(url)?;
+        let config = Self::defaults(Endpoint::parse(&split.url)?);
+        let config = split.apply(config, lookup)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Every setting's default, for `endpoint`.
+    fn defaults(endpoint: Endpoint) -> Self {
+        Self {
+            endpoint,
             protocol: Protocol::default(),
             lease: Self::DEFAULT_LEASE,
             renew_interval: None,
@@ -93,7 +223,7 @@ impl ClientConfig {
             lock_label: LockLabel::Off,
             metrics: true,
             min_replicas: None,
-        })
+        }
     }
 
     /// The wire protocol. Default: [`Protocol::Native`]; choose

@@ -244,6 +244,21 @@ impl LockHandle {
             .await
     }
 
+    /// `true` when `owner` holds the lock now, as the server says (a plain
+    /// read: the native lock's `owner` field, or the Redisson lock hash's
+    /// field named after the owner). Redisson's `isHeldByThread`. Unlike
+    /// [`LockGuard::is_held`], which is what this client believes from its
+    /// last renewal, it costs a round trip and sees a force-unlock at once.
+    ///
+    /// # Errors
+    /// [`Error::Connection`], [`Error::WrongType`].
+    ///
+    /// # Cancel safety
+    /// Read-only; safe to drop.
+    pub async fn is_held_by(&self, owner: &Owner) -> Result<bool> {
+        Ok(self.hold_count(owner).await? > 0)
+    }
+
     /// The lock's whole state (holders, lease, queue) at one instant.
     ///
     /// # Errors

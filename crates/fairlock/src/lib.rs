@@ -78,6 +78,68 @@
 //! [`is_held`](LockGuard::is_held) turns `false`: stop touching what the lock
 //! protects.
 //!
+//! # Settings from the URL and the environment
+//!
+//! Every setting of [`ClientConfig`] but the TLS material and the metrics
+//! label can come from text: a Redis URL's query parameters
+//! ([`ClientConfig::from_url`], so [`LockClient::connect`] too), or the
+//! environment ([`ClientConfig::from_env`]: the URL from `FAIRLOCK_URL`,
+//! else `REDIS_URL`, and one `FAIRLOCK_*` variable per setting, which
+//! replaces the URL's parameter). Durations are humantime's (`500ms`,
+//! `30s`, `5m`, `1h30m`); each value is checked as the builder's are, and a
+//! bad one is refused with [`Error::InvalidConfig`] or
+//! [`Error::InvalidDuration`] naming the parameter or variable. There is no
+//! client label setting yet, so no `FAIRLOCK_LABEL`.
+//!
+//! ```no_run
+//! # async fn demo() -> fairlock::Result<()> {
+//! // The same settings, from the URL...
+//! let client = fairlock::LockClient::connect(
+//!     "redis://locks.internal:6379/0?protocol=redisson&lease=30s&waiter_slot=60s&response_timeout=3s",
+//! )
+//! .await?;
+//! // ...or from FAIRLOCK_URL (or REDIS_URL), FAIRLOCK_PROTOCOL, FAIRLOCK_LEASE, ...
+//! let client = fairlock::LockClient::with_config(fairlock::ClientConfig::from_env()?).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Coming from Redisson
+//!
+//! Redisson's `RLock` / `RFairLock` methods and their counterparts. The
+//! async API takes an explicit [`Owner`] where Redisson takes a thread (tasks
+//! move between threads); the [`blocking`] API keys on the calling thread,
+//! as Redisson does.
+//!
+//! | Redisson | async ([`LockHandle`], [`LockGuard`]) | [`blocking`] |
+//! | --- | --- | --- |
+//! | `getFairLock(name)` / `getLock(name)` | [`LockClient::fair_lock`] / [`LockClient::lock`] | the same |
+//! | `lock()` | [`lock`](LockHandle::lock)`.await` | [`lock`](blocking::LockHandle::lock) |
+//! | `lock(leaseTime, unit)` | [`lock_with_lease`](LockHandle::lock_with_lease) | [`lock_with_lease`](blocking::LockHandle::lock_with_lease) |
+//! | `tryLock()` | [`try_lock`](LockHandle::try_lock) | [`try_lock`](blocking::LockHandle::try_lock) |
+//! | `tryLock(waitTime, unit)` | [`try_lock_for`](LockHandle::try_lock_for) | [`try_lock_for`](blocking::LockHandle::try_lock_for) |
+//! | `tryLock(waitTime, leaseTime, unit)` | [`try_lock_for_with_lease`](LockHandle::try_lock_for_with_lease) | [`try_lock_for_with_lease`](blocking::LockHandle::try_lock_for_with_lease) |
+//! | `lockInterruptibly()` | drop the `lock()` future: the waiter leaves the queue | none (a blocking wait is not interrupted) |
+//! | `unlock()` | [`LockGuard::unlock`]; [`unlock_as`](LockHandle::unlock_as)`(&owner)` without a guard | [`LockGuard::unlock`](blocking::LockGuard::unlock); [`unlock`](blocking::LockHandle::unlock) (the calling thread's hold) |
+//! | `forceUnlock()` | [`force_unlock`](LockHandle::force_unlock) | [`force_unlock`](blocking::LockHandle::force_unlock) |
+//! | `isLocked()` | [`is_locked`](LockHandle::is_locked) | [`is_locked`](blocking::LockHandle::is_locked) |
+//! | `isHeldByThread(threadId)` | [`is_held_by`](LockHandle::is_held_by)`(&owner)` | [`is_held_by`](blocking::LockHandle::is_held_by)`(&owner)` |
+//! | `isHeldByCurrentThread()` | [`is_held_by`](LockHandle::is_held_by)`(guard.owner())` | [`is_held_by_current_thread`](blocking::LockHandle::is_held_by_current_thread) |
+//! | `getHoldCount()` | [`hold_count`](LockHandle::hold_count)`(&owner)` | [`hold_count_current_thread`](blocking::LockHandle::hold_count_current_thread), [`hold_count`](blocking::LockHandle::hold_count)`(&owner)` |
+//! | `remainTimeToLive()` | [`remaining_lease`](LockHandle::remaining_lease) (`None` when free, where Redisson answers -2) | [`remaining_lease`](blocking::LockHandle::remaining_lease) |
+//! | `getName()` | [`name`](LockHandle::name) | [`name`](blocking::LockHandle::name) |
+//! | `lockAsync()`, `tryLockAsync(..)`, `unlockAsync()`, ... | the async API itself | |
+//! | the watchdog's `lockWatchdogTimeout` | [`ClientConfig::lease`] (renewed every third) | the same |
+//! | `fairLockWaitTimeout` | [`ClientConfig::waiter_slot`] | the same |
+//! | `checkLockSyncedSlaves`, `slavesSyncTimeout` | [`ClientConfig::min_replicas`] | the same |
+//! | `redisson.shutdown()` | [`LockClient::shutdown`] | [`shutdown`](blocking::LockClient::shutdown) |
+//! | `newCondition()` | none | none |
+//!
+//! Beyond Redisson: [`LockGuard::lost`] (resolves when the hold is lost;
+//! blocking: [`wait_lost`](blocking::LockGuard::wait_lost),
+//! [`is_lost`](blocking::LockGuard::is_lost), [`lost`](blocking::LockGuard::lost)),
+//! [`LockGuard::token`] (fencing tokens, `native`),
+//! [`FairLock::queue_position`] and [`inspect`](LockHandle::inspect).
+//!
 //! # Cancel safety
 //!
 //! Every async method documents what dropping its future does. In short:
@@ -150,6 +212,7 @@ mod name;
 mod owner;
 mod protocol;
 mod retry;
+mod settings;
 mod stats;
 mod transport;
 mod wakeup;

@@ -13,7 +13,7 @@ use crate::{Failure, exit};
 /// on a loaded machine, answers after seconds (redis-rs gives up after
 /// 500 ms by default).
 pub(crate) async fn connect(url: &str) -> Result<MultiplexedConnection, Failure> {
-    let client = redis::Client::open(url)
+    let client = crate::redis_client(url)
         .map_err(|e| Failure::new(exit::USAGE, format!("bad Redis URL {url:?}: {e}")))?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(10)))

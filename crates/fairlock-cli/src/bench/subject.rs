@@ -153,7 +153,7 @@ impl Locker {
         setup: Setup,
     ) -> Result<Self, Failure> {
         let Some((protocol, kind)) = subject.fairlock() else {
-            let client = redis::Client::open(url).map_err(|e| {
+            let client = crate::redis_client(url).map_err(|e| {
                 Failure::new(exit::USAGE, format!("rslock cannot use {url:?}: {e}"))
             })?;
             let mut manager = rslock::LockManager::from_clients(vec![client]);

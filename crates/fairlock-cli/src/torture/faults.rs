@@ -955,7 +955,7 @@ impl<'a> Injector<'a> {
 
 /// One command on a fresh connection, at most 2 s; `None` on any error.
 pub(super) async fn query<T: redis::FromRedisValue>(url: &str, cmd: &redis::Cmd) -> Option<T> {
-    let client = redis::Client::open(url).ok()?;
+    let client = crate::redis_client(url).ok()?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(2)))
         .set_response_timeout(Some(Duration::from_secs(2)));

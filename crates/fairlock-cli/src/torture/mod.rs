@@ -208,7 +208,7 @@ async fn server_time_us(conn: &mut impl ConnectionLike) -> Result<u64, Failure> 
 }
 
 async fn raw_connection(url: &str) -> Result<MultiplexedConnection, Failure> {
-    redis::Client::open(url)
+    crate::redis_client(url)
         .map_err(|e| Failure::new(exit::USAGE, format!("bad URL: {e}")))?
         .get_multiplexed_async_connection()
         .await

@@ -254,7 +254,7 @@ impl ChangedSetting {
     /// (before exiting at once).
     pub(super) fn restore_blocking(&self) {
         let timeout = Duration::from_secs(2);
-        let result = redis::Client::open(self.url.as_str()).and_then(|client| {
+        let result = crate::redis_client(self.url.as_str()).and_then(|client| {
             let mut conn = client.get_connection_with_timeout(timeout)?;
             conn.set_read_timeout(Some(timeout))?;
             conn.set_write_timeout(Some(timeout))?;

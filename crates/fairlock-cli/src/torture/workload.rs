@@ -61,7 +61,7 @@ pub(super) const DRAIN: Duration = Duration::from_secs(5);
 /// through the fault proxy, and a cut breaks a multiplexed connection for
 /// good (every later call fails): this one connects again.
 pub(super) async fn time_connection(url: &str) -> Result<ConnectionManager, Failure> {
-    redis::Client::open(url)
+    crate::redis_client(url)
         .map_err(|e| Failure::new(exit::USAGE, format!("bad URL: {e}")))?
         .get_connection_manager()
         .await

@@ -80,6 +80,11 @@ impl AcquireOptions {
         self
     }
 
+    /// Whether an owner was given.
+    pub(crate) fn has_owner(&self) -> bool {
+        self.owner.is_some()
+    }
+
     /// Only accept a re-entry; a grant of a lock the owner no longer held is
     /// released again and reported as `None`.
     pub(crate) fn reenter_only(mut self) -> Self {
