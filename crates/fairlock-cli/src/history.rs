@@ -229,13 +229,11 @@ pub(crate) fn check(
     let revocations = Revocations::of(events);
     for (lock, holds) in holds_by_lock(events) {
         report.holds += holds.len();
-        check_overlaps(lock, &holds, failovers, &revocations, &mut report);
+        let revoked_holds = revocations.revoked_holds(&holds);
+        let revoked = |h: &Hold| revoked_holds.contains(&(h.owner.as_str(), h.start));
+        check_overlaps(lock, &holds, failovers, &revoked, &mut report);
         if native {
-            let kept: Vec<&Hold> = holds
-                .iter()
-                .copied()
-                .filter(|h| !revocations.revoked(h))
-                .collect();
+            let kept: Vec<&Hold> = holds.iter().copied().filter(|h| !revoked(h)).collect();
             check_tokens(lock, &kept, &mut report);
         }
         let Some(log) = queues.get(lock) else {
@@ -245,11 +243,7 @@ pub(crate) fn check(
         let holds: Vec<&Hold> = holds.into_iter().filter(|h| !h.reentry).collect();
         check_liveness(lock, &holds, &faults, bounds, &mut report);
         // A hold a force-unlock revoked did not stay a live holder.
-        let kept: Vec<&Hold> = holds
-            .iter()
-            .copied()
-            .filter(|h| !revocations.revoked(h))
-            .collect();
+        let kept: Vec<&Hold> = holds.iter().copied().filter(|h| !revoked(h)).collect();
         report.revoked += holds.len() - kept.len();
         // An owner that acquired more than once (an explicit owner shared
         // by tasks and reused, say) cannot be told apart in the queue
@@ -261,12 +255,27 @@ pub(crate) fn check(
         }
         let kept: Vec<&Hold> = kept
             .into_iter()
-            .filter(|h| !revocations.waited_across(h) && grants_of[h.owner.as_str()] == 1)
+            .filter(|h| grants_of[h.owner.as_str()] == 1)
+            .collect();
+        // Waiters whose wait spanned a force-unlock: one of them may have
+        // been handed the lock and had it revoked before it proceeded, and
+        // queued again at the back. Such a waiter may be granted after
+        // those once behind it, and its requeue is no violation; every
+        // other pair is checked.
+        let spanned: HashSet<&str> = kept
+            .iter()
+            .filter(|h| revocations.waited_across(h))
+            .map(|h| h.owner.as_str())
             .collect();
         let live = live_grants(&kept, &faults, bounds, native);
         let arrivals = Arrivals::of(log);
-        check_requeues(lock, &arrivals, &live, &mut report);
-        check_fifo(lock, log, &arrivals, &live, &mut report);
+        let steady: HashMap<&str, u64> = live
+            .iter()
+            .filter(|(owner, _)| !spanned.contains(*owner))
+            .map(|(owner, at)| (*owner, *at))
+            .collect();
+        check_requeues(lock, &arrivals, &steady, &mut report);
+        check_fifo(lock, log, &arrivals, &live, &spanned, &mut report);
     }
     for event in events {
         if let Event::DataCheck { key, intact: false } = event {
@@ -329,18 +338,40 @@ impl Revocations {
     }
 
     /// `hold` may be the one a force-unlock revoked: it asked before the
-    /// force-unlock replied and was granted after the release before it
-    /// began (the handoff's new holder), within the revocation window. Its
-    /// acquire may even have returned after the force-unlock: its start,
-    /// read then, comes after the next holder's, with a lower token.
-    fn revoked(&self, hold: &Hold) -> bool {
-        self.0.get(&hold.lock).is_some_and(|times| {
-            times.iter().any(|&(from, at)| {
-                hold.requested <= at
-                    && hold.start >= from
-                    && hold.start - from <= REVOCATION_WINDOW_US
-            })
-        })
+    /// force-unlock replied and still held the lock when the force-unlock
+    /// began, and it either started before the force-unlock replied (the
+    /// holder of that moment: the release before it may have failed, its
+    /// hold already lost and the lock taken by another) or was granted
+    /// after the release before it (the handoff's new holder), within the
+    /// revocation window: its acquire may even have returned after the
+    /// force-unlock, its start, read then, after the next holder's, with
+    /// a lower token.
+    ///
+    /// A force-unlock revokes one hold: of the valid holds that may be the
+    /// one, the first to start (the holder of that moment, else the
+    /// handoff's new holder). The releaser's own hold ends where the
+    /// force-unlock begins (`from`), so it is never one.
+    fn revoked_holds<'h>(&self, holds: &[&'h Hold]) -> HashSet<(&'h str, u64)> {
+        let mut revoked = HashSet::new();
+        let Some(times) = holds.first().and_then(|h| self.0.get(&h.lock)) else {
+            return revoked;
+        };
+        for &(from, at) in times {
+            let first = holds
+                .iter()
+                .filter(|hold| {
+                    hold.valid
+                        && !hold.reentry
+                        && hold.requested <= at
+                        && hold.end > from
+                        && (hold.start <= at || hold.start - from <= REVOCATION_WINDOW_US)
+                })
+                .min_by_key(|hold| hold.start);
+            if let Some(hold) = first {
+                revoked.insert((hold.owner.as_str(), hold.start));
+            }
+        }
+        revoked
     }
 }
 
@@ -355,10 +386,9 @@ fn check_overlaps(
     lock: &str,
     holds: &[&Hold],
     failovers: &Failovers,
-    revocations: &Revocations,
+    revoked: &dyn Fn(&Hold) -> bool,
     report: &mut Report,
 ) {
-    let revoked = |hold: &Hold| revocations.revoked(hold);
     let revoked_starts: HashSet<u64> = holds
         .iter()
         .filter(|h| revoked(h))
@@ -815,6 +845,7 @@ fn check_fifo(
     log: &QueueLog,
     arrivals: &Arrivals<'_>,
     live: &HashMap<&str, u64>,
+    spanned: &HashSet<&str>,
     report: &mut Report,
 ) {
     let mut checked = HashSet::new();
@@ -824,7 +855,9 @@ fn check_fifo(
                 let (Some(ga), Some(gb)) = (live.get(a.as_str()), live.get(b.as_str())) else {
                     continue;
                 };
-                if !arrivals.current(a, i)
+                // The waiter ahead may have been revoked and queued again.
+                if spanned.contains(a.as_str())
+                    || !arrivals.current(a, i)
                     || !arrivals.current(b, i)
                     || !checked.insert((a.as_str(), b.as_str()))
                 {

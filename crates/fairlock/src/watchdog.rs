@@ -451,17 +451,31 @@ async fn run(
     // Checks come at most every CHECK_GAP: a flood of forged revocation
     // messages costs Redis one call per client per CHECK_GAP.
     let mut last_check: Option<Instant> = None;
+    let mut recheck: Option<Instant> = None;
     loop {
         let Some(kick) = check_now.upgrade() else {
             return;
         };
         // A check renews nothing: explicit leases must not be extended.
         // A renewal that is due goes first: checks never starve renewals.
+        // A check that got no answer is made again (a revocation it was
+        // to act on must not be forgotten: an explicit lease is never
+        // renewed, so nothing else would find the hold gone).
+        let recheck_due = async {
+            match recheck {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         let check_only = tokio::select! {
             biased;
             () = tokio::time::sleep_until(next_renewal) => false,
             () = kick.notified() => true,
+            () = recheck_due => true,
         };
+        if check_only {
+            recheck = None;
+        }
         drop(kick);
         if check_only {
             if let Some(due) = last_check.map(|at| at + CHECK_GAP) {
@@ -530,11 +544,11 @@ async fn run(
                             .sync_replicas(lock.name(), key, wanted, timeout, &proofs)
                             .await;
                         // Acknowledged by the replicas of another server than
-                        // the one renewed (a failover in between), or a hold
-                        // that server does not have: counts as none.
+                        // the one renewed (a failover in between): counts as
+                        // none. A hold that server does not have is judged on
+                        // its own below (it may just have been released).
                         let synced = synced.map(|synced| {
-                            let proven = synced.held_until.iter().all(Option::is_some);
-                            if proven && conn.server_changes() == changes {
+                            if conn.server_changes() == changes {
                                 held_until = Some(synced.held_until);
                                 synced.acked
                             } else {
@@ -588,15 +602,31 @@ async fn run(
                         } else {
                             entry.server_changes = changes;
                             entry.revoked = false;
-                            entry.failing = false;
                             if !check_only {
                                 let until = sent_at + lease;
-                                let held = held_until
-                                    .as_ref()
-                                    .and_then(|h| h.get(i).copied().flatten());
-                                entry
-                                    .state
-                                    .extend(held.map_or(until, |held| held.min(until)));
+                                match held_until.as_ref().map(|h| h.get(i).copied().flatten()) {
+                                    // No replicas to wait for.
+                                    None => entry.state.extend(until),
+                                    Some(Some(held)) => entry.state.extend(held.min(until)),
+                                    // Renewed, but the server the replicas
+                                    // acknowledged does not have it: not
+                                    // believed; lost once the acknowledged
+                                    // lease ran out.
+                                    Some(None) => {
+                                        entry.failing = true;
+                                        if Instant::now() >= entry.state.status().expires {
+                                            entry.state.mark_lost(
+                                                entry.lock.name(),
+                                                &key.1,
+                                                LostCause::RenewalsFailed,
+                                            );
+                                            entry.ended(&key.1, &events);
+                                            map.remove(key);
+                                        }
+                                        continue;
+                                    }
+                                }
+                                entry.failing = false;
                                 events.record(Event::Renewed {
                                     lock: entry.lock.name(),
                                 });
@@ -605,7 +635,9 @@ async fn run(
                     }
                 }
                 Err(err) => {
-                    if !check_only {
+                    if check_only {
+                        recheck = Some(Instant::now() + retry);
+                    } else {
                         next_renewal = Instant::now() + retry;
                     }
                     let now = Instant::now();

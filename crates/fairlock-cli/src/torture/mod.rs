@@ -471,6 +471,7 @@ async fn run_on(cli: &Cli, plan: &Plan, stage: &Stage) -> Result<u8, Failure> {
     }
     workers.wind_down(early.is_some(), &stop).await;
     let history = collect(&reports, &injector.injected.hits);
+    keep_history(&history);
     let ended_us = server_time_us(&mut clock).await.unwrap_or(started_us);
     let failovers = Failovers {
         at: injector.injected.failovers.clone(),
@@ -603,5 +604,27 @@ impl Progress {
             duration::format(self.duration),
         ));
         self.next += self.every;
+    }
+}
+
+/// With `$FAIRLOCK_TORTURE_HISTORY` set to a path: write the history there
+/// (one JSON event a line, then one `fault AT CLIENT` line per fault), to
+/// look into a violation after the run. Failing to write only warns.
+fn keep_history(history: &report::History) {
+    let Some(path) = std::env::var_os("FAIRLOCK_TORTURE_HISTORY") else {
+        return;
+    };
+    let mut text = String::new();
+    for event in &history.events {
+        if let Ok(line) = serde_json::to_string(event) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+    }
+    for fault in &history.faults {
+        text.push_str(&format!("fault {} {}\n", fault.at, fault.client));
+    }
+    if let Err(err) = std::fs::write(&path, text) {
+        eprintln!("torture: cannot write the history to {path:?}: {err}");
     }
 }

@@ -666,6 +666,9 @@ impl ReplicaSync {
             };
             pipe.cmd("PTTL").arg(&proof.key);
         }
+        // A proof of a key that holds another type answers WRONGTYPE: that
+        // hold is not proven, and the others are still judged.
+        pipe.ignore_errors();
         pipe.add_command(write.clone())
             .ignore()
             .cmd("WAIT")
