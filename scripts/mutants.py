@@ -66,7 +66,7 @@ MUTANTS = [
     Mutant(
         "renew_ignores_token", "renew_ignores_token",
         "a renewal checks the owner only, not the token (renew.lua)",
-        ["regressions", "lease", "safety"],
+        ["lease", "regressions", "safety"],
         [(NATIVE + "renew.lua",
           "fields[1] == ARGV[2 * i] and (token == '' or fields[2] == token) then",
           "fields[1] == ARGV[2 * i] then")],
@@ -100,7 +100,7 @@ MUTANTS = [
     Mutant(
         "failed_claim_succeeds", "failed_claim_succeeds",
         "a failed claim counts as success (hold.rs PendingClaim::run)",
-        ["adversary3", "regressions"],
+        ["lease", "adversary3", "regressions"],
         [(SRC + "hold.rs",
           "Ok(Some((held == [crate::protocol::Renewal::Held], sent_at)))",
           "Ok(Some((!held.is_empty(), sent_at)))")],
