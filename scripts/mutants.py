@@ -102,8 +102,10 @@ MUTANTS = [
         "a failed claim counts as success (hold.rs PendingClaim::run)",
         ["lease", "adversary3", "regressions"],
         [(SRC + "hold.rs",
-          "Ok(Some((held == [crate::protocol::Renewal::Held], sent_at)))",
-          "Ok(Some((!held.is_empty(), sent_at)))")],
+          "                    held == [crate::protocol::Renewal::Held],\n"
+          "                    (sent_at, changes),",
+          "                    !held.is_empty(),\n"
+          "                    (sent_at, changes),")],
     ),
     Mutant(
         "purge_drops_live", "purge_drops_live",
@@ -138,8 +140,8 @@ MUTANTS = [
         "with min_replicas, the claim's lease is believed without WAIT (hold.rs)",
         ["replicas"],
         [(SRC + "hold.rs",
-          "Ok(Some((true, sent_at))) => match shared.sync_replicas(\"claim\").await {",
-          "Ok(Some((true, sent_at))) => match Ok::<(), Error>(()) {")],
+          "match shared.sync_replicas(\"claim\", Some((owner, token))).await {",
+          "match Ok::<Option<Instant>, Error>(None) {")],
     ),
     Mutant(
         "no_owner_turns", "concurrent_same_owner",
@@ -189,6 +191,9 @@ def torture_summary(log):
     forged = re.search(r"^forged tokens held: (\d+)", text, re.M)
     if forged and forged.group(1) != "0":
         found.append(f"forged tokens held {forged.group(1)}")
+    findings = re.search(r"^findings: (\d+)", text, re.M)
+    if findings and findings.group(1) != "0":
+        found.append(f"findings {findings.group(1)}")
     if not found:
         violations = re.search(r"^violations: (\d+)", text, re.M)
         if violations:

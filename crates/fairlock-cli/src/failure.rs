@@ -7,6 +7,8 @@ use fairlock::Error;
 pub(crate) mod exit {
     /// force-unlock: the confirmation was declined; demo, torture: a check failed.
     pub(crate) const DECLINED_OR_FAILED: u8 = 1;
+    /// torture: the run checked nothing of something it meant to check.
+    pub(crate) const INCONCLUSIVE: u8 = 2;
     /// Bad usage: unknown flag, value out of range, bad lock name or URL.
     pub(crate) const USAGE: u8 = 64;
     /// Redis unreachable, not Redis, or refusing us.
@@ -62,6 +64,12 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
         "1",
         &[Sub::Demo, Sub::Torture],
         "a check failed: the summary names the violations",
+    ),
+    (
+        "2",
+        &[Sub::Torture],
+        "inconclusive: the run checked nothing of something it meant to check (the summary \
+         says what)",
     ),
     (
         "64",

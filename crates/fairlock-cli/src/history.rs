@@ -10,10 +10,44 @@
 //! - [`check_liveness`] (fair locks): every grant within its bound;
 //! - [`check_requeues`] (fair locks): no live waiter moved back in line;
 //! - [`check_fifo`] (fair locks): live waiters granted in queue order.
+//!
+//! Holds carry the feature combination their round drew (see [`combo`]);
+//! [`tally`] counts, per combination, how often it was drawn and how often
+//! it was actually checked, so that a run which drew a combination but
+//! never exercised it says so instead of passing.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
+
+/// The feature combinations a torture round may draw, by the name the
+/// history records.
+pub(crate) mod combo {
+    /// A re-entry with another lease kind than its hold (watchdog under
+    /// explicit, explicit under watchdog, longer or shorter).
+    pub(crate) const REENTRY_LEASE: &str = "reentry_lease";
+    /// Several tasks acquiring at once under one explicit owner.
+    pub(crate) const SHARED_OWNER: &str = "shared_owner";
+    /// A force-unlock right after a release: during the handoff.
+    pub(crate) const FORCE_UNLOCK_AT_HANDOFF: &str = "force_unlock_at_handoff";
+    /// A name that spells another lock's keys (the other protocol's).
+    pub(crate) const NAME_PROBE: &str = "name_probe";
+    /// Application data (a hash, a string) under a lock's key.
+    pub(crate) const FOREIGN_DATA: &str = "foreign_data";
+    /// A failover right after a handoff, clients waiting for a replica
+    /// (`min_replicas`). Drawn by the orchestrator, not by the workers.
+    pub(crate) const FAILOVER_AT_HANDOFF: &str = "failover_at_handoff";
+}
+
+/// How long after a force-unlock the holder it revoked may still believe
+/// it holds the lock (µs): it learns on its revocation channel, within a
+/// round trip, and a torture hold lasts milliseconds. An overlap within
+/// this is the operator's doing, counted apart like a failover's.
+pub(crate) const REVOCATION_WINDOW_US: u64 = 2_000_000;
+
+/// A force-unlock counts as timed at a handoff when it replied within this
+/// of the release before it (µs).
+pub(crate) const HANDOFF_WINDOW_US: u64 = 100_000;
 
 /// One hold, from the acquire to the release (times are the server's, µs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +64,15 @@ pub(crate) struct Hold {
     /// `is_held()` at the end: false when the holder was told it lost the
     /// lock (it paused past its lease, say).
     pub(crate) valid: bool,
+    /// The combination the round drew ([`combo`]); empty for an ordinary
+    /// round (and absent from its line).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) combo: String,
+    /// A re-entry: a hold of an owner that held the lock already (its
+    /// token is that hold's). Checked for overlaps with other owners, left
+    /// out of the checks about grants (tokens, liveness, FIFO).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) reentry: bool,
 }
 
 /// One record of a worker's history: one line of JSON, tagged by `kind`:
@@ -48,6 +91,30 @@ pub(crate) enum Event {
     NoGrant { lock: String, outcome: String },
     /// A worker process announces its client id (the prefix of its owners).
     Client { pid: u32, id: String },
+    /// A worker drew a combination ([`combo`]) for its next round.
+    Drawn { combo: String },
+    /// A force-unlock sent right after a release: `from` is the server time
+    /// before the release, `at` right after the force-unlock replied;
+    /// `released`: it released a hold (the handoff's new holder's).
+    ForceUnlock {
+        lock: String,
+        from: u64,
+        at: u64,
+        released: bool,
+    },
+    /// One call of a combination that the worker judged by its answer:
+    /// `ok` false is a finding (the library answered otherwise than it
+    /// should, e.g. accepted a name that spells another lock's key).
+    Answer {
+        combo: String,
+        target: String,
+        op: String,
+        answer: String,
+        ok: bool,
+    },
+    /// Application data under a lock's key, compared byte for byte after
+    /// the lock calls on it: `intact` false is a violation.
+    DataCheck { key: String, intact: bool },
 }
 
 impl Event {
@@ -87,6 +154,15 @@ pub(crate) struct Report {
     /// failover window): the asynchronous-replication window, counted
     /// apart and never hidden, not counted as violations.
     pub(crate) failover_overlaps: usize,
+    /// Overlaps with a hold that a force-unlock may have revoked (within
+    /// [`REVOCATION_WINDOW_US`]): the revoked holder had not heard yet.
+    /// Counted apart, never hidden, not violations.
+    pub(crate) revoked_overlaps: usize,
+    /// Holds that a force-unlock may have revoked (see
+    /// `Revocations::revoked`): left out of the token and FIFO checks.
+    pub(crate) revoked: usize,
+    /// Application data changed by lock calls (see [`Event::DataCheck`]).
+    pub(crate) data_changed: usize,
     pub(crate) fifo_pairs_checked: usize,
     pub(crate) fifo_violations: usize,
     /// Waiters moved to the back of the queue while waiting (Redisson drops
@@ -108,6 +184,7 @@ impl Report {
             + requeued
             + self.token_violations
             + self.liveness_violations
+            + self.data_changed
     }
 
     fn example(&mut self, text: String) {
@@ -149,20 +226,53 @@ pub(crate) fn check(
         ..Report::default()
     };
     let faults = FaultTimes::new(faults);
+    let revocations = Revocations::of(events);
     for (lock, holds) in holds_by_lock(events) {
         report.holds += holds.len();
-        check_overlaps(lock, &holds, failovers, &mut report);
+        check_overlaps(lock, &holds, failovers, &revocations, &mut report);
         if native {
-            check_tokens(lock, &holds, &mut report);
+            let kept: Vec<&Hold> = holds
+                .iter()
+                .copied()
+                .filter(|h| !revocations.revoked(h))
+                .collect();
+            check_tokens(lock, &kept, &mut report);
         }
         let Some(log) = queues.get(lock) else {
             continue;
         };
+        // Re-entries are no grants: the checks below are about grants.
+        let holds: Vec<&Hold> = holds.into_iter().filter(|h| !h.reentry).collect();
         check_liveness(lock, &holds, &faults, bounds, &mut report);
-        let live = live_grants(&holds, &faults, bounds, native);
+        // A hold a force-unlock revoked did not stay a live holder.
+        let kept: Vec<&Hold> = holds
+            .iter()
+            .copied()
+            .filter(|h| !revocations.revoked(h))
+            .collect();
+        report.revoked += holds.len() - kept.len();
+        // An owner that acquired more than once (an explicit owner shared
+        // by tasks and reused, say) cannot be told apart in the queue
+        // snapshots, which name owners, not acquisitions: its order is not
+        // checked.
+        let mut grants_of: HashMap<&str, usize> = HashMap::new();
+        for hold in &holds {
+            *grants_of.entry(hold.owner.as_str()).or_default() += 1;
+        }
+        let kept: Vec<&Hold> = kept
+            .into_iter()
+            .filter(|h| !revocations.waited_across(h) && grants_of[h.owner.as_str()] == 1)
+            .collect();
+        let live = live_grants(&kept, &faults, bounds, native);
         let arrivals = Arrivals::of(log);
         check_requeues(lock, &arrivals, &live, &mut report);
         check_fifo(lock, log, &arrivals, &live, &mut report);
+    }
+    for event in events {
+        if let Event::DataCheck { key, intact: false } = event {
+            report.data_changed += 1;
+            report.example(format!("{key}: the data under the lock's name changed"));
+        }
     }
     report
 }
@@ -182,38 +292,173 @@ fn holds_by_lock(events: &[Event]) -> BTreeMap<&str, Vec<&Hold>> {
     by_lock
 }
 
-/// Overlaps. Rule: two holds of one lock that were both still valid at
-/// their end (`is_held()`) do not intersect in server time: each valid
-/// hold starts no earlier than every earlier valid hold ended (starting at
-/// the very moment the last one ended is fine). Holds told they lost the
-/// lock are left out.
-fn check_overlaps(lock: &str, holds: &[&Hold], failovers: &Failovers, report: &mut Report) {
-    let mut latest_end = 0u64;
-    let mut latest_start = 0u64;
-    let mut latest_owner = "";
-    for hold in holds.iter().filter(|h| h.valid) {
-        if hold.start < latest_end {
-            if failovers.between(lock, latest_start, hold.start) {
-                report.failover_overlaps += 1;
-                report.example(format!(
-                    "{lock}: {} started at {} before {latest_owner} ended at {latest_end}, \
-                     across a failover (asynchronous replication)",
-                    hold.owner, hold.start
-                ));
-            } else {
-                report.overlaps += 1;
-                report.example(format!(
-                    "{lock}: {} started at {} before {latest_owner} ended at {latest_end}",
-                    hold.owner, hold.start
-                ));
+/// Force-unlocks of each lock: when each was sent (after the release
+/// before it) and when it replied (server time, µs), for those that
+/// released a hold.
+#[derive(Default)]
+struct Revocations(HashMap<String, Vec<(u64, u64)>>);
+
+impl Revocations {
+    fn of(events: &[Event]) -> Self {
+        let mut by_lock: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
+        for event in events {
+            if let Event::ForceUnlock {
+                lock,
+                from,
+                at,
+                released: true,
+            } = event
+            {
+                by_lock.entry(lock.clone()).or_default().push((*from, *at));
             }
         }
-        if hold.end > latest_end {
-            latest_end = hold.end;
-            latest_start = hold.start;
-            latest_owner = &hold.owner;
+        Self(by_lock)
+    }
+
+    /// `hold`'s wait spanned a force-unlock of its lock: it may have been
+    /// handed the lock and had it revoked before it proceeded, and then
+    /// queued again at the back (the library's rule: a revocation that
+    /// comes with or after a grant wins over it). Its place in line is
+    /// not checked.
+    fn waited_across(&self, hold: &Hold) -> bool {
+        self.0.get(&hold.lock).is_some_and(|times| {
+            times
+                .iter()
+                .any(|&(from, at)| hold.requested <= at && hold.start >= from)
+        })
+    }
+
+    /// `hold` may be the one a force-unlock revoked: it asked before the
+    /// force-unlock replied and was granted after the release before it
+    /// began (the handoff's new holder), within the revocation window. Its
+    /// acquire may even have returned after the force-unlock: its start,
+    /// read then, comes after the next holder's, with a lower token.
+    fn revoked(&self, hold: &Hold) -> bool {
+        self.0.get(&hold.lock).is_some_and(|times| {
+            times.iter().any(|&(from, at)| {
+                hold.requested <= at
+                    && hold.start >= from
+                    && hold.start - from <= REVOCATION_WINDOW_US
+            })
+        })
+    }
+}
+
+/// Overlaps. Rule: two holds of one lock by different owners that were
+/// both still valid at their end (`is_held()`) do not intersect in server
+/// time: each valid hold starts no earlier than every earlier valid hold of
+/// another owner ended (starting at the very moment it ended is fine).
+/// Holds of one owner may intersect (re-entries, one owner shared by
+/// several tasks). Holds told they lost the lock are left out. An overlap
+/// that a failover or a force-unlock explains is counted apart.
+fn check_overlaps(
+    lock: &str,
+    holds: &[&Hold],
+    failovers: &Failovers,
+    revocations: &Revocations,
+    report: &mut Report,
+) {
+    let revoked = |hold: &Hold| revocations.revoked(hold);
+    let revoked_starts: HashSet<u64> = holds
+        .iter()
+        .filter(|h| revoked(h))
+        .map(|h| h.start)
+        .collect();
+    // Valid holds that may still intersect a later one: (end, start, owner).
+    let mut open: Vec<(u64, u64, &str)> = Vec::new();
+    for hold in holds.iter().filter(|h| h.valid) {
+        open.retain(|(end, _, _)| *end > hold.start);
+        let earlier = open
+            .iter()
+            .filter(|(_, _, owner)| *owner != hold.owner)
+            .max_by_key(|(end, _, _)| *end)
+            .copied();
+        if let Some((end, start, owner)) = earlier {
+            let at = format!(
+                "{lock}: {} started at {} before {owner} ended at {end}",
+                hold.owner, hold.start
+            );
+            if failovers.between(lock, start, hold.start) {
+                report.failover_overlaps += 1;
+                report.example(format!(
+                    "{at}, across a failover (asynchronous replication)"
+                ));
+            } else if revoked(hold) || revoked_starts.contains(&start) {
+                report.revoked_overlaps += 1;
+                // A few examples: they must not crowd out the violations'.
+                if report.revoked_overlaps <= 2 {
+                    report.example(format!(
+                        "{at}, after a force-unlock (the revoked holder had not heard yet)"
+                    ));
+                }
+            } else {
+                report.overlaps += 1;
+                report.example(at);
+            }
+        }
+        open.push((hold.end, hold.start, &hold.owner));
+    }
+}
+
+/// Per combination: how often a round drew it, and how often it was
+/// checked.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tally {
+    pub(crate) drawn: usize,
+    pub(crate) checked: usize,
+}
+
+/// Count, per combination, the rounds that drew it and the times it was
+/// checked. Checked means:
+/// - a re-entry (of any combination): it stayed valid and intersected
+///   another valid hold of its owner: it re-entered a live hold, and went
+///   through the overlap check against every other owner;
+/// - a force-unlock at a handoff: it released a hold and replied within
+///   [`HANDOFF_WINDOW_US`] of the release before it;
+/// - a name probe: the call answered (right or wrong: a wrong answer is a
+///   finding);
+/// - foreign data: the data was compared after the calls.
+pub(crate) fn tally(events: &[Event]) -> BTreeMap<String, Tally> {
+    let mut tally: BTreeMap<String, Tally> = BTreeMap::new();
+    fn count<'t>(tally: &'t mut BTreeMap<String, Tally>, combo: &str) -> &'t mut Tally {
+        tally.entry(combo.to_owned()).or_default()
+    }
+    for event in events {
+        match event {
+            Event::Drawn { combo } => count(&mut tally, combo).drawn += 1,
+            Event::ForceUnlock {
+                from,
+                at,
+                released: true,
+                ..
+            } if at.saturating_sub(*from) <= HANDOFF_WINDOW_US => {
+                count(&mut tally, combo::FORCE_UNLOCK_AT_HANDOFF).checked += 1;
+            }
+            Event::Answer { combo, .. } if combo == combo::NAME_PROBE => {
+                count(&mut tally, combo).checked += 1;
+            }
+            Event::DataCheck { .. } => count(&mut tally, combo::FOREIGN_DATA).checked += 1,
+            _ => {}
         }
     }
+    for holds in holds_by_lock(events).values() {
+        for (i, hold) in holds.iter().enumerate() {
+            if !hold.reentry || !hold.valid || hold.combo.is_empty() {
+                continue;
+            }
+            let intersects = holds.iter().enumerate().any(|(j, other)| {
+                j != i
+                    && other.valid
+                    && other.owner == hold.owner
+                    && other.start < hold.end
+                    && hold.start < other.end
+            });
+            if intersects {
+                count(&mut tally, &hold.combo).checked += 1;
+            }
+        }
+    }
+    tally
 }
 
 /// The longest stretch without a grant of any lock between `from` and
@@ -358,10 +603,11 @@ impl Failovers {
 
 /// Fencing tokens (native). Rule: every valid hold has a token, strictly
 /// above the token of every valid hold of that lock that started before
-/// it. Holds told they lost the lock are left out.
+/// it. Holds told they lost the lock, and re-entries (whose token is their
+/// owner's hold's), are left out.
 fn check_tokens(lock: &str, holds: &[&Hold], report: &mut Report) {
     let mut highest = 0u64;
-    for hold in holds.iter().filter(|h| h.valid) {
+    for hold in holds.iter().filter(|h| h.valid && !h.reentry) {
         let owner = &hold.owner;
         match hold.token {
             Some(t) if t > highest => highest = t,
@@ -609,6 +855,8 @@ mod tests {
             start,
             end,
             valid: true,
+            combo: String::new(),
+            reentry: false,
         })
     }
 
@@ -868,7 +1116,13 @@ mod tests {
             window_us: 10,
         };
         let mut report = Report::default();
-        check_overlaps("l", &holds(&events), &failovers, &mut report);
+        check_overlaps(
+            "l",
+            &holds(&events),
+            &failovers,
+            &Revocations::default(),
+            &mut report,
+        );
         assert_eq!(
             (report.overlaps, report.failover_overlaps),
             (1, 1),
@@ -887,14 +1141,26 @@ mod tests {
             window_us: 1000,
         };
         let mut report = Report::default();
-        check_overlaps("l", &holds(&events), &before, &mut report);
+        check_overlaps(
+            "l",
+            &holds(&events),
+            &before,
+            &Revocations::default(),
+            &mut report,
+        );
         assert_eq!((report.overlaps, report.failover_overlaps), (2, 0));
         let settling = Failovers {
             settle_us: 5,
             ..before
         };
         let mut report = Report::default();
-        check_overlaps("l", &holds(&events), &settling, &mut report);
+        check_overlaps(
+            "l",
+            &holds(&events),
+            &settling,
+            &Revocations::default(),
+            &mut report,
+        );
         assert_eq!((report.overlaps, report.failover_overlaps), (0, 2));
     }
 
@@ -911,10 +1177,22 @@ mod tests {
             window_us: 10,
         };
         let mut report = Report::default();
-        check_overlaps("l", &holds(&events), &scoped(&["other"]), &mut report);
+        check_overlaps(
+            "l",
+            &holds(&events),
+            &scoped(&["other"]),
+            &Revocations::default(),
+            &mut report,
+        );
         assert_eq!((report.overlaps, report.failover_overlaps), (1, 0));
         let mut report = Report::default();
-        check_overlaps("l", &holds(&events), &scoped(&["other", "l"]), &mut report);
+        check_overlaps(
+            "l",
+            &holds(&events),
+            &scoped(&["other", "l"]),
+            &Revocations::default(),
+            &mut report,
+        );
         assert_eq!((report.overlaps, report.failover_overlaps), (0, 1));
     }
 
@@ -1002,7 +1280,13 @@ mod tests {
             e.valid = false;
         }
         let mut report = Report::default();
-        check_overlaps("l", &holds(&events), &Failovers::default(), &mut report);
+        check_overlaps(
+            "l",
+            &holds(&events),
+            &Failovers::default(),
+            &Revocations::default(),
+            &mut report,
+        );
         assert_eq!(report.overlaps, 2, "{report:?}");
         assert_eq!(
             report.examples[0],
@@ -1156,5 +1440,211 @@ mod tests {
             report.examples,
             ["l: b queued ahead of c (snapshot 2) but granted after it"]
         );
+    }
+
+    /// `hold` with a combination, as a re-entry or not.
+    fn combo_hold(owner: &str, start: u64, end: u64, combo: &str, reentry: bool) -> Event {
+        let Event::Hold(mut hold) = hold(owner, 1, start, start, end) else {
+            unreachable!()
+        };
+        hold.combo = combo.into();
+        hold.reentry = reentry;
+        Event::Hold(hold)
+    }
+
+    #[test]
+    fn holds_of_one_owner_may_intersect_and_reentries_keep_their_token() {
+        // a re-enters its own hold (same token); b overlaps a: one overlap.
+        let events = vec![
+            hold("a", 5, 0, 10, 100),
+            combo_hold("a", 20, 30, combo::REENTRY_LEASE, true),
+            hold("b", 6, 0, 50, 60),
+        ];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert_eq!(report.overlaps, 1, "{report:?}");
+        assert_eq!(report.token_violations, 0, "{report:?}");
+        assert!(report.examples[0].starts_with("l: b started at 50 before a"));
+    }
+
+    #[test]
+    fn a_waiter_whose_grant_a_force_unlock_revoked_may_queue_again() {
+        // a was handed the lock, a force-unlock revoked it before it
+        // proceeded, and it queued again behind b: not a requeue of a live
+        // waiter. Without the force-unlock it is one.
+        let queues = HashMap::from([("l".to_owned(), queue(&[&["a", "b"], &["b", "a"]]))]);
+        let mut events = vec![
+            hold("b", 2, 0, 50, 60),
+            hold("a", 3, 0, 70, 80),
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 30,
+                at: 40,
+                released: true,
+            },
+        ];
+        let run =
+            |events: &[Event]| check(events, &queues, true, &[], BOUNDS, &Failovers::default());
+        assert_eq!(run(&events).requeued, 0, "{:?}", run(&events));
+        events.pop();
+        assert_eq!(run(&events).requeued, 1, "{:?}", run(&events));
+    }
+
+    #[test]
+    fn overlaps_after_a_force_unlock_are_counted_apart() {
+        let events = vec![
+            hold("a", 1, 0, 10, 100),
+            hold("b", 2, 0, 50, 60),
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 40,
+                at: 45,
+                released: true,
+            },
+        ];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert_eq!((report.overlaps, report.revoked_overlaps), (0, 1));
+        // One that released nothing explains nothing.
+        let mut events = events;
+        events[2] = Event::ForceUnlock {
+            lock: "l".into(),
+            from: 40,
+            at: 45,
+            released: false,
+        };
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert_eq!((report.overlaps, report.revoked_overlaps), (1, 0));
+    }
+
+    #[test]
+    fn changed_data_is_a_violation() {
+        let events = vec![Event::DataCheck {
+            key: "k".into(),
+            intact: false,
+        }];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert_eq!(report.violations(), 1);
+    }
+
+    #[test]
+    fn tally_counts_what_was_drawn_and_what_was_checked() {
+        let drawn = |combo: &str| Event::Drawn {
+            combo: combo.into(),
+        };
+        let mut lost = combo_hold("c", 200, 230, combo::SHARED_OWNER, true);
+        if let Event::Hold(hold) = &mut lost {
+            hold.valid = false;
+        }
+        let events = vec![
+            drawn(combo::SHARED_OWNER),
+            drawn(combo::SHARED_OWNER),
+            hold("a", 1, 0, 10, 100),
+            // Intersects a's hold: checked.
+            combo_hold("a", 20, 30, combo::SHARED_OWNER, true),
+            // Alone: a re-entry of nothing live.
+            combo_hold("b", 120, 130, combo::SHARED_OWNER, true),
+            hold("c", 2, 0, 190, 240),
+            lost,
+            drawn(combo::FORCE_UNLOCK_AT_HANDOFF),
+            drawn(combo::FORCE_UNLOCK_AT_HANDOFF),
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 0,
+                at: HANDOFF_WINDOW_US,
+                released: true,
+            },
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 0,
+                at: HANDOFF_WINDOW_US + 1,
+                released: true,
+            },
+            drawn(combo::FOREIGN_DATA),
+            Event::Answer {
+                combo: combo::FOREIGN_DATA.into(),
+                target: "k".into(),
+                op: "acquire".into(),
+                answer: "NotALock".into(),
+                ok: true,
+            },
+            Event::DataCheck {
+                key: "k".into(),
+                intact: true,
+            },
+        ];
+        let tally = tally(&events);
+        let of = |combo: &str| tally.get(combo).copied().unwrap_or_default();
+        assert_eq!(
+            of(combo::SHARED_OWNER),
+            Tally {
+                drawn: 2,
+                checked: 1
+            }
+        );
+        assert_eq!(
+            of(combo::FORCE_UNLOCK_AT_HANDOFF),
+            Tally {
+                drawn: 2,
+                checked: 1
+            }
+        );
+        assert_eq!(
+            of(combo::FOREIGN_DATA),
+            Tally {
+                drawn: 1,
+                checked: 1
+            }
+        );
+    }
+
+    #[test]
+    fn new_lines_round_trip_and_ordinary_holds_keep_their_line() {
+        let e = combo_hold("a", 1, 2, combo::REENTRY_LEASE, true);
+        assert!(
+            e.to_line()
+                .ends_with(r#","combo":"reentry_lease","reentry":true}"#)
+        );
+        assert_eq!(Event::parse(&e.to_line()), Some(e));
+        for e in [
+            Event::Drawn {
+                combo: combo::NAME_PROBE.into(),
+            },
+            Event::Answer {
+                combo: combo::NAME_PROBE.into(),
+                target: "t".into(),
+                op: "name".into(),
+                answer: "InvalidName".into(),
+                ok: true,
+            },
+        ] {
+            assert_eq!(Event::parse(&e.to_line()), Some(e));
+        }
     }
 }

@@ -1,6 +1,9 @@
 //! Quick mode of `fairlock torture`: a randomized 3-process workload with
 //! SIGKILL and SIGSTOP faults, checked by the history checker, under both
-//! protocols. The long soak is `fairlock torture --duration 20m`.
+//! protocols. The long soak is `fairlock torture --duration 20m`. The
+//! quick runs draw no feature combinations (`--combinations none`): those
+//! have tests of their own below, with the verdicts (inconclusive) and the
+//! server faults refused on a server the torture did not start.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,6 +27,8 @@ fn torture(protocol: &str, extra: &[&str]) -> String {
             "3",
             "--tasks",
             "3",
+            "--combinations",
+            "none",
         ])
         .env_remove("REDIS_URL")
         .output()
@@ -114,7 +119,8 @@ fn torture_redisson_default_slot_ends_on_time() {
     assert_eq!(number_after(&summary, "violations:"), 0, "{summary}");
 }
 
-/// A torture of 60 s in the background, stdout and stderr piped.
+/// A torture of 60 s in the background, stdout and stderr piped (without
+/// combinations, as the quick runs).
 fn torture_in_background(server: &RedisServer) -> Child {
     Command::new(env!("CARGO_BIN_EXE_fairlock"))
         .args(["--redis", &server.url()])
@@ -126,6 +132,8 @@ fn torture_in_background(server: &RedisServer) -> Child {
             "2",
             "--tasks",
             "2",
+            "--combinations",
+            "none",
         ])
         .env_remove("REDIS_URL")
         .stdout(Stdio::piped())
@@ -238,4 +246,183 @@ fn a_failure_mid_run_ends_with_the_summary_and_the_error() {
             "worker {pid} outlived the run"
         );
     }
+}
+
+/// A run of `fairlock torture` against `server` with `args` after the
+/// subcommand: exit code, stdout, stderr.
+fn run_torture(
+    server: &RedisServer,
+    global: &[&str],
+    args: &[&str],
+) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", &server.url()])
+        .args(global)
+        .arg("torture")
+        .args(args)
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("run fairlock torture");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// One worker task cannot queue behind another: no queue-order pair can
+/// be checked, and the run says it proves nothing (exit 2), never "0
+/// violations" alone.
+#[test]
+fn a_run_that_checks_no_queue_order_is_inconclusive() {
+    let server = RedisServer::start();
+    let (code, stdout, stderr) = run_torture(
+        &server,
+        &[],
+        &[
+            "--duration",
+            "2s",
+            "--processes",
+            "1",
+            "--tasks",
+            "1",
+            "--no-faults",
+            "--combinations",
+            "none",
+        ],
+    );
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("\nverdict: inconclusive: ")
+            && stdout.contains("no queue-order pair was checked"),
+        "{stdout}"
+    );
+    assert_eq!(number_after(&stdout, "violations:"), 0, "{stdout}");
+}
+
+/// `busy-reply-threshold` of `server`.
+fn busy_threshold(server: &RedisServer) -> String {
+    let pair: Vec<String> = server.cmd(&["CONFIG", "GET", "busy-reply-threshold"]);
+    pair[1].clone()
+}
+
+/// The number before `label` on the faults line.
+fn faults_of(summary: &str, label: &str) -> u64 {
+    summary
+        .lines()
+        .find_map(|l| l.strip_prefix("faults injected:"))
+        .expect("a faults line")
+        .split(',')
+        .find(|part| part.contains(label))
+        .and_then(|part| part.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{label:?} in {summary}"))
+}
+
+/// Against a server it did not start, the torture changes nothing on it
+/// unless asked: no BUSY scripts, floods or SCRIPT FLUSH, and
+/// `busy-reply-threshold` as it was; with --server-faults it changes the
+/// setting for the run and sets it back at the end. --help says so.
+#[test]
+fn server_faults_only_on_request_against_a_server_it_did_not_start() {
+    let help = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["torture", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--server-faults") && help.contains("it did not start"),
+        "{help}"
+    );
+    let server = RedisServer::start();
+    let _: () = server.cmd(&["CONFIG", "SET", "busy-reply-threshold", "4321"]);
+    let short = [
+        "--duration",
+        "10s",
+        "--processes",
+        "2",
+        "--tasks",
+        "2",
+        "--combinations",
+        "none",
+    ];
+    let (code, stdout, stderr) = run_torture(&server, &[], &short);
+    // Exit 0 or inconclusive (2): a short run on a loaded machine may
+    // check no queue order; never a failure.
+    assert!(matches!(code, Some(0 | 2)), "{code:?}\n{stdout}\n{stderr}");
+    assert!(stdout.contains("\nserver faults off: "), "{stdout}");
+    for fault in ["BUSY scripts", "PUBLISH", "SCRIPT FLUSHes"] {
+        assert_eq!(faults_of(&stdout, fault), 0, "{stdout}");
+    }
+    assert_eq!(busy_threshold(&server), "4321");
+
+    let with_flag: Vec<&str> = short.iter().copied().chain(["--server-faults"]).collect();
+    let (code, stdout, stderr) = run_torture(&server, &[], &with_flag);
+    assert!(matches!(code, Some(0 | 2)), "{code:?}\n{stdout}\n{stderr}");
+    assert!(!stdout.contains("server faults off"), "{stdout}");
+    assert_eq!(busy_threshold(&server), "4321", "restored after the run");
+}
+
+/// The combinations of `protocol` in a short run: each drawn and
+/// checked, the summary saying how often.
+fn combinations_run(protocol: &str) -> String {
+    let server = RedisServer::start();
+    let (code, stdout, stderr) = run_torture(
+        &server,
+        &["--protocol", protocol, "--waiter-slot", "2s"],
+        &[
+            "--duration",
+            "20s",
+            "--processes",
+            "2",
+            "--tasks",
+            "3",
+            "--no-faults",
+        ],
+    );
+    assert!(code.is_some(), "{stdout}\n{stderr}");
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("combinations: "))
+        .unwrap_or_else(|| panic!("a combinations line: {stdout}"));
+    for combo in [
+        "reentry_lease",
+        "shared_owner",
+        "force_unlock_at_handoff",
+        "name_probe",
+        "foreign_data",
+    ] {
+        let part = line
+            .split("; ")
+            .find(|p| p.starts_with(combo))
+            .unwrap_or_else(|| panic!("{combo} in {line}"));
+        let numbers: Vec<u64> = part
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert!(
+            numbers.len() == 2 && numbers.iter().all(|n| *n > 0),
+            "{combo} drawn and checked: {stdout}"
+        );
+    }
+    // The combinations hold: no violation, no finding, nothing inconclusive.
+    assert_eq!(number_after(&stdout, "violations:"), 0, "{stdout}");
+    assert_eq!(number_after(&stdout, "findings:"), 0, "{stdout}");
+    assert!(stdout.contains("\nverdict: passed"), "{stdout}");
+    stdout
+}
+
+/// Every combination is drawn and checked in a short run, and the data
+/// under lock names is compared after the calls.
+#[test]
+fn torture_draws_every_combination_native() {
+    let summary = combinations_run("native");
+    assert!(
+        summary.contains("\napplication data changed by lock calls: "),
+        "{summary}"
+    );
+}
+
+#[test]
+fn torture_draws_every_combination_redisson() {
+    combinations_run("redisson");
 }

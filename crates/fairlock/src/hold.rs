@@ -68,21 +68,40 @@ impl LockShared {
 
     /// With [`min_replicas`](crate::ClientConfig::min_replicas) set: wait
     /// until that many replicas acknowledged what this client wrote so far
-    /// (`what`: the acquisition or the release just made).
+    /// (`what`: the acquisition, claim or release just made). `hold`: the
+    /// hold (owner, token) the acknowledgement must prove on the server it
+    /// goes to (see [`HoldProof`](crate::transport::HoldProof)); the answer
+    /// is then the local instant before which that server keeps it, to
+    /// bound what the client believes. `Ok(None)` without `min_replicas`
+    /// or without a hold to prove.
     ///
     /// # Errors
     /// [`Error::ReplicasNotSynced`] when fewer acknowledged within the
-    /// timeout; [`Error::Connection`] when the master did not answer.
-    pub(crate) async fn sync_replicas(&self, what: &'static str) -> Result<()> {
+    /// timeout, or the server acknowledged does not hold `hold` (`acked`
+    /// 0); [`Error::Connection`] when the master did not answer.
+    pub(crate) async fn sync_replicas(
+        &self,
+        what: &'static str,
+        hold: Option<(&Owner, Option<u64>)>,
+    ) -> Result<Option<Instant>> {
         let Some((wanted, timeout)) = self.core.config().min_replicas else {
-            return Ok(());
+            return Ok(None);
         };
-        let acked = self
+        let proofs: Vec<_> = hold
+            .map(|(owner, token)| self.lock.hold_proof(owner.as_str(), token))
+            .into_iter()
+            .collect();
+        let synced = self
             .conn()
-            .sync_replicas(self.name(), self.lock.lock_key(), wanted, timeout)
+            .sync_replicas(self.name(), self.lock.lock_key(), wanted, timeout, &proofs)
             .await?;
+        let held_until = synced.held_until.first().copied();
+        let acked = match held_until {
+            Some(None) => 0,
+            _ => synced.acked,
+        };
         if acked >= wanted {
-            return Ok(());
+            return Ok(held_until.flatten());
         }
         Err(Error::ReplicasNotSynced {
             name: self.name().to_owned(),
@@ -404,7 +423,7 @@ impl Hold {
     /// the replicas.
     pub(crate) async fn release(&self) -> Result<()> {
         self.release_unsynced().await?;
-        self.shared.sync_replicas("release").await
+        self.shared.sync_replicas("release", None).await.map(drop)
     }
 
     /// Release this hold without waiting for replicas (the undo of an
@@ -576,7 +595,13 @@ impl PendingClaim {
                     .dialect()
                     .renew(shared.conn(), &hold, Some(lease))
                     .await?;
-                Ok(Some((held == [crate::protocol::Renewal::Held], sent_at)))
+                // Read after the reply (a reload after NOSCRIPT on a new
+                // server ran after the change it reports).
+                let changes = shared.conn().server_changes();
+                Ok(Some((
+                    held == [crate::protocol::Renewal::Held],
+                    (sent_at, changes),
+                )))
             },
         )
         .await;
@@ -586,15 +611,25 @@ impl PendingClaim {
             // once the replicas have it (a failover to one that missed it
             // would end the lock with the short grant); until then the hold
             // is believed no longer than the grant, which they have.
-            Ok(Some((true, sent_at))) => match shared.sync_replicas("claim").await {
-                Ok(()) => state.extend(sent_at + lease),
-                Err(err) => events::record(Event::CleanupFailed {
-                    lock: shared.name(),
-                    owner,
-                    what: "replica acknowledgement of a claim",
-                    error: &err,
-                }),
-            },
+            Ok(Some((true, (sent_at, changes)))) => {
+                match shared.sync_replicas("claim", Some((owner, token))).await {
+                    // Acknowledged by the replicas of the server that took the
+                    // claim (none changed meanwhile: else the claim may be lost
+                    // with the old master, and the grant's end stays the
+                    // belief), and no longer than that server keeps the hold.
+                    Ok(held_until) if shared.conn().server_changes() == changes => {
+                        let until = sent_at + lease;
+                        state.extend(held_until.map_or(until, |held| held.min(until)));
+                    }
+                    Ok(_) => {}
+                    Err(err) => events::record(Event::CleanupFailed {
+                        lock: shared.name(),
+                        owner,
+                        what: "replica acknowledgement of a claim",
+                        error: &err,
+                    }),
+                }
+            }
             Ok(Some((false, _))) if ended.load(Ordering::SeqCst) != HELD => {}
             Ok(Some((false, _))) => {
                 state.mark_lost(shared.name(), owner.as_str(), LostCause::GrantExpired)

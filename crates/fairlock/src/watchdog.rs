@@ -85,6 +85,18 @@ impl HeldState {
         });
     }
 
+    /// The server acknowledged by the replicas keeps the hold only until
+    /// `until`: never believe it longer.
+    pub(crate) fn cap(&self, until: Instant) {
+        self.status.send_if_modified(|status| {
+            let earlier = until < status.expires;
+            if earlier {
+                status.expires = until;
+            }
+            earlier
+        });
+    }
+
     /// A renewal confirmed the lease until `expires`.
     pub(crate) fn extend(&self, expires: Instant) {
         self.status.send_if_modified(|status| {
@@ -253,9 +265,11 @@ impl Watchdog {
             Arc::downgrade(&check_now),
             dialect,
             conn.clone(),
-            lease,
-            interval,
-            min_replicas,
+            Schedule {
+                lease,
+                interval,
+                min_replicas,
+            },
             Arc::clone(&events),
         ));
         Self {
@@ -404,16 +418,31 @@ impl Watchdog {
 /// The shortest time between two checks of every hold.
 const CHECK_GAP: Duration = Duration::from_millis(50);
 
+/// The watchdog's settings: the lease it renews to, how often, and the
+/// replicas a renewal must reach before it is believed.
+#[derive(Clone, Copy)]
+struct Schedule {
+    lease: Duration,
+    interval: Duration,
+    min_replicas: Option<(u32, Duration)>,
+}
+
+/// One hold in a round of renewals or checks: its key, token, state and lock.
+type Batched = (Key, Option<u64>, Arc<HeldState>, Arc<ProtocolLock>);
+
 async fn run(
     entries: Weak<Entries>,
     check_now: Weak<Notify>,
     dialect: Dialect,
     conn: Connection,
-    lease: Duration,
-    interval: Duration,
-    min_replicas: Option<(u32, Duration)>,
+    schedule: Schedule,
     events: Arc<Recorder>,
 ) {
+    let Schedule {
+        lease,
+        interval,
+        min_replicas,
+    } = schedule;
     // After a failed renewal, retry sooner: the lease keeps running out.
     let retry = crate::retry::renewal_retry_delay(interval);
     // Renewals keep their own schedule: checks (revocation messages, which
@@ -446,18 +475,15 @@ async fn run(
         if !check_only {
             next_renewal = Instant::now() + interval;
         }
-        let mut batch: Vec<(Key, Option<u64>, Arc<HeldState>, Arc<ProtocolLock>)> =
-            locked(&entries)
-                .iter()
-                // A hold known lost is never renewed: its lock must expire.
-                .filter(|(_, entry)| {
-                    !entry.state.status().lost && (check_only || entry.renewed > 0)
-                })
-                .map(|(key, entry)| {
-                    let lock = Arc::clone(&entry.lock);
-                    (key.clone(), entry.token, Arc::clone(&entry.state), lock)
-                })
-                .collect();
+        let mut batch: Vec<Batched> = locked(&entries)
+            .iter()
+            // A hold known lost is never renewed: its lock must expire.
+            .filter(|(_, entry)| !entry.state.status().lost && (check_only || entry.renewed > 0))
+            .map(|(key, entry)| {
+                let lock = Arc::clone(&entry.lock);
+                (key.clone(), entry.token, Arc::clone(&entry.state), lock)
+            })
+            .collect();
         // One script call may only touch keys of one group (one hash slot
         // on a cluster, where other calls fail with CROSSSLOT).
         batch.sort_by_key(|((key, _), ..)| conn.key_group(key));
@@ -480,16 +506,42 @@ async fn run(
                         .collect();
                     let sent_at = Instant::now();
                     let mut result = dialect.renew(conn, &holds, renewal).await;
+                    // Read after the reply (a reload after NOSCRIPT on a new
+                    // server ran after the change it reports).
+                    let changes = conn.server_changes();
                     // With min_replicas, a renewal is relied on only once the
                     // replicas have it: a failover to one of them must not
                     // lose a lease this client believes in. Not acknowledged
                     // in time counts as a failed renewal (retried soon; the
                     // hold is lost once the lease last confirmed ran out).
+                    // Each renewed hold is proven on the server the WAIT
+                    // goes to, and believed no longer than that server keeps
+                    // it (`held_until`).
+                    let mut held_until = None;
                     if let (Ok(_), Some((wanted, timeout)), Some(_), Some(first)) =
                         (&result, min_replicas, renewal, chunk.first())
                     {
                         let ((key, _), _, _, lock) = first;
-                        match conn.sync_replicas(lock.name(), key, wanted, timeout).await {
+                        let proofs: Vec<_> = chunk
+                            .iter()
+                            .map(|((_, owner), token, _, lock)| lock.hold_proof(owner, *token))
+                            .collect();
+                        let synced = conn
+                            .sync_replicas(lock.name(), key, wanted, timeout, &proofs)
+                            .await;
+                        // Acknowledged by the replicas of another server than
+                        // the one renewed (a failover in between), or a hold
+                        // that server does not have: counts as none.
+                        let synced = synced.map(|synced| {
+                            let proven = synced.held_until.iter().all(Option::is_some);
+                            if proven && conn.server_changes() == changes {
+                                held_until = Some(synced.held_until);
+                                synced.acked
+                            } else {
+                                0
+                            }
+                        });
+                        match synced {
                             Ok(acked) if acked >= wanted => {}
                             Ok(acked) => {
                                 result = Err(crate::error::Error::ReplicasNotSynced {
@@ -503,18 +555,18 @@ async fn run(
                             Err(err) => result = Err(err),
                         }
                     }
-                    (chunk, sent_at, result)
+                    (chunk, sent_at, result, held_until)
                 }
             })
             .collect();
-        while let Some((chunk, sent_at, result)) = calls.next().await {
+        while let Some((chunk, sent_at, result, held_until)) = calls.next().await {
             let mut map = locked(&entries);
             match result {
                 Ok(found) => {
                     // Read once per answer: it survived (or not) whatever
                     // change came before it.
                     let changes = conn.server_changes();
-                    for ((key, _, state, _), found) in chunk.iter().zip(found) {
+                    for (i, ((key, _, state, _), found)) in chunk.iter().zip(found).enumerate() {
                         // Released (or replaced) meanwhile: the answer no longer matters.
                         let Some(entry) = map.get_mut(key).filter(|e| Arc::ptr_eq(&e.state, state))
                         else {
@@ -538,7 +590,13 @@ async fn run(
                             entry.revoked = false;
                             entry.failing = false;
                             if !check_only {
-                                entry.state.extend(sent_at + lease);
+                                let until = sent_at + lease;
+                                let held = held_until
+                                    .as_ref()
+                                    .and_then(|h| h.get(i).copied().flatten());
+                                entry
+                                    .state
+                                    .extend(held.map_or(until, |held| held.min(until)));
                                 events.record(Event::Renewed {
                                     lock: entry.lock.name(),
                                 });

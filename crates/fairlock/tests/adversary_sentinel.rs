@@ -4,41 +4,11 @@
 //! Each "Finding N" test failed on the code it was written against and
 //! documents one finding of the review (all fixed since).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fairlock::{ClientConfig, LockClient, Protocol};
 use fairlock_test_support as support;
 use support::{RedisServer, Sentinel};
-
-fn signal(server: &RedisServer, sig: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(server.pid().to_string())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -{sig} {}", server.pid());
-}
-
-/// SIGCONTs a paused process when dropped (also when the test panics), so
-/// that the harness can stop it.
-struct Paused<'a>(&'a RedisServer);
-
-impl<'a> Paused<'a> {
-    fn pause(server: &'a RedisServer) -> Self {
-        signal(server, "STOP");
-        Self(server)
-    }
-}
-
-impl Drop for Paused<'_> {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-CONT")
-            .arg(self.0.pid().to_string())
-            .status();
-    }
-}
 
 fn is_master(server: &RedisServer) -> bool {
     let info: String = server.cmd(&["INFO", "replication"]);
@@ -123,7 +93,7 @@ async fn idle_client_follows_a_manual_failover(silence_first_sentinel: bool) {
     a_lock.lock().await.unwrap().unlock().await.unwrap();
 
     // The first sentinel goes silent (its TCP connections stay open).
-    let _silent = silence_first_sentinel.then(|| Paused::pause(&sentinels[0]));
+    let _silent = silence_first_sentinel.then(|| sentinels[0].pause());
     let _: String = sentinels[1].cmd(&["SENTINEL", "FAILOVER", support::sentinel::MASTER_NAME]);
     wait_until(Duration::from_secs(60), "the promotion", || {
         named_master(&sentinels[1]) == replica.addr()
@@ -333,7 +303,7 @@ async fn min_replicas_wait_is_bounded_by_the_response_timeout() {
     lock.lock().await.expect("met").unlock().await.expect("met");
 
     // The replica stops acknowledging: every WAIT now lasts its timeout.
-    let _replica_paused = Paused::pause(&replica);
+    let _replica_paused = replica.pause();
     let started = Instant::now();
     let attempt = tokio::spawn(async move {
         let outcome = lock.try_lock().await.map(|g| g.is_some());
@@ -344,7 +314,7 @@ async fn min_replicas_wait_is_bounded_by_the_response_timeout() {
         support::is_held(&master, Protocol::Native, "adv-wait-bound")
     })
     .await;
-    let master_paused = Paused::pause(&master);
+    let master_paused = master.pause();
     let (outcome, elapsed) = tokio::time::timeout(Duration::from_secs(30), attempt)
         .await
         .expect("try_lock ends")
@@ -390,7 +360,7 @@ async fn master_with_paused_replica_client(
 async fn min_replicas_acquisition_dropped_during_wait_is_released() {
     let (master, replica, client) =
         master_with_paused_replica_client(Duration::from_secs(20)).await;
-    let _paused = Paused::pause(&replica);
+    let _paused = replica.pause();
     let lock = client.fair_lock("adv-wait-drop").unwrap();
     let attempt = tokio::spawn(async move { lock.lock().await.map(drop) });
     wait_until(Duration::from_secs(5), "the grant", || {
@@ -414,7 +384,7 @@ async fn min_replicas_reentry_undo_keeps_the_outer_hold() {
         master_with_paused_replica_client(Duration::from_millis(500)).await;
     let lock = client.fair_lock("adv-wait-reenter").unwrap();
     let outer = lock.lock().await.expect("met");
-    let paused = Paused::pause(&replica);
+    let paused = replica.pause();
     let inner = tokio::time::timeout(Duration::from_secs(10), outer.reenter())
         .await
         .expect("the re-entry ends");

@@ -6,6 +6,7 @@
 //! caller's [`DisarmOnDrop`] undoes a reply that arrived but was never read.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -37,6 +38,13 @@ pub(super) struct Acquisition {
     pub(super) nonce: String,
     /// What its steps report (queued, handed over) for its record.
     pub(super) progress: Arc<Progress>,
+    /// [`Connection::server_changes`](crate::transport::Connection::server_changes)
+    /// when the last attempt's reply came: the server that made a grant (by
+    /// that reply, or by the handoff its queue entry led to) is the one of
+    /// that moment (read after the reply: a script reloaded after
+    /// `NOSCRIPT` on a new server runs after the change it reports). See
+    /// [`acquire`](super::acquire)'s replica check.
+    pub(super) sent_changes: AtomicU64,
 }
 
 /// The caller's end of an attempt in flight.
@@ -84,6 +92,8 @@ impl Acquisition {
         let reply = (&mut pending.get_mut().0).await;
         // Taken: nothing to undo on drop.
         pending.disarm();
+        let changes = self.shared.conn().server_changes();
+        self.sent_changes.store(changes, Ordering::SeqCst);
         reply.map_err(|_| Error::Closed)?
     }
 
@@ -172,8 +182,11 @@ impl Acquisition {
     /// grant may have been force-unlocked before its hold was registered
     /// (the watchdog's check of the revocation would then have missed it),
     /// so the server is asked once. A revocation that comes with or after a
-    /// grant wins over it. `None` (the hold given up) when the server does
-    /// not confirm it: the caller waits on (or reports "not acquired").
+    /// grant wins over it. `None` (the hold given up) when the server says
+    /// it is not this acquisition's: the caller waits on (or reports "not
+    /// acquired"). When the check gets no answer, the hold is kept and the
+    /// watchdog checks it (the path of a revocation that arrives after a
+    /// hold was registered).
     pub(super) async fn confirm_unrevoked(&self, hold: ArmedHold, mark: u64) -> Option<ArmedHold> {
         let core = self.shared.core();
         if !core.wakeups().revoked_since(mark) {
@@ -199,9 +212,18 @@ impl Acquisition {
                     .mark_lost(self.name(), self.owner.as_str(), LostCause::ForceUnlocked);
                 None
             }
-            // Unknown: dropping the armed hold releases it from the
-            // background (only this acquisition's token, if still held).
-            Err(_) => None,
+            // Unknown: keep the hold and let the watchdog check it at once,
+            // as for a revocation that came after the registration (its
+            // `lost()` resolves if the check finds it gone). Releasing it
+            // here instead would race the next attempt, which re-claims
+            // the same grant with the same secret: the release could then
+            // delete the grant under a guard that believes it.
+            Err(_) => {
+                core.watchdog()
+                    .revocations()
+                    .revoked(Some(self.shared.protocol().lock_key()));
+                Some(hold)
+            }
         }
     }
 

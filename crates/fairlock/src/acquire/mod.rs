@@ -6,6 +6,7 @@ mod attempt;
 mod wait;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -222,6 +223,7 @@ pub(crate) async fn acquire(
         _turn: turn,
         nonce: new_request_id(),
         progress: record.progress(),
+        sent_changes: AtomicU64::new(0),
     });
     let acquired = async move {
         let acquired = match plan.budget {
@@ -239,8 +241,39 @@ pub(crate) async fn acquire(
             // too few replicas have it. Dropping this future meanwhile drops
             // the armed hold, which releases it in the background.
             Some(mut hold) if core.config().min_replicas.is_some() => {
-                match acquisition.shared.sync_replicas("acquisition").await {
-                    Ok(()) => Ok(Some(hold)),
+                let hold_ref = hold.get();
+                let synced = acquisition
+                    .shared
+                    .sync_replicas("acquisition", Some((hold_ref.owner(), hold_ref.token())))
+                    .await;
+                // The replicas acknowledged what the server of *now* has: if
+                // it changed since the attempt that made the grant (a
+                // failover), the grant may be lost with the old master, and
+                // the acknowledgement says nothing about it.
+                let changed = acquisition.shared.conn().server_changes()
+                    != acquisition.sent_changes.load(Ordering::SeqCst);
+                let synced = match synced {
+                    Ok(_) if changed => Err(Error::ReplicasNotSynced {
+                        name: acquisition.name().to_owned(),
+                        what: "acquisition",
+                        wanted: core.config().min_replicas.map_or(0, |(n, _)| n),
+                        acked: 0,
+                        timeout: core
+                            .config()
+                            .min_replicas
+                            .map_or_else(Duration::default, |(_, t)| t),
+                    }),
+                    synced => synced,
+                };
+                match synced {
+                    Ok(held_until) => {
+                        // Believed no longer than the acknowledged server
+                        // keeps it.
+                        if let Some(held_until) = held_until {
+                            hold.get().state().cap(held_until);
+                        }
+                        Ok(Some(hold))
+                    }
                     Err(err) => {
                         hold.disarm();
                         let _ = hold.get().release_unsynced().await;

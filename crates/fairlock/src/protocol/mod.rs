@@ -266,6 +266,33 @@ impl ProtocolLock {
         dispatch!(self, lock => lock.lock_key())
     }
 
+    /// How a replica acknowledgement proves `owner`'s hold (of the
+    /// acquisition with `token`, under native) on the server it goes to.
+    pub(crate) fn hold_proof(
+        &self,
+        owner: &str,
+        token: Option<u64>,
+    ) -> crate::transport::HoldProof {
+        let key = self.lock_key().to_owned();
+        match (self, token) {
+            (ProtocolLock::Native(_), Some(token)) => crate::transport::HoldProof {
+                key,
+                field: "token".to_owned(),
+                value: Some(token.to_string()),
+            },
+            (ProtocolLock::Native(_), None) => crate::transport::HoldProof {
+                key,
+                field: "owner".to_owned(),
+                value: Some(owner.to_owned()),
+            },
+            (ProtocolLock::Redisson(_), _) => crate::transport::HoldProof {
+                key,
+                field: owner.to_owned(),
+                value: None,
+            },
+        }
+    }
+
     /// The longest pause between two attempts of a waiter: a lost wake-up
     /// costs at most this long, under every protocol.
     pub(crate) fn max_pause(&self) -> Duration {

@@ -424,25 +424,26 @@ impl Connection {
         key: &str,
         replicas: u32,
         timeout: Duration,
-    ) -> Result<u32> {
+        proofs: &[HoldProof],
+    ) -> Result<ReplicasSynced> {
         match &self.backend {
             Backend::Standalone(direct) => {
                 direct
                     .replica_sync
-                    .sync(&publish_sync(), replicas, timeout)
+                    .sync(&publish_sync(), replicas, timeout, proofs)
                     .await
             }
             Backend::Cluster(cluster) => {
                 let addr = cluster.node_for(name, key).await?;
                 let sync = cluster.replica_sync(&addr)?;
-                sync.sync(&set_sync(key), replicas, timeout).await
+                sync.sync(&set_sync(key), replicas, timeout, proofs).await
             }
             Backend::Sentinel(follower) => {
                 follower
                     .on_master(|direct| async move {
                         direct
                             .replica_sync
-                            .sync(&publish_sync(), replicas, timeout)
+                            .sync(&publish_sync(), replicas, timeout, proofs)
                             .await
                     })
                     .await
@@ -611,10 +612,14 @@ impl ReplicaSync {
         write: &redis::Cmd,
         replicas: u32,
         timeout: Duration,
-    ) -> Result<u32> {
+        proofs: &[HoldProof],
+    ) -> Result<ReplicasSynced> {
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         if let Some(conn) = pooled {
-            match self.wait_for_replicas(conn, write, replicas, timeout).await {
+            match self
+                .wait_for_replicas(conn, write, replicas, timeout, proofs)
+                .await
+            {
                 Err(err) if !err.is_timeout() => {
                     // The server closed it: the other idle ones are likely
                     // dead too.
@@ -634,36 +639,106 @@ impl ReplicaSync {
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|e| from_redis_conn(e, &self.addr))?;
-        self.wait_for_replicas(conn, write, replicas, timeout)
+        self.wait_for_replicas(conn, write, replicas, timeout, proofs)
             .await
             .map_err(|e| from_redis_conn(e, &self.addr))
     }
 
-    /// `write` then `WAIT` on `conn`; puts `conn` back in the pool when it
-    /// answered.
+    /// Each proof (the hold read, and its PTTL), then `write`, then
+    /// `WAIT`, in one pipeline on `conn`; puts `conn` back in the pool when
+    /// it answered.
     async fn wait_for_replicas(
         &self,
         mut conn: MultiplexedConnection,
         write: &redis::Cmd,
         replicas: u32,
         timeout: Duration,
-    ) -> redis::RedisResult<u32> {
+        proofs: &[HoldProof],
+    ) -> redis::RedisResult<ReplicasSynced> {
         let timeout_ms = u64::try_from(timeout.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
-        let (_, acked): (redis::Value, i64) = redis::pipe()
-            .add_command(write.clone())
+        let mut pipe = redis::pipe();
+        for proof in proofs {
+            match &proof.value {
+                Some(_) => pipe.cmd("HGET").arg(&proof.key).arg(&proof.field),
+                None => pipe.cmd("HEXISTS").arg(&proof.key).arg(&proof.field),
+            };
+            pipe.cmd("PTTL").arg(&proof.key);
+        }
+        pipe.add_command(write.clone())
+            .ignore()
             .cmd("WAIT")
             .arg(replicas)
-            .arg(timeout_ms)
-            .query_async(&mut conn)
-            .await?;
+            .arg(timeout_ms);
+        let sent_at = tokio::time::Instant::now();
+        let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
         if let Ok(mut idle) = self.idle.lock() {
             if idle.len() < 8 {
                 idle.push(conn);
             }
         }
-        Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
+        Ok(ReplicasSynced::read(proofs, &replies, sent_at))
+    }
+}
+
+/// A hold to prove on the server a `WAIT` is sent to, in the same pipeline
+/// (so on the same server): `WAIT` acknowledges what *that* server has,
+/// which after a failover behind one address (or a master switch not yet
+/// noticed) may not be the server that made the grant or took the
+/// renewal.
+#[derive(Debug, Clone)]
+pub(crate) struct HoldProof {
+    /// The lock key.
+    pub(crate) key: String,
+    /// The field read: `HGET key field` must answer `value`; without a
+    /// value, `HEXISTS key field` must answer 1.
+    pub(crate) field: String,
+    pub(crate) value: Option<String>,
+}
+
+/// What a `WAIT` with proofs found.
+#[derive(Debug, Clone)]
+pub(crate) struct ReplicasSynced {
+    /// Replicas that acknowledged.
+    pub(crate) acked: u32,
+    /// For each proof: the local instant before which the server the `WAIT`
+    /// went to keeps that hold (the pipeline's send time + the PTTL it
+    /// read: the server read it later), `None` when it does not hold it.
+    pub(crate) held_until: Vec<Option<tokio::time::Instant>>,
+}
+
+impl ReplicasSynced {
+    fn read(proofs: &[HoldProof], replies: &[redis::Value], sent_at: tokio::time::Instant) -> Self {
+        let held_until = proofs
+            .iter()
+            .enumerate()
+            .map(|(i, proof)| {
+                let found = replies
+                    .get(2 * i)
+                    .and_then(|v| String::from_redis_value(v.clone()).ok());
+                let proven = match &proof.value {
+                    Some(value) => found.as_deref() == Some(value.as_str()),
+                    None => found.as_deref() == Some("1"),
+                };
+                let pttl = replies
+                    .get(2 * i + 1)
+                    .and_then(|v| i64::from_redis_value(v.clone()).ok())
+                    .and_then(|ms| u64::try_from(ms).ok());
+                match (proven, pttl) {
+                    (true, Some(ms)) => sent_at.checked_add(Duration::from_millis(ms)),
+                    _ => None,
+                }
+            })
+            .collect();
+        let acked = replies
+            .last()
+            .and_then(|v| i64::from_redis_value(v.clone()).ok())
+            .unwrap_or(0);
+        Self {
+            acked: u32::try_from(acked.max(0)).unwrap_or(u32::MAX),
+            held_until,
+        }
     }
 }
 

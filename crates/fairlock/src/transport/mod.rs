@@ -16,6 +16,6 @@ mod pushes;
 mod sentinel;
 mod sharded;
 
-pub(crate) use connection::{Connection, Script, Timeouts};
+pub(crate) use connection::{Connection, HoldProof, Script, Timeouts};
 pub(crate) use endpoint::{Endpoint, URL_FORMS};
 pub(crate) use pubsub::{Incoming, Message, PubSubConnector};

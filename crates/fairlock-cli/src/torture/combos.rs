@@ -1,0 +1,504 @@
+//! The feature combinations a worker round may draw besides its ordinary
+//! rounds (named in `history::combo`): where two features meet, holes hide
+//! that single-feature tests miss. Each round here returns the events it
+//! recorded; holds keep their combination, so the checker counts them.
+//!
+//! - re-entry x lease kinds: a hold under the watchdog re-entered with an
+//!   explicit lease, an explicit one re-entered under the watchdog or with
+//!   another explicit lease, shorter (it runs out within the hold) or
+//!   longer; released in either order;
+//! - one owner, several tasks: a hold of a shared owner, then tasks
+//!   re-entering it at once, each releasing its own hold; afterwards the
+//!   owner must hold nothing;
+//! - force-unlock at a handoff: sent right after a release, while the lock
+//!   passes to the next waiter;
+//! - names probing other keys: under redisson a lock's key is its name, so
+//!   a name that spells another lock's key (`fairlock:{x}:lock`,
+//!   `redisson_lock_queue:{x}`) must be refused with
+//!   [`fairlock::Error::InvalidName`];
+//! - application data under a lock's key (a hash, a string): acquire,
+//!   force-unlock and inspect must refuse it with
+//!   [`fairlock::Error::NotALock`] or [`fairlock::Error::WrongType`], and
+//!   the data must be left as it was, byte for byte.
+//!
+//! A call that answers otherwise is recorded as a finding
+//! ([`Event::Answer`] with `ok` false), never dropped.
+
+use std::time::Duration;
+
+use fairlock::{
+    AcquireOptions, Error, LockClient, LockGuard, LockHandle, LockKind, Owner, Protocol,
+};
+use redis::aio::ConnectionManager;
+
+use crate::Failure;
+use crate::history::{Event, Hold, combo};
+
+use super::{Rng, server_time_us};
+
+/// What a combination round works with: one worker task's.
+pub(super) struct Round<'a> {
+    pub(super) client: &'a LockClient,
+    /// The server's clock (standalone: the server itself, not the proxy).
+    pub(super) conn: &'a mut ConnectionManager,
+    pub(super) rng: &'a mut Rng,
+    pub(super) fair_locks: &'a [String],
+    pub(super) protocol: Protocol,
+    /// The owner this task shares with the tasks it starts.
+    pub(super) shared: &'a Owner,
+    /// A name no other round uses, for application data.
+    pub(super) fresh_name: String,
+}
+
+impl Round<'_> {
+    /// Run the round of `which`.
+    pub(super) async fn run(&mut self, which: &str) -> Result<Vec<Event>, Failure> {
+        match which {
+            combo::REENTRY_LEASE => self.reentry_lease().await,
+            combo::SHARED_OWNER => self.shared_owner().await,
+            combo::FORCE_UNLOCK_AT_HANDOFF => self.force_unlock_at_handoff().await,
+            combo::NAME_PROBE => Ok(self.name_probe().await),
+            combo::FOREIGN_DATA => self.foreign_data().await,
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    async fn now(&mut self) -> Result<u64, Failure> {
+        server_time_us(self.conn).await
+    }
+
+    /// A lock the ordinary rounds take: a fair one (7 in 10) or the plain one.
+    fn pick(&mut self) -> Result<(String, LockHandle), Failure> {
+        let (name, kind) = if self.rng.below(10) < 7 && !self.fair_locks.is_empty() {
+            let i = self.rng.below(self.fair_locks.len() as u64) as usize;
+            (self.fair_locks[i].clone(), LockKind::Fair)
+        } else {
+            (super::PLAIN.to_owned(), LockKind::NonFair)
+        };
+        let handle = self.client.handle(&name, kind)?;
+        Ok((name, handle))
+    }
+
+    fn kind(&mut self) -> LockKind {
+        if self.rng.below(2) == 0 {
+            LockKind::Fair
+        } else {
+            LockKind::NonFair
+        }
+    }
+
+    /// An explicit lease: shorter than a hold (it runs out within it), a
+    /// few holds long, or longer than the client's lease.
+    fn explicit_lease(&mut self) -> Duration {
+        let client = self.client.config().get_lease();
+        match self.rng.below(3) {
+            0 => Duration::from_millis(3 + self.rng.below(10)),
+            1 => Duration::from_millis(20 + self.rng.below(180)),
+            _ => client * 2 + Duration::from_millis(self.rng.below(1000)),
+        }
+    }
+
+    fn sleep_ms(&mut self, below: u64) -> tokio::time::Sleep {
+        tokio::time::sleep(Duration::from_millis(self.rng.below(below)))
+    }
+
+    /// A hold of `guard` from `start` to now, and the guard's word on it.
+    async fn hold(
+        &mut self,
+        lock: &str,
+        guard: &LockGuard,
+        requested: u64,
+        start: u64,
+        which: &str,
+        reentry: bool,
+    ) -> Result<Event, Failure> {
+        let end = self.now().await?;
+        Ok(Event::Hold(Hold {
+            lock: lock.to_owned(),
+            owner: guard.owner().to_string(),
+            token: guard.token(),
+            requested,
+            start,
+            end,
+            valid: guard.is_held(),
+            combo: which.to_owned(),
+            reentry,
+        }))
+    }
+
+    /// Re-entry x lease kinds: the hold under one lease kind, the re-entry
+    /// under the other (or another explicit length), released in either
+    /// order. Every sleep together stays below the workers' longest hold.
+    async fn reentry_lease(&mut self) -> Result<Vec<Event>, Failure> {
+        let (name, handle) = self.pick()?;
+        let watchdog_first = self.rng.below(2) == 0;
+        let mut outer_options =
+            AcquireOptions::new().wait(Duration::from_millis(50 + self.rng.below(400)));
+        if !watchdog_first {
+            outer_options = outer_options.lease(self.explicit_lease());
+        }
+        let requested = self.now().await?;
+        let outer = match handle.acquire(outer_options).await {
+            Ok(Some(guard)) => guard,
+            Ok(None) => return Ok(vec![no_grant(&name, "timeout")]),
+            Err(_) => return Ok(vec![no_grant(&name, "error")]),
+        };
+        let start = self.now().await?;
+        self.sleep_ms(4).await;
+        let mut inner_options = AcquireOptions::new()
+            .wait(Duration::ZERO)
+            .owner(outer.owner().clone());
+        if watchdog_first || self.rng.below(2) == 0 {
+            inner_options = inner_options.lease(self.explicit_lease());
+        }
+        let inner_requested = self.now().await?;
+        let inner = handle.acquire(inner_options).await.ok().flatten();
+        let mut events = Vec::new();
+        let Some(inner) = inner else {
+            self.sleep_ms(4).await;
+            events.push(
+                self.hold(&name, &outer, requested, start, combo::REENTRY_LEASE, false)
+                    .await?,
+            );
+            let _ = outer.unlock().await;
+            return Ok(events);
+        };
+        let inner_start = self.now().await?;
+        // A fresh grant (the hold had run out) is no re-entry: it has a
+        // token of its own.
+        let reentry = inner.token() == outer.token();
+        self.sleep_ms(5).await;
+        if self.rng.below(3) == 0 {
+            events.push(
+                self.hold(&name, &outer, requested, start, combo::REENTRY_LEASE, false)
+                    .await?,
+            );
+            let _ = outer.unlock().await;
+            self.sleep_ms(4).await;
+            events.push(
+                self.hold(
+                    &name,
+                    &inner,
+                    inner_requested,
+                    inner_start,
+                    combo::REENTRY_LEASE,
+                    reentry,
+                )
+                .await?,
+            );
+            let _ = inner.unlock().await;
+        } else {
+            events.push(
+                self.hold(
+                    &name,
+                    &inner,
+                    inner_requested,
+                    inner_start,
+                    combo::REENTRY_LEASE,
+                    reentry,
+                )
+                .await?,
+            );
+            let _ = inner.unlock().await;
+            self.sleep_ms(4).await;
+            events.push(
+                self.hold(&name, &outer, requested, start, combo::REENTRY_LEASE, false)
+                    .await?,
+            );
+            let _ = outer.unlock().await;
+        }
+        Ok(events)
+    }
+
+    /// One owner, several tasks: a hold of the shared owner, then 2 to 4
+    /// tasks re-entering it at once (one attempt each, never queueing: one
+    /// owner must not wait in two places), each releasing its own hold.
+    /// Once every guard released without an error, the owner must hold
+    /// nothing (a count left behind is a finding).
+    async fn shared_owner(&mut self) -> Result<Vec<Event>, Failure> {
+        let (name, handle) = self.pick()?;
+        let options = AcquireOptions::new()
+            .owner(self.shared.clone())
+            .wait(Duration::from_millis(50 + self.rng.below(400)));
+        let requested = self.now().await?;
+        let leader = match handle.acquire(options).await {
+            Ok(Some(guard)) => guard,
+            Ok(None) => return Ok(vec![no_grant(&name, "timeout")]),
+            Err(_) => return Ok(vec![no_grant(&name, "error")]),
+        };
+        let start = self.now().await?;
+        let tasks: Vec<_> = (0..2 + self.rng.below(3))
+            .map(|_| {
+                let handle = handle.clone();
+                let owner = self.shared.clone();
+                let mut conn = self.conn.clone();
+                let name = name.clone();
+                let hold_for = Duration::from_millis(self.rng.below(6));
+                tokio::spawn(async move {
+                    let requested = server_time_us(&mut conn).await?;
+                    let options = AcquireOptions::new().owner(owner).wait(Duration::ZERO);
+                    let Ok(Some(guard)) = handle.acquire(options).await else {
+                        return Ok::<_, Failure>((None, true));
+                    };
+                    let start = server_time_us(&mut conn).await?;
+                    tokio::time::sleep(hold_for).await;
+                    let end = server_time_us(&mut conn).await?;
+                    let hold = Hold {
+                        lock: name,
+                        owner: guard.owner().to_string(),
+                        token: guard.token(),
+                        requested,
+                        start,
+                        end,
+                        valid: guard.is_held(),
+                        combo: combo::SHARED_OWNER.to_owned(),
+                        reentry: true,
+                    };
+                    let released = guard.unlock().await.is_ok();
+                    Ok((Some(Event::Hold(hold)), released))
+                })
+            })
+            .collect();
+        let mut events = Vec::new();
+        let mut all_released = true;
+        for task in tasks {
+            match task.await {
+                Ok(Ok((hold, released))) => {
+                    events.extend(hold);
+                    all_released &= released;
+                }
+                _ => all_released = false,
+            }
+        }
+        self.sleep_ms(3).await;
+        events.push(
+            self.hold(&name, &leader, requested, start, combo::SHARED_OWNER, false)
+                .await?,
+        );
+        all_released &= leader.unlock().await.is_ok();
+        if all_released {
+            match handle.hold_count(self.shared).await {
+                Ok(0) | Err(_) => {}
+                Ok(count) => events.push(Event::Answer {
+                    combo: combo::SHARED_OWNER.to_owned(),
+                    target: name.clone(),
+                    op: "hold_count after every guard was released".to_owned(),
+                    answer: count.to_string(),
+                    ok: false,
+                }),
+            }
+        }
+        Ok(events)
+    }
+
+    /// A force-unlock right after a release: the lock is on its way to
+    /// the next waiter (native hands it over within the release).
+    async fn force_unlock_at_handoff(&mut self) -> Result<Vec<Event>, Failure> {
+        let (name, handle) = self.pick()?;
+        let wait = Duration::from_millis(50 + self.rng.below(400));
+        let requested = self.now().await?;
+        let guard = match handle.acquire(AcquireOptions::new().wait(wait)).await {
+            Ok(Some(guard)) => guard,
+            Ok(None) => return Ok(vec![no_grant(&name, "timeout")]),
+            Err(_) => return Ok(vec![no_grant(&name, "error")]),
+        };
+        let start = self.now().await?;
+        self.sleep_ms(super::MAX_HOLD_MS).await;
+        let hold = self
+            .hold(
+                &name,
+                &guard,
+                requested,
+                start,
+                combo::FORCE_UNLOCK_AT_HANDOFF,
+                false,
+            )
+            .await?;
+        let Event::Hold(Hold { end: from, .. }) = hold else {
+            unreachable!("hold() returns a hold")
+        };
+        let _ = guard.unlock().await;
+        let released = handle.force_unlock().await.unwrap_or(false);
+        let at = self.now().await?;
+        Ok(vec![
+            hold,
+            Event::ForceUnlock {
+                lock: name,
+                from,
+                at,
+                released,
+            },
+        ])
+    }
+
+    /// A name that spells another lock's key. Under redisson a lock's key
+    /// is its name: such a name must be refused, or its scripts would
+    /// write into that lock's queue (it is not acquired here, whatever the
+    /// answer, so as not to break the run). Under native every key of a
+    /// name lives under `fairlock:{NAME}:`, apart from every other lock's:
+    /// the name may be refused or served as a lock of its own.
+    async fn name_probe(&mut self) -> Vec<Event> {
+        let target = match self.fair_locks.first() {
+            Some(name) => name.clone(),
+            None => super::FAIR.to_owned(),
+        };
+        let names = [
+            format!("fairlock:{{{target}}}:lock"),
+            format!("fairlock:{{{target}}}:queue"),
+            format!("redisson_lock_queue:{{{target}}}"),
+            format!("redisson_lock_timeout:{{{target}}}"),
+        ];
+        let name = names[self.rng.below(names.len() as u64) as usize].clone();
+        let kind = self.kind();
+        let (answer, ok) = match self.client.handle(&name, kind) {
+            Err(Error::InvalidName { .. }) => ("InvalidName".to_owned(), true),
+            Err(e) => (format!("another error: {e}"), false),
+            Ok(_) if self.protocol == Protocol::Native => ("accepted".to_owned(), true),
+            Ok(_) => ("accepted".to_owned(), false),
+        };
+        vec![Event::Answer {
+            combo: combo::NAME_PROBE.to_owned(),
+            target: name,
+            op: format!("{kind:?} handle"),
+            answer,
+            ok,
+        }]
+    }
+
+    /// Application data under a lock's key: an application hash, or a
+    /// string. Acquire, force-unlock and inspect must refuse it with a
+    /// typed error; the data must be untouched (its DUMP and PTTL the same
+    /// after as before).
+    async fn foreign_data(&mut self) -> Result<Vec<Event>, Failure> {
+        let name = self.fresh_name.clone();
+        let key = match self.protocol {
+            Protocol::Redisson => name.clone(),
+            _ => format!("fairlock:{{{name}}}:lock"),
+        };
+        let hash = self.rng.below(2) == 0;
+        let write = if hash {
+            let mut cmd = redis::cmd("HSET");
+            cmd.arg(&key)
+                .arg("customer")
+                .arg("ada")
+                .arg("visits")
+                .arg("3")
+                .arg("note")
+                .arg("not a lock");
+            cmd
+        } else {
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(&key).arg("application value");
+            cmd
+        };
+        command::<()>(self.conn, &write).await?;
+        let before = snapshot(self.conn, &key).await?;
+        let kind = self.kind();
+        let handle = self.client.handle(&name, kind)?;
+        let mut events = Vec::new();
+        let mut answer = |op: &str, result: Result<String, Error>| {
+            let (answer, ok) = match result {
+                Err(e @ (Error::NotALock { .. } | Error::WrongType { .. })) => {
+                    (variant(&e).to_owned(), true)
+                }
+                // An injected fault (a BUSY script, a cut connection)
+                // answered instead: honest, and the data check below still
+                // applies.
+                Err(e) if e.is_connection() => (format!("{} (a fault)", variant(&e)), true),
+                Err(e) => (format!("{}: {e}", variant(&e)), false),
+                Ok(answer) => (answer, false),
+            };
+            events.push(Event::Answer {
+                combo: combo::FOREIGN_DATA.to_owned(),
+                target: format!(
+                    "an application {} at a {kind:?} lock's key",
+                    if hash { "hash" } else { "string" }
+                ),
+                op: op.to_owned(),
+                answer,
+                ok,
+            });
+        };
+        let acquired = handle
+            .acquire(AcquireOptions::new().wait(Duration::from_secs(2)))
+            .await;
+        let acquired = match acquired {
+            Ok(Some(guard)) => {
+                let _ = guard.unlock().await;
+                Ok("granted".to_owned())
+            }
+            Ok(None) => Ok("waited and timed out (took it for a held lock)".to_owned()),
+            Err(e) => Err(e),
+        };
+        answer("acquire", acquired);
+        let forced = handle.force_unlock().await;
+        answer(
+            "force_unlock",
+            forced.map(|released| format!("Ok({released})")),
+        );
+        let inspected = handle.inspect().await;
+        answer(
+            "inspect",
+            inspected.map(|info| format!("a lock with {} holders", info.holders.len())),
+        );
+        let after = snapshot(self.conn, &key).await?;
+        events.push(Event::DataCheck {
+            key: key.clone(),
+            intact: before == after,
+        });
+        command::<()>(self.conn, redis::cmd("DEL").arg(&key)).await?;
+        Ok(events)
+    }
+}
+
+fn no_grant(lock: &str, outcome: &str) -> Event {
+    Event::NoGrant {
+        lock: lock.to_owned(),
+        outcome: outcome.to_owned(),
+    }
+}
+
+/// The variant's name, for the findings.
+fn variant(error: &Error) -> &'static str {
+    match error {
+        Error::NotALock { .. } => "NotALock",
+        Error::WrongType { .. } => "WrongType",
+        Error::InvalidName { .. } => "InvalidName",
+        Error::Protocol(_) => "Protocol",
+        Error::Redis(_) => "Redis",
+        Error::Connection { .. } | Error::Unavailable { .. } => "Connection",
+        _ => "another error",
+    }
+}
+
+/// A key's value and expiry, byte for byte: `DUMP` (the serialized value)
+/// and `PTTL`.
+async fn snapshot(
+    conn: &mut ConnectionManager,
+    key: &str,
+) -> Result<(Option<Vec<u8>>, i64), Failure> {
+    let dump = command(conn, redis::cmd("DUMP").arg(key)).await?;
+    let pttl = command(conn, redis::cmd("PTTL").arg(key)).await?;
+    Ok((dump, pttl))
+}
+
+/// `cmd`, retried for up to 10 s (the torture's own BUSY scripts refuse
+/// calls for a while).
+async fn command<T: redis::FromRedisValue>(
+    conn: &mut ConnectionManager,
+    cmd: &redis::Cmd,
+) -> Result<T, Failure> {
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match cmd.query_async::<T>(conn).await {
+            Ok(value) => return Ok(value),
+            Err(e) if std::time::Instant::now() >= give_up => {
+                return Err(Failure::new(
+                    crate::exit::UNAVAILABLE,
+                    format!("foreign data: {e}"),
+                ));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
