@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use fairlock::{LockClient, LockGuard, Protocol};
+use fairlock::{AcquireOptions, LockClient, LockGuard, Protocol};
 use fairlock_test_support as support;
 use support::{PROTOCOLS, RedisServer, client_with, lock_keys};
 
@@ -158,4 +158,130 @@ async fn lost_fires_when_taken_over_after_expiry() {
         assert!(other.is_held());
         other.unlock().await.unwrap();
     }
+}
+
+/// The lock `waiter` is handed by `holder`'s release through the grant
+/// message (native): the guard proceeds on the short grant (min(lease,
+/// waiter ttl)) and claims it in the background, after a third of it.
+/// `None` when the waiter took it with its own attempt instead (its refresh
+/// came first): no claim then.
+async fn handed_over(
+    server: &RedisServer,
+    holder: &LockClient,
+    waiter: &LockClient,
+    name: &str,
+    options: AcquireOptions,
+) -> Option<LockGuard> {
+    let protocol = Protocol::Native;
+    let held = take(holder, name, true).await;
+    let handoffs = waiter.statistics().handoffs;
+    let waiting = {
+        let lock = waiter.fair_lock(name).unwrap();
+        tokio::spawn(async move { lock.acquire(options).await })
+    };
+    support::eventually(Duration::from_secs(5), "queued", || {
+        support::queue_len(server, protocol, name) == 1
+    })
+    .await;
+    // Subscribed, and past the attempt that follows subscribing.
+    let pattern = format!("*{{{name}}}*");
+    support::eventually(Duration::from_secs(5), "subscribed", || {
+        let channels: Vec<String> = server.cmd(&["PUBSUB", "CHANNELS", &pattern]);
+        !channels.is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("granted")
+        .unwrap()
+        .unwrap()
+        .expect("granted");
+    if waiter.statistics().handoffs == handoffs {
+        guard.unlock().await.unwrap();
+        return None;
+    }
+    Some(guard)
+}
+
+/// Native: a hold handed over by a release is believed on the short grant
+/// until its claim (in the background) extends it to the lease. A claim
+/// that finds the lock given away (here deleted and taken by another
+/// client before the claim ran) ends the hold at once: `lost()` fires; the
+/// hold is not believed for its lease (30 s, explicit: no renewal would
+/// notice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_fires_when_a_handed_over_lock_is_gone_before_its_claim() {
+    let protocol = Protocol::Native;
+    let server = RedisServer::start();
+    let holder = client(&server, protocol, None).await;
+    let other = client(&server, protocol, None).await;
+    // A 6 s grant, claimed after 2 s; the waiter refreshes every 2 s.
+    let waiter = client_with(&server, protocol, |c| c.waiter_ttl(Duration::from_secs(6))).await;
+    for trial in 0..3 {
+        let name = format!("claim-finds-it-gone-{trial}");
+        let options = AcquireOptions::new().lease(Duration::from_secs(30));
+        let Some(guard) = handed_over(&server, &holder, &waiter, &name, options).await else {
+            continue;
+        };
+        let _: () = server.cmd(&["DEL", &lock_keys(protocol, &name).0]);
+        let taken = take(&other, &name, true).await;
+        tokio::time::timeout(Duration::from_secs(5), guard.lost())
+            .await
+            .expect("the claim finds the lock taken: lost() fires");
+        assert!(!guard.is_held());
+        assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+        assert!(taken.is_held());
+        taken.unlock().await.unwrap();
+        return;
+    }
+    panic!("no trial handed the lock over through the grant message");
+}
+
+/// Native: a claim names the acquisition's token, not only its owner. A
+/// handed-over grant whose lock vanished before its claim, taken again by
+/// the same owner (a new acquisition: a new token, a 4 s lease), is not
+/// claimed for the old acquisition: the lock keeps the new hold's lease,
+/// not the old one's 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_spares_a_later_hold_of_its_owner() {
+    let protocol = Protocol::Native;
+    let server = RedisServer::start();
+    let holder = client(&server, protocol, None).await;
+    let waiter = client_with(&server, protocol, |c| c.waiter_ttl(Duration::from_secs(6))).await;
+    for trial in 0..3 {
+        let name = format!("claim-spares-{trial}");
+        let owner = waiter.new_owner();
+        let options = AcquireOptions::new()
+            .owner(owner.clone())
+            .lease(Duration::from_secs(30));
+        let Some(old) = handed_over(&server, &holder, &waiter, &name, options).await else {
+            continue;
+        };
+        let _: () = server.cmd(&["DEL", &lock_keys(protocol, &name).0]);
+        let new = waiter
+            .fair_lock(&name)
+            .unwrap()
+            .acquire(
+                AcquireOptions::new()
+                    .owner(owner)
+                    .lease(Duration::from_secs(4)),
+            )
+            .await
+            .unwrap()
+            .expect("free");
+        assert_ne!(old.token(), new.token());
+        // Past the old grant's claim (2 s after the handoff).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let left = pttl(&server, protocol, &name);
+        assert!(
+            (0..=4000).contains(&left),
+            "the new hold's lease (4 s) is left, not the old one's 30 s: PTTL {left} ms"
+        );
+        assert!(new.is_held());
+        new.unlock().await.unwrap();
+        return;
+    }
+    panic!("no trial handed the lock over through the grant message");
 }

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""The safety mutants of scripts/mutants, and the small jobs that are easier
+in Python than in bash: applying a mutant with exact search/replace edits
+(each must match exactly once), listing the mutants, finding the test
+binaries in cargo's JSON output and summing up a torture's verdict.
+
+Usage (run from the repository root; scripts/mutants does):
+  mutants.py list                    one mutant a line, tab-separated:
+                                     name, model variant, torture protocols,
+                                     suite binaries (in order), files, what
+  mutants.py check NAME...           every edit of NAME matches exactly once
+  mutants.py apply NAME              apply NAME's edits (all or nothing)
+  mutants.py executables BIN...      read `cargo test --no-run
+                                     --message-format=json` on stdin, print
+                                     "name<TAB>path" of BIN... in that order
+  mutants.py torture-summary LOG     the non-zero checks of a torture's log
+"""
+
+import json
+import re
+import sys
+
+# The test binaries of crates/fairlock a mutant's suite runs, all of them;
+# each mutant lists first those that guard the part it breaks (the suite
+# stops at the first failing binary).
+SUITE = [
+    "reentry", "force_unlock", "replicas", "native", "fair_lock", "lease",
+    "safety", "regressions", "adversary", "adversary3",
+]
+
+NATIVE = "crates/fairlock/src/protocol/native/"
+SRC = "crates/fairlock/src/"
+
+
+class Mutant:
+    def __init__(self, name, model, what, first, edits, protocols=("native",)):
+        self.name = name
+        # The model variant that models the same mistake abstractly.
+        self.model = model
+        self.what = what
+        # The protocols whose torture runs the mutated code.
+        self.protocols = list(protocols)
+        self.suite = list(first) + [b for b in SUITE if b not in first]
+        # (file, search, replace): applied in order, each search matching
+        # exactly once in the file as the edits before it left it.
+        self.edits = edits
+
+
+MUTANTS = [
+    Mutant(
+        "fast_path_takes_held", "fast_path_takes_held",
+        "the fast path takes a held lock (acquire_fast.lua)",
+        ["fair_lock", "native"],
+        [(NATIVE + "acquire_fast.lua",
+          "if fields[1] == nil and not waiting then",
+          "if not waiting then")],
+    ),
+    Mutant(
+        "handoff_full_lease", "handoff_full_lease",
+        "a handoff grant lasts the lease, not min(lease, waiter ttl) (prelude hand_off)",
+        ["native", "safety"],
+        [(NATIVE + "prelude.lua",
+          "local expire = math.max(1, math.min(lease, ttl))",
+          "local expire = math.max(1, lease)")],
+    ),
+    Mutant(
+        "renew_ignores_token", "renew_ignores_token",
+        "a renewal checks the owner only, not the token (renew.lua)",
+        ["lease", "regressions", "safety"],
+        [(NATIVE + "renew.lua",
+          "fields[1] == ARGV[2 * i] and (token == '' or fields[2] == token) then",
+          "fields[1] == ARGV[2 * i] then")],
+    ),
+    Mutant(
+        "renewal_shortens", "renewal_shortens",
+        "a renewal uses a plain PEXPIRE, without GT (renew.lua)",
+        ["reentry", "lease"],
+        [(NATIVE + "renew.lua",
+          "redis.call('pexpire', key, lease, 'gt')",
+          "redis.call('pexpire', key, lease)")],
+    ),
+    Mutant(
+        "reentry_shortens", "renew_may_shorten",
+        "a re-entry uses a plain PEXPIRE, without GT (acquire.lua)",
+        ["reentry"],
+        [(NATIVE + "acquire.lua",
+          "  -- GT: a re-entry with a shorter lease never cuts the owner's other holds.\n"
+          "  redis.call('pexpire', KEYS[1], lease, 'gt')",
+          "  -- GT: a re-entry with a shorter lease never cuts the owner's other holds.\n"
+          "  redis.call('pexpire', KEYS[1], lease)")],
+    ),
+    Mutant(
+        "grant_overtrusted", "grant_overtrusted",
+        "a waiter believes a grant 10 s longer than the server keeps it (acquire/wait.rs)",
+        ["adversary3", "safety"],
+        [(SRC + "acquire/wait.rs",
+          "let hold = acquisition.handed_over(grant.token, expires);",
+          "let hold = acquisition.handed_over(grant.token, expires + Duration::from_secs(10));")],
+    ),
+    Mutant(
+        "failed_claim_succeeds", "failed_claim_succeeds",
+        "a failed claim counts as success (hold.rs PendingClaim::run)",
+        ["lease", "adversary3", "regressions"],
+        [(SRC + "hold.rs",
+          "                    held == [crate::protocol::Renewal::Held],\n"
+          "                    (sent_at, changes),",
+          "                    !held.is_empty(),\n"
+          "                    (sent_at, changes),")],
+    ),
+    Mutant(
+        "purge_drops_live", "purge_drops_live",
+        "the purge drops waiters whose liveness passes within 5 s, live ones too (prelude purge_dead)",
+        ["native", "adversary", "safety"],
+        [(NATIVE + "prelude.lua",
+          "redis.call('zrange', KEYS[3], '-inf', now, 'byscore'",
+          "redis.call('zrange', KEYS[3], '-inf', now + 5000, 'byscore'")],
+    ),
+    Mutant(
+        "release_ignores_owner", "release_ignores_owner",
+        "a release checks neither the owner nor the acquisition (release.lua)",
+        ["fair_lock", "safety"],
+        [(NATIVE + "release.lua",
+          "if lock[1] ~= owner then\n  return -1\nend",
+          "if false then\n  return -1\nend"),
+         (NATIVE + "release.lua",
+          "if (ARGV[5] ~= '' and lock[2] ~= ARGV[5]) or (ARGV[6] ~= '' and lock[3] ~= ARGV[6]) then",
+          "if false then")],
+    ),
+    Mutant(
+        "revocation_ignored", "revocation_before_registration_lost",
+        "a revocation read with a grant is not checked (acquire/attempt.rs confirm_unrevoked)",
+        ["force_unlock", "safety"],
+        [(SRC + "acquire/attempt.rs",
+          "if !core.wakeups().revoked_since(mark) {",
+          "if !core.wakeups().revoked_since(mark) || true {")],
+        protocols=("native", "redisson"),
+    ),
+    Mutant(
+        "claim_not_replica_acked", "claim_not_replica_acked",
+        "with min_replicas, the claim's lease is believed without WAIT (hold.rs)",
+        ["replicas"],
+        [(SRC + "hold.rs",
+          "match shared.sync_replicas(\"claim\", Some((owner, token))).await {",
+          "match Ok::<Option<Instant>, Error>(None) {")],
+    ),
+    Mutant(
+        "no_owner_turns", "concurrent_same_owner",
+        "acquisitions of one owner do not take turns (acquire/mod.rs)",
+        ["reentry", "adversary"],
+        [(SRC + "acquire/mod.rs",
+          "let turn = shared.core().owner_turn(lock_key, &owner).await?;",
+          "let turn = shared.core().owner_turn(shared.core().new_owner().as_str(), &owner).await?;")],
+        protocols=("native", "redisson"),
+    ),
+]
+
+
+def named(name):
+    for mutant in MUTANTS:
+        if mutant.name == name:
+            return mutant
+    sys.exit(f"mutants.py: no mutant named {name!r} (see --list)")
+
+
+def mutated(mutant):
+    """The mutated text of each file, or exit with the edit that did not
+    match exactly once. Nothing is written."""
+    texts = {}
+    for path, search, replace in mutant.edits:
+        if path not in texts:
+            with open(path, encoding="utf-8") as f:
+                texts[path] = f.read()
+        found = texts[path].count(search)
+        if found != 1:
+            sys.exit(f"mutants.py: {mutant.name}: the edit of {path} matches {found} times, "
+                     f"not once: {search!r}")
+        texts[path] = texts[path].replace(search, replace)
+    return texts
+
+
+def torture_summary(log):
+    with open(log, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    found = []
+    checks = re.search(r"^checks: (.*)$", text, re.M)
+    if checks:
+        for item in re.sub(r"\([^)]*\)", "", checks.group(1)).split(","):
+            m = re.match(r"\s*(.*?)\s+(\d+)\s*$", item)
+            if m and m.group(2) != "0":
+                found.append(f"{m.group(1)} {m.group(2)}")
+    forged = re.search(r"^forged tokens held: (\d+)", text, re.M)
+    if forged and forged.group(1) != "0":
+        found.append(f"forged tokens held {forged.group(1)}")
+    findings = re.search(r"^findings: (\d+)", text, re.M)
+    if findings and findings.group(1) != "0":
+        found.append(f"findings {findings.group(1)}")
+    if not found:
+        violations = re.search(r"^violations: (\d+)", text, re.M)
+        if violations:
+            found.append(f"violations {violations.group(1)}")
+    print(", ".join(found))
+
+
+def main(args):
+    if not args:
+        sys.exit(__doc__)
+    command, rest = args[0], args[1:]
+    if command == "list":
+        for m in MUTANTS:
+            files = sorted({path for path, _, _ in m.edits})
+            print("\t".join([m.name, m.model, ",".join(m.protocols), ",".join(m.suite),
+                             ",".join(files), m.what]))
+    elif command == "check":
+        for name in rest:
+            mutated(named(name))
+    elif command == "apply" and len(rest) == 1:
+        for path, text in mutated(named(rest[0])).items():
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+    elif command == "executables":
+        found = {}
+        for line in sys.stdin:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            target = msg.get("target") or {}
+            if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
+                    and "test" in target.get("kind", []):
+                found[target["name"]] = msg["executable"]
+        for name in rest:
+            if name not in found:
+                sys.exit(f"mutants.py: cargo built no test binary {name!r}")
+            print(f"{name}\t{found[name]}")
+    elif command == "torture-summary" and len(rest) == 1:
+        torture_summary(rest[0])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
