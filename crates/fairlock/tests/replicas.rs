@@ -201,7 +201,7 @@ async fn a_retyped_hold_does_not_starve_the_renewals_of_others_redisson() {
 /// The control: without `min_replicas` the same silent loss costs only the
 /// lost hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_min_replicas_a_retyped_hold_costs_only_itself() {
+async fn without_min_replicas_a_silently_lost_hold_costs_only_itself() {
     for protocol in support::PROTOCOLS {
         lost_hold_among_others(protocol, SilentLoss::Retyped, false).await;
         lost_hold_among_others(protocol, SilentLoss::Deleted, false).await;
