@@ -207,3 +207,70 @@ async fn without_min_replicas_a_silently_lost_hold_costs_only_itself() {
         lost_hold_among_others(protocol, SilentLoss::Deleted, false).await;
     }
 }
+
+/// Adversary 2: the same batch rule with no fault at all. Other holds of the
+/// client come and go (short critical sections on other locks); one released
+/// between the renewal and the proof read before the `WAIT` fails the
+/// proof, and with it the renewal of every hold of the batch. Under steady
+/// churn most rounds fail, and a long hold runs out of its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "open: a hold released between a renewal and its proof fails the whole batch"]
+async fn short_holds_coming_and_going_do_not_starve_a_long_one() {
+    churn_beside_a_long_hold(true).await;
+}
+
+/// The control: the same churn from another client (whose holds are in
+/// its own batches) costs the long hold nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clients_churn_does_not_starve_a_long_hold() {
+    churn_beside_a_long_hold(false).await;
+}
+
+/// A long hold, and 16 tasks that take and release other locks as fast as
+/// they can, on the same client or on another one.
+async fn churn_beside_a_long_hold(same_client: bool) {
+    let (master, _replica) = master_and_replica().await;
+    let lease = Duration::from_secs(2);
+    let config = |c: fairlock::ClientConfig| {
+        c.min_replicas(1, WAIT)
+            .lease(lease)
+            .response_timeout(Duration::from_millis(500))
+    };
+    let client = support::client_with(&master, Protocol::Native, config).await;
+    let other = support::client_with(&master, Protocol::Native, config).await;
+    let churning = if same_client { &client } else { &other };
+    let kept = client.fair_lock("adv2-long").unwrap().lock().await.unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn: Vec<_> = (0..16)
+        .map(|i| {
+            let lock = churning.fair_lock(&format!("adv2-churn-{i}")).unwrap();
+            let stop = std::sync::Arc::clone(&stop);
+            tokio::spawn(async move {
+                let mut rounds = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    if let Ok(guard) = lock.lock().await {
+                        let _ = guard.unlock().await;
+                        rounds += 1;
+                    }
+                }
+                rounds
+            })
+        })
+        .collect();
+    tokio::time::sleep(lease * 3).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut rounds = 0;
+    for task in churn {
+        rounds += task.await.unwrap();
+    }
+    let on_server = is_held(&master, Protocol::Native, "adv2-long");
+    let believed = kept.is_held();
+    assert!(
+        believed,
+        "a long hold was given up while {rounds} short holds came and went \
+         (same client: {same_client}; still on the server: {on_server})"
+    );
+    kept.unlock().await.unwrap();
+    client.shutdown().await;
+    other.shutdown().await;
+}
