@@ -1750,4 +1750,75 @@ mod adversary2 {
             "a queue served in reverse went unseen and the run passed: {report:?}"
         );
     }
+
+    fn valid_hold(owner: &str, token: u64, requested: u64, start: u64, end: u64) -> Event {
+        Event::Hold(Hold {
+            lock: "l".into(),
+            owner: owner.into(),
+            token: Some(token),
+            requested,
+            start,
+            end,
+            valid: true,
+            combo: String::new(),
+            reentry: false,
+        })
+    }
+
+    /// A force-unlock revokes one hold: the one holding (or just handed)
+    /// the lock when it runs. The overlap check counts apart, as the
+    /// operator's doing, every overlap with any hold that waited across the
+    /// force-unlock and began within 2 s of it: three waiters that all hold
+    /// the lock at once after one force-unlock (a broken handoff) make no
+    /// violation at all.
+    #[test]
+    #[ignore = "open: every hold starting within 2 s of a force-unlock excuses its overlaps; three holders at once pass"]
+    fn one_force_unlock_does_not_excuse_three_holders_at_once() {
+        let mut events = vec![
+            Event::Hold(Hold {
+                lock: "l".into(),
+                owner: "h".into(),
+                token: Some(1),
+                requested: 0,
+                start: 1,
+                end: 1_000,
+                valid: false,
+                combo: String::new(),
+                reentry: false,
+            }),
+            // Queued before the force-unlock; all three hold at once from
+            // 40 ms on, and say so at their end.
+            valid_hold("x", 2, 10, 1_200, 50_000),
+            valid_hold("y", 3, 20, 30_000, 60_000),
+            valid_hold("z", 4, 30, 40_000, 70_000),
+        ];
+        let control = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            LOOSE,
+            &Failovers::default(),
+        );
+        assert_eq!(control.overlaps, 2, "{control:?}");
+        events.push(Event::ForceUnlock {
+            lock: "l".into(),
+            from: 1_000,
+            at: 1_100,
+            released: true,
+        });
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            LOOSE,
+            &Failovers::default(),
+        );
+        // The revoked one may overlap the next; y and z may not overlap.
+        assert!(
+            report.overlaps >= 1,
+            "three holders at once after one force-unlock, no violation: {report:?}"
+        );
+    }
 }
