@@ -1681,3 +1681,177 @@ mod tests {
         }
     }
 }
+
+/// Adversary 2: what the checker's exclusions can hide.
+#[cfg(test)]
+mod adversary2 {
+    use super::*;
+
+    fn grant(lock: &str, owner: &str, token: u64, requested: u64, start: u64) -> Event {
+        Event::Hold(Hold {
+            lock: lock.into(),
+            owner: owner.into(),
+            token: Some(token),
+            requested,
+            start,
+            end: start + 10,
+            valid: true,
+            combo: String::new(),
+            reentry: false,
+        })
+    }
+
+    /// Bounds loose enough that only the order is judged.
+    const LOOSE: Bounds = Bounds {
+        max_hold_us: 100_000_000,
+        handoff_us: 100_000_000,
+        per_fault_us: 1,
+        base_us: 100_000_000,
+    };
+
+    /// A force-unlock can revoke at most one grant: the one the handoff
+    /// made at that moment (to the head of the queue). The checker leaves
+    /// out of the FIFO check *every* waiter whose wait spanned it, so a
+    /// queue served in exactly the reverse order is not seen, and as long
+    /// as another lock had one pair checked, `fifo_pairs_checked > 0` and
+    /// the torture's verdict is "passed", not "inconclusive".
+    #[test]
+    #[ignore = "open: waited_across leaves every waiter spanning a force-unlock out of FIFO; reversed order unseen, verdict passed"]
+    fn a_reversed_queue_is_not_hidden_by_one_force_unlock() {
+        let queues = HashMap::from([
+            (
+                "l".to_owned(),
+                QueueLog {
+                    snapshots: vec![
+                        vec!["a".into(), "b".into(), "c".into(), "d".into()],
+                        vec!["a".into(), "b".into(), "c".into(), "d".into()],
+                    ],
+                },
+            ),
+            (
+                "m".to_owned(),
+                QueueLog {
+                    snapshots: vec![vec!["x".into(), "y".into()]],
+                },
+            ),
+        ]);
+        let events = vec![
+            // h held l; an operator force-unlocked it while a..d waited.
+            Event::Hold(Hold {
+                lock: "l".into(),
+                owner: "h".into(),
+                token: Some(1),
+                requested: 0,
+                start: 1,
+                end: 30,
+                valid: false,
+                combo: String::new(),
+                reentry: false,
+            }),
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 20,
+                at: 25,
+                released: true,
+            },
+            // Served in the reverse of arrival order, long after the
+            // force-unlock (outside its revocation window).
+            grant("l", "d", 2, 10, 5_000_000),
+            grant("l", "c", 3, 9, 6_000_000),
+            grant("l", "b", 4, 8, 7_000_000),
+            grant("l", "a", 5, 7, 8_000_000),
+            // Another lock, served in order: one pair checked.
+            grant("m", "x", 1, 1, 100),
+            grant("m", "y", 2, 2, 200),
+        ];
+        // The control: without the force-unlock, all six pairs are seen.
+        let without: Vec<Event> = events
+            .iter()
+            .filter(|e| !matches!(e, Event::ForceUnlock { .. }))
+            .cloned()
+            .collect();
+        let control = check(&without, &queues, true, &[], LOOSE, &Failovers::default());
+        assert_eq!(control.fifo_violations, 6, "{control:?}");
+        let report = check(&events, &queues, true, &[], LOOSE, &Failovers::default());
+        // What the torture's verdict reads (report.rs): 0 violations and
+        // some pair checked is "passed".
+        let verdict_passed = report.violations() == 0 && report.fifo_pairs_checked > 0;
+        // At most one of a..d can have been revoked (and requeued): among
+        // the three others, every pair is served out of order.
+        assert!(
+            report.fifo_violations >= 3 || !verdict_passed,
+            "a queue served in reverse went unseen and the run passed: {report:?}"
+        );
+    }
+
+    fn valid_hold(owner: &str, token: u64, requested: u64, start: u64, end: u64) -> Event {
+        Event::Hold(Hold {
+            lock: "l".into(),
+            owner: owner.into(),
+            token: Some(token),
+            requested,
+            start,
+            end,
+            valid: true,
+            combo: String::new(),
+            reentry: false,
+        })
+    }
+
+    /// A force-unlock revokes one hold: the one holding (or just handed)
+    /// the lock when it runs. The overlap check counts apart, as the
+    /// operator's doing, every overlap with any hold that waited across the
+    /// force-unlock and began within 2 s of it: three waiters that all hold
+    /// the lock at once after one force-unlock (a broken handoff) make no
+    /// violation at all.
+    #[test]
+    #[ignore = "open: every hold starting within 2 s of a force-unlock excuses its overlaps; three holders at once pass"]
+    fn one_force_unlock_does_not_excuse_three_holders_at_once() {
+        let mut events = vec![
+            Event::Hold(Hold {
+                lock: "l".into(),
+                owner: "h".into(),
+                token: Some(1),
+                requested: 0,
+                start: 1,
+                end: 1_000,
+                valid: false,
+                combo: String::new(),
+                reentry: false,
+            }),
+            // Queued before the force-unlock; all three hold at once from
+            // 40 ms on, and say so at their end.
+            valid_hold("x", 2, 10, 1_200, 50_000),
+            valid_hold("y", 3, 20, 30_000, 60_000),
+            valid_hold("z", 4, 30, 40_000, 70_000),
+        ];
+        let control = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            LOOSE,
+            &Failovers::default(),
+        );
+        assert_eq!(control.overlaps, 2, "{control:?}");
+        events.push(Event::ForceUnlock {
+            lock: "l".into(),
+            from: 1_000,
+            at: 1_100,
+            released: true,
+        });
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            LOOSE,
+            &Failovers::default(),
+        );
+        // The revoked one may overlap the next; y and z may not overlap.
+        assert!(
+            report.overlaps >= 1,
+            "three holders at once after one force-unlock, no violation: {report:?}"
+        );
+    }
+}

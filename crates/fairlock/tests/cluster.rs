@@ -674,3 +674,68 @@ async fn adv2_min_replicas_failed_reentry_keeps_the_outer_hold() {
         .await;
     }
 }
+
+/// Adversary 2 (second pass): a slot migration that stays open (keys moved,
+/// the slot still MIGRATING/IMPORTING: a resharding in progress). The
+/// renewals reach the lock on its new node through ASK; with
+/// `min_replicas`, the write, the proof and the `WAIT` go to the master
+/// `CLUSTER SLOTS` names, the old one, which answers ASK: every renewal
+/// counts as failed and a hold the server keeps renewing is given up.
+/// Without `min_replicas` (the control) it is kept.
+async fn a_hold_through_an_open_migration(replicas: bool) -> (bool, bool) {
+    const TIMEOUT: Duration = Duration::from_millis(500);
+    let cluster = Cluster::start();
+    let protocol = Protocol::Native;
+    let name = "adv2-open-migration";
+    let lease = Duration::from_secs(2);
+    let client = cluster_client_with(&cluster, protocol, |c| {
+        let c = c.lease(lease);
+        if replicas {
+            c.min_replicas(1, TIMEOUT)
+        } else {
+            c
+        }
+    })
+    .await;
+    let guard = client.fair_lock(name).unwrap().lock().await.unwrap();
+    let slot = cluster.slot_of(&lock_keys(protocol, name).0);
+    let from = node_of(&cluster, protocol, name).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port())
+        .find(|p| *p != from)
+        .unwrap();
+    let migration = cluster.begin_migration(slot, to);
+    migration.move_keys();
+    tokio::time::sleep(lease * 3).await;
+    // The importing node answers for the slot after ASKING.
+    let (on_server,): (i64,) = redis::pipe()
+        .cmd("ASKING")
+        .ignore()
+        .cmd("EXISTS")
+        .arg(lock_keys(protocol, name).0)
+        .query(&mut cluster.node(to).conn())
+        .unwrap();
+    let believed = guard.is_held();
+    migration.finish();
+    drop(guard);
+    client.shutdown().await;
+    (believed, on_server == 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "open: with min_replicas the replica sync goes to the slot's old master during an open migration"]
+async fn adv2_min_replicas_hold_survives_an_open_migration() {
+    let (believed, on_server) = a_hold_through_an_open_migration(true).await;
+    assert!(
+        believed,
+        "given up during an open migration (still on the new node: {on_server})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adv2_hold_survives_an_open_migration_without_min_replicas() {
+    let (believed, on_server) = a_hold_through_an_open_migration(false).await;
+    assert!(believed && on_server, "{believed} {on_server}");
+}

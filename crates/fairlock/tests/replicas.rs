@@ -115,3 +115,162 @@ async fn an_unacknowledged_renewal_is_not_believed() {
     drop(guard);
     client.shutdown().await;
 }
+
+/// How the server loses one hold of a client without telling it (no
+/// revocation notice): evicted or deleted, or replaced by data of another
+/// type (a hostile client, or application data under a redisson name).
+#[derive(Clone, Copy, Debug)]
+enum SilentLoss {
+    Deleted,
+    Retyped,
+}
+
+/// Adversary 2: with `min_replicas`, the watchdog proves every hold of a
+/// renewal batch on the WAIT's server and counts the whole batch as not
+/// synced when one proof fails. One hold the server lost silently (its
+/// renewal answers "lost", its proof fails) then fails the renewal of every
+/// other hold of the client on that server, round after round, and never
+/// gets marked lost itself: the healthy holds run out of their lease and are
+/// given up, and their locks expire on the server.
+async fn one_silently_lost_hold_starves_the_others(protocol: Protocol, loss: SilentLoss) {
+    lost_hold_among_others(protocol, loss, true).await;
+}
+
+/// The scenario, with or without `min_replicas`.
+async fn lost_hold_among_others(protocol: Protocol, loss: SilentLoss, replicas: bool) {
+    let (master, _replica) = master_and_replica().await;
+    let lease = Duration::from_secs(2);
+    let client = support::client_with(&master, protocol, |c| {
+        let c = c.lease(lease).response_timeout(Duration::from_millis(500));
+        if replicas { c.min_replicas(1, WAIT) } else { c }
+    })
+    .await;
+    let kept_name = "adv2-kept";
+    let lost_name = "adv2-silently-lost";
+    let kept = client.fair_lock(kept_name).unwrap().lock().await.unwrap();
+    let lost = client.fair_lock(lost_name).unwrap().lock().await.unwrap();
+    let lost_key = support::lock_keys(protocol, lost_name).0;
+    match loss {
+        SilentLoss::Deleted => {
+            let _: i64 = master.cmd(&["DEL", &lost_key]);
+        }
+        SilentLoss::Retyped => {
+            let _: () = master.cmd(&["SET", &lost_key, "application data"]);
+        }
+    }
+    // Several leases: the watchdog renews `kept` every 667 ms.
+    tokio::time::sleep(lease * 3).await;
+    let on_server = is_held(&master, protocol, kept_name);
+    let believed = kept.is_held();
+    let lost_noticed = !lost.is_held();
+    assert!(
+        on_server && believed,
+        "{protocol} {loss:?}: a healthy hold was given up because another hold \
+         of the same client was lost (on the server: {on_server}, believed: \
+         {believed}; the lost one noticed: {lost_noticed})"
+    );
+    drop(lost);
+    kept.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "open: one lost hold in a renewal batch fails the replica sync of the whole batch"]
+async fn a_deleted_hold_does_not_starve_the_renewals_of_others_native() {
+    one_silently_lost_hold_starves_the_others(Protocol::Native, SilentLoss::Deleted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "open: one lost hold in a renewal batch fails the replica sync of the whole batch"]
+async fn a_deleted_hold_does_not_starve_the_renewals_of_others_redisson() {
+    one_silently_lost_hold_starves_the_others(Protocol::Redisson, SilentLoss::Deleted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "open: a hold proof answered WRONGTYPE fails the replica sync of the whole batch"]
+async fn a_retyped_hold_does_not_starve_the_renewals_of_others_native() {
+    one_silently_lost_hold_starves_the_others(Protocol::Native, SilentLoss::Retyped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "open: a hold proof answered WRONGTYPE fails the replica sync of the whole batch"]
+async fn a_retyped_hold_does_not_starve_the_renewals_of_others_redisson() {
+    one_silently_lost_hold_starves_the_others(Protocol::Redisson, SilentLoss::Retyped).await;
+}
+
+/// The control: without `min_replicas` the same silent loss costs only the
+/// lost hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_min_replicas_a_silently_lost_hold_costs_only_itself() {
+    for protocol in support::PROTOCOLS {
+        lost_hold_among_others(protocol, SilentLoss::Retyped, false).await;
+        lost_hold_among_others(protocol, SilentLoss::Deleted, false).await;
+    }
+}
+
+/// Adversary 2: the same batch rule with no fault at all. Other holds of the
+/// client come and go (short critical sections on other locks); one released
+/// between the renewal and the proof read before the `WAIT` fails the
+/// proof, and with it the renewal of every hold of the batch. Under steady
+/// churn most rounds fail, and a long hold runs out of its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "open: a hold released between a renewal and its proof fails the whole batch"]
+async fn short_holds_coming_and_going_do_not_starve_a_long_one() {
+    churn_beside_a_long_hold(true).await;
+}
+
+/// The control: the same churn from another client (whose holds are in
+/// its own batches) costs the long hold nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clients_churn_does_not_starve_a_long_hold() {
+    churn_beside_a_long_hold(false).await;
+}
+
+/// A long hold, and 16 tasks that take and release other locks as fast as
+/// they can, on the same client or on another one.
+async fn churn_beside_a_long_hold(same_client: bool) {
+    let (master, _replica) = master_and_replica().await;
+    let lease = Duration::from_secs(2);
+    let config = |c: fairlock::ClientConfig| {
+        c.min_replicas(1, WAIT)
+            .lease(lease)
+            .response_timeout(Duration::from_millis(500))
+    };
+    let client = support::client_with(&master, Protocol::Native, config).await;
+    let other = support::client_with(&master, Protocol::Native, config).await;
+    let churning = if same_client { &client } else { &other };
+    let kept = client.fair_lock("adv2-long").unwrap().lock().await.unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn: Vec<_> = (0..16)
+        .map(|i| {
+            let lock = churning.fair_lock(&format!("adv2-churn-{i}")).unwrap();
+            let stop = std::sync::Arc::clone(&stop);
+            tokio::spawn(async move {
+                let mut rounds = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    if let Ok(guard) = lock.lock().await {
+                        let _ = guard.unlock().await;
+                        rounds += 1;
+                    }
+                }
+                rounds
+            })
+        })
+        .collect();
+    tokio::time::sleep(lease * 3).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut rounds = 0;
+    for task in churn {
+        rounds += task.await.unwrap();
+    }
+    let on_server = is_held(&master, Protocol::Native, "adv2-long");
+    let believed = kept.is_held();
+    assert!(
+        believed,
+        "a long hold was given up while {rounds} short holds came and went \
+         (same client: {same_client}; still on the server: {on_server})"
+    );
+    kept.unlock().await.unwrap();
+    client.shutdown().await;
+    other.shutdown().await;
+}

@@ -729,3 +729,80 @@ async fn documented_rules_suffice_for_min_replicas_native() {
 async fn documented_rules_suffice_for_min_replicas_redisson() {
     documented_rules_suffice_for_min_replicas(Protocol::Redisson).await;
 }
+
+/// Adversary 2 (second pass): the documented users with `min_replicas`
+/// through every path that sends a hold proof on the sync connection
+/// (`HGET`/`HEXISTS` and `PTTL` before the `WAIT`): watchdog renewals, a
+/// handoff's claim, a re-entry. Nothing refused, every hold still believed.
+async fn documented_rules_suffice_for_proofs(protocol: Protocol) {
+    support::init_tracing();
+    let server = RedisServer::start();
+    let port = server.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    until(Duration::from_secs(10), "replica in sync", || async {
+        let info: String = replica.cmd(&["INFO", "replication"]);
+        info.contains("master_link_status:up")
+    })
+    .await;
+    let (user, rules) = documented(protocol);
+    create_user(&server, user, rules);
+    let config = || {
+        config_for(&server, user, protocol)
+            .min_replicas(1, Duration::from_millis(500))
+            .lease(Duration::from_millis(1_500))
+            .waiter_ttl(Duration::from_millis(1_500))
+    };
+    let holder = LockClient::with_config(config()).await.expect("connect");
+    let waiter = LockClient::with_config(config()).await.expect("connect");
+    let name = match protocol {
+        Protocol::Redisson => "locks:adv2-proofs",
+        _ => "adv2-proofs",
+    };
+    let lock = holder.fair_lock(name).unwrap();
+    let held = lock.lock().await.expect("acquired");
+    // A re-entry of the same owner.
+    let again = lock
+        .acquire(AcquireOptions::new().owner(held.owner().clone()))
+        .await
+        .expect("re-entered")
+        .expect("re-entry granted");
+    let mut waiting = tokio::spawn({
+        let lock = waiter.fair_lock(name).unwrap();
+        async move { lock.lock().await }
+    });
+    // Several renewals, each proven on the sync connection.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let denials = acl_denials(&server);
+    assert!(
+        held.is_held() && again.is_held(),
+        "{protocol}: renewals not believed; ACL LOG: {denials:?}"
+    );
+    again.unlock().await.expect("re-entry released");
+    held.unlock().await.expect("released");
+    // Handed over; the claim (a third of the grant on) is proven too.
+    let guard = tokio::time::timeout(Duration::from_secs(5), &mut waiting)
+        .await
+        .expect("handed over")
+        .unwrap()
+        .expect("granted");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let denials = acl_denials(&server);
+    assert!(
+        guard.is_held(),
+        "{protocol}: the claim or renewals not believed; ACL LOG: {denials:?}"
+    );
+    guard.unlock().await.expect("released");
+    assert_eq!(acl_denials(&server), Vec::<String>::new(), "{protocol}");
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documented_rules_suffice_for_proofs_native() {
+    documented_rules_suffice_for_proofs(Protocol::Native).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documented_rules_suffice_for_proofs_redisson() {
+    documented_rules_suffice_for_proofs(Protocol::Redisson).await;
+}
