@@ -90,7 +90,10 @@ impl LockClient {
     /// # Errors
     /// [`Error::InvalidName`](crate::Error::InvalidName), as for [`fair_lock`](Self::fair_lock).
     pub fn handle(&self, name: &str, kind: LockKind) -> Result<LockHandle> {
-        name::validate(name, self.core.dialect().protocol())?;
+        name::validate(name)?;
+        if self.core.dialect().protocol() == crate::Protocol::Redisson {
+            name::validate_redisson(name)?;
+        }
         Ok(LockHandle::new(&self.core, name, kind))
     }
 

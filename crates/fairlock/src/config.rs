@@ -7,7 +7,6 @@ use crate::error::{Error, Result};
 use crate::meters::LockLabel;
 use crate::protocol::{Protocol, ProtocolSettings};
 use crate::retry::RetryPolicy;
-use crate::settings;
 use crate::transport::{Endpoint, Timeouts, URL_FORMS};
 
 /// The longest duration accepted for a lease, a wait or a waiter slot: 365 days.
@@ -70,12 +69,6 @@ impl ClientConfig {
     /// Default waiter ttl of the native protocol: 6 s.
     pub const DEFAULT_WAITER_TTL: Duration = Duration::from_secs(6);
 
-    /// The query parameters [`from_url`](Self::from_url) reads (the
-    /// environment variables of [`from_env`](Self::from_env) are these in
-    /// upper case, after `FAIRLOCK_`). A tool that hands the same URL to
-    /// another Redis client takes these out first.
-    pub const URL_PARAMETERS: &'static [&'static str] = &settings::PARAMS;
-
     /// The URL forms [`from_url`](Self::from_url) accepts, for messages.
     pub const URL_FORMS: &'static str = URL_FORMS;
 
@@ -130,85 +123,8 @@ impl ClientConfig {
         Self::from_text(url, &|_| None)
     }
 
-    /// Settings from the process environment: the URL from `FAIRLOCK_URL`,
-    /// else `REDIS_URL` (with its query parameters, as
-    /// [`from_url`](Self::from_url)), then one variable per setting, which
-    /// replaces the URL's parameter of the same setting:
-    /// `FAIRLOCK_PROTOCOL`, `FAIRLOCK_LEASE`, `FAIRLOCK_RENEW_INTERVAL`,
-    /// `FAIRLOCK_WAITER_TTL`, `FAIRLOCK_WAITER_SLOT`,
-    /// `FAIRLOCK_RESPONSE_TIMEOUT`, `FAIRLOCK_CONNECT_TIMEOUT`,
-    /// `FAIRLOCK_RETRY_BUDGET`, `FAIRLOCK_MIN_REPLICAS`,
-    /// `FAIRLOCK_MIN_REPLICAS_TIMEOUT`, `FAIRLOCK_METRICS` (the parameter
-    /// names in upper case), and the sentinels' own credentials
-    /// `FAIRLOCK_SENTINEL_USER` and `FAIRLOCK_SENTINEL_PASSWORD` (see
-    /// [`sentinel_auth`](Self::sentinel_auth)). An empty variable counts as
-    /// unset.
-    ///
-    /// ```no_run
-    /// # async fn demo() -> fairlock::Result<()> {
-    /// // FAIRLOCK_URL=redis://locks.internal:6379/0 FAIRLOCK_PROTOCOL=redisson FAIRLOCK_LEASE=1m
-    /// let config = fairlock::ClientConfig::from_env()?;
-    /// let client = fairlock::LockClient::with_config(config).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] when neither URL variable is set, or a
-    /// variable is not UTF-8; otherwise as [`from_url`](Self::from_url),
-    /// naming the variable instead of the parameter.
-    pub fn from_env() -> Result<Self> {
-        for var in settings::env_vars() {
-            if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(var) {
-                return Err(Error::InvalidConfig(format!(
-                    "environment variable {var} is not valid UTF-8"
-                )));
-            }
-        }
-        Self::from_env_with(|var| std::env::var(var).ok())
-    }
-
-    /// [`from_env`](Self::from_env) with the variables read by `lookup`
-    /// (`None` for an unset variable): for tests, or for settings kept in
-    /// another store of names and values.
-    ///
-    /// ```
-    /// # fn main() -> fairlock::Result<()> {
-    /// let config = fairlock::ClientConfig::from_env_with(|var| match var {
-    ///     "REDIS_URL" => Some("redis://127.0.0.1:6379?lease=20s".to_owned()),
-    ///     "FAIRLOCK_LEASE" => Some("45s".to_owned()),
-    ///     _ => None,
-    /// })?;
-    /// assert_eq!(config.get_lease(), std::time::Duration::from_secs(45));
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`from_env`](Self::from_env).
-    pub fn from_env_with(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let lookup = |var: &'static str| lookup(var).filter(|value| !value.is_empty());
-        let [first, second] = settings::URL_VARS;
-        let url = lookup(first).or_else(|| lookup(second)).ok_or_else(|| {
-            Error::InvalidConfig(format!(
-                "no Redis URL: set {first} or {second} (such as redis://127.0.0.1:6379/0)"
-            ))
-        })?;
-        let config = Self::from_text(&url, &lookup)?;
-        let config = settings::sentinel_auth(config, &lookup)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// The URL, its parameters and the variables `lookup` finds, checked.
-    fn from_text(url: &str, lookup: &dyn Fn(&'static str) -> Option<String>) -> Result<Self> {
-        let split = settings::split_url(url)?;
-        let config = Self::defaults(Endpoint::parse(&split.url)?);
-        let config = split.apply(config, lookup)?;
-        config.validate()?;
-        Ok(config)
-    }
-
     /// Every setting's default, for `endpoint`.
-    fn defaults(endpoint: Endpoint) -> Self {
+    pub(crate) fn defaults(endpoint: Endpoint) -> Self {
         Self {
             endpoint,
             protocol: Protocol::default(),

@@ -1,7 +1,6 @@
 //! Lock names and the Redis keys derived from them.
 
 use crate::error::{Error, Result, truncate_name};
-use crate::protocol::Protocol;
 
 /// The longest lock name accepted, in bytes.
 ///
@@ -10,7 +9,7 @@ use crate::protocol::Protocol;
 /// and catches names built from unbounded input by mistake.
 pub const MAX_NAME_LEN: usize = 1024;
 
-/// Check a lock name for `protocol`.
+/// Check a lock name (under `redisson`, also [`validate_redisson`]).
 ///
 /// Rules (each violation is an [`Error::InvalidName`]):
 /// - not empty, at most [`MAX_NAME_LEN`] bytes, no ASCII control characters;
@@ -20,8 +19,6 @@ pub const MAX_NAME_LEN: usize = 1024;
 ///   `{` must be followed by a non-empty tag and a `}`. Otherwise the lock key
 ///   and its queue keys would land in different cluster slots. A `}` without
 ///   any `{` is rejected for the same reason;
-/// - under `redisson`, no name whose lock key (the bare name) could be
-///   another lock's key: see [`foreign_key_reason`].
 ///
 /// # Why no native name needs the last rule
 ///
@@ -34,8 +31,9 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// gives back NAME. Two native names never share a key. A native key never
 /// equals a Redisson one either: Redisson's derived keys start with
 /// `redisson_`, and its lock keys (bare names) may not start with
-/// `fairlock:` (refused below). So the rule binds `redisson` names only.
-pub(crate) fn validate(name: &str, protocol: Protocol) -> Result<()> {
+/// `fairlock:` (refused by [`validate_redisson`]). So that rule binds
+/// `redisson` names only.
+pub(crate) fn validate(name: &str) -> Result<()> {
     let invalid = |reason| Error::InvalidName {
         name: truncate_name(name),
         reason,
@@ -70,11 +68,19 @@ pub(crate) fn validate(name: &str, protocol: Protocol) -> Result<()> {
             }
         },
     }
-    match protocol {
-        Protocol::Redisson => {
-            foreign_key_reason(name).map_or(Ok(()), |reason| Err(invalid(reason)))
-        }
-        Protocol::Native => Ok(()),
+    Ok(())
+}
+
+/// Under `redisson`, where a lock's key is its bare name: no name that
+/// could be another lock's key (see [`foreign_key_reason`]), as an
+/// [`Error::InvalidName`].
+pub(crate) fn validate_redisson(name: &str) -> Result<()> {
+    match foreign_key_reason(name) {
+        Some(reason) => Err(Error::InvalidName {
+            name: truncate_name(name),
+            reason,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -242,16 +248,14 @@ mod tests {
 
     #[test]
     fn validation() {
-        for protocol in [Protocol::Native, Protocol::Redisson] {
-            assert!(validate("a", protocol).is_ok());
-            assert!(validate("x{tag}y", protocol).is_ok());
-            assert!(validate(&"n".repeat(MAX_NAME_LEN), protocol).is_ok());
-            for bad in ["", "a}b", "a{b", "{}x", "a\nb"] {
-                let err = validate(bad, protocol).unwrap_err();
-                assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err}");
-            }
-            assert!(validate(&"n".repeat(MAX_NAME_LEN + 1), protocol).is_err());
+        assert!(validate("a").is_ok());
+        assert!(validate("x{tag}y").is_ok());
+        assert!(validate(&"n".repeat(MAX_NAME_LEN)).is_ok());
+        for bad in ["", "a}b", "a{b", "{}x", "a\nb"] {
+            let err = validate(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err}");
         }
+        assert!(validate(&"n".repeat(MAX_NAME_LEN + 1)).is_err());
     }
 
     #[test]
@@ -273,11 +277,11 @@ mod tests {
             "a{b}:timeout".to_owned(),
         ]);
         for key in &keys {
-            let err = validate(key, Protocol::Redisson).unwrap_err();
+            let err = validate_redisson(key).unwrap_err();
             assert!(matches!(err, Error::InvalidName { .. }), "{key:?}: {err}");
             // Under native the same names are fine: their keys are all
             // `fairlock:{NAME}:...`, which no other name shares.
-            assert!(validate(key, Protocol::Native).is_ok(), "{key:?}");
+            assert!(validate(key).is_ok(), "{key:?}");
         }
         for fine in [
             "fairlock",
@@ -286,7 +290,10 @@ mod tests {
             "user:1",
             "x{fairlock:}",
         ] {
-            assert!(validate(fine, Protocol::Redisson).is_ok(), "{fine:?}");
+            assert!(
+                validate(fine).is_ok() && validate_redisson(fine).is_ok(),
+                "{fine:?}"
+            );
         }
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::config::{ClientConfig, check_duration};
 use crate::error::{Error, Result};
 use crate::protocol::Protocol;
+use crate::transport::Endpoint;
 
 /// The variables that name the Redis URL, the first set one wins.
 pub(crate) const URL_VARS: [&str; 2] = ["FAIRLOCK_URL", "REDIS_URL"];
@@ -300,6 +301,95 @@ pub(crate) fn sentinel_auth(
             "environment variable {user_var} is set without {password_var}"
         ))),
         (None, None) => Ok(config),
+    }
+}
+
+/// Settings from the URL's parameters and the environment.
+impl ClientConfig {
+    /// The query parameters [`from_url`](Self::from_url) reads (the
+    /// environment variables of [`from_env`](Self::from_env) are these in
+    /// upper case, after `FAIRLOCK_`). A tool that hands the same URL to
+    /// another Redis client takes these out first.
+    pub const URL_PARAMETERS: &'static [&'static str] = &PARAMS;
+
+    /// Settings from the process environment: the URL from `FAIRLOCK_URL`,
+    /// else `REDIS_URL` (with its query parameters, as
+    /// [`from_url`](Self::from_url)), then one variable per setting, which
+    /// replaces the URL's parameter of the same setting:
+    /// `FAIRLOCK_PROTOCOL`, `FAIRLOCK_LEASE`, `FAIRLOCK_RENEW_INTERVAL`,
+    /// `FAIRLOCK_WAITER_TTL`, `FAIRLOCK_WAITER_SLOT`,
+    /// `FAIRLOCK_RESPONSE_TIMEOUT`, `FAIRLOCK_CONNECT_TIMEOUT`,
+    /// `FAIRLOCK_RETRY_BUDGET`, `FAIRLOCK_MIN_REPLICAS`,
+    /// `FAIRLOCK_MIN_REPLICAS_TIMEOUT`, `FAIRLOCK_METRICS` (the parameter
+    /// names in upper case), and the sentinels' own credentials
+    /// `FAIRLOCK_SENTINEL_USER` and `FAIRLOCK_SENTINEL_PASSWORD` (see
+    /// [`sentinel_auth`](Self::sentinel_auth)). An empty variable counts as
+    /// unset.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> fairlock::Result<()> {
+    /// // FAIRLOCK_URL=redis://locks.internal:6379/0 FAIRLOCK_PROTOCOL=redisson FAIRLOCK_LEASE=1m
+    /// let config = fairlock::ClientConfig::from_env()?;
+    /// let client = fairlock::LockClient::with_config(config).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when neither URL variable is set, or a
+    /// variable is not UTF-8; otherwise as [`from_url`](Self::from_url),
+    /// naming the variable instead of the parameter.
+    pub fn from_env() -> Result<Self> {
+        for var in env_vars() {
+            if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(var) {
+                return Err(Error::InvalidConfig(format!(
+                    "environment variable {var} is not valid UTF-8"
+                )));
+            }
+        }
+        Self::from_env_with(|var| std::env::var(var).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with the variables read by `lookup`
+    /// (`None` for an unset variable): for tests, or for settings kept in
+    /// another store of names and values.
+    ///
+    /// ```
+    /// # fn main() -> fairlock::Result<()> {
+    /// let config = fairlock::ClientConfig::from_env_with(|var| match var {
+    ///     "REDIS_URL" => Some("redis://127.0.0.1:6379?lease=20s".to_owned()),
+    ///     "FAIRLOCK_LEASE" => Some("45s".to_owned()),
+    ///     _ => None,
+    /// })?;
+    /// assert_eq!(config.get_lease(), std::time::Duration::from_secs(45));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`from_env`](Self::from_env).
+    pub fn from_env_with(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let lookup = |var: &'static str| lookup(var).filter(|value| !value.is_empty());
+        let [first, second] = URL_VARS;
+        let url = lookup(first).or_else(|| lookup(second)).ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "no Redis URL: set {first} or {second} (such as redis://127.0.0.1:6379/0)"
+            ))
+        })?;
+        let config = Self::from_text(&url, &lookup)?;
+        let config = sentinel_auth(config, &lookup)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The URL, its parameters and the variables `lookup` finds, checked.
+    pub(crate) fn from_text(
+        url: &str,
+        lookup: &dyn Fn(&'static str) -> Option<String>,
+    ) -> Result<Self> {
+        let split = split_url(url)?;
+        let config = Self::defaults(Endpoint::parse(&split.url)?);
+        let config = split.apply(config, lookup)?;
+        config.validate()?;
+        Ok(config)
     }
 }
 

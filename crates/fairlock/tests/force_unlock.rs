@@ -305,19 +305,16 @@ async fn an_unanswered_recheck_after_a_force_unlock(protocol: Protocol, explicit
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: an unanswered grant re-check after a force-unlock is never retried; two holders"]
 async fn an_unanswered_recheck_of_an_explicit_lease_is_retried_native() {
     an_unanswered_recheck_after_a_force_unlock(Protocol::Native, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: an unanswered grant re-check after a force-unlock is never retried; two holders"]
 async fn an_unanswered_recheck_of_an_explicit_lease_is_retried_redisson() {
     an_unanswered_recheck_after_a_force_unlock(Protocol::Redisson, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: an unanswered grant re-check after a force-unlock waits for the next renewal; two holders"]
 async fn an_unanswered_recheck_of_a_watchdog_hold_is_retried_native() {
     an_unanswered_recheck_after_a_force_unlock(Protocol::Native, false).await;
 }

@@ -175,25 +175,21 @@ async fn lost_hold_among_others(protocol: Protocol, loss: SilentLoss, replicas: 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: one lost hold in a renewal batch fails the replica sync of the whole batch"]
 async fn a_deleted_hold_does_not_starve_the_renewals_of_others_native() {
     one_silently_lost_hold_starves_the_others(Protocol::Native, SilentLoss::Deleted).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: one lost hold in a renewal batch fails the replica sync of the whole batch"]
 async fn a_deleted_hold_does_not_starve_the_renewals_of_others_redisson() {
     one_silently_lost_hold_starves_the_others(Protocol::Redisson, SilentLoss::Deleted).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: a hold proof answered WRONGTYPE fails the replica sync of the whole batch"]
 async fn a_retyped_hold_does_not_starve_the_renewals_of_others_native() {
     one_silently_lost_hold_starves_the_others(Protocol::Native, SilentLoss::Retyped).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: a hold proof answered WRONGTYPE fails the replica sync of the whole batch"]
 async fn a_retyped_hold_does_not_starve_the_renewals_of_others_redisson() {
     one_silently_lost_hold_starves_the_others(Protocol::Redisson, SilentLoss::Retyped).await;
 }
@@ -214,7 +210,6 @@ async fn without_min_replicas_a_silently_lost_hold_costs_only_itself() {
 /// proof, and with it the renewal of every hold of the batch. Under steady
 /// churn most rounds fail, and a long hold runs out of its lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: a hold released between a renewal and its proof fails the whole batch"]
 async fn short_holds_coming_and_going_do_not_starve_a_long_one() {
     churn_beside_a_long_hold(true).await;
 }
