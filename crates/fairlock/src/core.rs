@@ -83,9 +83,7 @@ impl ClientCore {
             Arc::clone(&events),
             dialect,
             conn.clone(),
-            config.lease,
-            config.get_renew_interval(),
-            config.min_replicas,
+            &config,
             &runtime,
         );
         let id = uuid::Uuid::new_v4().to_string();

@@ -247,17 +247,17 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Watchdog {
     /// Start the renewal task on `runtime`; it ends when the watchdog is
-    /// dropped. `min_replicas`: a renewal extends a hold's lease only once
-    /// that many replicas acknowledged it (within the timeout).
+    /// dropped. From `config`: the lease and renew interval; with
+    /// `min_replicas`, a renewal extends a hold's lease only once that many
+    /// replicas acknowledged it (within the timeout).
     pub(crate) fn start(
         events: Arc<Recorder>,
         dialect: Dialect,
         conn: Connection,
-        lease: Duration,
-        interval: Duration,
-        min_replicas: Option<(u32, Duration)>,
+        config: &crate::config::ClientConfig,
         runtime: &tokio::runtime::Handle,
     ) -> Self {
+        let (lease, interval) = (config.lease, config.get_renew_interval());
         let entries = Arc::new(Mutex::new(HashMap::new()));
         let check_now = Arc::new(Notify::new());
         let task = runtime.spawn(run(
@@ -268,7 +268,8 @@ impl Watchdog {
             Schedule {
                 lease,
                 interval,
-                min_replicas,
+                min_replicas: config.min_replicas,
+                recheck: config.response_timeout / 2,
             },
             Arc::clone(&events),
         ));
@@ -425,6 +426,10 @@ struct Schedule {
     lease: Duration,
     interval: Duration,
     min_replicas: Option<(u32, Duration)>,
+    /// After a check that got no answer, the next one: half a response
+    /// timeout (at most the renewals' retry delay), so that a revocation
+    /// it was to act on is learnt soon after the server answers again.
+    recheck: Duration,
 }
 
 /// One hold in a round of renewals or checks: its key, token, state and lock.
@@ -442,6 +447,7 @@ async fn run(
         lease,
         interval,
         min_replicas,
+        recheck: recheck_delay,
     } = schedule;
     // After a failed renewal, retry sooner: the lease keeps running out.
     let retry = crate::retry::renewal_retry_delay(interval);
@@ -636,7 +642,7 @@ async fn run(
                 }
                 Err(err) => {
                     if check_only {
-                        recheck = Some(Instant::now() + retry);
+                        recheck = Some(Instant::now() + recheck_delay.min(retry));
                     } else {
                         next_renewal = Instant::now() + retry;
                     }
