@@ -262,9 +262,10 @@ pub(crate) fn check(
         // proceeded, and queued again at the back: it may be granted after
         // those once behind it, and its requeue is no violation; every
         // other pair is checked.
-        let spanned = revocations.requeued_by(&kept);
         let live = live_grants(&kept, &faults, bounds, native);
         let arrivals = Arrivals::of(log);
+        let moved_back: HashSet<&str> = arrivals.moved_back.iter().map(|(o, _)| *o).collect();
+        let spanned = revocations.requeued_by(&kept, &moved_back);
         let steady: HashMap<&str, u64> = live
             .iter()
             .filter(|(owner, _)| !spanned.contains(*owner))
@@ -323,24 +324,30 @@ impl Revocations {
     /// Per force-unlock of the lock, the waiter that may have been handed
     /// the lock and had it revoked before it proceeded, and then queued
     /// again at the back (the library's rule: a revocation that comes with
-    /// or after a grant wins over it): of the holds whose wait spanned the
-    /// force-unlock, the one that asked first (the head of the line). One
-    /// per force-unlock: its place in line is not checked, every other
-    /// waiter's is.
-    fn requeued_by<'h>(&self, holds: &[&'h Hold]) -> HashSet<&'h str> {
+    /// or after a grant wins over it): of the waiters the snapshots saw
+    /// moved back (`moved_back`) whose wait spanned the force-unlock, the
+    /// one that asked first, and each at most once. One per force-unlock:
+    /// its place in line is not checked, every other waiter's is.
+    fn requeued_by<'h>(&self, holds: &[&'h Hold], moved_back: &HashSet<&str>) -> HashSet<&'h str> {
+        let mut requeued = HashSet::new();
         let Some(times) = holds.first().and_then(|h| self.0.get(&h.lock)) else {
-            return HashSet::new();
+            return requeued;
         };
-        times
-            .iter()
-            .filter_map(|&(from, at)| {
-                holds
-                    .iter()
-                    .filter(|hold| hold.requested <= at && hold.start >= from)
-                    .min_by_key(|hold| hold.requested)
-                    .map(|hold| hold.owner.as_str())
-            })
-            .collect()
+        for &(from, at) in times {
+            let first = holds
+                .iter()
+                .filter(|hold| {
+                    hold.requested <= at
+                        && hold.start >= from
+                        && moved_back.contains(hold.owner.as_str())
+                        && !requeued.contains(hold.owner.as_str())
+                })
+                .min_by_key(|hold| hold.requested);
+            if let Some(hold) = first {
+                requeued.insert(hold.owner.as_str());
+            }
+        }
+        requeued
     }
 
     /// `hold` may be the one a force-unlock revoked: it asked before the
@@ -353,27 +360,62 @@ impl Revocations {
     /// force-unlock, its start, read then, after the next holder's, with
     /// a lower token.
     ///
-    /// A force-unlock revokes one hold: of the valid holds that may be the
-    /// one, the first to start (the holder of that moment, else the
-    /// handoff's new holder). The releaser's own hold ends where the
+    /// A force-unlock revokes one acquisition: the holder of that moment.
+    ///
+    /// Under native every grant draws a fencing token at least the server
+    /// clock in µs: the holds granted before the force-unlock replied are
+    /// those whose token is at most its reply time. Of those still held
+    /// when it began, the one with the greatest token is its successor
+    /// (the waiter its own release handed the lock to) when there are two
+    /// or more, and the one before it is the revoked acquisition; alone,
+    /// it is the revoked one. Under redisson (no tokens) every valid hold
+    /// that asked before the force-unlock replied and started before it
+    /// or within the revocation window after the release before it may be
+    /// the one (a looser rule: several holds at once after one
+    /// force-unlock go unseen there). Either way the revoked acquisition's
+    /// re-entries go with it. The releaser's own hold ends where the
     /// force-unlock begins (`from`), so it is never one.
     fn revoked_holds<'h>(&self, holds: &[&'h Hold]) -> HashSet<(&'h str, u64)> {
         let mut revoked = HashSet::new();
         let Some(times) = holds.first().and_then(|h| self.0.get(&h.lock)) else {
             return revoked;
         };
+        let fenced = holds.iter().any(|h| h.token.is_some());
         for &(from, at) in times {
-            let first = holds
+            let live_at = |hold: &&&Hold| {
+                hold.valid
+                    && hold.requested <= at
+                    && hold.end > from
+                    && if fenced {
+                        hold.token.is_some_and(|token| token <= at)
+                    } else {
+                        hold.start <= at || hold.start - from <= REVOCATION_WINDOW_US
+                    }
+            };
+            let owners: Vec<&str> = if fenced {
+                let mut granted: Vec<&&Hold> = holds
+                    .iter()
+                    .filter(live_at)
+                    .filter(|h| !h.reentry)
+                    .collect();
+                granted.sort_by_key(|h| h.token);
+                match granted.len() {
+                    0 => Vec::new(),
+                    1 => vec![granted[0].owner.as_str()],
+                    n => vec![granted[n - 2].owner.as_str()],
+                }
+            } else {
+                holds
+                    .iter()
+                    .filter(live_at)
+                    .map(|h| h.owner.as_str())
+                    .collect()
+            };
+            for hold in holds
                 .iter()
-                .filter(|hold| {
-                    hold.valid
-                        && !hold.reentry
-                        && hold.requested <= at
-                        && hold.end > from
-                        && (hold.start <= at || hold.start - from <= REVOCATION_WINDOW_US)
-                })
-                .min_by_key(|hold| hold.start);
-            if let Some(hold) = first {
+                .filter(live_at)
+                .filter(|h| owners.contains(&h.owner.as_str()))
+            {
                 revoked.insert((hold.owner.as_str(), hold.start));
             }
         }
@@ -1824,10 +1866,12 @@ mod adversary2 {
                 reentry: false,
             }),
             // Queued before the force-unlock; all three hold at once from
-            // 40 ms on, and say so at their end.
-            valid_hold("x", 2, 10, 1_200, 50_000),
-            valid_hold("y", 3, 20, 30_000, 60_000),
-            valid_hold("z", 4, 30, 40_000, 70_000),
+            // 40 ms on, and say so at their end. (A native token is at
+            // least the server clock in µs when it was drawn: just before
+            // each start.)
+            valid_hold("x", 1_190, 10, 1_200, 50_000),
+            valid_hold("y", 29_990, 20, 30_000, 60_000),
+            valid_hold("z", 39_990, 30, 40_000, 70_000),
         ];
         let control = check(
             &events,

@@ -446,8 +446,11 @@ impl Hold {
         // retry budget by a server that is gone.
         if !status.is_held() {
             let (lease, token) = (self.lease.duration(), self.token);
-            // Whatever it finds, the hold was not known held all along.
-            let _ = self.shared.release_single(&self.owner, lease, token).await;
+            // Recorded as any release; whatever it finds, the hold was not
+            // known held all along.
+            if let Ok(reply) = self.shared.release_single(&self.owner, lease, token).await {
+                let _ = self.shared.check_release(&self.owner, "unlock", reply);
+            }
             return Err(lost());
         }
         let reply = self
