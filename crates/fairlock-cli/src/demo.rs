@@ -24,7 +24,7 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     rounds: u32,
     /// How long each holder keeps the lock (0s to 1m).
-    #[arg(long, value_name = "DUR", default_value = "10ms", value_parser = duration::hold)]
+    #[arg(long, value_name = "DUR", default_value = "10ms", value_parser = duration::hold, allow_hyphen_values = true)]
     hold: Duration,
     /// How many handoffs the timeline shows, 0 to 1000.
     #[arg(long, value_name = "N", default_value_t = 12, value_parser = clap::value_parser!(u32).range(0..=1000))]

@@ -14,14 +14,30 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
 }
 
 /// A duration within `min..=max`; `why` explains the bound, if it needs it.
-fn within(text: &str, min: Duration, max: Duration, why: &str) -> Result<Duration, String> {
+/// A negative one is refused as such (its flag takes values that start
+/// with `-`, so that clap hands them here instead of reading a flag).
+pub(crate) fn within(
+    text: &str,
+    min: Duration,
+    max: Duration,
+    why: &str,
+) -> Result<Duration, String> {
+    let allowed = format!(
+        "allowed: {} to {}{why}",
+        format_bound(min),
+        format_bound(max)
+    );
+    if let Some(rest) = text.trim().strip_prefix('-') {
+        if rest.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+            return Err(format!("durations cannot be negative; {allowed}"));
+        }
+        return Err(format!(
+            "{text:?} is not a duration; durations look like 500ms, 30s, 5m, 1h30m; {allowed}"
+        ));
+    }
     let value = parse(text)?;
     if value < min || value > max {
-        return Err(format!(
-            "allowed: {} to {}{why}",
-            format_bound(min),
-            format_bound(max)
-        ));
+        return Err(allowed);
     }
     Ok(value)
 }
@@ -141,6 +157,15 @@ mod tests {
         assert!(wait("0s").unwrap_err().contains("1ms to 365days"));
         assert_eq!(grace("0s").unwrap(), Duration::ZERO);
         assert!(run_time("500ms").unwrap_err().contains("1s to 30days"));
+        assert_eq!(
+            wait("-5s").unwrap_err(),
+            "durations cannot be negative; allowed: 1ms to 365days"
+        );
+        assert!(
+            grace("--json")
+                .unwrap_err()
+                .contains("\"--json\" is not a duration")
+        );
     }
 
     #[test]

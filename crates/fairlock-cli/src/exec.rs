@@ -76,7 +76,7 @@ pub(crate) struct ExecArgs {
 
     /// Give up after DUR and exit 75 (the queue entry is removed), e.g. 30s,
     /// 1h30m (1ms to 365days). Default: wait until granted.
-    #[arg(long, value_name = "DUR", value_parser = duration::wait)]
+    #[arg(long, value_name = "DUR", value_parser = duration::wait, allow_hyphen_values = true)]
     wait: Option<Duration>,
 
     /// Use the non-fair lock (Redisson's getLock) instead of the fair one.
@@ -91,7 +91,7 @@ pub(crate) struct ExecArgs {
     /// After a lost lock, the most time CMD's process group gets between
     /// SIGTERM and SIGKILL, 0s to 365days; SIGKILL comes as soon as CMD
     /// itself exited.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = duration::grace)]
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = duration::grace, allow_hyphen_values = true)]
     grace: Duration,
 
     /// Serve metrics (acquisition, wait, hold, renewals, lost locks; the

@@ -260,6 +260,58 @@ pub(crate) fn connect_failure(err: Error) -> Failure {
     }
 }
 
+/// A refused `AUTH` of a password given to a server that has none.
+pub(crate) fn no_password_set(addr: &str) -> Failure {
+    Failure::new(
+        exit::UNAVAILABLE,
+        format!(
+            "Redis at {addr} has no password set, but the URL gives one: remove the password \
+             from the URL in {WHERE_URL} (redis://HOST:PORT)"
+        ),
+    )
+}
+
+/// Whether the server at `url` refused the URL's password because it has
+/// none to check: Redis answers `AUTH PASSWORD` with "ERR AUTH <password>
+/// called without any password configured for the default user". redis-rs
+/// reports every refused `AUTH` alike, without the server's words, so the
+/// question is asked again here, on a connection without credentials. Only
+/// for a password without a user (with a user, a user without a password
+/// takes any).
+pub(crate) async fn has_no_password(url: &str) -> bool {
+    let Ok(client) = crate::redis_client(url) else {
+        return false;
+    };
+    let info = client.get_connection_info().clone();
+    let settings = info.redis_settings();
+    let (None, Some(password)) = (settings.username(), settings.password().map(str::to_owned))
+    else {
+        return false;
+    };
+    let info = info.set_redis_settings(redis::RedisConnectionInfo::default());
+    let Ok(client) = redis::Client::open(info) else {
+        return false;
+    };
+    let ask = async {
+        let mut connection = client.get_multiplexed_async_connection().await.ok()?;
+        let reply: redis::RedisResult<()> = redis::cmd("AUTH")
+            .arg(&password)
+            .query_async(&mut connection)
+            .await;
+        let refusal = reply.err()?;
+        Some(
+            refusal
+                .detail()?
+                .contains("without any password configured"),
+        )
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(3), ask)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
 /// The server could not be reached: say how, and what to check.
 fn unreachable(addr: &str, source: &fairlock::RedisError) -> String {
     if source.is_connection_refusal() {

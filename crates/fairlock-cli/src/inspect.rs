@@ -19,6 +19,9 @@ pub(crate) struct InspectArgs {
     /// protocol's keys hold the name.
     #[arg(long)]
     json: bool,
+    /// Lock settings, refused: this subcommand takes no lock.
+    #[command(flatten)]
+    pub(crate) misplaced: crate::MisplacedSettings,
 }
 
 #[derive(clap::Args, Debug)]
@@ -32,6 +35,9 @@ pub(crate) struct ForceUnlockArgs {
     /// its channel instead of the fair queue's head.
     #[arg(long)]
     nonfair: bool,
+    /// Lock settings, refused: this subcommand takes no lock.
+    #[command(flatten)]
+    pub(crate) misplaced: crate::MisplacedSettings,
 }
 
 /// The JSON form of a lock's state.
@@ -241,7 +247,9 @@ async fn force_unlock_with(
         }
         let holders: Vec<&str> = info.holders.iter().map(|h| h.owner.as_str()).collect();
         eprint!(
-            "force-unlock {} held by {}? The holder keeps running without the lock. [y/N] ",
+            "force-unlock {} held by {}? A `fairlock exec` holder stops its command (exit 71) \
+             when it notices, at its next renewal at the latest; a fairlock library holder's \
+             lost() resolves; any other holder keeps running, unaware, unless it checks. [y/N] ",
             args.name,
             holders.join(", ")
         );

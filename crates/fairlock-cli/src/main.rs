@@ -24,6 +24,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Parser, Subcommand};
 use fairlock::{ClientConfig, LockClient, Protocol};
 use tracing_subscriber::EnvFilter;
@@ -117,31 +118,60 @@ pub(crate) struct Cli {
 pub(crate) struct LockSettings {
     /// Lease of a held lock, renewed every third of it while held, e.g.
     /// 500ms, 30s, 5m (3ms to 365days). Default: 30s (torture: 1s).
-    #[arg(long, value_name = "DUR", value_parser = duration::lease)]
+    #[arg(long, value_name = "DUR", value_parser = duration::lease, allow_hyphen_values = true)]
     lease: Option<Duration>,
 
     /// native: a waiter refreshes its place every third of this and is
     /// skipped once it stopped refreshing for this long (its process died)
     /// (30ms to 365days). Default: 6s.
-    #[arg(long, value_name = "DUR", value_parser = duration::waiter_ttl)]
+    #[arg(long, value_name = "DUR", value_parser = duration::waiter_ttl, allow_hyphen_values = true)]
     waiter_ttl: Option<Duration>,
 
     /// redisson: how long a queued waiter's place lasts beyond the waiter
     /// ahead of it (Redisson's fairLockWaitTimeout); exec --wait replaces it
     /// (1ms to 365days). Default: 300s.
-    #[arg(long, value_name = "DUR", value_parser = duration::wait)]
+    #[arg(long, value_name = "DUR", value_parser = duration::wait, allow_hyphen_values = true)]
     waiter_slot: Option<Duration>,
 }
 
 /// [`LockSettings`] given before the subcommand: hidden, same meaning.
 #[derive(clap::Args, Debug, Clone, Default)]
 struct LockSettingsBefore {
-    #[arg(long = "lease", id = "lease_before", hide = true, value_parser = duration::lease)]
+    #[arg(long = "lease", id = "lease_before", hide = true, value_parser = duration::lease, allow_hyphen_values = true)]
     lease: Option<Duration>,
-    #[arg(long = "waiter-ttl", id = "waiter_ttl_before", hide = true, value_parser = duration::waiter_ttl)]
+    #[arg(long = "waiter-ttl", id = "waiter_ttl_before", hide = true, value_parser = duration::waiter_ttl, allow_hyphen_values = true)]
     waiter_ttl: Option<Duration>,
-    #[arg(long = "waiter-slot", id = "waiter_slot_before", hide = true, value_parser = duration::wait)]
+    #[arg(long = "waiter-slot", id = "waiter_slot_before", hide = true, value_parser = duration::wait, allow_hyphen_values = true)]
     waiter_slot: Option<Duration>,
+}
+
+/// Lock settings given after a subcommand that takes no lock (`inspect`,
+/// `force-unlock`, `watch`): hidden, read only to be refused by
+/// [`Cli::refuse_settings`] with a word on where they apply (instead of
+/// clap's advice to pass them after `--`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct MisplacedSettings {
+    #[arg(
+        long = "lease",
+        id = "lease_misplaced",
+        hide = true,
+        allow_hyphen_values = true
+    )]
+    lease: Option<String>,
+    #[arg(
+        long = "waiter-ttl",
+        id = "waiter_ttl_misplaced",
+        hide = true,
+        allow_hyphen_values = true
+    )]
+    waiter_ttl: Option<String>,
+    #[arg(
+        long = "waiter-slot",
+        id = "waiter_slot_misplaced",
+        hide = true,
+        allow_hyphen_values = true
+    )]
+    waiter_slot: Option<String>,
 }
 
 impl LockSettings {
@@ -204,8 +234,10 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Release NAME whoever holds it, and wake the next waiter.
     ///
-    /// On a terminal, asks before it does (unless --yes); the holder keeps
-    /// running without the lock.
+    /// On a terminal, asks before it does (unless --yes). A `fairlock exec`
+    /// holder stops its command and exits 71 once it notices (at its next
+    /// lease renewal at the latest); a fairlock library holder's `lost()`
+    /// resolves; any other holder keeps running, unaware, unless it checks.
     #[command(after_help = after_help(Sub::ForceUnlock, "fairlock force-unlock nightly-report --yes"))]
     ForceUnlock(inspect::ForceUnlockArgs),
     /// A live view of locks: holder, hold time, lease left, token, queue
@@ -312,13 +344,20 @@ impl Cli {
         settings
     }
 
-    /// Refuse lock settings given before a subcommand that takes no lock.
-    fn refuse_settings(&self, sub: &str) -> Result<(), Failure> {
+    /// Refuse lock settings given to a subcommand that takes no lock,
+    /// before or after its name.
+    fn refuse_settings(&self, sub: &str, after: &MisplacedSettings) -> Result<(), Failure> {
         let before = &self.before_subcommand;
         let given: Vec<&str> = [
-            (before.lease.is_some(), "--lease"),
-            (before.waiter_ttl.is_some(), "--waiter-ttl"),
-            (before.waiter_slot.is_some(), "--waiter-slot"),
+            (before.lease.is_some() || after.lease.is_some(), "--lease"),
+            (
+                before.waiter_ttl.is_some() || after.waiter_ttl.is_some(),
+                "--waiter-ttl",
+            ),
+            (
+                before.waiter_slot.is_some() || after.waiter_slot.is_some(),
+                "--waiter-slot",
+            ),
         ]
         .into_iter()
         .filter_map(|(given, flag)| given.then_some(flag))
@@ -385,9 +424,13 @@ impl Cli {
         default_lease: Duration,
     ) -> Result<LockClient, Failure> {
         let config = self.config(url, settings, default_lease)?;
-        LockClient::with_config(config)
-            .await
-            .map_err(failure::connect_failure)
+        match LockClient::with_config(config).await {
+            Ok(client) => Ok(client),
+            Err(fairlock::Error::Auth { addr, .. }) if failure::has_no_password(url).await => {
+                Err(failure::no_password_set(&addr))
+            }
+            Err(err) => Err(failure::connect_failure(err)),
+        }
     }
 }
 
@@ -448,10 +491,44 @@ fn init_logging(level: Option<LevelFilter>) {
         .init();
 }
 
+/// For `exec NAME CMD...` without `--`: a tip that the command goes after
+/// `--`, with the line as it should have been (clap says only that CMD's
+/// first word was unexpected).
+fn command_tip(err: &clap::Error, args: &[String]) -> Option<String> {
+    if err.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let usage = err.get(ContextKind::Usage)?.to_string();
+    let Some(ContextValue::String(unexpected)) = err.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    if !usage.contains("fairlock exec ") || unexpected.starts_with('-') {
+        return None;
+    }
+    let at = args.iter().skip(1).position(|a| a == unexpected)? + 1;
+    if args[..at].iter().any(|a| a == "--") {
+        return None;
+    }
+    let mut line = vec!["fairlock".to_owned()];
+    line.extend(args[1..at].iter().cloned());
+    line.push("--".to_owned());
+    line.extend(args[at..].iter().cloned());
+    Some(format!(
+        "the command to run goes after `--`: `{}`",
+        line.join(" ")
+    ))
+}
+
 fn main() -> ExitCode {
     let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(err) => {
+        Err(mut err) => {
+            if let Some(tip) = command_tip(&err, &std::env::args().collect::<Vec<_>>()) {
+                err.insert(
+                    ContextKind::Suggested,
+                    ContextValue::StyledStrs(vec![tip.into()]),
+                );
+            }
             let code = if err.use_stderr() { exit::USAGE } else { 0 };
             let _ = err.print();
             return ExitCode::from(code);
@@ -477,15 +554,15 @@ fn main() -> ExitCode {
         match &cli.command {
             Command::Exec(args) => exec::run(&cli, args).await,
             Command::Inspect(args) => {
-                cli.refuse_settings("inspect")?;
+                cli.refuse_settings("inspect", &args.misplaced)?;
                 inspect::inspect(&cli, args).await
             }
             Command::ForceUnlock(args) => {
-                cli.refuse_settings("force-unlock")?;
+                cli.refuse_settings("force-unlock", &args.misplaced)?;
                 inspect::force_unlock(&cli, args).await
             }
             Command::Watch(args) => {
-                cli.refuse_settings("watch")?;
+                cli.refuse_settings("watch", &args.misplaced)?;
                 watch::run(&cli, args).await
             }
             Command::Demo(args) => demo::run(&cli, args).await,

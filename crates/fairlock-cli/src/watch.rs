@@ -27,7 +27,7 @@ pub(crate) struct WatchArgs {
     names: Vec<String>,
 
     /// Time between refreshes (100ms to 1h).
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = interval)]
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = interval, allow_hyphen_values = true)]
     interval: Duration,
 
     /// Stop after N refreshes. Default: run until interrupted (SIGINT,
@@ -48,14 +48,18 @@ pub(crate) struct WatchArgs {
     /// (port 0: any free port, printed on stderr).
     #[arg(long, value_name = "HOST:PORT")]
     metrics_addr: Option<String>,
+    /// Lock settings, refused: this subcommand takes no lock.
+    #[command(flatten)]
+    pub(crate) misplaced: crate::MisplacedSettings,
 }
 
 fn interval(text: &str) -> Result<Duration, String> {
-    let value = duration::parse(text)?;
-    if value < Duration::from_millis(100) || value > Duration::from_secs(3600) {
-        return Err("allowed: 100ms to 1h".to_owned());
-    }
-    Ok(value)
+    duration::within(
+        text,
+        Duration::from_millis(100),
+        Duration::from_secs(3600),
+        "",
+    )
 }
 
 /// When `watch` first saw something, and whether it was there already at

@@ -203,6 +203,20 @@ fn passwords_and_permissions() {
     );
     assert!(!stderr(&out).contains("wrong"));
 
+    // A password given to a server that has none is not a wrong password.
+    let open = RedisServer::start();
+    let port = open.port();
+    let out = run(at(&format!("redis://:secret@127.0.0.1:{port}")).args(["inspect", "x"]));
+    expect(
+        &out,
+        69,
+        &[&format!(
+            "Redis at 127.0.0.1:{port} has no password set, but the URL gives one: remove the \
+             password from the URL"
+        )],
+    );
+    assert!(!stderr(&out).contains("secret") && !stderr(&out).contains("refused"));
+
     // A user that may connect but not run scripts.
     let open = RedisServer::start();
     let () = open.cmd(&[
@@ -338,9 +352,35 @@ fn durations_speak_the_users_terms() {
             vec!["torture", "--duration", "100ms"],
             vec!["--duration", "1s to 30days"],
         ),
+        // A negative duration is refused as such, not taken for a flag
+        // (clap's tip to pass it after `--` would make it the command).
+        (
+            vec!["exec", "x", "--wait", "-5s", "--", "true"],
+            vec![
+                "'-5s'",
+                "--wait",
+                "durations cannot be negative; allowed: 1ms to 365days",
+            ],
+        ),
+        (
+            vec!["--lease", "-1s", "exec", "x", "--", "true"],
+            vec!["--lease", "durations cannot be negative", "3ms to 365days"],
+        ),
+        (
+            vec!["watch", "x", "--interval", "-1s"],
+            vec![
+                "--interval",
+                "durations cannot be negative; allowed: 100ms to 1h",
+            ],
+        ),
+        (
+            vec!["exec", "x", "--grace", "--json", "--", "true"],
+            vec!["--grace", "\"--json\" is not a duration", "0s to 365days"],
+        ),
     ] {
         let out = run(at(&url).args(&args));
         expect(&out, 64, &says);
+        assert!(!stderr(&out).contains("tip:"), "{}", stderr(&out));
     }
     // humantime's forms are accepted.
     let out = run(at(&url).args([
@@ -370,7 +410,27 @@ fn other_bad_usage() {
         ),
         (
             vec!["inspect", "x", "--lease", "1s"],
-            vec!["unexpected argument '--lease'"],
+            vec!["--lease applies to exec, demo and torture, not to inspect"],
+        ),
+        (
+            vec!["force-unlock", "x", "--waiter-ttl=-1s"],
+            vec!["--waiter-ttl applies to exec, demo and torture, not to force-unlock"],
+        ),
+        (
+            vec!["watch", "x", "--waiter-slot", "1s"],
+            vec!["--waiter-slot applies to exec, demo and torture, not to watch"],
+        ),
+        (
+            vec!["exec", "j1", "echo", "hi"],
+            vec![
+                "unexpected argument 'echo'",
+                "the command to run goes after `--`: `fairlock --redis",
+                "exec j1 -- echo hi`",
+            ],
+        ),
+        (
+            vec!["exec", "j1", "--wait", "1s", "echo"],
+            vec!["`fairlock --redis", "exec j1 --wait 1s -- echo`"],
         ),
         (
             vec!["--protocol", "zookeeper", "inspect", "x"],
@@ -462,6 +522,12 @@ fn a_declined_force_unlock_exits_1() {
         let out = child.wait_with_output().unwrap();
         let said = stderr(&out);
         assert!(said.contains("force-unlock held held by"), "{said}");
+        assert!(
+            said.contains("A `fairlock exec` holder stops its command (exit 71)")
+                && said.contains("lost() resolves")
+                && !said.contains("The holder keeps running without the lock"),
+            "{said}"
+        );
         if code == 1 {
             expect(&out, 1, &["not unlocked: held is still held"]);
             assert!(support::is_held(&server, Protocol::Native, "held"));

@@ -52,7 +52,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
     /// How long each implementation runs per round and scenario (10ms to 10m).
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = duration::bench_round)]
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = duration::bench_round, allow_hyphen_values = true)]
     duration: Duration,
     /// Print the results as one JSON object instead of the table.
     #[arg(long)]
@@ -72,6 +72,10 @@ pub(crate) struct BenchArgs {
     /// profile one.
     #[arg(long, value_name = "NAME[,NAME...]", value_delimiter = ',', value_parser = implementation)]
     only: Vec<Subject>,
+
+    /// Lock settings, refused: bench sets its own.
+    #[command(flatten)]
+    pub(crate) misplaced: crate::MisplacedSettings,
 }
 
 fn implementation(name: &str) -> Result<Subject, String> {
@@ -157,7 +161,7 @@ pub(crate) struct Results {
 }
 
 pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
-    cli.refuse_settings("bench")?;
+    cli.refuse_settings("bench", &args.misplaced)?;
     // A chart that cannot be written is refused now, not after the run.
     if let Some(path) = &args.svg {
         std::fs::File::create(path).map_err(|e| {

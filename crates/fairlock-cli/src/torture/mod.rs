@@ -64,7 +64,7 @@ const MAX_HOLD_MS: u64 = 15;
 #[derive(clap::Args, Debug)]
 pub(crate) struct TortureArgs {
     /// How long to run, e.g. 30s, 20m (1s to 30days).
-    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = duration::run_time)]
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = duration::run_time, allow_hyphen_values = true)]
     duration: Duration,
     /// Worker processes (at least 1).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=32))]
