@@ -1,4 +1,6 @@
-//! The README's key tables against what each protocol writes to Redis.
+//! The README against what fairlock does: its key tables against what each
+//! protocol writes to Redis, its `inspect` examples against `inspect`'s
+//! output.
 
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
@@ -124,4 +126,109 @@ fn the_readme_lists_every_key_and_channel() {
             );
         }
     }
+}
+
+/// The lines of the README's example output that follows `$ COMMAND`, up to
+/// the next command or the end of the block.
+fn readme_output(readme: &str, command: &str) -> Vec<String> {
+    let start = readme
+        .find(&format!("$ {command}\n"))
+        .unwrap_or_else(|| panic!("the README shows no `$ {command}`"));
+    readme[start..]
+        .lines()
+        .skip(1)
+        .take_while(|line| !line.starts_with("$ ") && !line.starts_with("```"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What a line of `inspect`'s text says, without the values: a top line up
+/// to its first colon (name, protocol), an indented line's first word (its
+/// label), with digits replaced (a queue position).
+fn label(line: &str) -> String {
+    let label = if line.starts_with(' ') {
+        line.split_whitespace().next().unwrap_or("")
+    } else {
+        line.split_once(':').map_or(line, |(head, _)| head)
+    };
+    label
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+        .collect()
+}
+
+fn inspect(server: &RedisServer, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args(["--redis", &server.url(), "inspect"])
+        .args(args)
+        .env_remove("REDIS_URL")
+        .env_remove("FAIRLOCK_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The fields of a JSON object, sorted.
+fn fields(json: &str) -> Vec<String> {
+    let value: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let mut fields: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+    fields.sort();
+    fields
+}
+
+#[test]
+fn the_readme_shows_what_inspect_prints() {
+    let readme = readme();
+    let server = RedisServer::start();
+    let client = fairlock::blocking::LockClient::connect(&server.url()).unwrap();
+    // As in the README: a holder and one waiter on nightly-report.
+    let guard = client.fair_lock("nightly-report").unwrap().lock().unwrap();
+    let mut waiter = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .args([
+            "--redis",
+            &server.url(),
+            "exec",
+            "nightly-report",
+            "--",
+            "true",
+        ])
+        .env_remove("REDIS_URL")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the waiter queued", || {
+        inspect(&server, &["nightly-report"]).contains("1 waiting")
+    });
+    let text = inspect(&server, &["nightly-report"]);
+    let json = inspect(&server, &["nightly-report", "--json"]);
+    // And orders, held under the redisson protocol only.
+    let config = fairlock::ClientConfig::from_url(&server.url())
+        .unwrap()
+        .protocol(Protocol::Redisson);
+    let redisson = fairlock::blocking::LockClient::with_config(config).unwrap();
+    let orders = redisson.fair_lock("orders").unwrap().lock().unwrap();
+    let free = inspect(&server, &["orders"]);
+
+    for (command, printed) in [
+        ("fairlock inspect nightly-report", &text),
+        ("fairlock inspect orders", &free),
+    ] {
+        let shown: Vec<String> = readme_output(&readme, command)
+            .iter()
+            .map(|l| label(l))
+            .collect();
+        let real: Vec<String> = printed.lines().map(label).collect();
+        assert_eq!(
+            shown, real,
+            "`{command}`: the README shows other lines than:\n{printed}"
+        );
+    }
+    let shown = readme_output(&readme, "fairlock inspect nightly-report --json");
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(fields(&shown[0]), fields(&json), "{json}");
+
+    orders.unlock().unwrap();
+    guard.unlock().unwrap();
+    assert!(waiter.wait().unwrap().success());
 }
