@@ -146,7 +146,7 @@ struct LockSettingsBefore {
 }
 
 /// Lock settings given after a subcommand that takes no lock (`inspect`,
-/// `force-unlock`, `watch`): hidden, read only to be refused by
+/// `force-unlock`, `watch`, `bench`): hidden, read only to be refused by
 /// [`Cli::refuse_settings`] with a word on where they apply (instead of
 /// clap's advice to pass them after `--`).
 #[derive(clap::Args, Debug, Clone, Default)]
