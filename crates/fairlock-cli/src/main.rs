@@ -491,9 +491,22 @@ fn init_logging(level: Option<LevelFilter>) {
         .init();
 }
 
+/// The flags that take a duration.
+const DURATION_FLAGS: &[&str] = &[
+    "--lease",
+    "--waiter-ttl",
+    "--waiter-slot",
+    "--wait",
+    "--grace",
+    "--hold",
+    "--interval",
+    "--duration",
+];
+
 /// For `exec NAME CMD...` without `--`: a tip that the command goes after
 /// `--`, with the line as it should have been (clap says only that CMD's
-/// first word was unexpected).
+/// first word was unexpected); for a duration flag right before `--`, that
+/// it lacks its value.
 fn command_tip(err: &clap::Error, args: &[String]) -> Option<String> {
     if err.kind() != ErrorKind::UnknownArgument {
         return None;
@@ -502,6 +515,19 @@ fn command_tip(err: &clap::Error, args: &[String]) -> Option<String> {
     let Some(ContextValue::String(unexpected)) = err.get(ContextKind::InvalidArg) else {
         return None;
     };
+    // A duration flag takes values that start with `-` (to refuse negative
+    // ones plainly), so clap reads `--wait -- CMD` as `--wait` without a
+    // value and CMD as unexpected.
+    if let Some(end) = args.iter().position(|a| a == "--") {
+        if let Some(flag) = args[..end]
+            .last()
+            .filter(|a| DURATION_FLAGS.contains(&a.as_str()))
+        {
+            return Some(format!(
+                "{flag} needs a value before `--`, a duration such as 30s"
+            ));
+        }
+    }
     if !usage.contains("fairlock exec ") || unexpected.starts_with('-') {
         return None;
     }

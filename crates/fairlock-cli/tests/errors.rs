@@ -429,6 +429,10 @@ fn other_bad_usage() {
             ],
         ),
         (
+            vec!["exec", "j1", "--wait", "--", "true"],
+            vec!["--wait needs a value before `--`, a duration such as 30s"],
+        ),
+        (
             vec!["exec", "j1", "--wait", "1s", "echo"],
             vec!["`fairlock --redis", "exec j1 --wait 1s -- echo`"],
         ),
