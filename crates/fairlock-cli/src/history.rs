@@ -264,8 +264,7 @@ pub(crate) fn check(
         // other pair is checked.
         let live = live_grants(&kept, &faults, bounds, native);
         let arrivals = Arrivals::of(log);
-        let moved_back: HashSet<&str> = arrivals.moved_back.iter().map(|(o, _)| *o).collect();
-        let spanned = revocations.requeued_by(&kept, &moved_back);
+        let spanned = revocations.requeued_by(&kept);
         let steady: HashMap<&str, u64> = live
             .iter()
             .filter(|(owner, _)| !spanned.contains(*owner))
@@ -324,22 +323,25 @@ impl Revocations {
     /// Per force-unlock of the lock, the waiter that may have been handed
     /// the lock and had it revoked before it proceeded, and then queued
     /// again at the back (the library's rule: a revocation that comes with
-    /// or after a grant wins over it): of the waiters the snapshots saw
-    /// moved back (`moved_back`) whose wait spanned the force-unlock, the
-    /// one that asked first, and each at most once. One per force-unlock:
-    /// its place in line is not checked, every other waiter's is.
-    fn requeued_by<'h>(&self, holds: &[&'h Hold], moved_back: &HashSet<&str>) -> HashSet<&'h str> {
+    /// or after a grant wins over it): of the waiters whose wait spanned
+    /// the force-unlock, the one that asked first (the head of the line;
+    /// the queue snapshots may miss its moment out of line), each waiter at
+    /// most once, force-unlocks taken in order. One per force-unlock: its
+    /// place in line is not checked, every other waiter's is.
+    fn requeued_by<'h>(&self, holds: &[&'h Hold]) -> HashSet<&'h str> {
         let mut requeued = HashSet::new();
         let Some(times) = holds.first().and_then(|h| self.0.get(&h.lock)) else {
             return requeued;
         };
-        for &(from, at) in times {
+        let mut times = times.clone();
+        times.sort_by_key(|&(_, at)| at);
+        for (from, at) in times {
             let first = holds
                 .iter()
                 .filter(|hold| {
                     hold.requested <= at
                         && hold.start >= from
-                        && moved_back.contains(hold.owner.as_str())
+                        && !hold.reentry
                         && !requeued.contains(hold.owner.as_str())
                 })
                 .min_by_key(|hold| hold.requested);
