@@ -73,6 +73,13 @@ pub(crate) struct Hold {
     /// out of the checks about grants (tokens, liveness, FIFO).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) reentry: bool,
+    /// The acquisition's explicit lease (ms), when it asked for one; absent:
+    /// the client's lease under the watchdog. A fair waiter is handed the
+    /// lock for at most its lease: one whose lease is shorter than the
+    /// time it takes to act on a handoff (a loaded machine) loses its turn
+    /// by the protocol's rule, and its place in line is not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lease_ms: Option<u64>,
 }
 
 /// One record of a worker's history: one line of JSON, tagged by `kind`:
@@ -142,6 +149,77 @@ pub(crate) struct Fault {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct QueueLog {
     pub(crate) snapshots: Vec<Vec<String>>,
+    /// Per snapshot (when known, for every snapshot): when it was taken
+    /// (µs, taken before the read: a deadline derived from it is never
+    /// later than the server's) and each waiter's deadline (µs, `None`:
+    /// none), in queue order.
+    pub(crate) deadlines: Vec<(u64, Vec<Option<u64>>)>,
+    /// Redisson's waiter slot (µs), under the protocol that drops a waiter
+    /// at the head of the line whose deadline has passed, live or not, and
+    /// lowers every deadline behind the head by one slot at each grant from
+    /// the queue: a waiter overtaken that way broke no promise of that
+    /// protocol (see [`QueueLog::may_have_been_dropped`]). `None`: waiters
+    /// are never dropped while they live (native).
+    pub(crate) slot_us: Option<u64>,
+}
+
+impl QueueLog {
+    /// Whether `granted` (µs) came before the snapshot that began `owner`'s
+    /// current stay in line was taken (known when snapshot times are): that
+    /// snapshot, read after its time, still showed the owner waiting, so
+    /// the grant was of an earlier stay.
+    fn granted_before_stay(&self, arrivals: &Arrivals<'_>, owner: &str, granted: u64) -> bool {
+        arrivals
+            .last
+            .get(owner)
+            .and_then(|i| self.deadlines.get(*i))
+            .is_some_and(|(at, _)| granted < *at)
+    }
+
+    /// The last snapshot taken before `at` (µs), when snapshot times are
+    /// known.
+    fn line_before(&self, at: u64) -> Option<&[String]> {
+        let taken = self.deadlines.partition_point(|(t, _)| *t < at);
+        let i = taken.checked_sub(1)?;
+        self.snapshots.get(i).map(Vec::as_slice)
+    }
+
+    /// Whether Redisson's rule can have dropped `owner` from the head of
+    /// the line before `granted` (µs), the grant of a waiter that was behind
+    /// it: its deadline, as the last snapshot before `granted` that shows it
+    /// (from snapshot `from` on, its current stay) read it, lowered by one
+    /// slot per grant made since (`grants`, sorted grant times of the lock),
+    /// had passed by then. A waiter whose deadline had not passed cannot
+    /// have been dropped: its being overtaken is a violation.
+    fn may_have_been_dropped(
+        &self,
+        owner: &str,
+        from: usize,
+        granted: u64,
+        grants: &[u64],
+    ) -> bool {
+        let Some(slot) = self.slot_us else {
+            return false;
+        };
+        let mut seen = None;
+        for (i, snapshot) in self.snapshots.iter().enumerate().skip(from) {
+            let Some((at, deadlines)) = self.deadlines.get(i) else {
+                return false;
+            };
+            if *at >= granted {
+                break;
+            }
+            match snapshot.iter().position(|o| o == owner) {
+                Some(pos) => seen = Some((*at, deadlines.get(pos).copied().flatten())),
+                None => break,
+            }
+        }
+        let Some((at, Some(deadline))) = seen else {
+            return false;
+        };
+        let since = count_between(grants, at + 1, granted.saturating_sub(1)) as u64;
+        deadline.saturating_sub(since * slot) <= granted
+    }
 }
 
 /// What the checker found.
@@ -165,6 +243,9 @@ pub(crate) struct Report {
     pub(crate) data_changed: usize,
     pub(crate) fifo_pairs_checked: usize,
     pub(crate) fifo_violations: usize,
+    /// Waiters overtaken after their deadline had passed, which Redisson's
+    /// rule allows (see [`QueueLog::may_have_been_dropped`]): no violation.
+    pub(crate) overtaken_past_deadline: usize,
     /// Waiters moved to the back of the queue while waiting (Redisson drops
     /// a live waiter whose slot ran out and queues it again). A violation
     /// when the protocol promises never to reorder (native).
@@ -264,14 +345,22 @@ pub(crate) fn check(
         // other pair is checked.
         let live = live_grants(&kept, &faults, bounds, native);
         let arrivals = Arrivals::of(log);
-        let spanned = revocations.requeued_by(&kept);
+        let spanned = revocations.requeued_by(&kept, log);
         let steady: HashMap<&str, u64> = live
             .iter()
             .filter(|(owner, _)| !spanned.contains(*owner))
             .map(|(owner, at)| (*owner, *at))
             .collect();
-        check_requeues(lock, &arrivals, &steady, &mut report);
-        check_fifo(lock, log, &arrivals, &live, &spanned, &mut report);
+        check_requeues(lock, log, &arrivals, &steady, &mut report);
+        let mut grants: Vec<u64> = holds.iter().map(|h| h.token.unwrap_or(h.start)).collect();
+        grants.sort_unstable();
+        let order = Order {
+            arrivals: &arrivals,
+            live: &live,
+            spanned: &spanned,
+            grants: &grants,
+        };
+        check_fifo(lock, log, &order, &mut report);
     }
     for event in events {
         if let Event::DataCheck { key, intact: false } = event {
@@ -324,11 +413,13 @@ impl Revocations {
     /// the lock and had it revoked before it proceeded, and then queued
     /// again at the back (the library's rule: a revocation that comes with
     /// or after a grant wins over it): of the waiters whose wait spanned
-    /// the force-unlock, the one that asked first (the head of the line;
-    /// the queue snapshots may miss its moment out of line), each waiter at
-    /// most once, force-unlocks taken in order. One per force-unlock: its
-    /// place in line is not checked, every other waiter's is.
-    fn requeued_by<'h>(&self, holds: &[&'h Hold]) -> HashSet<&'h str> {
+    /// the force-unlock, the head of the line when the release before it
+    /// began (the first of them in the last queue snapshot taken before
+    /// then; if none is in it, the one that asked first: the snapshots may
+    /// miss a waiter's short stay), each waiter at most once, force-unlocks
+    /// taken in order. One per force-unlock: its place in line is not
+    /// checked, every other waiter's is.
+    fn requeued_by<'h>(&self, holds: &[&'h Hold], log: &QueueLog) -> HashSet<&'h str> {
         let mut requeued = HashSet::new();
         let Some(times) = holds.first().and_then(|h| self.0.get(&h.lock)) else {
             return requeued;
@@ -344,7 +435,12 @@ impl Revocations {
                         && !hold.reentry
                         && !requeued.contains(hold.owner.as_str())
                 })
-                .min_by_key(|hold| hold.requested);
+                .min_by_key(|hold| {
+                    let place = log
+                        .line_before(from)
+                        .and_then(|line| line.iter().position(|owner| *owner == hold.owner));
+                    (place.is_none(), place, hold.requested)
+                });
             if let Some(hold) = first {
                 requeued.insert(hold.owner.as_str());
             }
@@ -376,16 +472,25 @@ impl Revocations {
     /// the one (a looser rule: several holds at once after one
     /// force-unlock go unseen there). Either way the revoked acquisition's
     /// re-entries go with it. The releaser's own hold ends where the
-    /// force-unlock begins (`from`), so it is never one.
+    /// force-unlock begins (`from`), so it is never one, and neither is a
+    /// hold an earlier force-unlock revoked (force-unlocks taken in the
+    /// order they replied): its holder may still believe it holds, but the
+    /// server's holder was another.
     fn revoked_holds<'h>(&self, holds: &[&'h Hold]) -> HashSet<(&'h str, u64)> {
         let mut revoked = HashSet::new();
         let Some(times) = holds.first().and_then(|h| self.0.get(&h.lock)) else {
             return revoked;
         };
         let fenced = holds.iter().any(|h| h.token.is_some());
-        for &(from, at) in times {
+        let mut times = times.clone();
+        times.sort_by_key(|&(_, at)| at);
+        for (from, at) in times {
+            // A hold an earlier force-unlock revoked held nothing since:
+            // its holder may not have heard yet, but it is not this one's.
+            let earlier = revoked.clone();
             let live_at = |hold: &&&Hold| {
-                hold.valid
+                !earlier.contains(&(hold.owner.as_str(), hold.start))
+                    && hold.valid
                     && hold.requested <= at
                     && hold.end > from
                     && if fenced {
@@ -748,7 +853,9 @@ fn check_liveness(
 
 /// The grant time of each owner whose wait stayed alive, the waiters FIFO
 /// and requeues are checked for (an owner granted more than once: its
-/// latest such grant). A waiter whose process was paused or killed while it
+/// latest such grant). A waiter with an explicit lease shorter than a
+/// handoff's allowance may lose a grant before it acts on it (a grant lives
+/// at most the lease) and is not checked. A waiter whose process was paused or killed while it
 /// waited (from `per fault` before its request up to its grant) did not
 /// stay alive; under Redisson (`strict_order` false) neither did any waiter
 /// that waited through a fault anywhere, since a stall anywhere can push a
@@ -761,6 +868,13 @@ fn live_grants<'a>(
 ) -> HashMap<&'a str, u64> {
     holds
         .iter()
+        // A lease shorter than a handoff's allowance: a grant handed to it
+        // may run out before it acts on it (it then asks again, at the
+        // back), by the protocol's rule.
+        .filter(|hold| {
+            hold.lease_ms
+                .is_none_or(|lease| lease.saturating_mul(1000) >= bounds.handoff_us)
+        })
         .filter(|hold| {
             let from = hold.requested.saturating_sub(bounds.per_fault_us);
             let hit = |times: &[u64]| count_between(times, from, hold.start) > 0;
@@ -869,18 +983,25 @@ impl<'a> Arrivals<'a> {
 
 /// Requeues (fair locks; a violation under native only, see
 /// [`Report::strict_order`]). Rule: a waiter that stayed alive (see
-/// [`live_grants`]) is never moved behind a waiter that was behind it. A
+/// [`live_grants`]) is never moved behind a waiter that was behind it
+/// before it is granted (one granted and seen in line again asked again). A
 /// client that cannot refresh within its waiter ttl is dead by the
 /// protocol's rule and queued again, as Redisson drops a waiter past its
 /// slot.
 fn check_requeues(
     lock: &str,
+    log: &QueueLog,
     arrivals: &Arrivals<'_>,
     live: &HashMap<&str, u64>,
     report: &mut Report,
 ) {
     for (owner, i) in &arrivals.moved_back {
-        if live.contains_key(owner) {
+        // Granted before the snapshot that shows it moved back was taken:
+        // it asked again (a re-entry on a hold it had lost, say), a new
+        // arrival.
+        let asked_again =
+            |granted: &u64| log.deadlines.get(*i).is_some_and(|(at, _)| *granted < *at);
+        if live.get(owner).is_some_and(|granted| !asked_again(granted)) {
             report.requeued += 1;
             report.example(format!(
                 "{lock}: {owner} was moved to the back of the queue (snapshot {i})"
@@ -889,40 +1010,59 @@ fn check_requeues(
     }
 }
 
+/// What [`check_fifo`] reads besides the queue: the queue's history, the
+/// grant times of the waiters that stayed alive (see [`live_grants`]), the
+/// waiters a force-unlock may have revoked and queued again (see
+/// `Revocations::requeued_by`), and every grant time of the lock, sorted.
+struct Order<'o, 'h> {
+    arrivals: &'o Arrivals<'h>,
+    live: &'o HashMap<&'h str, u64>,
+    spanned: &'o HashSet<&'h str>,
+    grants: &'o [u64],
+}
+
 /// FIFO (fair locks). Rule: for two waiters that stayed alive (see
 /// [`live_grants`]) seen in one snapshot, a ahead of b, taken after both
-/// last (re)arrived, a was granted no later than b. Each ordered pair is
-/// checked once, at the first snapshot that shows it.
-fn check_fifo(
-    lock: &str,
-    log: &QueueLog,
-    arrivals: &Arrivals<'_>,
-    live: &HashMap<&str, u64>,
-    spanned: &HashSet<&str>,
-    report: &mut Report,
-) {
+/// last (re)arrived and before both were granted (neither revoked and
+/// queued again by a force-unlock), a was granted no later than b, unless the protocol
+/// dropped a at the head of the line when its deadline had passed (Redisson,
+/// see [`QueueLog::may_have_been_dropped`]: counted apart). Each ordered
+/// pair is checked once, at the first snapshot that shows it.
+fn check_fifo(lock: &str, log: &QueueLog, order: &Order<'_, '_>, report: &mut Report) {
     let mut checked = HashSet::new();
     for (i, snapshot) in log.snapshots.iter().enumerate() {
         for (x, a) in snapshot.iter().enumerate() {
             for b in &snapshot[x + 1..] {
-                let (Some(ga), Some(gb)) = (live.get(a.as_str()), live.get(b.as_str())) else {
+                let (Some(ga), Some(gb)) = (order.live.get(a.as_str()), order.live.get(b.as_str()))
+                else {
                     continue;
                 };
-                // The waiter ahead may have been revoked and queued again.
-                if spanned.contains(a.as_str())
-                    || !arrivals.current(a, i)
-                    || !arrivals.current(b, i)
+                // A waiter that may have been revoked and queued again has
+                // no place in line to check, and a grant made before a
+                // waiter's current stay began is not this stay's (a holder
+                // whose hold was revoked and that asked again, say).
+                if order.spanned.contains(a.as_str())
+                    || order.spanned.contains(b.as_str())
+                    || log.granted_before_stay(order.arrivals, a, *ga)
+                    || log.granted_before_stay(order.arrivals, b, *gb)
+                    || !order.arrivals.current(a, i)
+                    || !order.arrivals.current(b, i)
                     || !checked.insert((a.as_str(), b.as_str()))
                 {
                     continue;
                 }
                 report.fifo_pairs_checked += 1;
-                if ga > gb {
-                    report.fifo_violations += 1;
-                    report.example(format!(
-                        "{lock}: {a} queued ahead of {b} (snapshot {i}) but granted after it"
-                    ));
+                if ga <= gb {
+                    continue;
                 }
+                if log.may_have_been_dropped(a, i, *gb, order.grants) {
+                    report.overtaken_past_deadline += 1;
+                    continue;
+                }
+                report.fifo_violations += 1;
+                report.example(format!(
+                    "{lock}: {a} queued ahead of {b} (snapshot {i}) but granted after it"
+                ));
             }
         }
     }
@@ -943,6 +1083,7 @@ mod tests {
             valid: true,
             combo: String::new(),
             reentry: false,
+            lease_ms: None,
         })
     }
 
@@ -957,6 +1098,7 @@ mod tests {
                 .iter()
                 .map(|s| s.iter().map(|o| (*o).to_owned()).collect())
                 .collect(),
+            ..QueueLog::default()
         }
     }
 
@@ -978,6 +1120,7 @@ mod tests {
             "l".to_owned(),
             QueueLog {
                 snapshots: vec![vec!["b".into()], vec!["b".into(), "c".into()]],
+                ..QueueLog::default()
             },
         )]);
         let report = check(&events, &queues, true, &[], BOUNDS, &Failovers::default());
@@ -1000,6 +1143,7 @@ mod tests {
             "l".to_owned(),
             QueueLog {
                 snapshots: vec![vec!["c".into(), "b".into()]],
+                ..QueueLog::default()
             },
         )]);
         let report = check(&events, &queues, true, &[], BOUNDS, &Failovers::default());
@@ -1030,6 +1174,7 @@ mod tests {
                     vec!["c".into()],
                     vec!["c".into(), "b2".into()],
                 ],
+                ..QueueLog::default()
             },
         )]);
         let report = check(&events, &queues, true, &[], BOUNDS, &Failovers::default());
@@ -1048,6 +1193,7 @@ mod tests {
             "l".to_owned(),
             QueueLog {
                 snapshots: vec![vec!["p:1".into(), "q:1".into()]],
+                ..QueueLog::default()
             },
         )]);
         let faults = [Fault {
@@ -1077,6 +1223,7 @@ mod tests {
                     vec!["p:1".into(), "q:1".into()],
                     vec!["q:1".into(), "p:1".into()],
                 ],
+                ..QueueLog::default()
             },
         )]);
         let faults = [Fault {
@@ -1104,6 +1251,7 @@ mod tests {
             "l".to_owned(),
             QueueLog {
                 snapshots: vec![vec!["a".into(), "b".into()], vec!["b".into(), "a".into()]],
+                ..QueueLog::default()
             },
         )]);
         let strict = check(&events, &queues, true, &[], BOUNDS, &Failovers::default());
@@ -1115,6 +1263,167 @@ mod tests {
         assert_eq!(strict.violations(), 1);
         let lenient = check(&events, &queues, false, &[], BOUNDS, &Failovers::default());
         assert_eq!(lenient.violations(), 0, "{lenient:?}");
+    }
+
+    /// Two force-unlocks 2 ms apart, each right after a release that
+    /// handed the lock over (a torture history): the first revokes x, which
+    /// had proceeded and has not heard yet (it still believes it holds past
+    /// the second); the second revokes y, the holder of its moment, and z
+    /// takes the lock while y has not heard yet. y's overlap with z is the
+    /// second force-unlock's doing, not a violation: x, already revoked, is
+    /// not the second one's.
+    #[test]
+    fn each_force_unlock_revokes_its_own_holder() {
+        let events = vec![
+            hold("r", 255, 227, 256, 262),
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 262,
+                at: 265,
+                released: true,
+            },
+            hold("x", 263, 235, 264, 269),
+            hold("s", 264, 249, 265, 267),
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 267,
+                at: 268,
+                released: true,
+            },
+            hold("y", 267, 251, 267, 272),
+            hold("z", 269, 269, 269, 271),
+        ];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert_eq!(report.overlaps, 0, "{report:?}");
+        assert!(report.revoked_overlaps > 0, "{report:?}");
+    }
+
+    /// A waiter granted, and then seen in line again behind those once
+    /// behind it, asked again (a re-entry on a hold it had lost): a new
+    /// arrival, neither moved back nor overtaken. Before its grant it
+    /// would have been both.
+    #[test]
+    fn a_waiter_seen_in_line_after_its_grant_asked_again() {
+        let events = vec![hold("b", 200, 0, 200, 220), hold("a", 300, 0, 300, 350)];
+        let run = |moved_at: u64| {
+            let queues = HashMap::from([(
+                "l".to_owned(),
+                QueueLog {
+                    snapshots: vec![vec!["b".into(), "a".into()], vec!["a".into(), "b".into()]],
+                    deadlines: vec![(100, vec![None, None]), (moved_at, vec![None, None])],
+                    slot_us: None,
+                },
+            )]);
+            let report = check(&events, &queues, true, &[], BOUNDS, &Failovers::default());
+            (report.requeued, report.fifo_violations)
+        };
+        assert_eq!(run(250), (0, 0));
+        assert_eq!(run(150), (1, 1));
+    }
+
+    /// A waiter with a lease shorter than a handoff's allowance may see the
+    /// grant handed to it run out before it acts on it, and ask again at
+    /// the back: its place in line is not checked. With a lease of its
+    /// client's (none given) it is.
+    #[test]
+    fn a_waiter_with_a_lease_shorter_than_a_handoff_may_lose_its_turn() {
+        let run = |lease_ms: Option<u64>| {
+            let mut a = hold("a", 300, 0, 300, 350);
+            if let Event::Hold(h) = &mut a {
+                h.lease_ms = lease_ms;
+            }
+            let events = vec![hold("b", 200, 0, 200, 220), a];
+            let queues = HashMap::from([(
+                "l".to_owned(),
+                QueueLog {
+                    snapshots: vec![vec!["a".into(), "b".into()], vec!["b".into(), "a".into()]],
+                    ..QueueLog::default()
+                },
+            )]);
+            let report = check(&events, &queues, true, &[], BOUNDS, &Failovers::default());
+            report.violations()
+        };
+        // BOUNDS' handoff allowance is 1 ms.
+        assert_eq!(run(Some(0)), 0);
+        assert_eq!(run(Some(1)), 1);
+        assert_eq!(run(None), 1);
+    }
+
+    /// The waiter a force-unlock may have revoked and queued again is the
+    /// head of the line when the release before it began (as the last
+    /// snapshot before then shows it), not the waiter that asked first: a
+    /// request can reach the queue after a later one. b asked first but
+    /// queued behind a; the release at 100 handed the lock to a, the
+    /// force-unlock revoked it, and a queued again behind b and c.
+    #[test]
+    fn the_waiter_excused_at_a_force_unlock_is_the_head_of_the_line() {
+        let events = vec![
+            hold("b", 200, 40, 200, 220),
+            hold("c", 250, 45, 250, 270),
+            hold("a", 300, 50, 300, 350),
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 100,
+                at: 110,
+                released: true,
+            },
+        ];
+        let run = |times: Vec<(u64, Vec<Option<u64>>)>| {
+            let queues = HashMap::from([(
+                "l".to_owned(),
+                QueueLog {
+                    snapshots: vec![vec!["a".into(), "b".into(), "c".into()]],
+                    deadlines: times,
+                    slot_us: None,
+                },
+            )]);
+            check(&events, &queues, true, &[], BOUNDS, &Failovers::default()).fifo_violations
+        };
+        assert_eq!(run(vec![(60, vec![None, None, None])]), 0);
+        // Without snapshot times the first to ask (b) is excused, and a's
+        // place (ahead of c) is checked.
+        assert_eq!(run(Vec::new()), 1);
+    }
+
+    /// Redisson drops the head of the line when its deadline has passed,
+    /// live or not: a waiter overtaken then is counted apart; one whose
+    /// deadline (lowered by one slot per grant since it was read) had not
+    /// passed is a violation, and so is any overtaking where waiters are
+    /// never dropped (native) or the deadline is unknown.
+    #[test]
+    fn an_overtaken_waiter_is_excused_only_past_its_deadline() {
+        // c granted at 100, b at 200, a (ahead of b since 50) at 300.
+        let events = vec![
+            hold("c", 100, 0, 100, 150),
+            hold("b", 200, 0, 200, 250),
+            hold("a", 300, 0, 300, 350),
+        ];
+        let run = |deadline: Option<u64>, slot_us: Option<u64>| {
+            let queues = HashMap::from([(
+                "l".to_owned(),
+                QueueLog {
+                    snapshots: vec![vec!["a".into(), "b".into()]],
+                    deadlines: vec![(50, vec![deadline, Some(9_000)])],
+                    slot_us,
+                },
+            )]);
+            let report = check(&events, &queues, false, &[], BOUNDS, &Failovers::default());
+            (report.fifo_violations, report.overtaken_past_deadline)
+        };
+        // Deadline 1,150 lowered by c's grant (one slot of 1,000): 150,
+        // passed at b's grant (200).
+        assert_eq!(run(Some(1_150), Some(1_000)), (0, 1));
+        // 1,250 - 1,000 = 250: not passed at 200.
+        assert_eq!(run(Some(1_250), Some(1_000)), (1, 0));
+        assert_eq!(run(Some(150), None), (1, 0), "no slot: never dropped");
+        assert_eq!(run(None, Some(1_000)), (1, 0), "no deadline read");
     }
 
     #[test]
@@ -1498,7 +1807,7 @@ mod tests {
         assert_eq!(arrivals.last["c"], 2);
         let live = HashMap::from([("a", 10), ("b", 5), ("c", 20)]);
         let mut report = Report::default();
-        check_requeues("l", &arrivals, &live, &mut report);
+        check_requeues("l", &log, &arrivals, &live, &mut report);
         assert_eq!(report.requeued, 1, "{report:?}");
         assert_eq!(
             report.examples,
@@ -1516,7 +1825,13 @@ mod tests {
         let arrivals = Arrivals::of(&log);
         let live = HashMap::from([("a", 10), ("b", 20), ("c", 15)]);
         let mut report = Report::default();
-        check_fifo("l", &log, &arrivals, &live, &HashSet::new(), &mut report);
+        let order = Order {
+            arrivals: &arrivals,
+            live: &live,
+            spanned: &HashSet::new(),
+            grants: &[],
+        };
+        check_fifo("l", &log, &order, &mut report);
         assert_eq!(
             (report.fifo_pairs_checked, report.fifo_violations),
             (3, 1),
@@ -1751,6 +2066,7 @@ mod adversary2 {
             valid: true,
             combo: String::new(),
             reentry: false,
+            lease_ms: None,
         })
     }
 
@@ -1778,12 +2094,14 @@ mod adversary2 {
                         vec!["a".into(), "b".into(), "c".into(), "d".into()],
                         vec!["a".into(), "b".into(), "c".into(), "d".into()],
                     ],
+                    ..QueueLog::default()
                 },
             ),
             (
                 "m".to_owned(),
                 QueueLog {
                     snapshots: vec![vec!["x".into(), "y".into()]],
+                    ..QueueLog::default()
                 },
             ),
         ]);
@@ -1799,6 +2117,7 @@ mod adversary2 {
                 valid: false,
                 combo: String::new(),
                 reentry: false,
+                lease_ms: None,
             }),
             Event::ForceUnlock {
                 lock: "l".into(),
@@ -1847,6 +2166,7 @@ mod adversary2 {
             valid: true,
             combo: String::new(),
             reentry: false,
+            lease_ms: None,
         })
     }
 
@@ -1869,6 +2189,7 @@ mod adversary2 {
                 valid: false,
                 combo: String::new(),
                 reentry: false,
+                lease_ms: None,
             }),
             // Queued before the force-unlock; all three hold at once from
             // 40 ms on, and say so at their end. (A native token is at

@@ -123,6 +123,7 @@ impl Round<'_> {
             valid: guard.is_held(),
             combo: which.to_owned(),
             reentry,
+            lease_ms: None,
         }))
     }
 
@@ -134,8 +135,9 @@ impl Round<'_> {
         let watchdog_first = self.rng.below(2) == 0;
         let mut outer_options =
             AcquireOptions::new().wait(Duration::from_millis(50 + self.rng.below(400)));
-        if !watchdog_first {
-            outer_options = outer_options.lease(self.explicit_lease());
+        let outer_lease = (!watchdog_first).then(|| self.explicit_lease());
+        if let Some(lease) = outer_lease {
+            outer_options = outer_options.lease(lease);
         }
         let requested = self.now().await?;
         let outer = match handle.acquire(outer_options).await {
@@ -161,7 +163,7 @@ impl Round<'_> {
                     .await?,
             );
             let _ = outer.unlock().await;
-            return Ok(events);
+            return Ok(with_lease(events, start, outer_lease));
         };
         let inner_start = self.now().await?;
         // A fresh grant (the hold had run out) is no re-entry: it has a
@@ -207,7 +209,7 @@ impl Round<'_> {
             );
             let _ = outer.unlock().await;
         }
-        Ok(events)
+        Ok(with_lease(events, start, outer_lease))
     }
 
     /// One owner, several tasks: a hold of the shared owner, then 2 to 4
@@ -253,6 +255,7 @@ impl Round<'_> {
                         valid: guard.is_held(),
                         combo: combo::SHARED_OWNER.to_owned(),
                         reentry: true,
+                        lease_ms: None,
                     };
                     let released = guard.unlock().await.is_ok();
                     Ok((Some(Event::Hold(hold)), released))
@@ -501,4 +504,18 @@ async fn command<T: redis::FromRedisValue>(
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
+}
+
+/// `events` with the explicit lease of the acquisition that started at
+/// `start` (the outer hold of a re-entry round) set on its hold.
+fn with_lease(mut events: Vec<Event>, start: u64, lease: Option<Duration>) -> Vec<Event> {
+    for event in &mut events {
+        if let Event::Hold(hold) = event
+            && hold.start == start
+            && !hold.reentry
+        {
+            hold.lease_ms = lease.map(|l| l.as_millis() as u64);
+        }
+    }
+    events
 }

@@ -170,7 +170,16 @@ impl<'a> Injector<'a> {
             queues: stage
                 .fair_locks
                 .iter()
-                .map(|name| (name.clone(), QueueLog::default()))
+                .map(|name| {
+                    let log = QueueLog {
+                        // Redisson drops a waiter at the head whose
+                        // deadline has passed, live or not.
+                        slot_us: (plan.protocol == Protocol::Redisson)
+                            .then(|| plan.settings.waiter_slot().as_micros() as u64),
+                        ..QueueLog::default()
+                    };
+                    (name.clone(), log)
+                })
                 .collect(),
             injected: Injected::default(),
             next_forgery: Instant::now(),
@@ -253,14 +262,24 @@ impl<'a> Injector<'a> {
         Ok(())
     }
 
-    /// Record each fair queue if it changed.
+    /// Record each fair queue if it changed, with each waiter's deadline
+    /// (this host's clock, the one Redisson's deadlines and the workers'
+    /// server times are read from; taken before the read, so that a
+    /// deadline derived from it is never later than the server's).
     async fn sample_queue(&mut self) {
         for (name, lock) in &self.locks {
+            let at = unix_us();
             if let Ok(info) = lock.inspect().await {
+                let deadlines = info
+                    .queue
+                    .iter()
+                    .map(|w| w.expires_in.map(|left| at + left.as_micros() as u64))
+                    .collect();
                 let owners: Vec<String> = info.queue.into_iter().map(|w| w.owner).collect();
                 let log = self.queues.entry(name.clone()).or_default();
                 if log.snapshots.last() != Some(&owners) {
                     log.snapshots.push(owners);
+                    log.deadlines.push((at, deadlines));
                 }
             }
         }
@@ -964,4 +983,11 @@ pub(super) async fn query<T: redis::FromRedisValue>(url: &str, cmd: &redis::Cmd)
         .await
         .ok()?;
     cmd.query_async(&mut conn).await.ok()
+}
+
+/// This host's clock (µs since the Unix epoch).
+fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }

@@ -36,6 +36,7 @@ mod report;
 mod stage;
 mod workload;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -471,7 +472,7 @@ async fn run_on(cli: &Cli, plan: &Plan, stage: &Stage) -> Result<u8, Failure> {
     }
     workers.wind_down(early.is_some(), &stop).await;
     let history = collect(&reports, &injector.injected.hits);
-    keep_history(&history);
+    keep_history(&history, &injector.queues);
     let ended_us = server_time_us(&mut clock).await.unwrap_or(started_us);
     let failovers = Failovers {
         at: injector.injected.failovers.clone(),
@@ -608,9 +609,10 @@ impl Progress {
 }
 
 /// With `$FAIRLOCK_TORTURE_HISTORY` set to a path: write the history there
-/// (one JSON event a line, then one `fault AT CLIENT` line per fault), to
-/// look into a violation after the run. Failing to write only warns.
-fn keep_history(history: &report::History) {
+/// (one JSON event a line, then one `fault AT CLIENT` line per fault, then
+/// one `queue LOCK AT OWNER...` line per queue snapshot), to look into a
+/// violation after the run. Failing to write only warns.
+fn keep_history(history: &report::History, queues: &HashMap<String, history::QueueLog>) {
     let Some(path) = std::env::var_os("FAIRLOCK_TORTURE_HISTORY") else {
         return;
     };
@@ -623,6 +625,12 @@ fn keep_history(history: &report::History) {
     }
     for fault in &history.faults {
         text.push_str(&format!("fault {} {}\n", fault.at, fault.client));
+    }
+    for (lock, log) in queues {
+        for (i, owners) in log.snapshots.iter().enumerate() {
+            let at = log.deadlines.get(i).map_or(0, |(at, _)| *at);
+            text.push_str(&format!("queue {lock} {at} {}\n", owners.join(" ")));
+        }
     }
     if let Err(err) = std::fs::write(&path, text) {
         eprintln!("torture: cannot write the history to {path:?}: {err}");

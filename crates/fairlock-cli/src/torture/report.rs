@@ -313,6 +313,12 @@ pub(super) fn print_summary(
         },
         report.liveness_violations
     );
+    if !report.strict_order {
+        println!(
+            "waiters overtaken after their deadline had passed (Redisson's rule, not counted as violations): {}",
+            report.overtaken_past_deadline
+        );
+    }
     for example in &report.examples {
         println!("  {example}");
     }

@@ -251,6 +251,7 @@ pub(super) async fn one_round(
         valid,
         combo: String::new(),
         reentry: false,
+        lease_ms: None,
     });
     let _ = guard.unlock().await;
     Ok(event)
