@@ -57,6 +57,7 @@ mod scenario;
 mod scripts;
 mod state;
 mod variant;
+pub mod weighted;
 
 pub use model::{Action, NativeModel};
 pub use report::{Outcome, check, describe, format_path, owner_name, summary};
