@@ -96,8 +96,14 @@ pub(crate) enum Event {
     Hold(Hold),
     /// A wait that ended without a grant: "timeout", "cancelled" or "error".
     NoGrant { lock: String, outcome: String },
-    /// A worker process announces its client id (the prefix of its owners).
-    Client { pid: u32, id: String },
+    /// A worker process announces its client id (the prefix of its owners)
+    /// and how many replicas it waits for (`min_replicas`; 0: none).
+    Client {
+        pid: u32,
+        id: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        min_replicas: u32,
+    },
     /// A worker drew a combination ([`combo`]) for its next round.
     Drawn { combo: String },
     /// A force-unlock sent right after a release: `from` is the server time
@@ -122,6 +128,10 @@ pub(crate) enum Event {
     /// Application data under a lock's key, compared byte for byte after
     /// the lock calls on it: `intact` false is a violation.
     DataCheck { key: String, intact: bool },
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Event {
@@ -563,7 +573,7 @@ fn check_overlaps(
                 "{lock}: {} started at {} before {owner} ended at {end}",
                 hold.owner, hold.start
             );
-            if failovers.between(lock, start, hold.start) {
+            if failovers.excuse(lock, (owner, start), (&hold.owner, hold.start)) {
                 report.failover_overlaps += 1;
                 report.example(format!(
                     "{at}, across a failover (asynchronous replication)"
@@ -681,6 +691,11 @@ pub(crate) struct Failovers {
     pub(crate) at: Vec<Failover>,
     pub(crate) settle_us: u64,
     pub(crate) window_us: u64,
+    /// The client ids (owner prefixes) of the workers that wait for a
+    /// replica after each acquisition and renewal (`min_replicas`): two of
+    /// their holds never overlap across a failover (a promoted replica has
+    /// both), so such an overlap is a violation, never the window's.
+    pub(crate) acked_clients: Vec<String>,
 }
 
 /// One failover fault: when (server time, µs), what kind (for the report),
@@ -709,6 +724,24 @@ impl Failover {
 }
 
 impl Failovers {
+    /// Whether `owner`'s holds were acknowledged by a replica.
+    fn acked(&self, owner: &str) -> bool {
+        self.acked_clients.iter().any(|client| {
+            owner
+                .strip_prefix(client.as_str())
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
+    }
+
+    /// The overlap of `earlier` (began at `earlier_start`) and `later` (began
+    /// at `later_start`) is the failover window's: a failover came between
+    /// (see [`Failovers::between`]) and at least one of the two holds was
+    /// not acknowledged by a replica (lost at the promotion, or taken on a
+    /// master already replaced).
+    fn excuse(&self, lock: &str, earlier: (&str, u64), later: (&str, u64)) -> bool {
+        self.between(lock, earlier.1, later.1) && !(self.acked(earlier.0) && self.acked(later.0))
+    }
+
     /// The hold of `lock` that began at `earlier` may have been granted by
     /// a master that a failover of that lock's master then replaced (it
     /// began before that failover settled), and the one that began at
@@ -1457,6 +1490,7 @@ mod tests {
                 Event::Client {
                     pid: 42,
                     id: "c1".into(),
+                    min_replicas: 0,
                 },
                 r#"{"kind":"client","pid":42,"id":"c1"}"#,
             ),
@@ -1496,6 +1530,41 @@ mod tests {
         }
     }
 
+    /// Two holds whose clients both wait for a replica (`min_replicas`)
+    /// never overlap across a failover: the promoted replica has both. Such
+    /// an overlap is a violation; with either client not waiting, it is the
+    /// failover window's.
+    #[test]
+    fn replica_acknowledged_holds_get_no_failover_window() {
+        let events = vec![
+            hold("p:1", 1, 0, 10, 100),
+            // A failover at 15: the next hold began after it.
+            hold("q:1", 2, 0, 20, 30),
+        ];
+        let run = |acked: &[&str]| {
+            let failovers = Failovers {
+                at: vec![Failover::of_all(15, "test")],
+                settle_us: 0,
+                window_us: 10,
+                acked_clients: acked.iter().map(|c| (*c).to_owned()).collect(),
+            };
+            let mut report = Report::default();
+            check_overlaps(
+                "l",
+                &holds(&events),
+                &failovers,
+                &|_: &Hold| false,
+                &mut report,
+            );
+            (report.overlaps, report.failover_overlaps)
+        };
+        assert_eq!(run(&["p", "q"]), (1, 0));
+        assert_eq!(run(&["p"]), (0, 1));
+        assert_eq!(run(&["q"]), (0, 1));
+        // A prefix of a client id is not that client.
+        assert_eq!(run(&["p:", "q:1"]), (0, 1));
+    }
+
     #[test]
     fn overlaps_across_a_failover_are_counted_apart() {
         let events = vec![
@@ -1509,6 +1578,7 @@ mod tests {
             at: vec![Failover::of_all(15, "test")],
             settle_us: 0,
             window_us: 10,
+            acked_clients: Vec::new(),
         };
         let mut report = Report::default();
         check_overlaps(
@@ -1534,6 +1604,7 @@ mod tests {
             at: vec![Failover::of_all(5, "test")],
             settle_us: 4,
             window_us: 1000,
+            acked_clients: Vec::new(),
         };
         let mut report = Report::default();
         check_overlaps(
@@ -1570,6 +1641,7 @@ mod tests {
             }],
             settle_us: 0,
             window_us: 10,
+            acked_clients: Vec::new(),
         };
         let mut report = Report::default();
         check_overlaps(
@@ -1604,6 +1676,7 @@ mod tests {
             at: vec![Failover::of_all(100, "kill")],
             settle_us: 0,
             window_us: 1_000,
+            acked_clients: Vec::new(),
         };
         assert_eq!(failovers.recovery(&events), vec![("kill".to_owned(), 295)]);
         // A failover of another lock's master measures that lock only: none
@@ -1614,7 +1687,7 @@ mod tests {
                 kind: "kill".into(),
                 locks: vec!["other".into()],
             }],
-            ..failovers
+            ..failovers.clone()
         };
         assert_eq!(other.recovery(&events), Vec::new());
         // A second failover at 300 ends the first one's window: the stall
@@ -1647,6 +1720,7 @@ mod tests {
             at: vec![Failover::of_all(100, "kill")],
             settle_us: 0,
             window_us: 1_000,
+            acked_clients: Vec::new(),
         };
         assert_eq!(failovers.lost(&events), (2, 1));
     }

@@ -478,6 +478,16 @@ async fn run_on(cli: &Cli, plan: &Plan, stage: &Stage) -> Result<u8, Failure> {
         at: injector.injected.failovers.clone(),
         settle_us: plan.failover_time().as_micros() as u64,
         window_us: plan.failover_window().as_micros() as u64,
+        acked_clients: history
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                history::Event::Client {
+                    id, min_replicas, ..
+                } if *min_replicas > 0 => Some(id.clone()),
+                _ => None,
+            })
+            .collect(),
     };
     let mut verdict = check(
         plan,

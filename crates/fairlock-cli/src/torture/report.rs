@@ -29,7 +29,7 @@ pub(super) fn collect(reports: &Reports, hits: &[(u64, u32)]) -> History {
     let clients: HashMap<u32, String> = events
         .iter()
         .filter_map(|e| match e {
-            Event::Client { pid, id } => Some((*pid, id.clone())),
+            Event::Client { pid, id, .. } => Some((*pid, id.clone())),
             _ => None,
         })
         .collect();

@@ -108,6 +108,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     out.write(&Event::Client {
         pid: std::process::id(),
         id: client.id().to_owned(),
+        min_replicas: args.min_replicas,
     })
     .await;
     let deadline = Instant::now() + args.duration;
