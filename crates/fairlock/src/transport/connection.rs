@@ -430,20 +430,35 @@ impl Connection {
             Backend::Standalone(direct) => {
                 direct
                     .replica_sync
-                    .sync(&publish_sync(), replicas, timeout, proofs)
+                    .sync(&publish_sync(), replicas, timeout, proofs, false)
                     .await
             }
             Backend::Cluster(cluster) => {
                 let addr = cluster.node_for(name, key).await?;
                 let sync = cluster.replica_sync(&addr)?;
-                sync.sync(&set_sync(key), replicas, timeout, proofs).await
+                let synced = sync
+                    .sync(&set_sync(key), replicas, timeout, proofs, false)
+                    .await?;
+                // The slot is migrating and the hold's key has moved: the
+                // calls that wrote it followed the ASK redirection to the
+                // importing node, so the WAIT and the proofs go there too
+                // (each after ASKING).
+                match &synced.asked {
+                    Some(target) if *target != addr => {
+                        cluster
+                            .replica_sync(target)?
+                            .sync(&set_sync(key), replicas, timeout, proofs, true)
+                            .await
+                    }
+                    _ => Ok(synced),
+                }
             }
             Backend::Sentinel(follower) => {
                 follower
                     .on_master(|direct| async move {
                         direct
                             .replica_sync
-                            .sync(&publish_sync(), replicas, timeout, proofs)
+                            .sync(&publish_sync(), replicas, timeout, proofs, false)
                             .await
                     })
                     .await
@@ -606,6 +621,9 @@ impl ReplicaSync {
     /// budget is spent). The `WAIT` is bounded by `timeout` plus one
     /// response timeout, the connect by the connect timeout.
     ///
+    /// `asking`: each keyed command goes after `ASKING` (the node imports
+    /// the slot of the keys).
+    ///
     /// Cancelling drops the connection in use (it is not pooled again).
     pub(super) async fn sync(
         &self,
@@ -613,13 +631,21 @@ impl ReplicaSync {
         replicas: u32,
         timeout: Duration,
         proofs: &[HoldProof],
+        asking: bool,
     ) -> Result<ReplicasSynced> {
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let run = |conn| {
+            Wait {
+                write,
+                replicas,
+                timeout,
+                proofs,
+                asking,
+            }
+            .run(self, conn)
+        };
         if let Some(conn) = pooled {
-            match self
-                .wait_for_replicas(conn, write, replicas, timeout, proofs)
-                .await
-            {
+            match run(conn).await {
                 Err(err) if !err.is_timeout() => {
                     // The server closed it: the other idle ones are likely
                     // dead too.
@@ -639,49 +665,63 @@ impl ReplicaSync {
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|e| from_redis_conn(e, &self.addr))?;
-        self.wait_for_replicas(conn, write, replicas, timeout, proofs)
-            .await
-            .map_err(|e| from_redis_conn(e, &self.addr))
+        run(conn).await.map_err(|e| from_redis_conn(e, &self.addr))
     }
+}
 
-    /// Each proof (the hold read, and its PTTL), then `write`, then
-    /// `WAIT`, in one pipeline on `conn`; puts `conn` back in the pool when
-    /// it answered.
-    async fn wait_for_replicas(
-        &self,
+/// One `WAIT` with its proofs (see [`ReplicaSync::sync`]).
+struct Wait<'a> {
+    write: &'a redis::Cmd,
+    replicas: u32,
+    timeout: Duration,
+    proofs: &'a [HoldProof],
+    asking: bool,
+}
+
+impl Wait<'_> {
+    /// Each proof (the hold read, and its PTTL), then the write, then
+    /// `WAIT`, in one pipeline on `conn`; puts `conn` back in `pool`'s idle
+    /// connections when it answered.
+    async fn run(
+        self,
+        pool: &ReplicaSync,
         mut conn: MultiplexedConnection,
-        write: &redis::Cmd,
-        replicas: u32,
-        timeout: Duration,
-        proofs: &[HoldProof],
     ) -> redis::RedisResult<ReplicasSynced> {
-        let timeout_ms = u64::try_from(timeout.as_millis())
+        let timeout_ms = u64::try_from(self.timeout.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
         let mut pipe = redis::pipe();
-        for proof in proofs {
+        let asking = |pipe: &mut redis::Pipeline| {
+            if self.asking {
+                pipe.cmd("ASKING").ignore();
+            }
+        };
+        for proof in self.proofs {
+            asking(&mut pipe);
             match &proof.value {
                 Some(_) => pipe.cmd("HGET").arg(&proof.key).arg(&proof.field),
                 None => pipe.cmd("HEXISTS").arg(&proof.key).arg(&proof.field),
             };
+            asking(&mut pipe);
             pipe.cmd("PTTL").arg(&proof.key);
         }
         // A proof of a key that holds another type answers WRONGTYPE: that
         // hold is not proven, and the others are still judged.
         pipe.ignore_errors();
-        pipe.add_command(write.clone())
+        asking(&mut pipe);
+        pipe.add_command(self.write.clone())
             .ignore()
             .cmd("WAIT")
-            .arg(replicas)
+            .arg(self.replicas)
             .arg(timeout_ms);
         let sent_at = tokio::time::Instant::now();
         let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
-        if let Ok(mut idle) = self.idle.lock() {
+        if let Ok(mut idle) = pool.idle.lock() {
             if idle.len() < 8 {
                 idle.push(conn);
             }
         }
-        Ok(ReplicasSynced::read(proofs, &replies, sent_at))
+        Ok(ReplicasSynced::read(self.proofs, &replies, sent_at))
     }
 }
 
@@ -709,6 +749,9 @@ pub(crate) struct ReplicasSynced {
     /// went to keeps that hold (the pipeline's send time + the PTTL it
     /// read: the server read it later), `None` when it does not hold it.
     pub(crate) held_until: Vec<Option<tokio::time::Instant>>,
+    /// The node a proof was redirected to with `ASK` (`host:port`): the
+    /// slot is migrating there and the hold's key has moved.
+    pub(crate) asked: Option<String>,
 }
 
 impl ReplicasSynced {
@@ -738,9 +781,17 @@ impl ReplicasSynced {
             .last()
             .and_then(|v| i64::from_redis_value(v.clone()).ok())
             .unwrap_or(0);
+        let asked = replies.iter().find_map(|reply| match reply {
+            redis::Value::ServerError(err) if err.code() == "ASK" => err
+                .details()
+                .and_then(|details| details.split_whitespace().nth(1))
+                .map(str::to_owned),
+            _ => None,
+        });
         Self {
             acked: u32::try_from(acked.max(0)).unwrap_or(u32::MAX),
             held_until,
+            asked,
         }
     }
 }
