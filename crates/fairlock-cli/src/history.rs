@@ -2048,6 +2048,235 @@ mod tests {
             assert_eq!(Event::parse(&e.to_line()), Some(e));
         }
     }
+    // ---- Adversary 3: the excuses of 059d527/d43bc04, each shown hiding a
+    // ---- real violation. Every history below breaks a promise; each test
+    // ---- fails while the checker passes it.
+
+    fn force_unlock(from: u64, at: u64) -> Event {
+        Event::ForceUnlock {
+            lock: "l".into(),
+            from,
+            at,
+            released: true,
+        }
+    }
+
+    /// Snapshots with the times they were taken (deadlines unknown).
+    fn timed(snapshots: &[(u64, &[&str])]) -> QueueLog {
+        QueueLog {
+            snapshots: snapshots
+                .iter()
+                .map(|(_, s)| s.iter().map(|o| (*o).to_owned()).collect())
+                .collect(),
+            deadlines: snapshots
+                .iter()
+                .map(|(at, s)| (*at, vec![None; s.len()]))
+                .collect(),
+            slot_us: None,
+        }
+    }
+
+    fn native(events: &[Event], log: QueueLog) -> Report {
+        let queues = HashMap::from([("l".to_owned(), log)]);
+        check(events, &queues, true, &[], BOUNDS, &Failovers::default())
+    }
+
+    /// Change 2 (`requeued_by`): the handoff's new holder a proceeded
+    /// before the force-unlock revoked its hold (a recorded hold, found
+    /// revoked): nobody was queued again. The native force-unlock hands
+    /// the lock to the next live waiter, b; c, behind b, is granted before
+    /// it. The checker hands the one excuse per force-unlock to b instead
+    /// (a, revoked, is filtered out before the excuse is chosen) and b's
+    /// overtaking goes unseen. Before d43bc04 (the excused waiter had to be
+    /// seen moved back) it was caught.
+    #[test]
+    fn a_force_unlock_whose_revoked_holder_proceeded_excuses_no_waiter() {
+        let events = vec![
+            hold("h", 1, 0, 1, 100),
+            force_unlock(100, 104),
+            hold("a", 101, 5, 102, 150),
+            hold("c", 200, 20, 200, 210),
+            hold("b", 300, 10, 300, 310),
+        ];
+        let report = native(&events, timed(&[(50, &["a", "b", "c"])]));
+        assert_eq!(report.revoked, 1, "a's hold is the revoked one: {report:?}");
+        assert_eq!(
+            report.fifo_violations, 1,
+            "b, live and next in line, overtaken by c: {report:?}"
+        );
+    }
+
+    /// Change 2 (`check_fifo` skips pairs where EITHER side is excused):
+    /// x was handed the lock, revoked before it proceeded and queued again
+    /// behind p (the snapshots show it), and the force-unlock handed the
+    /// lock to p. x is then granted before p: the requeued waiter jumped
+    /// back to the front over a live waiter ahead of it. An excuse for
+    /// being overtaken is no excuse for overtaking. Caught before 059d527
+    /// (only the waiter ahead was skipped).
+    #[test]
+    fn the_waiter_excused_at_a_force_unlock_does_not_jump_the_line() {
+        let events = vec![
+            hold("h", 1, 0, 1, 100),
+            force_unlock(100, 104),
+            hold("x", 200, 10, 200, 210),
+            hold("p", 300, 20, 300, 310),
+        ];
+        let report = native(&events, timed(&[(50, &["x", "p"]), (120, &["p", "x"])]));
+        assert_eq!(
+            report.fifo_violations, 1,
+            "x, queued behind p again, granted before it: {report:?}"
+        );
+    }
+
+    /// Change 2 (`line_before`): a snapshot's time is read BEFORE its
+    /// INSPECT, so "taken before the release" does not mean "read before
+    /// it". Here the snapshot timed 99 was read after the release at 100
+    /// had handed the lock to a (a, live and never faulted, is gone from
+    /// it: it cannot have been read before a's grant). The excuse goes to
+    /// b, the first in that line; the snapshot at 120 even shows b still
+    /// ahead of c, so b was not queued again. c, behind b, is granted
+    /// before it: unseen. Caught before 059d527.
+    #[test]
+    fn a_snapshot_read_after_the_release_does_not_pick_the_excused_waiter() {
+        let events = vec![
+            hold("h", 1, 0, 1, 100),
+            force_unlock(100, 104),
+            hold("c", 200, 20, 200, 210),
+            hold("b", 300, 10, 300, 310),
+            hold("a", 400, 5, 400, 410),
+        ];
+        let report = native(
+            &events,
+            timed(&[
+                (50, &["a", "b", "c"]),
+                (99, &["b", "c"]),
+                (120, &["b", "c", "a"]),
+            ]),
+        );
+        assert_eq!(
+            report.fifo_violations, 1,
+            "b overtaken by c, both live, b never requeued: {report:?}"
+        );
+    }
+
+    /// Promise 1 (`revoked_holds` with `check_overlaps`): a force-unlock at
+    /// 100 can only explain a holder that goes on believing AFTER it. s,
+    /// y and w all hold at once from 60 to 70, 30 µs before any
+    /// force-unlock: y, still holding when the force-unlock came, is taken
+    /// as its revoked holder, and every overlap of y's, before the
+    /// force-unlock too, is counted apart. Three holders, no violation.
+    /// (Not new in these commits: the rule "the holder of that moment".)
+    #[test]
+    fn a_force_unlock_explains_no_overlap_that_began_before_it() {
+        let events = vec![
+            hold("s", 10, 0, 10, 100),
+            hold("y", 50, 40, 50, 200),
+            hold("w", 60, 55, 60, 70),
+            force_unlock(100, 105),
+        ];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert_eq!(
+            report.overlaps, 2,
+            "y overlaps s and w overlaps y, both before the force-unlock: {report:?}"
+        );
+    }
+
+    /// Change 1 makes the one above reachable where it was not: two
+    /// force-unlocks; the first revokes x. y and w hold at once, both
+    /// before the second force-unlock (w inside y). Before 059d527 the
+    /// second force-unlock was charged with x (the one before y by token)
+    /// and the w/y overlap was a violation; now x is not a candidate, y is
+    /// the second's revoked holder, and w/y is counted apart.
+    #[test]
+    fn a_later_force_unlock_does_not_explain_an_earlier_double_holder() {
+        let events = vec![
+            hold("r", 2550, 2270, 2560, 2620),
+            force_unlock(2620, 2650),
+            hold("x", 2630, 2350, 2640, 2690),
+            hold("s", 2640, 2490, 2650, 2670),
+            hold("y", 2655, 2510, 2655, 2750),
+            hold("w", 2660, 2500, 2660, 2665),
+            force_unlock(2670, 2680),
+        ];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert!(
+            report.overlaps >= 1,
+            "w held inside y's hold, before the second force-unlock: {report:?}"
+        );
+    }
+
+    /// Change 4 (`live_grants`): a short explicit lease may make a waiter
+    /// LOSE its turn (a handed grant runs out before it acts), which
+    /// excuses it being overtaken, not it overtaking. b (lease 10 ms, below
+    /// the 300 ms handoff allowance of real runs) is granted before a, live
+    /// and queued ahead of it: unseen, because b is dropped from the order
+    /// check altogether.
+    #[test]
+    fn a_waiter_with_a_short_lease_does_not_overtake_unchecked() {
+        let real = Bounds {
+            handoff_us: 300_000,
+            ..BOUNDS
+        };
+        let mut b = hold("b", 200, 0, 200, 220);
+        if let Event::Hold(h) = &mut b {
+            h.lease_ms = Some(10);
+        }
+        let events = vec![b, hold("a", 300, 0, 300, 350)];
+        let queues = HashMap::from([("l".to_owned(), queue(&[&["a", "b"]]))]);
+        let report = check(&events, &queues, true, &[], real, &Failovers::default());
+        assert_eq!(
+            report.fifo_violations, 1,
+            "a (client lease) overtaken by b: {report:?}"
+        );
+    }
+
+    /// Change 5 (`may_have_been_dropped`): only a grant to a waiter AHEAD
+    /// of a lowers a's deadline after the snapshot was read (Redisson
+    /// grants only the head while anybody waits). x, in no snapshot, was
+    /// granted before the read (its acquire returned at 100, after the
+    /// snapshot's time, 50): the read deadline already counts it. a is the
+    /// head with nobody ahead, its deadline 1,150 had not passed when b
+    /// took the lock at 200: a live waiter overtaken. The checker lowers
+    /// a's deadline by x's slot and calls it dropped. (The existing test
+    /// `an_overtaken_waiter_is_excused_only_past_its_deadline` asserts the
+    /// same history as an excuse.)
+    #[test]
+    fn redisson_lowers_a_deadline_only_by_grants_of_waiters_ahead() {
+        let events = vec![
+            hold("x", 100, 0, 100, 150),
+            hold("b", 200, 0, 200, 250),
+            hold("a", 300, 0, 300, 350),
+        ];
+        let queues = HashMap::from([(
+            "l".to_owned(),
+            QueueLog {
+                snapshots: vec![vec!["a".into(), "b".into()]],
+                deadlines: vec![(50, vec![Some(1_150), Some(9_000)])],
+                slot_us: Some(1_000),
+            },
+        )]);
+        let report = check(&events, &queues, false, &[], BOUNDS, &Failovers::default());
+        assert_eq!(
+            (report.fifo_violations, report.overtaken_past_deadline),
+            (1, 0),
+            "a, at the head with its deadline ahead, overtaken by b: {report:?}"
+        );
+    }
+
 }
 
 /// Adversary 2: what the checker's exclusions can hide.
