@@ -77,7 +77,8 @@ pub(crate) struct Hold {
     /// the client's lease under the watchdog. A fair waiter is handed the
     /// lock for at most its lease: one whose lease is shorter than the
     /// time it takes to act on a handoff (a loaded machine) loses its turn
-    /// by the protocol's rule, and its place in line is not checked.
+    /// by the protocol's rule: its being overtaken is not checked (its
+    /// overtaking a waiter ahead of it is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) lease_ms: Option<u64>,
 }
@@ -176,27 +177,41 @@ impl QueueLog {
             .is_some_and(|(at, _)| granted < *at)
     }
 
-    /// The last snapshot taken before `at` (µs), when snapshot times are
-    /// known.
-    fn line_before(&self, at: u64) -> Option<&[String]> {
+    /// Whether `first` was ahead of `second` in the last snapshot taken
+    /// before `at` (µs) that shows both (`None`: none does, or snapshot
+    /// times are unknown). Two waiters still waiting at `at` keep their
+    /// order in line until then, so a snapshot read late (its time is taken
+    /// before the read: the read may come after `at`, after the head was
+    /// handed the lock and left the line) cannot put one ahead of another
+    /// it was behind, as "the first in the last snapshot" can.
+    fn ahead_before(&self, at: u64, first: &str, second: &str) -> Option<bool> {
         let taken = self.deadlines.partition_point(|(t, _)| *t < at);
-        let i = taken.checked_sub(1)?;
-        self.snapshots.get(i).map(Vec::as_slice)
+        self.snapshots[..taken.min(self.snapshots.len())]
+            .iter()
+            .rev()
+            .find_map(|line| {
+                let x = line.iter().position(|o| o == first)?;
+                let y = line.iter().position(|o| o == second)?;
+                Some(x < y)
+            })
     }
 
     /// Whether Redisson's rule can have dropped `owner` from the head of
     /// the line before `granted` (µs), the grant of a waiter that was behind
     /// it: its deadline, as the last snapshot before `granted` that shows it
     /// (from snapshot `from` on, its current stay) read it, lowered by one
-    /// slot per grant made since (`grants`, sorted grant times of the lock),
-    /// had passed by then. A waiter whose deadline had not passed cannot
+    /// slot per grant made since to a waiter ahead of it in that snapshot
+    /// (`grants`: the grant times of each owner; while anybody waits only
+    /// the head is granted, so no other grant lowers it after the read, and
+    /// a grant made before the read is in what it read), had passed by
+    /// then. A waiter whose deadline had not passed cannot
     /// have been dropped: its being overtaken is a violation.
     fn may_have_been_dropped(
         &self,
         owner: &str,
         from: usize,
         granted: u64,
-        grants: &[u64],
+        grants: &HashMap<&str, Vec<u64>>,
     ) -> bool {
         let Some(slot) = self.slot_us else {
             return false;
@@ -210,14 +225,23 @@ impl QueueLog {
                 break;
             }
             match snapshot.iter().position(|o| o == owner) {
-                Some(pos) => seen = Some((*at, deadlines.get(pos).copied().flatten())),
+                Some(pos) => {
+                    seen = Some((*at, deadlines.get(pos).copied().flatten(), &snapshot[..pos]));
+                }
                 None => break,
             }
         }
-        let Some((at, Some(deadline))) = seen else {
+        let Some((at, Some(deadline), ahead)) = seen else {
             return false;
         };
-        let since = count_between(grants, at + 1, granted.saturating_sub(1)) as u64;
+        let since = ahead
+            .iter()
+            .filter(|o| {
+                grants
+                    .get(o.as_str())
+                    .is_some_and(|times| times.iter().any(|t| *t > at && *t < granted))
+            })
+            .count() as u64;
         deadline.saturating_sub(since * slot) <= granted
     }
 }
@@ -311,8 +335,8 @@ pub(crate) fn check(
     for (lock, holds) in holds_by_lock(events) {
         report.holds += holds.len();
         let revoked_holds = revocations.revoked_holds(&holds);
-        let revoked = |h: &Hold| revoked_holds.contains(&(h.owner.as_str(), h.start));
-        check_overlaps(lock, &holds, failovers, &revoked, &mut report);
+        let revoked = |h: &Hold| revoked_holds.contains_key(&(h.owner.as_str(), h.start));
+        check_overlaps(lock, &holds, failovers, &revoked_holds, &mut report);
         if native {
             let kept: Vec<&Hold> = holds.iter().copied().filter(|h| !revoked(h)).collect();
             check_tokens(lock, &kept, &mut report);
@@ -345,15 +369,36 @@ pub(crate) fn check(
         // other pair is checked.
         let live = live_grants(&kept, &faults, bounds, native);
         let arrivals = Arrivals::of(log);
-        let spanned = revocations.requeued_by(&kept, log);
+        // Chosen among every grant: when the head of the line was the
+        // handoff's new holder and its hold is the revoked one (it
+        // proceeded), nobody was queued again, and the excuse is spent on
+        // it, not on the waiter behind it.
+        let mut spanned = revocations.requeued_by(&holds, log);
+        // A waiter with a lease shorter than a handoff's allowance may lose
+        // a grant handed to it before it acts on it, and queue again at the
+        // back: its being overtaken (and moved back) is not checked; its
+        // overtaking others is.
+        spanned.extend(
+            kept.iter()
+                .filter(|h| {
+                    h.lease_ms
+                        .is_some_and(|lease| lease.saturating_mul(1000) < bounds.handoff_us)
+                })
+                .map(|h| h.owner.as_str()),
+        );
         let steady: HashMap<&str, u64> = live
             .iter()
             .filter(|(owner, _)| !spanned.contains(*owner))
             .map(|(owner, at)| (*owner, *at))
             .collect();
         check_requeues(lock, log, &arrivals, &steady, &mut report);
-        let mut grants: Vec<u64> = holds.iter().map(|h| h.token.unwrap_or(h.start)).collect();
-        grants.sort_unstable();
+        let mut grants: HashMap<&str, Vec<u64>> = HashMap::new();
+        for hold in &holds {
+            grants
+                .entry(hold.owner.as_str())
+                .or_default()
+                .push(hold.token.unwrap_or(hold.start));
+        }
         let order = Order {
             arrivals: &arrivals,
             live: &live,
@@ -414,10 +459,13 @@ impl Revocations {
     /// again at the back (the library's rule: a revocation that comes with
     /// or after a grant wins over it): of the waiters whose wait spanned
     /// the force-unlock, the head of the line when the release before it
-    /// began (the first of them in the last queue snapshot taken before
-    /// then; if none is in it, the one that asked first: the snapshots may
-    /// miss a waiter's short stay), each waiter at most once, force-unlocks
-    /// taken in order. One per force-unlock: its place in line is not
+    /// began (the one no other was ahead of in the snapshots taken before
+    /// then, see [`QueueLog::ahead_before`]; among those, the one that
+    /// asked first: the snapshots may miss a waiter's short stay), each
+    /// waiter at most once, force-unlocks taken in order. `holds` are all
+    /// the grants, the revoked ones too: when the head was the handoff's
+    /// new holder and proceeded, the force-unlock revoked its hold and
+    /// queued nobody again. One per force-unlock: its place in line is not
     /// checked, every other waiter's is.
     fn requeued_by<'h>(&self, holds: &[&'h Hold], log: &QueueLog) -> HashSet<&'h str> {
         let mut requeued = HashSet::new();
@@ -427,7 +475,7 @@ impl Revocations {
         let mut times = times.clone();
         times.sort_by_key(|&(_, at)| at);
         for (from, at) in times {
-            let first = holds
+            let spanning: Vec<&&Hold> = holds
                 .iter()
                 .filter(|hold| {
                     hold.requested <= at
@@ -435,12 +483,17 @@ impl Revocations {
                         && !hold.reentry
                         && !requeued.contains(hold.owner.as_str())
                 })
-                .min_by_key(|hold| {
-                    let place = log
-                        .line_before(from)
-                        .and_then(|line| line.iter().position(|owner| *owner == hold.owner));
-                    (place.is_none(), place, hold.requested)
-                });
+                .collect();
+            // The head: the waiter the fewest others were seen ahead of
+            // (each pair as the last snapshot before the release that
+            // shows both saw it), then the one that asked first.
+            let first = spanning.iter().copied().min_by_key(|hold| {
+                let behind = spanning
+                    .iter()
+                    .filter(|other| log.ahead_before(from, &other.owner, &hold.owner) == Some(true))
+                    .count();
+                (behind, hold.requested)
+            });
             if let Some(hold) = first {
                 requeued.insert(hold.owner.as_str());
             }
@@ -476,8 +529,11 @@ impl Revocations {
     /// hold an earlier force-unlock revoked (force-unlocks taken in the
     /// order they replied): its holder may still believe it holds, but the
     /// server's holder was another.
-    fn revoked_holds<'h>(&self, holds: &[&'h Hold]) -> HashSet<(&'h str, u64)> {
-        let mut revoked = HashSet::new();
+    ///
+    /// Each revoked hold maps to the time its force-unlock began (`from`):
+    /// the revocation explains what its holder did after that, not before.
+    fn revoked_holds<'h>(&self, holds: &[&'h Hold]) -> HashMap<(&'h str, u64), u64> {
+        let mut revoked = HashMap::new();
         let Some(times) = holds.first().and_then(|h| self.0.get(&h.lock)) else {
             return revoked;
         };
@@ -489,7 +545,7 @@ impl Revocations {
             // its holder may not have heard yet, but it is not this one's.
             let earlier = revoked.clone();
             let live_at = |hold: &&&Hold| {
-                !earlier.contains(&(hold.owner.as_str(), hold.start))
+                !earlier.contains_key(&(hold.owner.as_str(), hold.start))
                     && hold.valid
                     && hold.requested <= at
                     && hold.end > from
@@ -523,7 +579,9 @@ impl Revocations {
                 .filter(live_at)
                 .filter(|h| owners.contains(&h.owner.as_str()))
             {
-                revoked.insert((hold.owner.as_str(), hold.start));
+                revoked
+                    .entry((hold.owner.as_str(), hold.start))
+                    .or_insert(from);
             }
         }
         revoked
@@ -536,28 +594,40 @@ impl Revocations {
 /// another owner ended (starting at the very moment it ended is fine).
 /// Holds of one owner may intersect (re-entries, one owner shared by
 /// several tasks). Holds told they lost the lock are left out. An overlap
-/// that a failover or a force-unlock explains is counted apart.
+/// that a failover or a force-unlock explains is counted apart: a
+/// force-unlock explains it when it revoked one of the two holds and the
+/// other began after the force-unlock began (the revoked holder had not
+/// heard yet); an overlap that began before it is no operator's doing.
+/// Each hold is checked against every earlier hold still open: one that
+/// an explained overlap would mask is not hidden.
 fn check_overlaps(
     lock: &str,
     holds: &[&Hold],
     failovers: &Failovers,
-    revoked: &dyn Fn(&Hold) -> bool,
+    revoked: &HashMap<(&str, u64), u64>,
     report: &mut Report,
 ) {
-    let revoked_starts: HashSet<u64> = holds
-        .iter()
-        .filter(|h| revoked(h))
-        .map(|h| h.start)
-        .collect();
     // Valid holds that may still intersect a later one: (end, start, owner).
     let mut open: Vec<(u64, u64, &str)> = Vec::new();
     for hold in holds.iter().filter(|h| h.valid) {
         open.retain(|(end, _, _)| *end > hold.start);
-        let earlier = open
-            .iter()
-            .filter(|(_, _, owner)| *owner != hold.owner)
+        let explained_by_revocation = |start: u64, owner: &str| {
+            revoked
+                .get(&(hold.owner.as_str(), hold.start))
+                .is_some_and(|from| start >= *from)
+                || revoked
+                    .get(&(owner, start))
+                    .is_some_and(|from| hold.start >= *from)
+        };
+        let others = || open.iter().filter(|(_, _, owner)| *owner != hold.owner);
+        let unexplained = others()
+            .filter(|(_, start, owner)| {
+                !failovers.between(lock, *start, hold.start)
+                    && !explained_by_revocation(*start, owner)
+            })
             .max_by_key(|(end, _, _)| *end)
             .copied();
+        let earlier = unexplained.or_else(|| others().max_by_key(|(end, _, _)| *end).copied());
         if let Some((end, start, owner)) = earlier {
             let at = format!(
                 "{lock}: {} started at {} before {owner} ended at {end}",
@@ -568,7 +638,7 @@ fn check_overlaps(
                 report.example(format!(
                     "{at}, across a failover (asynchronous replication)"
                 ));
-            } else if revoked(hold) || revoked_starts.contains(&start) {
+            } else if explained_by_revocation(start, owner) {
                 report.revoked_overlaps += 1;
                 // A few examples: they must not crowd out the violations'.
                 if report.revoked_overlaps <= 2 {
@@ -853,9 +923,10 @@ fn check_liveness(
 
 /// The grant time of each owner whose wait stayed alive, the waiters FIFO
 /// and requeues are checked for (an owner granted more than once: its
-/// latest such grant). A waiter with an explicit lease shorter than a
-/// handoff's allowance may lose a grant before it acts on it (a grant lives
-/// at most the lease) and is not checked. A waiter whose process was paused or killed while it
+/// latest such grant). (A waiter with an explicit lease shorter than a
+/// handoff's allowance may lose a grant before it acts on it: see
+/// [`check`], which excuses it being overtaken, not it overtaking.) A
+/// waiter whose process was paused or killed while it
 /// waited (from `per fault` before its request up to its grant) did not
 /// stay alive; under Redisson (`strict_order` false) neither did any waiter
 /// that waited through a fault anywhere, since a stall anywhere can push a
@@ -868,13 +939,6 @@ fn live_grants<'a>(
 ) -> HashMap<&'a str, u64> {
     holds
         .iter()
-        // A lease shorter than a handoff's allowance: a grant handed to it
-        // may run out before it acts on it (it then asks again, at the
-        // back), by the protocol's rule.
-        .filter(|hold| {
-            hold.lease_ms
-                .is_none_or(|lease| lease.saturating_mul(1000) >= bounds.handoff_us)
-        })
         .filter(|hold| {
             let from = hold.requested.saturating_sub(bounds.per_fault_us);
             let hit = |times: &[u64]| count_between(times, from, hold.start) > 0;
@@ -1013,12 +1077,13 @@ fn check_requeues(
 /// What [`check_fifo`] reads besides the queue: the queue's history, the
 /// grant times of the waiters that stayed alive (see [`live_grants`]), the
 /// waiters a force-unlock may have revoked and queued again (see
-/// `Revocations::requeued_by`), and every grant time of the lock, sorted.
+/// `Revocations::requeued_by`, and short leases), and the grant times of
+/// each owner of the lock.
 struct Order<'o, 'h> {
     arrivals: &'o Arrivals<'h>,
     live: &'o HashMap<&'h str, u64>,
     spanned: &'o HashSet<&'h str>,
-    grants: &'o [u64],
+    grants: &'o HashMap<&'h str, Vec<u64>>,
 }
 
 /// FIFO (fair locks). Rule: for two waiters that stayed alive (see
@@ -1041,8 +1106,9 @@ fn check_fifo(lock: &str, log: &QueueLog, order: &Order<'_, '_>, report: &mut Re
                 // no place in line to check, and a grant made before a
                 // waiter's current stay began is not this stay's (a holder
                 // whose hold was revoked and that asked again, say).
+                // The excused waiter is excused being overtaken, not
+                // overtaking a waiter ahead of it.
                 if order.spanned.contains(a.as_str())
-                    || order.spanned.contains(b.as_str())
                     || log.granted_before_stay(order.arrivals, a, *ga)
                     || log.granted_before_stay(order.arrivals, b, *gb)
                     || !order.arrivals.current(a, i)
@@ -1388,8 +1454,9 @@ mod tests {
         };
         assert_eq!(run(vec![(60, vec![None, None, None])]), 0);
         // Without snapshot times the first to ask (b) is excused, and a's
-        // place (ahead of c) is checked.
-        assert_eq!(run(Vec::new()), 1);
+        // place is checked: ahead of c, and ahead of b (b excused being
+        // overtaken, not overtaking).
+        assert_eq!(run(Vec::new()), 2);
     }
 
     /// Redisson drops the head of the line when its deadline has passed,
@@ -1409,8 +1476,9 @@ mod tests {
             let queues = HashMap::from([(
                 "l".to_owned(),
                 QueueLog {
-                    snapshots: vec![vec!["a".into(), "b".into()]],
-                    deadlines: vec![(50, vec![deadline, Some(9_000)])],
+                    // c ahead of a: its grant lowers a's deadline.
+                    snapshots: vec![vec!["c".into(), "a".into(), "b".into()]],
+                    deadlines: vec![(50, vec![Some(500), deadline, Some(9_000)])],
                     slot_us,
                 },
             )]);
@@ -1515,7 +1583,7 @@ mod tests {
             "l",
             &holds(&events),
             &failovers,
-            &|_: &Hold| false,
+            &HashMap::new(),
             &mut report,
         );
         assert_eq!(
@@ -1536,13 +1604,7 @@ mod tests {
             window_us: 1000,
         };
         let mut report = Report::default();
-        check_overlaps(
-            "l",
-            &holds(&events),
-            &before,
-            &|_: &Hold| false,
-            &mut report,
-        );
+        check_overlaps("l", &holds(&events), &before, &HashMap::new(), &mut report);
         assert_eq!((report.overlaps, report.failover_overlaps), (2, 0));
         let settling = Failovers {
             settle_us: 5,
@@ -1553,7 +1615,7 @@ mod tests {
             "l",
             &holds(&events),
             &settling,
-            &|_: &Hold| false,
+            &HashMap::new(),
             &mut report,
         );
         assert_eq!((report.overlaps, report.failover_overlaps), (0, 2));
@@ -1576,7 +1638,7 @@ mod tests {
             "l",
             &holds(&events),
             &scoped(&["other"]),
-            &|_: &Hold| false,
+            &HashMap::new(),
             &mut report,
         );
         assert_eq!((report.overlaps, report.failover_overlaps), (1, 0));
@@ -1585,7 +1647,7 @@ mod tests {
             "l",
             &holds(&events),
             &scoped(&["other", "l"]),
-            &|_: &Hold| false,
+            &HashMap::new(),
             &mut report,
         );
         assert_eq!((report.overlaps, report.failover_overlaps), (0, 1));
@@ -1679,7 +1741,7 @@ mod tests {
             "l",
             &holds(&events),
             &Failovers::default(),
-            &|_: &Hold| false,
+            &HashMap::new(),
             &mut report,
         );
         assert_eq!(report.overlaps, 2, "{report:?}");
@@ -1829,7 +1891,7 @@ mod tests {
             arrivals: &arrivals,
             live: &live,
             spanned: &HashSet::new(),
-            grants: &[],
+            grants: &HashMap::new(),
         };
         check_fifo("l", &log, &order, &mut report);
         assert_eq!(
@@ -2276,7 +2338,6 @@ mod tests {
             "a, at the head with its deadline ahead, overtaken by b: {report:?}"
         );
     }
-
 }
 
 /// Adversary 2: what the checker's exclusions can hide.
