@@ -203,8 +203,8 @@ impl QueueLog {
     /// slot per grant made since to a waiter ahead of it in that snapshot
     /// (`grants`: the grant times of each owner; while anybody waits only
     /// the head is granted, so no other grant lowers it after the read, and
-    /// a grant made before the read is in what it read), had passed by
-    /// then. A waiter whose deadline had not passed cannot
+    /// a grant made before the read is in what it read) or never granted,
+    /// had passed by then. A waiter whose deadline had not passed cannot
     /// have been dropped: its being overtaken is a violation.
     fn may_have_been_dropped(
         &self,
@@ -234,12 +234,15 @@ impl QueueLog {
         let Some((at, Some(deadline), ahead)) = seen else {
             return false;
         };
+        // A waiter ahead that left the line without a grant (gave up: it
+        // lowers the deadlines behind it too) is counted as well: no record
+        // says when it left. At most one slot per waiter ahead, either way.
         let since = ahead
             .iter()
             .filter(|o| {
                 grants
                     .get(o.as_str())
-                    .is_some_and(|times| times.iter().any(|t| *t > at && *t < granted))
+                    .is_none_or(|times| times.iter().any(|t| *t > at && *t < granted))
             })
             .count() as u64;
         deadline.saturating_sub(since * slot) <= granted
