@@ -77,7 +77,8 @@ pub(crate) struct Hold {
     /// the client's lease under the watchdog. A fair waiter is handed the
     /// lock for at most its lease: one whose lease is shorter than the
     /// time it takes to act on a handoff (a loaded machine) loses its turn
-    /// by the protocol's rule, and its place in line is not checked.
+    /// by the protocol's rule: its being overtaken is not checked (its
+    /// overtaking a waiter ahead of it is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) lease_ms: Option<u64>,
 }
@@ -186,19 +187,33 @@ impl QueueLog {
             .is_some_and(|(at, _)| granted < *at)
     }
 
-    /// The last snapshot taken before `at` (µs), when snapshot times are
-    /// known.
-    fn line_before(&self, at: u64) -> Option<&[String]> {
+    /// Whether `first` was ahead of `second` in the last snapshot taken
+    /// before `at` (µs) that shows both (`None`: none does, or snapshot
+    /// times are unknown). Two waiters still waiting at `at` keep their
+    /// order in line until then, so a snapshot read late (its time is taken
+    /// before the read: the read may come after `at`, after the head was
+    /// handed the lock and left the line) cannot put one ahead of another
+    /// it was behind, as "the first in the last snapshot" can.
+    fn ahead_before(&self, at: u64, first: &str, second: &str) -> Option<bool> {
         let taken = self.deadlines.partition_point(|(t, _)| *t < at);
-        let i = taken.checked_sub(1)?;
-        self.snapshots.get(i).map(Vec::as_slice)
+        self.snapshots[..taken.min(self.snapshots.len())]
+            .iter()
+            .rev()
+            .find_map(|line| {
+                let x = line.iter().position(|o| o == first)?;
+                let y = line.iter().position(|o| o == second)?;
+                Some(x < y)
+            })
     }
 
     /// Whether Redisson's rule can have dropped `owner` from the head of
     /// the line before `granted` (µs), the grant of a waiter that was behind
     /// it: its deadline, as the last snapshot before `granted` that shows it
     /// (from snapshot `from` on, its current stay) read it, lowered by one
-    /// slot per grant made since (`grants`, sorted grant times of the lock),
+    /// slot per grant made since to a waiter ahead of it in that snapshot
+    /// (`grants`: the grant times of each owner; while anybody waits only
+    /// the head is granted, so no other grant lowers it after the read, and
+    /// a grant made before the read is in what it read) or never granted,
     /// had passed by then. A waiter whose deadline had not passed cannot
     /// have been dropped: its being overtaken is a violation.
     fn may_have_been_dropped(
@@ -206,7 +221,7 @@ impl QueueLog {
         owner: &str,
         from: usize,
         granted: u64,
-        grants: &[u64],
+        grants: &HashMap<&str, Vec<u64>>,
     ) -> bool {
         let Some(slot) = self.slot_us else {
             return false;
@@ -220,14 +235,26 @@ impl QueueLog {
                 break;
             }
             match snapshot.iter().position(|o| o == owner) {
-                Some(pos) => seen = Some((*at, deadlines.get(pos).copied().flatten())),
+                Some(pos) => {
+                    seen = Some((*at, deadlines.get(pos).copied().flatten(), &snapshot[..pos]));
+                }
                 None => break,
             }
         }
-        let Some((at, Some(deadline))) = seen else {
+        let Some((at, Some(deadline), ahead)) = seen else {
             return false;
         };
-        let since = count_between(grants, at + 1, granted.saturating_sub(1)) as u64;
+        // A waiter ahead that left the line without a grant (gave up: it
+        // lowers the deadlines behind it too) is counted as well: no record
+        // says when it left. At most one slot per waiter ahead, either way.
+        let since = ahead
+            .iter()
+            .filter(|o| {
+                grants
+                    .get(o.as_str())
+                    .is_none_or(|times| times.iter().any(|t| *t > at && *t < granted))
+            })
+            .count() as u64;
         deadline.saturating_sub(since * slot) <= granted
     }
 }
@@ -321,8 +348,8 @@ pub(crate) fn check(
     for (lock, holds) in holds_by_lock(events) {
         report.holds += holds.len();
         let revoked_holds = revocations.revoked_holds(&holds);
-        let revoked = |h: &Hold| revoked_holds.contains(&(h.owner.as_str(), h.start));
-        check_overlaps(lock, &holds, failovers, &revoked, &mut report);
+        let revoked = |h: &Hold| revoked_holds.contains_key(&(h.owner.as_str(), h.start));
+        check_overlaps(lock, &holds, failovers, &revoked_holds, &mut report);
         if native {
             let kept: Vec<&Hold> = holds.iter().copied().filter(|h| !revoked(h)).collect();
             check_tokens(lock, &kept, &mut report);
@@ -355,15 +382,36 @@ pub(crate) fn check(
         // other pair is checked.
         let live = live_grants(&kept, &faults, bounds, native);
         let arrivals = Arrivals::of(log);
-        let spanned = revocations.requeued_by(&kept, log);
+        // Chosen among every grant: when the head of the line was the
+        // handoff's new holder and its hold is the revoked one (it
+        // proceeded), nobody was queued again, and the excuse is spent on
+        // it, not on the waiter behind it.
+        let mut spanned = revocations.requeued_by(&holds, log);
+        // A waiter with a lease shorter than a handoff's allowance may lose
+        // a grant handed to it before it acts on it, and queue again at the
+        // back: its being overtaken (and moved back) is not checked; its
+        // overtaking others is.
+        spanned.extend(
+            kept.iter()
+                .filter(|h| {
+                    h.lease_ms
+                        .is_some_and(|lease| lease.saturating_mul(1000) < bounds.handoff_us)
+                })
+                .map(|h| h.owner.as_str()),
+        );
         let steady: HashMap<&str, u64> = live
             .iter()
             .filter(|(owner, _)| !spanned.contains(*owner))
             .map(|(owner, at)| (*owner, *at))
             .collect();
         check_requeues(lock, log, &arrivals, &steady, &mut report);
-        let mut grants: Vec<u64> = holds.iter().map(|h| h.token.unwrap_or(h.start)).collect();
-        grants.sort_unstable();
+        let mut grants: HashMap<&str, Vec<u64>> = HashMap::new();
+        for hold in &holds {
+            grants
+                .entry(hold.owner.as_str())
+                .or_default()
+                .push(hold.token.unwrap_or(hold.start));
+        }
         let order = Order {
             arrivals: &arrivals,
             live: &live,
@@ -424,10 +472,13 @@ impl Revocations {
     /// again at the back (the library's rule: a revocation that comes with
     /// or after a grant wins over it): of the waiters whose wait spanned
     /// the force-unlock, the head of the line when the release before it
-    /// began (the first of them in the last queue snapshot taken before
-    /// then; if none is in it, the one that asked first: the snapshots may
-    /// miss a waiter's short stay), each waiter at most once, force-unlocks
-    /// taken in order. One per force-unlock: its place in line is not
+    /// began (the one no other was ahead of in the snapshots taken before
+    /// then, see [`QueueLog::ahead_before`]; among those, the one that
+    /// asked first: the snapshots may miss a waiter's short stay), each
+    /// waiter at most once, force-unlocks taken in order. `holds` are all
+    /// the grants, the revoked ones too: when the head was the handoff's
+    /// new holder and proceeded, the force-unlock revoked its hold and
+    /// queued nobody again. One per force-unlock: its place in line is not
     /// checked, every other waiter's is.
     fn requeued_by<'h>(&self, holds: &[&'h Hold], log: &QueueLog) -> HashSet<&'h str> {
         let mut requeued = HashSet::new();
@@ -437,7 +488,7 @@ impl Revocations {
         let mut times = times.clone();
         times.sort_by_key(|&(_, at)| at);
         for (from, at) in times {
-            let first = holds
+            let spanning: Vec<&&Hold> = holds
                 .iter()
                 .filter(|hold| {
                     hold.requested <= at
@@ -445,12 +496,17 @@ impl Revocations {
                         && !hold.reentry
                         && !requeued.contains(hold.owner.as_str())
                 })
-                .min_by_key(|hold| {
-                    let place = log
-                        .line_before(from)
-                        .and_then(|line| line.iter().position(|owner| *owner == hold.owner));
-                    (place.is_none(), place, hold.requested)
-                });
+                .collect();
+            // The head: the waiter the fewest others were seen ahead of
+            // (each pair as the last snapshot before the release that
+            // shows both saw it), then the one that asked first.
+            let first = spanning.iter().copied().min_by_key(|hold| {
+                let behind = spanning
+                    .iter()
+                    .filter(|other| log.ahead_before(from, &other.owner, &hold.owner) == Some(true))
+                    .count();
+                (behind, hold.requested)
+            });
             if let Some(hold) = first {
                 requeued.insert(hold.owner.as_str());
             }
@@ -486,8 +542,11 @@ impl Revocations {
     /// hold an earlier force-unlock revoked (force-unlocks taken in the
     /// order they replied): its holder may still believe it holds, but the
     /// server's holder was another.
-    fn revoked_holds<'h>(&self, holds: &[&'h Hold]) -> HashSet<(&'h str, u64)> {
-        let mut revoked = HashSet::new();
+    ///
+    /// Each revoked hold maps to the time its force-unlock began (`from`):
+    /// the revocation explains what its holder did after that, not before.
+    fn revoked_holds<'h>(&self, holds: &[&'h Hold]) -> HashMap<(&'h str, u64), u64> {
+        let mut revoked = HashMap::new();
         let Some(times) = holds.first().and_then(|h| self.0.get(&h.lock)) else {
             return revoked;
         };
@@ -499,7 +558,7 @@ impl Revocations {
             // its holder may not have heard yet, but it is not this one's.
             let earlier = revoked.clone();
             let live_at = |hold: &&&Hold| {
-                !earlier.contains(&(hold.owner.as_str(), hold.start))
+                !earlier.contains_key(&(hold.owner.as_str(), hold.start))
                     && hold.valid
                     && hold.requested <= at
                     && hold.end > from
@@ -533,7 +592,9 @@ impl Revocations {
                 .filter(live_at)
                 .filter(|h| owners.contains(&h.owner.as_str()))
             {
-                revoked.insert((hold.owner.as_str(), hold.start));
+                revoked
+                    .entry((hold.owner.as_str(), hold.start))
+                    .or_insert(from);
             }
         }
         revoked
@@ -546,28 +607,40 @@ impl Revocations {
 /// another owner ended (starting at the very moment it ended is fine).
 /// Holds of one owner may intersect (re-entries, one owner shared by
 /// several tasks). Holds told they lost the lock are left out. An overlap
-/// that a failover or a force-unlock explains is counted apart.
+/// that a failover or a force-unlock explains is counted apart: a
+/// force-unlock explains it when it revoked one of the two holds and the
+/// other began after the force-unlock began (the revoked holder had not
+/// heard yet); an overlap that began before it is no operator's doing.
+/// Each hold is checked against every earlier hold still open: one that
+/// an explained overlap would mask is not hidden.
 fn check_overlaps(
     lock: &str,
     holds: &[&Hold],
     failovers: &Failovers,
-    revoked: &dyn Fn(&Hold) -> bool,
+    revoked: &HashMap<(&str, u64), u64>,
     report: &mut Report,
 ) {
-    let revoked_starts: HashSet<u64> = holds
-        .iter()
-        .filter(|h| revoked(h))
-        .map(|h| h.start)
-        .collect();
     // Valid holds that may still intersect a later one: (end, start, owner).
     let mut open: Vec<(u64, u64, &str)> = Vec::new();
     for hold in holds.iter().filter(|h| h.valid) {
         open.retain(|(end, _, _)| *end > hold.start);
-        let earlier = open
-            .iter()
-            .filter(|(_, _, owner)| *owner != hold.owner)
+        let explained_by_revocation = |start: u64, owner: &str| {
+            revoked
+                .get(&(hold.owner.as_str(), hold.start))
+                .is_some_and(|from| start >= *from)
+                || revoked
+                    .get(&(owner, start))
+                    .is_some_and(|from| hold.start >= *from)
+        };
+        let others = || open.iter().filter(|(_, _, owner)| *owner != hold.owner);
+        let unexplained = others()
+            .filter(|(_, start, owner)| {
+                !failovers.between(lock, *start, hold.start)
+                    && !explained_by_revocation(*start, owner)
+            })
             .max_by_key(|(end, _, _)| *end)
             .copied();
+        let earlier = unexplained.or_else(|| others().max_by_key(|(end, _, _)| *end).copied());
         if let Some((end, start, owner)) = earlier {
             let at = format!(
                 "{lock}: {} started at {} before {owner} ended at {end}",
@@ -578,7 +651,7 @@ fn check_overlaps(
                 report.example(format!(
                     "{at}, across a failover (asynchronous replication)"
                 ));
-            } else if revoked(hold) || revoked_starts.contains(&start) {
+            } else if explained_by_revocation(start, owner) {
                 report.revoked_overlaps += 1;
                 // A few examples: they must not crowd out the violations'.
                 if report.revoked_overlaps <= 2 {
@@ -886,9 +959,10 @@ fn check_liveness(
 
 /// The grant time of each owner whose wait stayed alive, the waiters FIFO
 /// and requeues are checked for (an owner granted more than once: its
-/// latest such grant). A waiter with an explicit lease shorter than a
-/// handoff's allowance may lose a grant before it acts on it (a grant lives
-/// at most the lease) and is not checked. A waiter whose process was paused or killed while it
+/// latest such grant). (A waiter with an explicit lease shorter than a
+/// handoff's allowance may lose a grant before it acts on it: see
+/// [`check`], which excuses it being overtaken, not it overtaking.) A
+/// waiter whose process was paused or killed while it
 /// waited (from `per fault` before its request up to its grant) did not
 /// stay alive; under Redisson (`strict_order` false) neither did any waiter
 /// that waited through a fault anywhere, since a stall anywhere can push a
@@ -901,13 +975,6 @@ fn live_grants<'a>(
 ) -> HashMap<&'a str, u64> {
     holds
         .iter()
-        // A lease shorter than a handoff's allowance: a grant handed to it
-        // may run out before it acts on it (it then asks again, at the
-        // back), by the protocol's rule.
-        .filter(|hold| {
-            hold.lease_ms
-                .is_none_or(|lease| lease.saturating_mul(1000) >= bounds.handoff_us)
-        })
         .filter(|hold| {
             let from = hold.requested.saturating_sub(bounds.per_fault_us);
             let hit = |times: &[u64]| count_between(times, from, hold.start) > 0;
@@ -1046,12 +1113,13 @@ fn check_requeues(
 /// What [`check_fifo`] reads besides the queue: the queue's history, the
 /// grant times of the waiters that stayed alive (see [`live_grants`]), the
 /// waiters a force-unlock may have revoked and queued again (see
-/// `Revocations::requeued_by`), and every grant time of the lock, sorted.
+/// `Revocations::requeued_by`, and short leases), and the grant times of
+/// each owner of the lock.
 struct Order<'o, 'h> {
     arrivals: &'o Arrivals<'h>,
     live: &'o HashMap<&'h str, u64>,
     spanned: &'o HashSet<&'h str>,
-    grants: &'o [u64],
+    grants: &'o HashMap<&'h str, Vec<u64>>,
 }
 
 /// FIFO (fair locks). Rule: for two waiters that stayed alive (see
@@ -1074,8 +1142,9 @@ fn check_fifo(lock: &str, log: &QueueLog, order: &Order<'_, '_>, report: &mut Re
                 // no place in line to check, and a grant made before a
                 // waiter's current stay began is not this stay's (a holder
                 // whose hold was revoked and that asked again, say).
+                // The excused waiter is excused being overtaken, not
+                // overtaking a waiter ahead of it.
                 if order.spanned.contains(a.as_str())
-                    || order.spanned.contains(b.as_str())
                     || log.granted_before_stay(order.arrivals, a, *ga)
                     || log.granted_before_stay(order.arrivals, b, *gb)
                     || !order.arrivals.current(a, i)
@@ -1421,8 +1490,9 @@ mod tests {
         };
         assert_eq!(run(vec![(60, vec![None, None, None])]), 0);
         // Without snapshot times the first to ask (b) is excused, and a's
-        // place (ahead of c) is checked.
-        assert_eq!(run(Vec::new()), 1);
+        // place is checked: ahead of c, and ahead of b (b excused being
+        // overtaken, not overtaking).
+        assert_eq!(run(Vec::new()), 2);
     }
 
     /// Redisson drops the head of the line when its deadline has passed,
@@ -1442,8 +1512,9 @@ mod tests {
             let queues = HashMap::from([(
                 "l".to_owned(),
                 QueueLog {
-                    snapshots: vec![vec!["a".into(), "b".into()]],
-                    deadlines: vec![(50, vec![deadline, Some(9_000)])],
+                    // c ahead of a: its grant lowers a's deadline.
+                    snapshots: vec![vec!["c".into(), "a".into(), "b".into()]],
+                    deadlines: vec![(50, vec![Some(500), deadline, Some(9_000)])],
                     slot_us,
                 },
             )]);
@@ -1585,7 +1656,7 @@ mod tests {
             "l",
             &holds(&events),
             &failovers,
-            &|_: &Hold| false,
+            &HashMap::new(),
             &mut report,
         );
         assert_eq!(
@@ -1607,13 +1678,7 @@ mod tests {
             acked_clients: Vec::new(),
         };
         let mut report = Report::default();
-        check_overlaps(
-            "l",
-            &holds(&events),
-            &before,
-            &|_: &Hold| false,
-            &mut report,
-        );
+        check_overlaps("l", &holds(&events), &before, &HashMap::new(), &mut report);
         assert_eq!((report.overlaps, report.failover_overlaps), (2, 0));
         let settling = Failovers {
             settle_us: 5,
@@ -1624,7 +1689,7 @@ mod tests {
             "l",
             &holds(&events),
             &settling,
-            &|_: &Hold| false,
+            &HashMap::new(),
             &mut report,
         );
         assert_eq!((report.overlaps, report.failover_overlaps), (0, 2));
@@ -1648,7 +1713,7 @@ mod tests {
             "l",
             &holds(&events),
             &scoped(&["other"]),
-            &|_: &Hold| false,
+            &HashMap::new(),
             &mut report,
         );
         assert_eq!((report.overlaps, report.failover_overlaps), (1, 0));
@@ -1657,7 +1722,7 @@ mod tests {
             "l",
             &holds(&events),
             &scoped(&["other", "l"]),
-            &|_: &Hold| false,
+            &HashMap::new(),
             &mut report,
         );
         assert_eq!((report.overlaps, report.failover_overlaps), (0, 1));
@@ -1753,7 +1818,7 @@ mod tests {
             "l",
             &holds(&events),
             &Failovers::default(),
-            &|_: &Hold| false,
+            &HashMap::new(),
             &mut report,
         );
         assert_eq!(report.overlaps, 2, "{report:?}");
@@ -1903,7 +1968,7 @@ mod tests {
             arrivals: &arrivals,
             live: &live,
             spanned: &HashSet::new(),
-            grants: &[],
+            grants: &HashMap::new(),
         };
         check_fifo("l", &log, &order, &mut report);
         assert_eq!(
@@ -2121,6 +2186,234 @@ mod tests {
         ] {
             assert_eq!(Event::parse(&e.to_line()), Some(e));
         }
+    }
+    // ---- Adversary 3: the excuses of 059d527/d43bc04, each shown hiding a
+    // ---- real violation. Every history below breaks a promise; each test
+    // ---- fails while the checker passes it.
+
+    fn force_unlock(from: u64, at: u64) -> Event {
+        Event::ForceUnlock {
+            lock: "l".into(),
+            from,
+            at,
+            released: true,
+        }
+    }
+
+    /// Snapshots with the times they were taken (deadlines unknown).
+    fn timed(snapshots: &[(u64, &[&str])]) -> QueueLog {
+        QueueLog {
+            snapshots: snapshots
+                .iter()
+                .map(|(_, s)| s.iter().map(|o| (*o).to_owned()).collect())
+                .collect(),
+            deadlines: snapshots
+                .iter()
+                .map(|(at, s)| (*at, vec![None; s.len()]))
+                .collect(),
+            slot_us: None,
+        }
+    }
+
+    fn native(events: &[Event], log: QueueLog) -> Report {
+        let queues = HashMap::from([("l".to_owned(), log)]);
+        check(events, &queues, true, &[], BOUNDS, &Failovers::default())
+    }
+
+    /// Change 2 (`requeued_by`): the handoff's new holder a proceeded
+    /// before the force-unlock revoked its hold (a recorded hold, found
+    /// revoked): nobody was queued again. The native force-unlock hands
+    /// the lock to the next live waiter, b; c, behind b, is granted before
+    /// it. The checker hands the one excuse per force-unlock to b instead
+    /// (a, revoked, is filtered out before the excuse is chosen) and b's
+    /// overtaking goes unseen. Before d43bc04 (the excused waiter had to be
+    /// seen moved back) it was caught.
+    #[test]
+    fn a_force_unlock_whose_revoked_holder_proceeded_excuses_no_waiter() {
+        let events = vec![
+            hold("h", 1, 0, 1, 100),
+            force_unlock(100, 104),
+            hold("a", 101, 5, 102, 150),
+            hold("c", 200, 20, 200, 210),
+            hold("b", 300, 10, 300, 310),
+        ];
+        let report = native(&events, timed(&[(50, &["a", "b", "c"])]));
+        assert_eq!(report.revoked, 1, "a's hold is the revoked one: {report:?}");
+        assert_eq!(
+            report.fifo_violations, 1,
+            "b, live and next in line, overtaken by c: {report:?}"
+        );
+    }
+
+    /// Change 2 (`check_fifo` skips pairs where EITHER side is excused):
+    /// x was handed the lock, revoked before it proceeded and queued again
+    /// behind p (the snapshots show it), and the force-unlock handed the
+    /// lock to p. x is then granted before p: the requeued waiter jumped
+    /// back to the front over a live waiter ahead of it. An excuse for
+    /// being overtaken is no excuse for overtaking. Caught before 059d527
+    /// (only the waiter ahead was skipped).
+    #[test]
+    fn the_waiter_excused_at_a_force_unlock_does_not_jump_the_line() {
+        let events = vec![
+            hold("h", 1, 0, 1, 100),
+            force_unlock(100, 104),
+            hold("x", 200, 10, 200, 210),
+            hold("p", 300, 20, 300, 310),
+        ];
+        let report = native(&events, timed(&[(50, &["x", "p"]), (120, &["p", "x"])]));
+        assert_eq!(
+            report.fifo_violations, 1,
+            "x, queued behind p again, granted before it: {report:?}"
+        );
+    }
+
+    /// Change 2 (`line_before`): a snapshot's time is read BEFORE its
+    /// INSPECT, so "taken before the release" does not mean "read before
+    /// it". Here the snapshot timed 99 was read after the release at 100
+    /// had handed the lock to a (a, live and never faulted, is gone from
+    /// it: it cannot have been read before a's grant). The excuse goes to
+    /// b, the first in that line; the snapshot at 120 even shows b still
+    /// ahead of c, so b was not queued again. c, behind b, is granted
+    /// before it: unseen. Caught before 059d527.
+    #[test]
+    fn a_snapshot_read_after_the_release_does_not_pick_the_excused_waiter() {
+        let events = vec![
+            hold("h", 1, 0, 1, 100),
+            force_unlock(100, 104),
+            hold("c", 200, 20, 200, 210),
+            hold("b", 300, 10, 300, 310),
+            hold("a", 400, 5, 400, 410),
+        ];
+        let report = native(
+            &events,
+            timed(&[
+                (50, &["a", "b", "c"]),
+                (99, &["b", "c"]),
+                (120, &["b", "c", "a"]),
+            ]),
+        );
+        assert_eq!(
+            report.fifo_violations, 1,
+            "b overtaken by c, both live, b never requeued: {report:?}"
+        );
+    }
+
+    /// Promise 1 (`revoked_holds` with `check_overlaps`): a force-unlock at
+    /// 100 can only explain a holder that goes on believing AFTER it. s,
+    /// y and w all hold at once from 60 to 70, 30 µs before any
+    /// force-unlock: y, still holding when the force-unlock came, is taken
+    /// as its revoked holder, and every overlap of y's, before the
+    /// force-unlock too, is counted apart. Three holders, no violation.
+    /// (Not new in these commits: the rule "the holder of that moment".)
+    #[test]
+    fn a_force_unlock_explains_no_overlap_that_began_before_it() {
+        let events = vec![
+            hold("s", 10, 0, 10, 100),
+            hold("y", 50, 40, 50, 200),
+            hold("w", 60, 55, 60, 70),
+            force_unlock(100, 105),
+        ];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert_eq!(
+            report.overlaps, 2,
+            "y overlaps s and w overlaps y, both before the force-unlock: {report:?}"
+        );
+    }
+
+    /// Change 1 makes the one above reachable where it was not: two
+    /// force-unlocks; the first revokes x. y and w hold at once, both
+    /// before the second force-unlock (w inside y). Before 059d527 the
+    /// second force-unlock was charged with x (the one before y by token)
+    /// and the w/y overlap was a violation; now x is not a candidate, y is
+    /// the second's revoked holder, and w/y is counted apart.
+    #[test]
+    fn a_later_force_unlock_does_not_explain_an_earlier_double_holder() {
+        let events = vec![
+            hold("r", 2550, 2270, 2560, 2620),
+            force_unlock(2620, 2650),
+            hold("x", 2630, 2350, 2640, 2690),
+            hold("s", 2640, 2490, 2650, 2670),
+            hold("y", 2655, 2510, 2655, 2750),
+            hold("w", 2660, 2500, 2660, 2665),
+            force_unlock(2670, 2680),
+        ];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert!(
+            report.overlaps >= 1,
+            "w held inside y's hold, before the second force-unlock: {report:?}"
+        );
+    }
+
+    /// Change 4 (`live_grants`): a short explicit lease may make a waiter
+    /// LOSE its turn (a handed grant runs out before it acts), which
+    /// excuses it being overtaken, not it overtaking. b (lease 10 ms, below
+    /// the 300 ms handoff allowance of real runs) is granted before a, live
+    /// and queued ahead of it: unseen, because b is dropped from the order
+    /// check altogether.
+    #[test]
+    fn a_waiter_with_a_short_lease_does_not_overtake_unchecked() {
+        let real = Bounds {
+            handoff_us: 300_000,
+            ..BOUNDS
+        };
+        let mut b = hold("b", 200, 0, 200, 220);
+        if let Event::Hold(h) = &mut b {
+            h.lease_ms = Some(10);
+        }
+        let events = vec![b, hold("a", 300, 0, 300, 350)];
+        let queues = HashMap::from([("l".to_owned(), queue(&[&["a", "b"]]))]);
+        let report = check(&events, &queues, true, &[], real, &Failovers::default());
+        assert_eq!(
+            report.fifo_violations, 1,
+            "a (client lease) overtaken by b: {report:?}"
+        );
+    }
+
+    /// Change 5 (`may_have_been_dropped`): only a grant to a waiter AHEAD
+    /// of a lowers a's deadline after the snapshot was read (Redisson
+    /// grants only the head while anybody waits). x, in no snapshot, was
+    /// granted before the read (its acquire returned at 100, after the
+    /// snapshot's time, 50): the read deadline already counts it. a is the
+    /// head with nobody ahead, its deadline 1,150 had not passed when b
+    /// took the lock at 200: a live waiter overtaken. The checker lowers
+    /// a's deadline by x's slot and calls it dropped. (The existing test
+    /// `an_overtaken_waiter_is_excused_only_past_its_deadline` asserts the
+    /// same history as an excuse.)
+    #[test]
+    fn redisson_lowers_a_deadline_only_by_grants_of_waiters_ahead() {
+        let events = vec![
+            hold("x", 100, 0, 100, 150),
+            hold("b", 200, 0, 200, 250),
+            hold("a", 300, 0, 300, 350),
+        ];
+        let queues = HashMap::from([(
+            "l".to_owned(),
+            QueueLog {
+                snapshots: vec![vec!["a".into(), "b".into()]],
+                deadlines: vec![(50, vec![Some(1_150), Some(9_000)])],
+                slot_us: Some(1_000),
+            },
+        )]);
+        let report = check(&events, &queues, false, &[], BOUNDS, &Failovers::default());
+        assert_eq!(
+            (report.fifo_violations, report.overtaken_past_deadline),
+            (1, 0),
+            "a, at the head with its deadline ahead, overtaken by b: {report:?}"
+        );
     }
 }
 
