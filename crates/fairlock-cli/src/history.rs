@@ -635,7 +635,7 @@ fn check_overlaps(
         let others = || open.iter().filter(|(_, _, owner)| *owner != hold.owner);
         let unexplained = others()
             .filter(|(_, start, owner)| {
-                !failovers.between(lock, *start, hold.start)
+                !failovers.excuse(lock, (owner, *start), (&hold.owner, hold.start))
                     && !explained_by_revocation(*start, owner)
             })
             .max_by_key(|(end, _, _)| *end)
@@ -1624,7 +1624,7 @@ mod tests {
                 "l",
                 &holds(&events),
                 &failovers,
-                &|_: &Hold| false,
+                &HashMap::new(),
                 &mut report,
             );
             (report.overlaps, report.failover_overlaps)
