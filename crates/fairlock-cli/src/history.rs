@@ -569,10 +569,19 @@ impl Revocations {
                     }
             };
             let owners: Vec<&str> = if fenced {
+                // The holds granted by then, told of a loss later or not:
+                // the successor the force-unlock handed the lock to counts
+                // as the last of them even when a later force-unlock made
+                // it lose the lock (its `is_held()` false at its end).
                 let mut granted: Vec<&&Hold> = holds
                     .iter()
-                    .filter(live_at)
-                    .filter(|h| !h.reentry)
+                    .filter(|hold| {
+                        !earlier.contains_key(&(hold.owner.as_str(), hold.start))
+                            && !hold.reentry
+                            && hold.requested <= at
+                            && hold.end > from
+                            && hold.token.is_some_and(|token| token <= at)
+                    })
                     .collect();
                 granted.sort_by_key(|h| h.token);
                 match granted.len() {
@@ -1170,6 +1179,66 @@ fn check_fifo(lock: &str, log: &QueueLog, order: &Order<'_, '_>, report: &mut Re
     }
 }
 
+/// Check a history written by a run with `$FAIRLOCK_TORTURE_HISTORY`
+/// (events, then `fault AT CLIENT` lines, then `queue LOCK AT OWNER...`
+/// lines) again, with today's checker: `native` or not, and loose liveness
+/// bounds (the question is usually an overlap or an order). Failovers are
+/// not in the file: none are assumed.
+#[cfg(test)]
+pub(crate) fn recheck(text: &str, native: bool) -> Report {
+    let mut events = Vec::new();
+    let mut faults = Vec::new();
+    let mut queues: HashMap<String, QueueLog> = HashMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("fault ") {
+            let mut parts = rest.splitn(2, ' ');
+            if let Some(Ok(at)) = parts.next().map(str::parse) {
+                let client = parts.next().unwrap_or_default().trim().to_owned();
+                faults.push(Fault { at, client });
+            }
+        } else if let Some(rest) = line.strip_prefix("queue ") {
+            let mut parts = rest.split(' ');
+            let (Some(lock), Some(Ok(at))) = (parts.next(), parts.next().map(str::parse)) else {
+                continue;
+            };
+            let owners: Vec<String> = parts.filter(|o| !o.is_empty()).map(str::to_owned).collect();
+            let log = queues.entry(lock.to_owned()).or_default();
+            log.deadlines.push((at, vec![None; owners.len()]));
+            log.snapshots.push(owners);
+        } else if let Some(event) = Event::parse(line) {
+            events.push(event);
+        }
+    }
+    let bounds = Bounds {
+        max_hold_us: 60_000_000,
+        handoff_us: 300_000,
+        per_fault_us: 10_000_000,
+        base_us: 60_000_000,
+    };
+    check(
+        &events,
+        &queues,
+        native,
+        &faults,
+        bounds,
+        &Failovers::default(),
+    )
+}
+
+/// `FAIRLOCK_RECHECK=PATH cargo test -p fairlock-cli --bin fairlock
+/// recheck_a_saved_history -- --ignored --nocapture`: the report of a saved
+/// native history (`FAIRLOCK_RECHECK_REDISSON=1` for a redisson one).
+#[cfg(test)]
+#[test]
+#[ignore = "reads a history file named by $FAIRLOCK_RECHECK"]
+fn recheck_a_saved_history() {
+    let path = std::env::var("FAIRLOCK_RECHECK").expect("$FAIRLOCK_RECHECK names a history file");
+    let text = std::fs::read_to_string(path).expect("a readable history");
+    let native = std::env::var_os("FAIRLOCK_RECHECK_REDISSON").is_none();
+    let report = recheck(&text, native);
+    println!("{report:#?}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1456,6 +1525,47 @@ mod tests {
         assert_eq!(run(Some(0)), 0);
         assert_eq!(run(Some(1)), 1);
         assert_eq!(run(None), 1);
+    }
+
+    /// A force-unlock right after a release that handed the lock over (a
+    /// 20-minute soak's history, in ms): the release handed it to y, the
+    /// force-unlock revoked y (which had not heard yet) and handed it to z;
+    /// a later force-unlock made z lose it, so z's outer hold ends told of
+    /// the loss, while its re-entry overlaps y. x, the holder before y, had
+    /// released before the force-unlock ran. The revoked one is y, the hold
+    /// before the successor z, whether or not z kept the lock.
+    #[test]
+    fn the_successor_of_a_force_unlock_counts_even_when_it_lost_the_lock_later() {
+        let mut z = hold("z", 190_347, 115_534, 191_397, 208_200);
+        if let Event::Hold(h) = &mut z {
+            h.valid = false;
+        }
+        let mut z_again = hold("z", 190_347, 196_137, 200_000, 204_196);
+        if let Event::Hold(h) = &mut z_again {
+            h.reentry = true;
+        }
+        let events = vec![
+            hold("x", 183_532, 95_314, 185_140, 187_951),
+            hold("y", 188_665, 113_645, 190_411, 201_279),
+            z,
+            z_again,
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 186_850,
+                at: 191_400,
+                released: true,
+            },
+        ];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert_eq!(report.overlaps, 0, "{report:?}");
+        assert_eq!(report.revoked_overlaps, 1, "{report:?}");
     }
 
     /// The waiter a force-unlock may have revoked and queued again is the
