@@ -22,8 +22,8 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
 
 use futures_util::task::AtomicWaker;
 use futures_util::{FutureExt, StreamExt};
@@ -111,16 +111,23 @@ where
 }
 
 /// What the socket's reader and the drain share: the bytes read and not yet
-/// moved, and the reader's waker while it waits for the drain.
+/// moved, whether the drain waits for a message, and the reader's waker
+/// while it waits for the drain.
 #[derive(Default)]
 struct Unmoved {
     bytes: AtomicUsize,
+    /// The drain found redis-rs's queue empty and no message was queued
+    /// since: what the reader reads meanwhile is part of a message not yet
+    /// complete (one larger than `MAX_UNMOVED`, say), which must be read
+    /// whole before the drain has anything to move.
+    parked: AtomicBool,
     reader: AtomicWaker,
 }
 
 impl Unmoved {
     /// The drain moved a message of `size` bytes (as read off the socket).
     fn moved(&self, size: usize) {
+        self.parked.store(false, Ordering::Release);
         let before = self
             .bytes
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -139,11 +146,33 @@ impl Unmoved {
     /// not parsed yet.
     fn caught_up(&self) {
         self.bytes.store(0, Ordering::Release);
+        self.parked.store(true, Ordering::Release);
         self.reader.wake();
     }
 
+    /// Whether the reader must wait for the drain.
     fn full(&self) -> bool {
-        self.bytes.load(Ordering::Acquire) >= MAX_UNMOVED
+        self.bytes.load(Ordering::Acquire) >= MAX_UNMOVED && !self.parked.load(Ordering::Acquire)
+    }
+}
+
+/// The drain's waker while it waits for redis-rs's queue: a message queued
+/// ends the drain's `parked` state at once, in the driver's task, not when
+/// the drain next runs (on a starved machine that may be much later, and
+/// the reader would read on meanwhile).
+struct Arrival {
+    unmoved: Arc<Unmoved>,
+    drain: AtomicWaker,
+}
+
+impl std::task::Wake for Arrival {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.unmoved.parked.store(false, Ordering::Release);
+        self.drain.wake();
     }
 }
 
@@ -211,16 +240,31 @@ fn wire_size(channel: usize, payload: usize) -> usize {
 /// Move a RESP2 connection's messages out of redis-rs's unbounded queue into
 /// a bounded one, as they come, telling the socket's reader what was moved.
 /// Ends when the connection closes (then reported as a disconnection) or
-/// the receiver is dropped.
+/// the receiver is dropped; its end closes the connection.
 fn drain(mut stream: redis::aio::PubSubStream, unmoved: Arc<Unmoved>) -> PushReceiver {
     let (tx, pushes) = pushes::queue();
+    let arrival = Arc::new(Arrival {
+        unmoved: Arc::clone(&unmoved),
+        drain: AtomicWaker::new(),
+    });
+    let arrival_waker = Waker::from(Arc::clone(&arrival));
     tokio::spawn(async move {
         loop {
             let message = match stream.next().now_or_never() {
                 Some(message) => message,
                 None => {
                     unmoved.caught_up();
-                    stream.next().await
+                    let next = std::future::poll_fn(|cx| {
+                        arrival.drain.register(cx.waker());
+                        stream.poll_next_unpin(&mut Context::from_waker(&arrival_waker))
+                    });
+                    // A connection given up while quiet: ending here drops
+                    // the stream, which stops redis-rs's driver and closes
+                    // the socket (both would otherwise wait for a message).
+                    tokio::select! {
+                        message = next => message,
+                        () = tx.closed() => return,
+                    }
                 }
             };
             let Some(message) = message else { break };
@@ -380,8 +424,11 @@ mod tests {
     async fn a_dropped_connection_closes_its_socket() {
         let (client, server) = UnixStream::pair().unwrap();
         let (sink, stream, unmoved) = throttled(&quiet(), client).await.unwrap();
-        let pushes = drain(stream, unmoved);
+        let mut pushes = drain(stream, unmoved);
         send(&server, &frame("one")).await.unwrap();
+        // Received: the drain waits for the next message.
+        assert!(matches!(pushes.recv().await, Some(Push::Info(_))));
+        tokio::time::sleep(Duration::from_millis(50)).await;
         drop((sink, pushes));
         let closed = async {
             let mut buf = [0u8; 64];
@@ -397,5 +444,42 @@ mod tests {
         };
         let closed = tokio::time::timeout(Duration::from_secs(5), closed).await;
         assert!(closed.is_ok(), "the client's socket stayed open");
+    }
+
+    /// A message larger than `MAX_UNMOVED` is read whole (the drain has
+    /// nothing to move until it is), and the ones after it too. (The
+    /// bounded queue drops it: larger than its byte bound.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_message_larger_than_the_bound_passes() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (_sink, stream, unmoved) = throttled(&quiet(), client).await.unwrap();
+        let mut pushes = drain(stream, unmoved);
+        let big = "y".repeat(3 * MAX_UNMOVED);
+        let writer = tokio::spawn(async move {
+            send(&server, &frame(&big)).await.unwrap();
+            send(&server, &frame("after")).await.unwrap();
+            server
+        });
+        let mut overflowed = false;
+        loop {
+            let push = tokio::time::timeout(Duration::from_secs(10), pushes.recv()).await;
+            match push {
+                Ok(Some(Push::Overflowed)) => overflowed = true,
+                Ok(Some(Push::Info(info))) => {
+                    assert_eq!(info.data[1], redis::Value::BulkString(b"after".to_vec()));
+                    break;
+                }
+                other => panic!("the message after the big one never came: {other:?}"),
+            }
+        }
+        let overflowed = overflowed
+            || tokio::time::timeout(Duration::from_secs(1), pushes.recv())
+                .await
+                .is_ok_and(|push| matches!(push, Some(Push::Overflowed)));
+        assert!(
+            overflowed,
+            "the big message was neither received nor dropped"
+        );
+        drop(writer.await.unwrap());
     }
 }
