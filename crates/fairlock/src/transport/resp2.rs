@@ -9,7 +9,9 @@
 //! can fall behind the driver and the unbounded queue grows with a flood.
 //! So the socket is read through [`Throttled`], which stops reading while
 //! more than [`MAX_UNMOVED`] bytes read off it have not been moved by the
-//! drain, and reads again once the drain catches up. A flood then waits in
+//! drain, and reads again once the drain catches up (it waits only while
+//! the drain has messages to move: a single message larger than the bound
+//! is read whole). A flood then waits in
 //! the kernel's socket buffers and in the server's output buffer for this
 //! client, which the server bounds (`client-output-buffer-limit pubsub`,
 //! past which it closes the connection: a disconnection, after which the
