@@ -31,6 +31,7 @@ use futures_util::task::AtomicWaker;
 use futures_util::{FutureExt, StreamExt};
 use redis::PushKind;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::task::coop::{consume_budget, unconstrained};
 
 use super::errors::{from_redis_conn, timed_out};
 use super::pushes::{self, PushReceiver};
@@ -124,6 +125,9 @@ struct Unmoved {
     /// whole before the drain has anything to move.
     parked: AtomicBool,
     reader: AtomicWaker,
+    /// How often the drain found the queue empty.
+    #[cfg(test)]
+    emptied: AtomicUsize,
 }
 
 impl Unmoved {
@@ -147,6 +151,8 @@ impl Unmoved {
     /// from adding up; what it forgets is at most one read the driver has
     /// not parsed yet.
     fn caught_up(&self) {
+        #[cfg(test)]
+        self.emptied.fetch_add(1, Ordering::AcqRel);
         self.bytes.store(0, Ordering::Release);
         self.parked.store(true, Ordering::Release);
         self.reader.wake();
@@ -252,7 +258,10 @@ fn drain(mut stream: redis::aio::PubSubStream, unmoved: Arc<Unmoved>) -> PushRec
     let arrival_waker = Waker::from(Arc::clone(&arrival));
     tokio::spawn(async move {
         loop {
-            let message = match stream.next().now_or_never() {
+            // Unconstrained: with tokio's cooperative budget spent, a
+            // receiver says "nothing yet" although messages wait, and the
+            // count would start again from zero with them unmoved.
+            let message = match unconstrained(stream.next()).now_or_never() {
                 Some(message) => message,
                 None => {
                     unmoved.caught_up();
@@ -282,6 +291,9 @@ fn drain(mut stream: redis::aio::PubSubStream, unmoved: Arc<Unmoved>) -> PushRec
             if redis::aio::AsyncPushSender::send(&tx, push).is_err() {
                 return;
             }
+            // Through a flood the queue is never empty: yield now and then,
+            // as the receiver would have.
+            consume_budget().await;
         }
         let disconnected = redis::PushInfo {
             kind: PushKind::Disconnection,
@@ -483,5 +495,36 @@ mod tests {
             "the big message was neither received nor dropped"
         );
         drop(writer.await.unwrap());
+    }
+
+    /// The count starts again from zero only when redis-rs's queue is
+    /// empty: a backlog of more messages than tokio's cooperative budget
+    /// lets one task receive in a row (128) is moved without a reset on the
+    /// way (one would let the socket be read again with the backlog still
+    /// queued).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_backlog_is_moved_without_a_reset_on_the_way() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (frames, payload) = (1000, 100);
+        let (_sink, stream, unmoved) = throttled(&quiet(), client).await.unwrap();
+        let written = flood(server, frames, payload);
+        let total = frames * wire_size(2, payload);
+        assert!(total < MAX_UNMOVED);
+        while written.load(Ordering::Acquire) < total
+            || unmoved.bytes.load(Ordering::Acquire) < total
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Everything read; give the driver time to queue it all.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut pushes = drain(stream, Arc::clone(&unmoved));
+        for n in 0..frames {
+            match tokio::time::timeout(Duration::from_secs(5), pushes.recv()).await {
+                Ok(Some(Push::Info(_))) => {}
+                other => panic!("message {n}: {other:?}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(unmoved.emptied.load(Ordering::Acquire), 1);
     }
 }
