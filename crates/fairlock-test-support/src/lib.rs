@@ -29,6 +29,11 @@
 //! [`proxy::Proxy`] sits between a client and a server and stalls, cuts,
 //! refuses, delays or silently drops traffic on command.
 //!
+//! # Starved runs
+//!
+//! [`StarvationMonitor`] measures how long the machine kept the test's
+//! process from running, for tests whose claims hold only while it runs.
+//!
 //! # Locks
 //!
 //! Clients and raw lock state, always under a protocol the caller names
@@ -45,12 +50,14 @@ pub mod proxy;
 mod readiness;
 pub mod sentinel;
 pub mod standalone;
+pub mod starvation;
 
 use std::time::{Duration, Instant};
 
 pub use cluster::Cluster;
 pub use sentinel::Sentinel;
 pub use standalone::{RedisServer, TlsMaterial};
+pub use starvation::StarvationMonitor;
 
 /// The shapes of Redis deployment the harness starts, each in a module of
 /// its own (see the [crate docs](crate#topologies)).

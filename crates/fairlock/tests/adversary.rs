@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fairlock::{ClientConfig, LockClient, Protocol};
 use fairlock_test_support as support;
-use support::RedisServer;
+use support::{RedisServer, StarvationMonitor};
 #[allow(unused_imports)]
 use support::{eventually, proxy::Proxy};
 #[allow(unused_imports)]
@@ -234,11 +234,19 @@ async fn forged_wakeups_cost_a_bounded_number_of_calls() {
             let lock = waiter.lock(name).unwrap();
             tokio::spawn(async move { lock.lock().await.map(|g| g.forget()) })
         };
+        // This round's channel, found by its lock's name: the last round's
+        // may still be subscribed (see below).
+        let ours = || {
+            server
+                .wait_channels()
+                .into_iter()
+                .find(|channel| channel.contains(&format!("{{{name}}}")))
+        };
         eventually(Duration::from_secs(5), "waiter subscribed", || {
-            !server.wait_channels().is_empty()
+            ours().is_some()
         })
         .await;
-        let channel = server.wait_channels().remove(0);
+        let channel = ours().unwrap();
         let before = server.evalsha_calls();
         let sent = tokio::task::block_in_place(|| {
             support::flood::publish_for(&server, &channel, "free", Duration::from_secs(1))
@@ -250,10 +258,11 @@ async fn forged_wakeups_cost_a_bounded_number_of_calls() {
         worst.push((fair, calls));
         held.unlock().await.unwrap();
         waiting.await.unwrap().unwrap();
-        support::eventually(Duration::from_secs(5), "channel gone", || {
-            server.wait_channels().is_empty()
-        })
-        .await;
+        // The waiter's channel is not waited out: the client unsubscribes
+        // once it has read the flood's backlog (its health PING waits
+        // behind it, up to the response timeout, and commands wait for
+        // the PING), and how long reading the backlog takes depends on how
+        // much CPU the machine gives the client (seconds, on a loaded one).
     }
     // Unforged, the waiter polls every 2 s (waiter ttl / 3). Forged
     // wake-ups back to back are spaced by 25 ms (`MIN_ATTEMPT_GAP`): at most
@@ -300,34 +309,6 @@ async fn a_live_waiter_with_a_short_ttl_keeps_its_place() {
         );
     }
     panic!("the machine starved the client in every run: the test could not judge");
-}
-
-/// How late a thread's 5 ms sleeps wake up, at worst, while it runs.
-struct StarvationMonitor {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<Duration>,
-}
-
-impl StarvationMonitor {
-    fn start() -> Self {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut worst = Duration::ZERO;
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                let before = std::time::Instant::now();
-                std::thread::sleep(Duration::from_millis(5));
-                worst = worst.max(before.elapsed().saturating_sub(Duration::from_millis(5)));
-            }
-            worst
-        });
-        StarvationMonitor { stop, thread }
-    }
-
-    fn stop(self) -> Duration {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread.join().unwrap()
-    }
 }
 
 /// One run of finding E's scenario on lock `name`: whether A, queued

@@ -13,6 +13,7 @@ mod endpoint;
 mod errors;
 mod pubsub;
 mod pushes;
+mod resp2;
 mod sentinel;
 mod sharded;
 

@@ -7,18 +7,18 @@
 //! (`pushes.rs`): a flood of PUBLISHes costs the client a bounded amount of
 //! memory and ends in [`Incoming::Overflowed`], never in a backlog that
 //! delays real messages. A server without RESP3 (`HELLO`, Redis before 6)
-//! gets a RESP2 pub/sub connection instead, whose messages a task moves
-//! from redis-rs's unbounded queue into the same bounded one.
+//! gets a RESP2 pub/sub connection instead (`resp2.rs`), whose messages
+//! reach the same bounded queue.
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
 use redis::PushKind;
 
 use super::cluster::Builder;
 use super::connection::Timeouts;
 use super::errors::{from_redis_conn, timed_out};
 use super::pushes::{self, Push, PushReceiver};
+use super::resp2;
 use super::sentinel::Follower;
 use super::sharded::{ShardedConnector, ShardedSink, ShardedStream};
 use crate::error::Result;
@@ -59,7 +59,7 @@ pub(crate) struct PubSubStream {
 }
 
 enum StreamKind {
-    /// RESP3, or RESP2 moved to a bounded queue by `drain_resp2`.
+    /// RESP3, or RESP2 moved to a bounded queue (`resp2.rs`).
     Single(PushReceiver),
     Cluster(ShardedStream),
 }
@@ -181,18 +181,7 @@ impl PubSubConnector {
             }
         }
         // The server refused HELLO: RESP2 pub/sub.
-        let connected = tokio::time::timeout(self.timeouts.connect, client.get_async_pubsub());
-        let pubsub = match connected.await {
-            Ok(Ok(pubsub)) => pubsub,
-            Ok(Err(err)) => return Err(from_redis_conn(err, &addr)),
-            Err(_) => {
-                return Err(from_redis_conn(
-                    timed_out("pub/sub connect timed out"),
-                    &addr,
-                ));
-            }
-        };
-        let (sink, stream) = pubsub.split();
+        let (sink, pushes) = resp2::connect(&client, self.timeouts.connect, &addr).await?;
         Ok((
             PubSubSink {
                 sink: SinkKind::Resp2(sink),
@@ -200,7 +189,7 @@ impl PubSubConnector {
                 addr,
             },
             PubSubStream {
-                stream: StreamKind::Single(drain_resp2(stream)),
+                stream: StreamKind::Single(pushes),
                 moved,
             },
         ))
@@ -317,34 +306,6 @@ impl PubSubStream {
             },
         }
     }
-}
-
-/// Move a RESP2 connection's messages out of redis-rs's unbounded queue into
-/// a bounded one, as they come (moving costs less than parsing them, so
-/// redis-rs's queue stays short). Ends when the connection closes (then
-/// reported as a disconnection) or the receiver is dropped.
-fn drain_resp2(mut stream: redis::aio::PubSubStream) -> PushReceiver {
-    let (tx, pushes) = pushes::queue();
-    tokio::spawn(async move {
-        while let Some(message) = stream.next().await {
-            let push = redis::PushInfo {
-                kind: PushKind::Message,
-                data: vec![
-                    redis::Value::BulkString(message.get_channel_name().as_bytes().to_vec()),
-                    redis::Value::BulkString(message.get_payload_bytes().to_vec()),
-                ],
-            };
-            if redis::aio::AsyncPushSender::send(&tx, push).is_err() {
-                return;
-            }
-        }
-        let disconnected = redis::PushInfo {
-            kind: PushKind::Disconnection,
-            data: Vec::new(),
-        };
-        let _ = redis::aio::AsyncPushSender::send(&tx, disconnected);
-    });
-    pushes
 }
 
 /// A command that does not answer within `limit` counts as a broken

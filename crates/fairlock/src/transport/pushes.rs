@@ -112,6 +112,13 @@ impl PushSender {
     }
 }
 
+impl PushSender {
+    /// Resolves once the receiver is dropped (the connection was given up).
+    pub(crate) async fn closed(&self) {
+        self.queue.closed().await;
+    }
+}
+
 impl AsyncPushSender for PushSender {
     fn send(&self, info: PushInfo) -> Result<(), SendError> {
         if self.queue.is_closed() {
