@@ -339,14 +339,7 @@ async fn min_replicas_after_a_master_restart() {
 async fn min_replicas_wait_is_bounded_by_the_response_timeout() {
     const WAIT: Duration = Duration::from_secs(1);
     const RESPONSE: Duration = Duration::from_millis(300);
-    let master = RedisServer::start();
-    let port = master.port().to_string();
-    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-    eventually(Duration::from_secs(20), "the replica to link", || {
-        let info: String = replica.cmd(&["INFO", "replication"]);
-        info.contains("master_link_status:up")
-    })
-    .await;
+    let (master, replica) = master_and_replica().await;
     let client = support::client_with(&master, Protocol::Native, |c| {
         c.min_replicas(1, WAIT)
             .response_timeout(RESPONSE)
