@@ -25,7 +25,8 @@ import sys
 # stops at the first failing binary).
 SUITE = [
     "reentry", "force_unlock", "replicas", "native", "fair_lock", "lease",
-    "safety", "regressions", "adversary", "adversary3",
+    "handoff", "release", "wakeups", "shutdown", "expiry", "cancel", "network",
+    "faults", "bad_data", "adversary",
 ]
 
 NATIVE = "crates/fairlock/src/protocol/native/"
@@ -58,7 +59,7 @@ MUTANTS = [
     Mutant(
         "handoff_full_lease", "handoff_full_lease",
         "a handoff grant lasts the lease, not min(lease, waiter ttl) (prelude hand_off)",
-        ["native", "safety"],
+        ["native", "handoff"],
         [(NATIVE + "prelude.lua",
           "local expire = math.max(1, math.min(lease, ttl))",
           "local expire = math.max(1, lease)")],
@@ -66,7 +67,7 @@ MUTANTS = [
     Mutant(
         "renew_ignores_token", "renew_ignores_token",
         "a renewal checks the owner only, not the token (renew.lua)",
-        ["lease", "regressions", "safety"],
+        ["lease", "release", "handoff"],
         [(NATIVE + "renew.lua",
           "fields[1] == ARGV[2 * i] and (token == '' or fields[2] == token) then",
           "fields[1] == ARGV[2 * i] then")],
@@ -92,7 +93,7 @@ MUTANTS = [
     Mutant(
         "grant_overtrusted", "grant_overtrusted",
         "a waiter believes a grant 10 s longer than the server keeps it (acquire/wait.rs)",
-        ["adversary3", "safety"],
+        ["handoff", "wakeups"],
         [(SRC + "acquire/wait.rs",
           "let hold = acquisition.handed_over(grant.token, expires);",
           "let hold = acquisition.handed_over(grant.token, expires + Duration::from_secs(10));")],
@@ -100,7 +101,7 @@ MUTANTS = [
     Mutant(
         "failed_claim_succeeds", "failed_claim_succeeds",
         "a failed claim counts as success (hold.rs PendingClaim::run)",
-        ["lease", "adversary3", "regressions"],
+        ["lease", "handoff", "shutdown"],
         [(SRC + "hold.rs",
           "                    held == [crate::protocol::Renewal::Held],\n"
           "                    (sent_at, changes),",
@@ -110,7 +111,7 @@ MUTANTS = [
     Mutant(
         "purge_drops_live", "purge_drops_live",
         "the purge drops waiters whose liveness passes within 5 s, live ones too (prelude purge_dead)",
-        ["native", "adversary", "safety"],
+        ["native", "adversary", "expiry"],
         [(NATIVE + "prelude.lua",
           "redis.call('zrange', KEYS[3], '-inf', now, 'byscore'",
           "redis.call('zrange', KEYS[3], '-inf', now + 5000, 'byscore'")],
@@ -118,7 +119,7 @@ MUTANTS = [
     Mutant(
         "release_ignores_owner", "release_ignores_owner",
         "a release checks neither the owner nor the acquisition (release.lua)",
-        ["fair_lock", "safety"],
+        ["fair_lock", "release"],
         [(NATIVE + "release.lua",
           "if lock[1] ~= owner then\n  return -1\nend",
           "if false then\n  return -1\nend"),
@@ -129,7 +130,7 @@ MUTANTS = [
     Mutant(
         "revocation_ignored", "revocation_before_registration_lost",
         "a revocation read with a grant is not checked (acquire/attempt.rs confirm_unrevoked)",
-        ["force_unlock", "safety"],
+        ["force_unlock", "wakeups"],
         [(SRC + "acquire/attempt.rs",
           "if !core.wakeups().revoked_since(mark) {",
           "if !core.wakeups().revoked_since(mark) || true {")],

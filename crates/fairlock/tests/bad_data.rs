@@ -1,12 +1,18 @@
 //! Data that is not a lock's: names whose keys are other locks' keys,
-//! malformed counters, application data under a lock's name. Nothing is
-//! written or deleted, and the error is typed.
+//! malformed counters and scores, keys of the wrong type (every key of
+//! either protocol, the release cache too), application data under a
+//! lock's name. Nothing is written or deleted, the error is typed, and
+//! nothing panics.
 
 use std::time::Duration;
 
 use fairlock::{Error, LockClient, LockKind, Protocol};
 use fairlock_test_support as support;
 use support::{RedisServer, client};
+
+mod common;
+use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, five, key, snapshot};
+use common::{config, connect};
 
 const BOTH: [Protocol; 2] = [Protocol::Native, Protocol::Redisson];
 
@@ -19,7 +25,7 @@ fn lock_key(protocol: Protocol, name: &str) -> String {
 }
 
 /// A key's whole state: type, contents (a hash's fields sorted) and TTL.
-fn snapshot(server: &RedisServer, key: &str) -> (String, Vec<String>, i64) {
+fn key_state(server: &RedisServer, key: &str) -> (String, Vec<String>, i64) {
     let kind: String = server.cmd(&["TYPE", key]);
     let mut fields: Vec<String> = if kind == "hash" {
         server.cmd(&["HGETALL", key])
@@ -57,7 +63,7 @@ async fn assert_refused_everywhere(
     name: &str,
 ) {
     let key = lock_key(protocol, name);
-    let before = snapshot(server, &key);
+    let before = key_state(server, &key);
     for kind in [LockKind::Fair, LockKind::NonFair] {
         let handle = client.handle(name, kind).unwrap();
         let err = handle.try_lock().await.map(|_| ()).unwrap_err();
@@ -70,7 +76,7 @@ async fn assert_refused_everywhere(
         assert_not_a_lock(&err, &key);
         assert_not_a_lock(&handle.force_unlock().await.unwrap_err(), &key);
         assert_not_a_lock(&handle.inspect().await.unwrap_err(), &key);
-        assert_eq!(snapshot(server, &key), before, "{name:?} {kind:?}");
+        assert_eq!(key_state(server, &key), before, "{name:?} {kind:?}");
     }
 }
 
@@ -219,4 +225,300 @@ async fn application_data_under_a_lock_name_is_never_touched() {
     let client = support::client(&server, Protocol::Native).await;
     server.cmd::<i64>(&["HSET", "fairlock:{user:3}:lock", "owner", "bob"]);
     assert_refused_everywhere(&server, &client, Protocol::Native, "user:3").await;
+}
+
+/// A `-inf` score in the liveness set (written by anyone) does not
+/// panic `inspect()`. Before: an overflow panic.
+///
+/// Found by the safety review (finding 14).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_survives_malformed_scores() {
+    let server = RedisServer::start();
+    let client = connect(config(&server.url(), Protocol::Native)).await;
+    let name = "scores";
+    let queue = format!("fairlock:{{{name}}}:queue");
+    let alive = format!("fairlock:{{{name}}}:alive");
+    let _: i64 = server.cmd(&["ZADD", &queue, "1", "a:1", "2", "b:1"]);
+    let _: i64 = server.cmd(&["ZADD", &alive, "-inf", "a:1", "+inf", "b:1"]);
+    let info = client.fair_lock(name).unwrap().inspect().await.unwrap();
+    assert_eq!(info.queue.len(), 2);
+    assert_eq!(info.queue[0].expires_in, Some(Duration::ZERO));
+}
+
+/// FINDING 1 (promise 6: a wrong-typed key is a typed error and nothing is
+/// written). The release cache key (KEYS[6]) is no longer type-checked when
+/// the cache GET is skipped (the hold's token matches, never partly
+/// released): release_fast.lua and release.lua SET it over a key of another
+/// type, then delete the lock (and, contended, hand it on). The previous
+/// release.lua refused with WRONGTYPE before any write
+/// (`wrong_type(KEYS[6], 'string')`). Three paths: uncontended fast path,
+/// contended full release, partial (re-entrant) release.
+///
+/// Found by the adversarial review of the `scripts` change (finding 1),
+/// fixed since.
+#[test]
+fn release_with_wrong_typed_cache_key_writes_nothing() {
+    let server = RedisServer::start();
+    let mut failures = Vec::new();
+    for (case, count, queued) in [
+        ("fast", "1", false),
+        ("contended", "1", true),
+        ("partial", "2", false),
+    ] {
+        let name = format!("wt-cache-{case}");
+        let keys5 = five(&name);
+        let cache = key(&name, "release:0123456789abcdef0123456789abcdef");
+        let _: () = server.cmd(&[
+            "HSET", &keys5[0], "owner", "c:1", "count", count, "token", "5", "claimed", "1",
+            "nonce", "n1",
+        ]);
+        let _: () = server.cmd(&["PEXPIRE", &keys5[0], "60000"]);
+        if queued {
+            let _: () = server.cmd(&["ZADD", &keys5[1], "1", "c:2"]);
+            let _: () = server.cmd(&["ZADD", &keys5[2], "99999999999999", "c:2"]);
+            let _: () = server.cmd(&["HSET", &keys5[4], "c:2", "30000:6000:n2"]);
+            let _: () = server.cmd(&["HSET", &keys5[3], "token", "5", "seq", "1"]);
+        }
+        // A hostile (or stray) value of another type under the cache key.
+        let _: () = server.cmd(&["HSET", &cache, "f", "v"]);
+        let before = snapshot(&server, &name);
+        let mut keys = keys5.clone();
+        keys.push(cache.clone());
+        let reply = eval(
+            &server,
+            NEW_RELEASE,
+            &keys,
+            &["c:1", "6000", &key(&name, "wake"), "10000", "5", "", "fair"],
+        );
+        let after = snapshot(&server, &name);
+        let cache_type: String = server.cmd(&["TYPE", &cache]);
+        println!(
+            "{case}: reply {reply:?}; cache key now a {cache_type}; state changed: {}",
+            before != after
+        );
+        let typed = matches!(&reply, Err(e) if e.to_string().contains("WRONGTYPE"));
+        if !typed || before != after {
+            failures.push(case);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "release over a wrong-typed cache key wrote state / gave no WRONGTYPE: {failures:?}"
+    );
+}
+
+/// Promise 6 through the library: every native key of the wrong type, on
+/// the fast and the contended acquire and release: a WRONGTYPE error and
+/// no key changed.
+///
+/// From the adversarial review of the `scripts` change (fast paths, a
+/// skipped release cache GET, queued non-fair waiters): a check that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_typed_native_keys_write_nothing() {
+    let server = RedisServer::start();
+    let a = connect(config(&server.url(), Protocol::Native)).await;
+    let mut failures = Vec::new();
+    for (i, suffix) in ["lock", "queue", "alive", "meta", "leases"]
+        .iter()
+        .enumerate()
+    {
+        for fair in [true, false] {
+            for contended in [false, true] {
+                let name = format!("wt-{suffix}-{fair}-{contended}");
+                let keys5 = five(&name);
+                let channel = key(&name, "wake");
+                let kind = if fair { "fair" } else { "nonfair" };
+                if contended {
+                    // Another owner holds it and one waiter is queued.
+                    eval(
+                        &server,
+                        NEW_ACQUIRE,
+                        &keys5,
+                        &["x:1", "30000", "6000", &channel, kind, "queue", "0", "xn"],
+                    )
+                    .unwrap();
+                    eval(
+                        &server,
+                        NEW_ACQUIRE,
+                        &keys5,
+                        &["y:1", "30000", "6000", &channel, kind, "queue", "0", "yn"],
+                    )
+                    .unwrap();
+                }
+                let bad = &keys5[i];
+                let _: () = server.cmd(&["DEL", bad]);
+                let _: () = server.cmd(&["SET", bad, "junk"]);
+                let before = snapshot(&server, &name);
+                let result = if fair {
+                    a.fair_lock(&name)
+                        .unwrap()
+                        .try_lock()
+                        .await
+                        .map(|g| g.is_some())
+                } else {
+                    a.lock(&name).unwrap().try_lock().await.map(|g| g.is_some())
+                };
+                let after = snapshot(&server, &name);
+                let ok = matches!(&result, Err(e) if format!("{e:?}").to_lowercase().contains("wrongtype"));
+                // An error must leave everything as it was; a success (the
+                // uncontended fast path never touches alive/leases) must at
+                // least leave the wrong-typed key alone.
+                let bad_after: String = server.cmd(&["GET", bad]);
+                if (ok && before != after) || (!ok && bad_after != "junk") {
+                    println!(
+                        "acquire {suffix} fair={fair} contended={contended}: {result:?}, changed {}",
+                        before != after
+                    );
+                    failures.push(format!("acquire {suffix} {kind} contended={contended}"));
+                }
+            }
+        }
+    }
+    // Release: hold it, then corrupt one of the other keys.
+    for (i, suffix) in ["queue", "alive", "meta", "leases"].iter().enumerate() {
+        for contended in [false, true] {
+            let name = format!("wtr-{suffix}-{contended}");
+            let keys5 = five(&name);
+            let channel = key(&name, "wake");
+            let guard = a.fair_lock(&name).unwrap().lock().await.unwrap();
+            if contended {
+                eval(
+                    &server,
+                    NEW_ACQUIRE,
+                    &keys5,
+                    &["y:1", "30000", "6000", &channel, "fair", "queue", "0", "yn"],
+                )
+                .unwrap();
+            }
+            let bad = &keys5[i + 1];
+            let _: () = server.cmd(&["DEL", bad]);
+            let _: () = server.cmd(&["SET", bad, "junk"]);
+            let before = snapshot(&server, &name);
+            let result = guard.unlock().await;
+            let after = snapshot(&server, &name);
+            // Writing nothing is right; so is an error. Releasing while the
+            // queue/alive/leases key is broken is not when somebody waits.
+            if before != after && result.is_err() {
+                println!("release {suffix} contended={contended}: {result:?} but state changed");
+                failures.push(format!("release {suffix} contended={contended}"));
+            }
+            println!(
+                "release {suffix} contended={contended}: {result:?}, changed {}",
+                before != after
+            );
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// Promise 6 under `redisson` (its scripts lost their TYPE checks): each of
+/// the lock, queue and timeout keys of the wrong type, on the uncontended
+/// and the contended acquire and release, fair and non-fair: a WRONGTYPE
+/// error and nothing changed, or success with the wrong-typed key untouched.
+///
+/// From the adversarial review of the `scripts` change (fast paths, a
+/// skipped release cache GET, queued non-fair waiters): a check that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_typed_redisson_keys_write_nothing() {
+    let server = RedisServer::start();
+    let a = connect(config(&server.url(), Protocol::Redisson)).await;
+    let b = connect(config(&server.url(), Protocol::Redisson)).await;
+    let snap = |name: &str| {
+        let (l, q, o) = support::lock_keys(Protocol::Redisson, name);
+        let mut all = vec![l, q];
+        all.extend(o);
+        all.into_iter()
+            .map(|k| {
+                let t: String = server.cmd(&["TYPE", &k]);
+                let d: Option<Vec<u8>> = server.cmd(&["DUMP", &k]);
+                (k, t, d)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut failures = Vec::new();
+    for which in 0..3 {
+        for fair in [true, false] {
+            for contended in [false, true] {
+                for op in ["acquire", "release"] {
+                    if !fair && which > 0 {
+                        continue; // the non-fair lock has only its hash
+                    }
+                    let name = format!("rwt-{which}-{fair}-{contended}-{op}");
+                    let (l, q, o) = support::lock_keys(Protocol::Redisson, &name);
+                    let keys = [l, q, o[0].clone()];
+                    let mut guard = None;
+                    let mut holder_b = None;
+                    if op == "release" {
+                        guard = Some(if fair {
+                            a.fair_lock(&name).unwrap().lock().await.unwrap()
+                        } else {
+                            a.lock(&name).unwrap().lock().await.unwrap()
+                        });
+                    } else if contended {
+                        holder_b = Some(b.fair_lock(&name).unwrap().lock().await.unwrap());
+                    }
+                    if contended && fair {
+                        // One queued waiter (a third party, via try_lock_for in the background).
+                        let c = connect(config(&server.url(), Protocol::Redisson)).await;
+                        let n = name.clone();
+                        tokio::spawn(async move {
+                            let _ = c
+                                .fair_lock(&n)
+                                .unwrap()
+                                .try_lock_for(Duration::from_secs(3))
+                                .await;
+                            tokio::time::sleep(Duration::from_secs(5)).await;
+                        });
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    if which == 0 && op == "release" {
+                        // The holder's hash replaced by a string.
+                    }
+                    let bad = &keys[which];
+                    let _: () = server.cmd(&["DEL", bad]);
+                    let _: () = server.cmd(&["SET", bad, "junk"]);
+                    let before = snap(&name);
+                    let result: Result<String, String> = match (op, guard) {
+                        ("release", Some(g)) => g
+                            .unlock()
+                            .await
+                            .map(|_| "released".into())
+                            .map_err(|e| format!("{e:?}")),
+                        _ => {
+                            if fair {
+                                a.fair_lock(&name)
+                                    .unwrap()
+                                    .try_lock()
+                                    .await
+                                    .map(|g| format!("{:?}", g.is_some()))
+                                    .map_err(|e| format!("{e:?}"))
+                            } else {
+                                a.lock(&name)
+                                    .unwrap()
+                                    .try_lock()
+                                    .await
+                                    .map(|g| format!("{:?}", g.is_some()))
+                                    .map_err(|e| format!("{e:?}"))
+                            }
+                        }
+                    };
+                    let after = snap(&name);
+                    let typed = matches!(&result, Err(e) if e.contains("WrongType"));
+                    let bad_now: String = server.cmd(&["TYPE", bad]);
+                    let wrong = (typed && before != after) || (!typed && bad_now != "string");
+                    println!(
+                        "{op} key#{which} fair={fair} contended={contended}: {result:?} changed={} bad key type {bad_now}",
+                        before != after
+                    );
+                    if wrong {
+                        failures.push(format!(
+                            "{op} key#{which} fair={fair} contended={contended}"
+                        ));
+                    }
+                    drop(holder_b);
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
 }

@@ -1,11 +1,18 @@
-//! Timeouts and cancellation: no ghost waiters, no leaked holds.
+//! Timeouts and cancellation: no ghost waiters, no leaked holds; an
+//! acquisition cancelled around the moment it is handed the lock leaves the
+//! lock to the next waiter, and churn with cancellations at any await point
+//! keeps mutual exclusion, increasing tokens and a queue that drains.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fairlock::Protocol;
 use fairlock_test_support as support;
 use rand::RngExt;
 use support::{PROTOCOLS, RedisServer, assert_clean_for, client, eventually, lock_keys, queue_len};
+
+mod common;
+use common::{config, connect, until_queued};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_lock_for_timeout_leaves_the_queue_clean() {
@@ -193,4 +200,163 @@ async fn grant_racing_a_cancellation(protocol: Protocol) {
         lock.try_lock().await.unwrap().is_some(),
         "free ({granted} of 300 were granted in time)"
     );
+}
+
+/// Held: an acquisition cancelled (timed out) around the moment it is
+/// handed the lock never leaves it stuck: either it got a guard, or the
+/// lock reaches the next waiter within a second of the cancellation.
+///
+/// From adversarial review 3 (deferred claims of handed-over grants): an
+/// attack that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_around_a_direct_grant_loses_no_lock() {
+    let server = RedisServer::start();
+    let holder = connect(config(&server.url(), Protocol::Native)).await;
+    let waiter =
+        connect(config(&server.url(), Protocol::Native).waiter_ttl(Duration::from_secs(20))).await;
+    let third = connect(config(&server.url(), Protocol::Native)).await;
+    for trial in 0..12u64 {
+        let name = format!("cancel-grant-{trial}");
+        let held = holder.fair_lock(&name).unwrap().lock().await.unwrap();
+        let lock = waiter.fair_lock(&name).unwrap();
+        let cancelled_at = Arc::new(std::sync::Mutex::new(None));
+        let waiting = {
+            let cancelled_at = Arc::clone(&cancelled_at);
+            tokio::spawn(async move {
+                let r = tokio::time::timeout(Duration::from_millis(300), lock.lock()).await;
+                *cancelled_at.lock().unwrap() = Some(Instant::now());
+                r
+            })
+        };
+        until_queued(&server, &name, 1).await;
+        let next = {
+            let lock = third.fair_lock(&name).unwrap();
+            tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(15)).await })
+        };
+        until_queued(&server, &name, 2).await;
+        // Release within a few ms of the waiter's deadline.
+        let since_start = Duration::from_millis(250 + (trial % 6) * 10);
+        tokio::time::sleep(since_start.saturating_sub(Duration::from_millis(100))).await;
+        held.unlock().await.unwrap();
+        match waiting.await.unwrap() {
+            Ok(guard) => {
+                let guard = guard.unwrap();
+                assert!(guard.is_held());
+                guard.unlock().await.unwrap();
+                let g = next.await.unwrap().unwrap().expect("the third got it");
+                g.unlock().await.unwrap();
+            }
+            Err(_) => {
+                let at = cancelled_at.lock().unwrap().unwrap();
+                let g = next.await.unwrap().unwrap().expect("the third got it");
+                let took = at.elapsed();
+                println!("trial {trial}: cancelled; third granted after {took:?}");
+                assert!(took < Duration::from_secs(2), "stuck for {took:?}");
+                g.unlock().await.unwrap();
+            }
+        }
+    }
+    for c in [holder, waiter, third] {
+        c.shutdown().await;
+    }
+}
+
+/// Promises 1, 4, 5 under churn on the new non-fair path (queued waiters,
+/// one wake-up per release, anti-starvation handoff) and the fair fast
+/// paths: 3 clients x 4 tasks, random re-entry, random cancellation at
+/// any await point (timeouts from 0 to 15 ms), short critical sections.
+/// Never two holders; tokens strictly increase; the queue drains.
+///
+/// From the adversarial review of the `scripts` change (fast paths, a
+/// skipped release cache GET, queued non-fair waiters): a check that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn churn_with_cancellation_keeps_mutual_exclusion() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let server = RedisServer::start();
+    for fair in [false, true] {
+        let name = format!("churn-{fair}");
+        let inside = Arc::new(AtomicUsize::new(0));
+        let last = Arc::new(std::sync::Mutex::new(0u64));
+        let violations = Arc::new(AtomicUsize::new(0));
+        let got = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for c in 0..3 {
+            let client = connect(config(&server.url(), Protocol::Native)).await;
+            for t in 0..4u64 {
+                let (client, name) = (client.clone(), name.clone());
+                let (inside, last, violations, got) = (
+                    inside.clone(),
+                    last.clone(),
+                    violations.clone(),
+                    got.clone(),
+                );
+                tasks.push(tokio::spawn(async move {
+                    let deadline = Instant::now() + Duration::from_secs(4);
+                    let mut i = 0u64;
+                    while Instant::now() < deadline {
+                        i += 1;
+                        let cancel_ms = (i * 7 + t * 3 + c) % 16;
+                        let attempt = async {
+                            if fair {
+                                client.fair_lock(&name).unwrap().lock().await
+                            } else {
+                                client.lock(&name).unwrap().lock().await
+                            }
+                        };
+                        let guard = if i.is_multiple_of(3) {
+                            match tokio::time::timeout(Duration::from_millis(cancel_ms), attempt)
+                                .await
+                            {
+                                Ok(g) => g.unwrap(),
+                                Err(_) => continue,
+                            }
+                        } else {
+                            attempt.await.unwrap()
+                        };
+                        if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                            violations.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let token = guard.token().unwrap();
+                        {
+                            let mut l = last.lock().unwrap();
+                            if token <= *l {
+                                violations.fetch_add(1, Ordering::SeqCst);
+                                println!("token {token} after {}", *l);
+                            }
+                            *l = token;
+                        }
+                        got.fetch_add(1, Ordering::SeqCst);
+                        let inner = if i.is_multiple_of(2) {
+                            guard.reenter().await.unwrap()
+                        } else {
+                            None
+                        };
+                        tokio::time::sleep(Duration::from_millis(1 + (i % 3))).await;
+                        drop(inner);
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        if i.is_multiple_of(5) {
+                            drop(guard); // released in the background
+                        } else {
+                            guard.unlock().await.unwrap();
+                        }
+                    }
+                }));
+            }
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        println!(
+            "fair={fair}: {} acquisitions, {} violations",
+            got.load(Ordering::SeqCst),
+            violations.load(Ordering::SeqCst)
+        );
+        assert_eq!(violations.load(Ordering::SeqCst), 0);
+        eventually(Duration::from_secs(8), "queue drained", || {
+            support::queue_len(&server, Protocol::Native, &name) == 0
+                && !support::is_held(&server, Protocol::Native, &name)
+        })
+        .await;
+    }
 }

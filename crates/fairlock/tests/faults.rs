@@ -1,11 +1,15 @@
 //! Bad input, unreachable or restarted servers, wrong credentials, keys of
-//! the wrong type, flushed scripts, dropped connections.
+//! the wrong type, flushed scripts, dropped connections, a busy or
+//! out-of-memory server (retried within the retry budget).
 
 use std::time::{Duration, Instant};
 
 use fairlock::{ClientConfig, Error, LockClient, MAX_NAME_LEN, Protocol};
 use fairlock_test_support as support;
-use support::{RedisServer, assert_clean_for, client, client_with, eventually};
+use support::{PROTOCOLS, RedisServer, assert_clean_for, client, client_with, eventually};
+
+mod common;
+use common::{config, connect};
 
 #[tokio::test]
 async fn bad_names_are_refused() {
@@ -373,4 +377,63 @@ async fn tls_with_a_private_ca() {
     ));
     guard.unlock().await.unwrap();
     support::assert_clean_for(&server, fairlock::Protocol::Native, "over-tls");
+}
+
+/// BUSY (a slow script elsewhere) and OOM are retried within the retry
+/// budget. Before: `unlock()` failed with BUSY and the hold stayed until
+/// its lease ended; `lock()` ended in an error.
+///
+/// Found by the safety review (finding 8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_and_oom_are_retried() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start_with(&["--busy-reply-threshold", "100"]);
+        let client = connect(config(&server.url(), protocol)).await;
+        let lock = client.fair_lock("busy").unwrap();
+        let guard = lock.lock().await.unwrap();
+        // A 1.5 s script from another connection: everyone else gets BUSY.
+        let busy_script = || {
+            let url = server.url();
+            std::thread::spawn(move || {
+                let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let script = "local t = redis.call('time'); local e = t[1] * 1000000 + t[2] + 1500000 \
+                              while true do local n = redis.call('time'); \
+                              if n[1] * 1000000 + n[2] > e then return 1 end end";
+                let _: i64 = redis::cmd("EVAL")
+                    .arg(script)
+                    .arg(0)
+                    .query(&mut conn)
+                    .unwrap();
+            })
+        };
+        let busy = busy_script();
+        std::thread::sleep(Duration::from_millis(300));
+        guard.unlock().await.expect("unlock retried through BUSY");
+        busy.join().unwrap();
+        assert!(!lock.is_locked().await.unwrap(), "{protocol}");
+        // An acquisition during a BUSY script waits it out.
+        let busy = busy_script();
+        std::thread::sleep(Duration::from_millis(300));
+        let guard = lock.lock().await.expect("lock retried through BUSY");
+        busy.join().unwrap();
+        guard.unlock().await.unwrap();
+        // OOM under noeviction (a release's first write is denied, before
+        // any effect): retried until memory is back.
+        let guard = lock.lock().await.unwrap();
+        let _: () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+        let unlocking = tokio::spawn(guard.unlock());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if unlocking.is_finished() {
+            panic!(
+                "{protocol}: not retrying through OOM: {:?}",
+                unlocking.await
+            );
+        }
+        let _: () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+        unlocking
+            .await
+            .unwrap()
+            .expect("unlock retried through OOM");
+        assert!(!lock.is_locked().await.unwrap(), "{protocol}");
+    }
 }

@@ -1,13 +1,18 @@
-//! Force-unlock where it meets other features: a force-unlock right after a
-//! release that handed the lock over (the grant and the revocation reach
-//! the first waiter's client together). Both protocols.
+//! Force-unlock: the holder's client is told at once (its lost-lock signal,
+//! for explicit leases too), and where it meets other features: a
+//! force-unlock right after a release that handed the lock over (the grant
+//! and the revocation reach the first waiter's client together). Both
+//! protocols.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fairlock::{LockClient, LockGuard, Protocol};
 use fairlock_test_support as support;
 use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, client, eventually, is_held, queue_len};
+
+mod common;
+use common::{config, connect};
 
 async fn queued(server: &RedisServer, protocol: Protocol, name: &str, len: usize) {
     eventually(Duration::from_secs(5), "waiters queued", || {
@@ -317,4 +322,69 @@ async fn an_unanswered_recheck_of_an_explicit_lease_is_retried_redisson() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_recheck_of_a_watchdog_hold_is_retried_native() {
     an_unanswered_recheck_after_a_force_unlock(Protocol::Native, false).await;
+}
+
+/// A force-unlock tells the holder at once. Before: the holder learned
+/// at its next renewal (lease / 3: 10 s by default).
+///
+/// Found by the safety review (finding 10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_reaches_the_holder_at_once() {
+    for protocol in PROTOCOLS {
+        for fair in [true, false] {
+            let server = RedisServer::start();
+            let client = connect(config(&server.url(), protocol)).await;
+            let operator = connect(config(&server.url(), protocol)).await;
+            let guard = if fair {
+                client.fair_lock("forced").unwrap().lock().await.unwrap()
+            } else {
+                client.lock("forced").unwrap().lock().await.unwrap()
+            };
+            let lost = guard.lost();
+            let forced = Instant::now();
+            let released = if fair {
+                operator.fair_lock("forced").unwrap().force_unlock().await
+            } else {
+                operator.lock("forced").unwrap().force_unlock().await
+            };
+            assert!(released.unwrap());
+            tokio::time::timeout(Duration::from_secs(2), lost)
+                .await
+                .unwrap_or_else(|_| panic!("{protocol} fair={fair}: holder not told"));
+            assert!(forced.elapsed() < Duration::from_secs(1));
+            assert!(!guard.is_held());
+            assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+        }
+    }
+}
+
+/// A force-unlock tells the holder of an explicit lease too (the watchdog
+/// never renews it, so no renewal would tell it).
+///
+/// Found by the safety review (finding 10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_reaches_an_explicit_lease_holder() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let client = connect(config(&server.url(), protocol)).await;
+        let operator = connect(config(&server.url(), protocol)).await;
+        let guard = client
+            .fair_lock("explicit")
+            .unwrap()
+            .lock_with_lease(Duration::from_secs(60))
+            .await
+            .unwrap();
+        let lost = guard.lost();
+        operator
+            .fair_lock("explicit")
+            .unwrap()
+            .force_unlock()
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(2), lost)
+            .await
+            .unwrap_or_else(|_| panic!("{protocol}: holder not told"));
+        // The explicit lease was not extended by the check.
+        assert!(!support::is_held(&server, protocol, "explicit"));
+    }
 }

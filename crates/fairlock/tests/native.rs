@@ -2,14 +2,24 @@
 //! `native`; under `redisson` the test asserts Redisson's documented
 //! behaviour where it differs. (Killed processes: see the CLI crate's
 //! `tests/processes.rs`.)
+//!
+//! Dead waiters among them: thousands ahead of a live one cost it nothing;
+//! under the non-fair lock a woken waiter that is dead delays the live one
+//! at most its waiter ttl, and a holder re-acquiring in a tight loop does
+//! not starve a queued waiter.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fairlock::{ClientConfig, LockClient, Protocol};
 use fairlock_test_support as support;
 use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys, queue_len};
+use tokio::time::Instant;
+
+mod common;
+use common::scripts::{NEW_ACQUIRE, eval, five, key};
+use common::{config, connect, queued_owners};
 
 async fn client(
     server: &RedisServer,
@@ -578,4 +588,160 @@ async fn nonfair_give_up_wakes_the_next() {
         released.elapsed()
     );
     guard.unlock().await.unwrap();
+}
+
+/// Thousands of dead waiters ahead cost the live one nothing. Before:
+/// 3,000 dead waiters (waiter ttl 600 ms) delayed the live waiter 5.6 s
+/// after the release (64 purged per call, dead heads granted).
+///
+/// Found by the safety review (finding 9).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_waiters_ahead_do_not_delay_the_live_one() {
+    let server = RedisServer::start();
+    let holder_client = connect(config(&server.url(), Protocol::Native)).await;
+    let waiter_client = connect(config(&server.url(), Protocol::Native)).await;
+    let name = "crowd";
+    let held = holder_client.fair_lock(name).unwrap().lock().await.unwrap();
+    // 3,000 waiters of a crashed process: queued first, alive for 3 s (long
+    // enough for the live waiter to queue behind them on a loaded machine:
+    // with 600 ms its first attempt sometimes came after they had passed,
+    // and purged them).
+    let (queue, alive, leases) = (
+        format!("fairlock:{{{name}}}:queue"),
+        format!("fairlock:{{{name}}}:alive"),
+        format!("fairlock:{{{name}}}:leases"),
+    );
+    let (now_s, now_us): (String, String) = server.cmd(&["TIME"]);
+    let deadline =
+        now_s.parse::<i64>().unwrap() * 1000 + now_us.parse::<i64>().unwrap() / 1000 + 3000;
+    let dead_until = Instant::now() + Duration::from_millis(3000);
+    let mut conn = server.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..3000 {
+        let owner = format!("dead-process:{i}");
+        pipe.cmd("ZADD").arg(&queue).arg(i + 1).arg(&owner).ignore();
+        pipe.cmd("ZADD")
+            .arg(&alive)
+            .arg(deadline)
+            .arg(&owner)
+            .ignore();
+        pipe.cmd("HSET")
+            .arg(&leases)
+            .arg(&owner)
+            .arg("30000")
+            .ignore();
+    }
+    pipe.query::<()>(&mut conn).unwrap();
+    let waiter = {
+        let lock = waiter_client.fair_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    eventually(Duration::from_secs(5), "live waiter queued", || {
+        queued_owners(&server, name).len() == 3001
+    })
+    .await;
+    // The dead ones' liveness passes.
+    tokio::time::sleep_until(dead_until + Duration::from_millis(100)).await;
+    held.unlock().await.unwrap();
+    let released = Instant::now();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    let waited = released.elapsed();
+    assert!(waited < Duration::from_millis(500), "{waited:?}");
+    assert_eq!(
+        queued_owners(&server, name).len(),
+        0,
+        "each dead waiter removed"
+    );
+    guard.unlock().await.unwrap();
+}
+
+/// Promise 3 (dead waiters cost at most their bound) for the NON-FAIR lock:
+/// a release wakes one waiter; if that one is dead (crashed after its last
+/// refresh) the live waiter behind it is not woken. Measures how long a
+/// free lock with a live waiter stays unclaimed.
+///
+/// From the adversarial review of the `scripts` change (fast paths, a
+/// skipped release cache GET, queued non-fair waiters): a check that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonfair_woken_dead_waiter_delays_live_one() {
+    let server = RedisServer::start();
+    let name = "nonfair-ghost";
+    let keys5 = five(name);
+    let channel = key(name, "wake");
+    let a = connect(config(&server.url(), Protocol::Native)).await;
+    let b = connect(config(&server.url(), Protocol::Native)).await;
+    let holder = a.lock(name).unwrap().lock().await.unwrap();
+    // A ghost: queued by the same script, never comes back (killed -9).
+    let reply = eval(
+        &server,
+        NEW_ACQUIRE,
+        &keys5,
+        &[
+            "ghost:1", "30000", "6000", &channel, "nonfair", "queue", "0", "gn",
+        ],
+    )
+    .unwrap();
+    println!("ghost queued: {reply:?}");
+    let lock = b.lock(name).unwrap();
+    let waiter = tokio::spawn(async move {
+        let g = lock.lock().await.unwrap();
+        g.token()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let token = waiter.await.unwrap();
+    let after = released.elapsed();
+    println!("live waiter got the free lock {after:?} after the release (token {token:?})");
+    // Documented: a dead waiter costs at most waiter_ttl (6 s).
+    assert!(
+        after < Duration::from_secs(7),
+        "free lock unclaimed for {after:?}"
+    );
+}
+
+/// Promise 3 for the non-fair lock's anti-starvation rule: a holder that
+/// releases and re-acquires in a tight loop does not starve a queued
+/// waiter past a few of its own holds.
+///
+/// From the adversarial review of the `scripts` change (fast paths, a
+/// skipped release cache GET, queued non-fair waiters): a check that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonfair_tight_reacquire_loop_does_not_starve_waiter() {
+    let server = RedisServer::start();
+    let a = connect(config(&server.url(), Protocol::Native)).await;
+    let b = connect(config(&server.url(), Protocol::Native)).await;
+    let name = "starve";
+    let first = a.lock(name).unwrap().lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move {
+            let start = Instant::now();
+            let g = b.lock(name).unwrap().lock().await.unwrap();
+            let took = start.elapsed();
+            g.unlock().await.unwrap();
+            took
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    first.unlock().await.unwrap();
+    let lock = a.lock(name).unwrap();
+    let mut holds = 0;
+    let stop = Instant::now() + Duration::from_secs(3);
+    while !waiter.is_finished() && Instant::now() < stop {
+        if let Some(g) = lock.try_lock().await.unwrap() {
+            holds += 1;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            g.unlock().await.unwrap();
+        }
+    }
+    let took = waiter.await.unwrap();
+    println!("waiter got it after {took:?}; the looping holder took it {holds} times");
+    assert!(
+        took < Duration::from_millis(1500),
+        "waiter starved {took:?}"
+    );
 }

@@ -1,5 +1,5 @@
 //! Network faults through a loopback proxy (`fairlock_test_support::proxy`):
-//! stalled and cut connections. No waiter hangs beyond its wait budget plus
+//! stalled, slow and cut connections. No waiter hangs beyond its wait budget plus
 //! the documented bound, and no two holders overlap.
 
 use std::sync::{Arc, Mutex};
@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use fairlock::{ClientConfig, LockClient, Protocol};
 use fairlock_test_support as support;
 use support::proxy::Proxy;
-use support::{PROTOCOLS, RedisServer, client};
+use support::{PROTOCOLS, RedisServer, client, eventually};
+
+mod common;
+use common::{config, connect};
 
 async fn through(proxy: &Proxy, protocol: Protocol, response_timeout: Duration) -> LockClient {
     support::init_tracing();
@@ -149,4 +152,41 @@ async fn cut_connections_keep_mutual_exclusion() {
 async fn server_time_us(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
     let (sec, usec): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     sec * 1_000_000 + usec
+}
+
+/// `try_lock_for(w)` returns within w + one response timeout, whatever
+/// the replies do. Before: with every reply 2 s late, a 500 ms wait
+/// returned after 12-15 s.
+///
+/// Found by the safety review (finding 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_budget_holds_with_slow_replies() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let proxy = Proxy::start(server.port());
+        let holder_client = connect(config(&server.url(), protocol)).await;
+        let waiter_client = connect(config(&proxy.url(), protocol)).await;
+        let held = holder_client
+            .fair_lock("slow")
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+        proxy.delay_replies(Duration::from_millis(2000));
+        let lock = waiter_client.fair_lock("slow").unwrap();
+        let started = Instant::now();
+        let got = lock.try_lock_for(Duration::from_millis(500)).await;
+        let took = started.elapsed();
+        assert!(matches!(got, Ok(None)), "{protocol}: {got:?}");
+        // 500 ms + the 3 s response timeout, plus scheduling slack.
+        assert!(took < Duration::from_millis(4000), "{protocol}: {took:?}");
+        proxy.delay_replies(Duration::ZERO);
+        // The waiter left the queue in the background.
+        waiter_client.flush().await;
+        eventually(Duration::from_secs(10), "queue empty", || {
+            support::queue_len(&server, protocol, "slow") == 0
+        })
+        .await;
+        held.unlock().await.unwrap();
+    }
 }

@@ -1,13 +1,15 @@
 //! Re-entry: an owner that holds a lock acquires it again, with the same or
 //! another kind of lease, from one task or from several at once. The hold
 //! count on the server always equals the owner's live guards, and no lease
-//! of one hold cuts another's. Both protocols.
+//! of one hold cuts another's; a re-entry retried after its reply was lost
+//! counts once. Both protocols.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairlock::{AcquireOptions, LockClient, LockGuard, Protocol};
+use fairlock::{AcquireOptions, ClientConfig, LockClient, LockGuard, Protocol};
 use fairlock_test_support as support;
+use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
 
 async fn client(server: &RedisServer, protocol: Protocol, lease: Duration) -> LockClient {
@@ -224,4 +226,72 @@ async fn an_owner_of_another_client_is_refused() {
     assert!(err.to_string().contains("another LockClient"), "{err}");
     let keys: Vec<String> = server.cmd(&["KEYS", "*"]);
     assert!(keys.is_empty(), "nothing written: {keys:?}");
+}
+
+/// A re-entry whose reply is lost after the script ran, retried within the
+/// retry budget, counts its hold once (acquisitions pass the owner's hold
+/// count, so a retry sees whether the first send ran).
+///
+/// Found by the code review fixed in de6180f (before the safety review):
+/// without the fix the count became 3 instead of 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retried_reentry_after_a_lost_reply_counts_once() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let proxy = Proxy::start(server.port());
+        support::init_tracing();
+        let config = ClientConfig::from_url(&proxy.url())
+            .unwrap()
+            .protocol(protocol)
+            .response_timeout(Duration::from_millis(300))
+            .retry_budget(Duration::from_secs(5));
+        let client = LockClient::with_config(config).await.unwrap();
+        let lock = client.fair_lock("twice").unwrap();
+        let owner = client.new_owner();
+        let first = lock
+            .acquire(AcquireOptions::new().owner(owner.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        // The re-entry runs on the server, but its reply never comes back.
+        proxy.hold_script_replies();
+        let again = {
+            let lock = lock.clone();
+            let owner = owner.clone();
+            tokio::spawn(async move { lock.acquire(AcquireOptions::new().owner(owner)).await })
+        };
+        let count_key = match protocol {
+            Protocol::Redisson => vec!["HGET".to_owned(), "twice".to_owned(), owner.to_string()],
+            _ => vec![
+                "HGET".to_owned(),
+                "fairlock:{twice}:lock".to_owned(),
+                "count".to_owned(),
+            ],
+        };
+        let count = |server: &RedisServer| {
+            let args: Vec<&str> = count_key.iter().map(String::as_str).collect();
+            server.cmd::<u32>(&args)
+        };
+        eventually(Duration::from_secs(5), "re-entry ran on the server", || {
+            count(&server) == 2
+        })
+        .await;
+        proxy.cut_all();
+        proxy.pass();
+        let second = tokio::time::timeout(Duration::from_secs(10), again)
+            .await
+            .expect("retried within the budget")
+            .unwrap()
+            .unwrap()
+            .expect("re-entered");
+        assert_eq!(
+            count(&server),
+            2,
+            "{protocol}: the lost reply's hold is not counted twice"
+        );
+        second.unlock().await.unwrap();
+        assert_eq!(count(&server), 1);
+        first.unlock().await.unwrap();
+        assert!(!lock.is_locked().await.unwrap());
+    }
 }

@@ -1,7 +1,11 @@
 //! `min_replicas` where it meets handoffs and renewals: every extension a
 //! client relies on (the claim of a handed-over grant, a watchdog renewal)
 //! is acknowledged by the replicas first, so that a failover to one of them
-//! never ends a lock this client believes it still holds.
+//! never ends a lock this client believes it still holds. And where it
+//! meets faults: a master restart, a master that stalls during the `WAIT`
+//! (bounded by the response timeout), an acquisition dropped during its
+//! `WAIT` (released), a re-entry the replicas did not acknowledge (undone
+//! alone).
 
 use std::time::{Duration, Instant};
 
@@ -268,4 +272,181 @@ async fn churn_beside_a_long_hold(same_client: bool) {
     kept.unlock().await.unwrap();
     client.shutdown().await;
     other.shutdown().await;
+}
+
+/// Finding 2: the connections kept for `WAIT` (`min_replicas`) are reused
+/// without a check and never reconnect: after the master restarted (and
+/// is back, with its replica linked), the next acquisition is granted,
+/// then fails with `Error::Connection` on the dead pooled connection and
+/// is undone, although the server answered throughout the call. With the
+/// pool filled by concurrent acquisitions, up to 8 acquisitions in a row
+/// fail this way. The sync is not retried either.
+///
+/// Found by the adversarial review of the Sentinel support (finding 2),
+/// fixed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_after_a_master_restart() {
+    let mut master = RedisServer::start();
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let linked = |replica: &RedisServer| {
+        let info: String = replica.cmd(&["INFO", "replication"]);
+        info.contains("master_link_status:up")
+    };
+    eventually(Duration::from_secs(20), "the replica to link", || {
+        linked(&replica)
+    })
+    .await;
+    let client = support::client_with(&master, Protocol::Native, |c| {
+        c.min_replicas(1, Duration::from_secs(2))
+            .retry_budget(Duration::from_secs(10))
+    })
+    .await;
+    let lock = client.fair_lock("adv-wait-pool").unwrap();
+    lock.lock().await.expect("met").unlock().await.expect("met");
+
+    master.restart();
+    eventually(Duration::from_secs(30), "the replica to link again", || {
+        linked(&replica)
+    })
+    .await;
+    // The command connection reconnects on its own: prove the server is
+    // back for this client.
+    let probe = client.fair_lock("adv-wait-pool-probe").unwrap();
+    for _ in 0..50 {
+        if probe.is_locked().await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let outcome = lock.lock().await;
+    assert!(
+        outcome.is_ok(),
+        "an acquisition with the master up and its replica linked failed: {outcome:?}"
+    );
+    outcome.unwrap().unlock().await.unwrap();
+}
+
+/// Finding 3: the `WAIT` of `min_replicas` is bounded by its timeout plus a
+/// fixed 3 s (and its connect by a fixed 3 s), not by the client's response
+/// and connect timeouts: a master that stalls while a `try_lock` waits for
+/// its replicas holds the call for the `WAIT` timeout + 3 s, whatever
+/// `response_timeout` says (promise 2: every wait ends within its bound).
+///
+/// Found by the adversarial review of the Sentinel support (finding 3),
+/// fixed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_wait_is_bounded_by_the_response_timeout() {
+    const WAIT: Duration = Duration::from_secs(1);
+    const RESPONSE: Duration = Duration::from_millis(300);
+    let (master, replica) = master_and_replica().await;
+    let client = support::client_with(&master, Protocol::Native, |c| {
+        c.min_replicas(1, WAIT)
+            .response_timeout(RESPONSE)
+            .retry_budget(Duration::from_millis(500))
+    })
+    .await;
+    let lock = client.fair_lock("adv-wait-bound").unwrap();
+    lock.lock().await.expect("met").unlock().await.expect("met");
+
+    // The replica stops acknowledging: every WAIT now lasts its timeout.
+    let _replica_paused = replica.pause();
+    let started = Instant::now();
+    let attempt = tokio::spawn(async move {
+        let outcome = lock.try_lock().await.map(|g| g.is_some());
+        (outcome, started.elapsed())
+    });
+    // Granted, now waiting for the replica: the master stalls.
+    eventually(Duration::from_secs(5), "the grant", || {
+        support::is_held(&master, Protocol::Native, "adv-wait-bound")
+    })
+    .await;
+    let master_paused = master.pause();
+    let (outcome, elapsed) = tokio::time::timeout(Duration::from_secs(30), attempt)
+        .await
+        .expect("try_lock ends")
+        .unwrap();
+    drop(master_paused);
+    eprintln!(
+        "try_lock with a stalled master: {outcome:?} after {elapsed:?}; still held after \
+         the master resumed: {}",
+        support::is_held(&master, Protocol::Native, "adv-wait-bound")
+    );
+    // WAIT timeout + a response timeout for the WAIT + the undo's retry
+    // budget and one response timeout, with 1 s to spare.
+    let bound = WAIT + RESPONSE + Duration::from_millis(500) + RESPONSE + Duration::from_secs(1);
+    assert!(
+        elapsed < bound,
+        "try_lock took {elapsed:?} (bound {bound:?}): {outcome:?}"
+    );
+}
+
+async fn master_with_paused_replica_client(
+    wait: Duration,
+) -> (RedisServer, RedisServer, LockClient) {
+    let (master, replica) = master_and_replica().await;
+    let client = support::client_with(&master, Protocol::Native, |c| {
+        c.min_replicas(1, wait)
+            .response_timeout(Duration::from_millis(500))
+            .retry_budget(Duration::from_secs(5))
+    })
+    .await;
+    (master, replica, client)
+}
+
+/// Held up: an acquisition dropped while it waits for the replicas is
+/// released in the background (not left held until its lease ends).
+///
+/// From the adversarial review of the Sentinel support: a check that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_acquisition_dropped_during_wait_is_released() {
+    let (master, replica, client) =
+        master_with_paused_replica_client(Duration::from_secs(20)).await;
+    let _paused = replica.pause();
+    let lock = client.fair_lock("adv-wait-drop").unwrap();
+    let attempt = tokio::spawn(async move { lock.lock().await.map(drop) });
+    eventually(Duration::from_secs(5), "the grant", || {
+        support::is_held(&master, Protocol::Native, "adv-wait-drop")
+    })
+    .await;
+    attempt.abort();
+    let started = Instant::now();
+    eventually(Duration::from_secs(5), "the background release", || {
+        !support::is_held(&master, Protocol::Native, "adv-wait-drop")
+    })
+    .await;
+    eprintln!("released {:?} after the drop", started.elapsed());
+}
+
+/// Held up: a re-entry that the replicas did not acknowledge is undone
+/// alone; the outer hold stays and its count is right.
+///
+/// From the adversarial review of the Sentinel support: a check that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_reentry_undo_keeps_the_outer_hold() {
+    let (master, replica, client) =
+        master_with_paused_replica_client(Duration::from_millis(500)).await;
+    let lock = client.fair_lock("adv-wait-reenter").unwrap();
+    let outer = lock.lock().await.expect("met");
+    let paused = replica.pause();
+    let inner = tokio::time::timeout(Duration::from_secs(10), outer.reenter())
+        .await
+        .expect("the re-entry ends");
+    assert!(
+        matches!(inner, Err(fairlock::Error::ReplicasNotSynced { .. })),
+        "{inner:?}"
+    );
+    assert!(outer.is_held());
+    assert!(support::is_held(
+        &master,
+        Protocol::Native,
+        "adv-wait-reenter"
+    ));
+    drop(paused);
+    outer.unlock().await.expect("the outer hold is still ours");
+    assert!(!support::is_held(
+        &master,
+        Protocol::Native,
+        "adv-wait-reenter"
+    ));
 }

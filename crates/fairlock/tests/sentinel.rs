@@ -12,7 +12,10 @@
 //! - `min_replicas`: met with a live replica; with the replica killed, a
 //!   typed error within the timeout and nothing left held;
 //! - sentinel URLs that are bad, name an unknown service or no live
-//!   sentinel.
+//!   sentinel; hostile ones are typed errors, never a panic;
+//! - a failover followed by a client that sends nothing meanwhile, also
+//!   when the sentinel it listens to has gone silent; a forged
+//!   `+switch-master` is refused or ignored.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -454,4 +457,220 @@ async fn sentinel_failover_command_is_followed() {
     support::assert_clean_for(replica, Protocol::Native, "demoted");
     holder_client.shutdown().await;
     waiter_client.shutdown().await;
+}
+
+fn is_master(server: &RedisServer) -> bool {
+    let info: String = server.cmd(&["INFO", "replication"]);
+    info.contains("role:master")
+}
+
+fn named_master(sentinel: &RedisServer) -> String {
+    let (ip, port): (String, u16) = sentinel.cmd(&[
+        "SENTINEL",
+        "GET-MASTER-ADDR-BY-NAME",
+        support::sentinel::MASTER_NAME,
+    ]);
+    format!("{ip}:{port}")
+}
+
+fn url_of(sentinels: &[&RedisServer]) -> String {
+    let hosts: Vec<String> = sentinels.iter().map(|s| s.addr()).collect();
+    format!(
+        "redis+sentinel://{}/{}",
+        hosts.join(","),
+        support::sentinel::MASTER_NAME
+    )
+}
+
+async fn client(url: &str, protocol: Protocol) -> LockClient {
+    support::init_tracing();
+    let config = ClientConfig::from_url(url)
+        .expect("sentinel url")
+        .protocol(protocol)
+        .response_timeout(Duration::from_millis(500))
+        .retry_budget(Duration::from_secs(20));
+    LockClient::with_config(config)
+        .await
+        .expect("connect through the sentinels")
+}
+
+/// Finding 1: the `+switch-master` listener waits forever on a sentinel
+/// whose connection went silent (process paused, network stalled): nothing
+/// pings it and nothing bounds the wait, so it never moves to the next
+/// sentinel, and a client that sends no command during the failover never
+/// learns of it. After a `SENTINEL FAILOVER`, the old master stays a
+/// writable master until the sentinels convert it (seconds later): the
+/// idle client acquires there while another client holds the same lock on
+/// the new master.
+///
+/// Found by the adversarial review of the Sentinel support (finding 1),
+/// fixed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switch_listener_on_a_silent_sentinel_misses_the_failover() {
+    idle_client_follows_a_manual_failover(true).await;
+}
+
+/// The control of finding 1: with every sentinel live, the idle client
+/// follows the same failover (held up).
+///
+/// From the adversarial review of the Sentinel support: a check that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_client_follows_a_manual_failover_with_live_sentinels() {
+    idle_client_follows_a_manual_failover(false).await;
+}
+
+async fn idle_client_follows_a_manual_failover(silence_first_sentinel: bool) {
+    let deployment = Sentinel::start_with(1, 3);
+    let sentinels = deployment.sentinels();
+    let old_master = deployment.master().addr();
+    let replica = &deployment.replicas()[0];
+    let protocol = Protocol::Native;
+
+    // A listens on the first sentinel of its URL.
+    let a = client(&deployment.url(), protocol).await;
+    eventually(Duration::from_secs(10), "A's switch listener", || {
+        let clients: String = sentinels[0].cmd(&["CLIENT", "LIST"]);
+        clients.contains("cmd=subscribe") || clients.contains("sub=1")
+    })
+    .await;
+    let a_lock = a.fair_lock("adv-split").unwrap();
+    // A is in use before the failover.
+    a_lock.lock().await.unwrap().unlock().await.unwrap();
+
+    // The first sentinel goes silent (its TCP connections stay open).
+    let _silent = silence_first_sentinel.then(|| sentinels[0].pause());
+    let _: String = sentinels[1].cmd(&["SENTINEL", "FAILOVER", support::sentinel::MASTER_NAME]);
+    eventually(Duration::from_secs(60), "the promotion", || {
+        named_master(&sentinels[1]) == replica.addr()
+            && named_master(&sentinels[2]) == replica.addr()
+            && is_master(replica)
+    })
+    .await;
+    let switched = Instant::now();
+
+    // B, through the live sentinels, holds the lock on the new master.
+    let b = client(&url_of(&[&sentinels[1], &sentinels[2]]), protocol).await;
+    let b_guard = b
+        .fair_lock("adv-split")
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("B acquires on the new master");
+    assert!(support::is_held(replica, protocol, "adv-split"));
+
+    // Give A time to follow (a `+switch-master` reaches a live listener
+    // within milliseconds).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let a_guard = a_lock.try_lock().await.unwrap();
+    let old_still_master = is_master(deployment.master());
+    eprintln!(
+        "{:?} after the switch: A acquired: {}, old master {old_master} still master: \
+         {old_still_master}",
+        switched.elapsed(),
+        a_guard.is_some()
+    );
+    assert!(
+        a_guard.is_none(),
+        "A acquired the lock B holds on the new master {} (A still on the old master \
+         {old_master}, {:?} after the sentinels agreed on the switch; B's token {:?}, A's {:?})",
+        replica.addr(),
+        switched.elapsed(),
+        b_guard.token(),
+        a_guard.as_ref().and_then(|g| g.token()),
+    );
+    b_guard.unlock().await.unwrap();
+}
+
+/// Held up: hostile and malformed sentinel URLs get a typed error, never a
+/// panic (parsed without any server).
+///
+/// From the adversarial review of the Sentinel support: a check that held.
+#[test]
+fn bad_sentinel_urls_are_typed_errors() {
+    let nasty = [
+        "redis+sentinel://",
+        "redis+sentinel:///",
+        "redis+sentinel://@/",
+        "redis+sentinel://%/s",
+        "redis+sentinel://u:%@h/s",
+        "redis+sentinel://u:%4@h/s",
+        "redis+sentinel://u:%é1@h/s",
+        "redis+sentinel://u:%+1@h/s",
+        "redis+sentinel://h/%",
+        "redis+sentinel://h/%ff",
+        "redis+sentinel://h/s/99999999999999999999999",
+        "redis+sentinel://h:65536/s",
+        "redis+sentinel://[/s",
+        "redis+sentinel://[]/s",
+        "redis+sentinel://[::1]x/s",
+        "redis+sentinel://[::1]:/s",
+        "redis+sentinel://h:/s",
+        "redis+sentinel://,/s",
+        "redis+sentinel://h h/s",
+        "REDIS+SENTINEL://h/s/1/",
+        "rediss+sentinel://ü:ö@ä/ß",
+        "redis+sentinel://a@b@c/s",
+        "redis+sentinel://h/s\0",
+        "redis+sentinel://\u{feff}h/s",
+    ];
+    for url in nasty {
+        let outcome = std::panic::catch_unwind(|| ClientConfig::from_url(url).map(|_| ()));
+        match outcome {
+            Err(_) => panic!("{url:?} panicked"),
+            Ok(Err(err)) => assert!(err.is_invalid_input(), "{url:?}: {err:?}"),
+            Ok(Ok(())) => {}
+        }
+    }
+}
+
+/// Held up: a hostile client cannot forge `+switch-master` on a sentinel
+/// (Sentinel accepts PUBLISH only on its hello channel), and a
+/// `+switch-master` published on the data master reaches no fairlock
+/// listener (they listen on the sentinels): the client stays on the true
+/// master.
+///
+/// From the adversarial review of the Sentinel support: a check that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_switch_master_is_refused_or_ignored() {
+    let deployment = Sentinel::start_with(1, 3);
+    let replica = &deployment.replicas()[0];
+    let a = client(&deployment.url(), Protocol::Native).await;
+    let forged = format!(
+        "{} {} {} {}",
+        support::sentinel::MASTER_NAME,
+        deployment.master().addr().replace(':', " "),
+        replica.addr().replace(':', " "),
+        ""
+    );
+    let mut conn = deployment.sentinels()[0].conn();
+    let refused: Result<i64, _> = fairlock_redis_publish(&mut conn, &forged);
+    assert!(
+        refused.is_err(),
+        "a sentinel accepted a forged +switch-master"
+    );
+    let _: i64 = deployment
+        .master()
+        .cmd(&["PUBLISH", "+switch-master", forged.trim_end()]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let guard = a
+        .fair_lock("adv-forged")
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free");
+    assert!(support::is_held(
+        deployment.master(),
+        Protocol::Native,
+        "adv-forged"
+    ));
+    guard.unlock().await.unwrap();
+}
+
+fn fairlock_redis_publish(conn: &mut redis::Connection, payload: &str) -> redis::RedisResult<i64> {
+    redis::cmd("PUBLISH")
+        .arg("+switch-master")
+        .arg(payload)
+        .query(conn)
 }

@@ -1,0 +1,244 @@
+//! Releases: a guard releases only its own acquisition, never a later hold
+//! of the same owner (after its own hold expired, was force-unlocked or was
+//! lost), and a release retried under its request id (its reply lost)
+//! answers what the first send did and changes nothing. Both protocols
+//! where both apply. (How long the release cache lives: `expiry.rs`.)
+
+use std::time::Duration;
+
+use fairlock::{AcquireOptions, Protocol};
+use fairlock_test_support as support;
+use support::proxy::Proxy;
+use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
+
+mod common;
+use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, five, key};
+use common::{config, connect};
+
+/// A guard acts only on its own acquisition. Before: after the hold
+/// expired and the same owner acquired again, the old guard's unlock()
+/// returned Ok and released the new hold.
+///
+/// Found by the safety review (finding 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_guard_cannot_release_a_later_hold_of_its_owner() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let client = connect(config(&server.url(), protocol)).await;
+        let other = connect(config(&server.url(), protocol)).await;
+        let lock = client.fair_lock("reuse").unwrap();
+        let owner = client.new_owner();
+        let lease = Duration::from_millis(300);
+        let as_owner = || AcquireOptions::new().owner(owner.clone()).lease(lease);
+        let old = lock.acquire(as_owner()).await.unwrap().unwrap();
+        // The hold ends behind the guard's back (its lease ran out).
+        eventually(Duration::from_secs(5), "lease expired", || {
+            !support::is_held(&server, protocol, "reuse")
+        })
+        .await;
+        let new = lock
+            .acquire(AcquireOptions::new().owner(owner.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        let err = old.unlock().await.unwrap_err();
+        assert!(err.is_lock_lost(), "{protocol}: {err}");
+        assert!(new.is_held(), "{protocol}");
+        assert_eq!(lock.hold_count(&owner).await.unwrap(), 1, "{protocol}");
+        assert!(
+            other
+                .fair_lock("reuse")
+                .unwrap()
+                .try_lock()
+                .await
+                .unwrap()
+                .is_none(),
+            "{protocol}: the new hold is intact"
+        );
+        new.unlock().await.unwrap();
+    }
+}
+
+/// A stale guard under the blocking API (the owner is the thread, so
+/// reuse is the default).
+///
+/// Found by the safety review (finding 3).
+#[test]
+fn blocking_stale_guard_cannot_release_a_later_hold() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let url = server.url();
+        let client = fairlock::blocking::LockClient::with_config(config(&url, protocol)).unwrap();
+        let lock = client.fair_lock("thread").unwrap();
+        let old = lock.lock().unwrap();
+        assert!(lock.force_unlock().unwrap());
+        let new = lock.lock().unwrap();
+        let err = old.unlock().unwrap_err();
+        assert!(err.is_lock_lost(), "{protocol}: {err}");
+        assert!(new.is_held(), "{protocol}");
+        assert_eq!(lock.hold_count_current_thread().unwrap(), 1, "{protocol}");
+        new.unlock().unwrap();
+        assert!(!lock.is_locked().unwrap());
+    }
+}
+
+/// A hold lost behind its guard's back (its key deleted) stays lost:
+/// re-entering it is not a new grant, and its guard's `unlock` leaves a
+/// later hold of the same owner alone, which the watchdog goes on renewing.
+///
+/// Found by the code review fixed in de6180f (before the safety review):
+/// a lost hold released the next hold of its owner, and re-entering it
+/// made a new grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_hold_spares_the_next_hold_of_its_owner() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let client = client_with(&server, protocol, |c| c.lease(Duration::from_millis(600))).await;
+        let lock = client.fair_lock("again").unwrap();
+        let old = lock.lock().await.unwrap();
+        let owner = old.owner().clone();
+        let _: () = server.cmd(&["DEL", &lock_keys(protocol, "again").0]);
+        tokio::time::timeout(Duration::from_secs(3), old.lost())
+            .await
+            .expect("loss noticed");
+        // Re-entering a lost hold is not a new grant.
+        assert!(old.reenter().await.unwrap().is_none(), "{protocol}");
+        assert!(
+            !lock.is_locked().await.unwrap(),
+            "the stray grant was released"
+        );
+        // The same owner acquires again; the old guard must leave it alone.
+        let new = lock
+            .acquire(AcquireOptions::new().owner(owner.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        let err = old.unlock().await.unwrap_err();
+        assert!(err.is_lock_lost(), "{err}");
+        assert_eq!(
+            lock.hold_count(&owner).await.unwrap(),
+            1,
+            "{protocol}: the new hold is intact"
+        );
+        // And it is still renewed: alive after several leases.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(new.is_held(), "{protocol}");
+        assert_eq!(lock.hold_count(&owner).await.unwrap(), 1);
+        new.unlock().await.unwrap();
+        assert!(!lock.is_locked().await.unwrap());
+    }
+}
+
+/// Redisson: a release of an expired lock whose reply was lost and that
+/// is retried under its request id must say what the first call said.
+/// Before: the cache held 1 ("released") while the call returned -2, so the
+/// retry reported success.
+///
+/// Found by the safety review (finding 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retried_release_of_an_expired_lock_reports_it_lost() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let config = config(&proxy.url(), Protocol::Redisson)
+        .response_timeout(Duration::from_millis(300))
+        .retry_budget(Duration::from_secs(5));
+    let client = connect(config).await;
+    let lock = client.fair_lock("expired").unwrap();
+    // Load the release script first: a held NOSCRIPT reply would never let
+    // it run.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let guard = lock
+        .lock_with_lease(Duration::from_millis(200))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "lease expired", || {
+        !support::is_held(&server, Protocol::Redisson, "expired")
+    })
+    .await;
+    proxy.hold_script_replies();
+    let unlock = tokio::spawn(guard.unlock());
+    eventually(Duration::from_secs(5), "release ran on the server", || {
+        !server
+            .cmd::<Vec<String>>(&["KEYS", "redisson_unlock_latch:*"])
+            .is_empty()
+    })
+    .await;
+    proxy.cut_all();
+    proxy.pass();
+    let err = tokio::time::timeout(Duration::from_secs(10), unlock)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert!(err.is_lock_lost(), "{err}");
+}
+
+/// Promise 1/idempotence: retried releases (same request id) after partial
+/// releases, a full release and a re-acquisition by the same owner answer
+/// what the first send did and change nothing.
+///
+/// From the adversarial review of the `scripts` change (fast paths, a
+/// skipped release cache GET, queued non-fair waiters): a check that held.
+#[test]
+fn retried_releases_after_reacquire_change_nothing() {
+    let server = RedisServer::start();
+    let name = "retry-release";
+    let keys5 = five(name);
+    let channel = key(name, "wake");
+    let acquire = |nonce: &str, base: &str| {
+        eval(
+            &server,
+            NEW_ACQUIRE,
+            &keys5,
+            &[
+                "c:1", "30000", "6000", &channel, "fair", "queue", base, nonce,
+            ],
+        )
+        .unwrap()
+    };
+    let release = |req: &str, token: &str| {
+        let mut keys = keys5.clone();
+        keys.push(key(name, &format!("release:{req}")));
+        let v: i64 = redis::from_redis_value(
+            eval(
+                &server,
+                NEW_RELEASE,
+                &keys,
+                &["c:1", "6000", &channel, "10000", token, "", "fair"],
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        v
+    };
+    acquire("n1", "0");
+    acquire("n2", "1");
+    acquire("n3", "2");
+    let t1: String = server.cmd(&["HGET", &keys5[0], "token"]);
+    assert_eq!(release("r1", &t1), 0);
+    assert_eq!(release("r1", &t1), 0, "retry of a partial release");
+    assert_eq!(release("r2", &t1), 0);
+    assert_eq!(release("r2", &t1), 0);
+    let count: String = server.cmd(&["HGET", &keys5[0], "count"]);
+    assert_eq!(count, "1");
+    assert_eq!(release("r3", &t1), 1);
+    // Same owner takes it again (new token), then every old request is retried.
+    acquire("n4", "0");
+    let t2: String = server.cmd(&["HGET", &keys5[0], "token"]);
+    assert!(t2.parse::<u64>().unwrap() > t1.parse::<u64>().unwrap());
+    assert_eq!(release("r3", &t1), 1, "retry of the full release");
+    assert_eq!(release("r1", &t1), 0);
+    assert_eq!(release("r2", &t1), 0);
+    // The new hold is untouched.
+    let count: String = server.cmd(&["HGET", &keys5[0], "count"]);
+    let owner: String = server.cmd(&["HGET", &keys5[0], "owner"]);
+    assert_eq!((owner.as_str(), count.as_str()), ("c:1", "1"));
+    // Re-entered again and partly released, then a retry of the new full release.
+    acquire("n5", "1");
+    assert_eq!(release("r4", &t2), 0);
+    assert_eq!(release("r5", &t2), 1);
+    assert_eq!(release("r5", &t2), 1);
+    assert_eq!(release("r4", &t2), 0);
+    let exists: i64 = server.cmd(&["EXISTS", &keys5[0]]);
+    assert_eq!(exists, 0);
+}
