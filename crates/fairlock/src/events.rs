@@ -221,14 +221,22 @@ pub(crate) struct Recorder {
     counters: Counters,
     meters: Meters,
     protocol: &'static str,
+    /// The client's label, in the log line of a lost lock.
+    label: Box<str>,
 }
 
 impl Recorder {
-    pub(crate) fn new(protocol: &'static str, lock_label: LockLabel, metrics: bool) -> Arc<Self> {
+    pub(crate) fn new(
+        protocol: &'static str,
+        lock_label: LockLabel,
+        metrics: bool,
+        label: &str,
+    ) -> Arc<Self> {
         Arc::new(Self {
             counters: Counters::default(),
             meters: Meters::new(protocol, lock_label, metrics),
             protocol,
+            label: label.into(),
         })
     }
 
@@ -263,6 +271,12 @@ impl Recorder {
                 };
                 bump(counter);
                 self.meters.lost(lock, cause.label());
+                // The log line names this client by its label too: lost
+                // locks are read in logs gathered from many hosts.
+                if let Event::Lost { lock, owner, cause } = event {
+                    warn!(lock, owner, label = &*self.label, %cause, "lock lost");
+                    return;
+                }
             }
             Event::Attempted { lock } => {
                 bump(&c.attempts);

@@ -197,7 +197,7 @@ const PASSWORD: &str = "change-this-password";
 const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
     +subscribe +unsubscribe +publish +wait \
     +exists +pttl +hmget +type +get +set +del +pexpire \
-    +hget +hset +hdel +hincrby +hgetall \
+    +hget +hset +hdel +hincrby +hgetall +hlen \
     +zadd +zrem +zrange +zrank +zscore +zcard \
     ~fairlock:* &fairlock:*";
 
@@ -206,11 +206,11 @@ const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
 const REDISSON_RULES: &str = "-@all +ping +time +evalsha +script|load \
     +subscribe +unsubscribe +publish +wait \
     +exists +pttl +hget +type +get +set +del +pexpire \
-    +hset +hexists +hincrby +hgetall +hkeys \
+    +hset +hexists +hincrby +hgetall +hkeys +hlen \
     +lindex +lpop +rpush +lrange +lrem +lpos +llen \
     +zadd +zrem +zrange +zscore +zincrby \
     ~locks:* ~redisson_lock_queue:* ~redisson_lock_timeout:* \
-    ~redisson_unlock_latch:* ~redisson_lock__channel:* ~fairlock:replica-sync:* \
+    ~redisson_unlock_latch:* ~redisson_lock__channel:* ~fairlock:replica-sync:* ~fairlock:labels:* \
     &redisson_lock__channel:* &fairlock:revoked:* &fairlock:replica-sync";
 
 /// The documented user name and rules of `protocol`.

@@ -74,7 +74,7 @@ proptest! {
         deadlines in prop::collection::vec(prop_oneof![".{0,8}", score()], 0..41),
         now in any::<i64>(),
     ) {
-        let view = waiters(queue.clone(), &deadlines, now);
+        let view = waiters(queue.clone(), &deadlines, now, &Labels::from_fields(&[]));
         prop_assert_eq!(view.len(), queue.len());
     }
 }
@@ -91,7 +91,7 @@ fn queue_view_is_linear() {
         .flat_map(|o| [o.clone(), "1000".to_owned()])
         .collect();
     let started = std::time::Instant::now();
-    let view = waiters(queue, &deadlines, 0);
+    let view = waiters(queue, &deadlines, 0, &Labels::from_fields(&[]));
     assert_eq!(view.len(), n);
     assert_eq!(view[n - 1].expires_in, Some(Duration::from_secs(1)));
     assert!(

@@ -42,6 +42,9 @@ pub(crate) struct RedissonLock {
     release_cache: Duration,
     /// Test hook: shifts this client's clock (see `ClientConfig::clock_offset_ms`).
     clock_offset_ms: i64,
+    /// The client's label, written to fairlock's own labels key of the
+    /// lock, never to a Redisson key (see `label.rs`).
+    label: std::sync::Arc<str>,
 }
 
 /// Milliseconds since the Unix epoch on this machine's clock.
@@ -62,6 +65,7 @@ impl RedissonLock {
             waiter_ttl: settings.waiter_ttl,
             release_cache: settings.release_cache,
             clock_offset_ms: settings.clock_offset_ms,
+            label: std::sync::Arc::clone(&settings.label),
         }
     }
 
@@ -131,6 +135,7 @@ impl RedissonLock {
                 self.keys.lock.as_str(),
                 &self.keys.queue,
                 &self.keys.timeouts,
+                &self.keys.labels,
             ];
             let args = [
                 ms(lease),
@@ -139,11 +144,19 @@ impl RedissonLock {
                 self.now_ms().to_string(),
                 if queue { "queue" } else { "once" }.to_owned(),
                 reconcile,
+                self.label.to_string(),
+                ms(self.waiter_ttl),
             ];
             conn.script(&FAIR_ACQUIRE, &self.name, &keys, &args).await?
         } else {
-            let args = [ms(lease), owner.to_owned(), reconcile];
-            conn.script(&NONFAIR_ACQUIRE, &self.name, &[&self.keys.lock], &args)
+            let keys = [self.keys.lock.as_str(), &self.keys.labels];
+            let args = [
+                ms(lease),
+                owner.to_owned(),
+                reconcile,
+                self.label.to_string(),
+            ];
+            conn.script(&NONFAIR_ACQUIRE, &self.name, &keys, &args)
                 .await?
         };
         decode_acquire(self.fair, queue, &reply)
@@ -263,9 +276,12 @@ impl RedissonLock {
             self.keys.lock.as_str(),
             &self.keys.queue,
             &self.keys.timeouts,
+            &self.keys.labels,
         ];
-        let (fields, pttl, queue, deadlines): (Vec<String>, i64, Vec<String>, Vec<String>) =
+        type Reply = (Vec<String>, i64, Vec<String>, Vec<String>, Vec<String>);
+        let (fields, pttl, queue, deadlines, labels): Reply =
             conn.script(&INSPECT, &self.name, &keys, &[]).await?;
+        let labels = super::Labels::from_fields(&labels);
         let mut holders = Vec::new();
         for pair in fields.chunks(2) {
             if let [owner, count] = pair {
@@ -273,6 +289,7 @@ impl RedissonLock {
                     .parse()
                     .map_err(|_| unexpected("inspect", ("hold count", count)))?;
                 holders.push(Holder {
+                    label: labels.of(owner),
                     owner: owner.clone(),
                     count,
                 });
@@ -284,7 +301,7 @@ impl RedissonLock {
             holders,
             pttl,
             None,
-            super::waiters(queue, &deadlines, self.now_ms()),
+            super::waiters(queue, &deadlines, self.now_ms(), &labels),
         ))
     }
 }
