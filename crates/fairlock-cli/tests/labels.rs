@@ -162,13 +162,23 @@ fn inspect_and_watch_show_who_holds_and_who_waits() {
 }
 
 /// A Java Redisson holder (its hash as Redisson writes it) shows no label:
-/// `inspect` prints the owner alone, `--json` a null label.
+/// `inspect` prints the owner alone, `--json` a null label; a fairlock
+/// waiter behind it shows its own.
 #[test]
-fn a_java_holder_shows_no_label() {
+fn a_java_holder_shows_no_label_and_its_fairlock_waiter_does() {
     let server = RedisServer::start();
     let java = "5f0e8a52-7c1b-4d3e-9a56-0b1c2d3e4f50:77";
     let _: () = server.cmd(&["HSET", "java-held", java, "1"]);
     let _: () = server.cmd(&["PEXPIRE", "java-held", "30000"]);
+    let mut waiting = fairlock(&server, Protocol::Redisson)
+        .args(["--label", "rust-waiter", "exec", "java-held", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the waiter queued", || {
+        server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{java-held}"]) == 1
+    });
     let mut cmd = fairlock(&server, Protocol::Redisson);
     cmd.args(["inspect", "java-held"]);
     let text = output(cmd);
@@ -176,17 +186,37 @@ fn a_java_holder_shows_no_label() {
         text.contains(&format!("  holder   {java}  (hold count 1)")),
         "{text}"
     );
+    assert!(
+        text.contains(":1 on rust-waiter  (entry expires in"),
+        "{text}"
+    );
     let mut cmd = fairlock(&server, Protocol::Redisson);
     cmd.args(["inspect", "java-held", "--json"]);
     let json: Value = serde_json::from_str(&output(cmd)).unwrap();
-    assert_eq!(json["holders"][0]["label"], Value::Null, "{json}");
+    let holder = json["holders"][0].as_object().unwrap();
+    assert_eq!(holder.get("label"), Some(&Value::Null), "{json}");
+    assert_eq!(json["queue"][0]["label"], "rust-waiter", "{json}");
+    // The Java holder lets go (as Redisson's unlock does): the waiter runs.
+    let _: () = server.cmd(&["DEL", "java-held"]);
+    let waiter_owner = json["queue"][0]["owner"].as_str().unwrap().to_owned();
+    let _: () = server.cmd(&[
+        "PUBLISH",
+        &format!("redisson_lock__channel:{{java-held}}:{waiter_owner}"),
+        "0",
+    ]);
+    assert!(waiting.wait().unwrap().success());
 }
 
 #[test]
 fn bad_labels_are_bad_usage() {
     let server = RedisServer::start();
     let too_long = "x".repeat(fairlock::MAX_LABEL_LEN + 1);
-    for bad in ["", "two\nlines", "\u{1b}[31mred", too_long.as_str()] {
+    for (bad, why) in [
+        ("", "the label is empty"),
+        ("two\nlines", "the label contains a control character"),
+        ("\u{1b}[31mred", "the label contains a control character"),
+        (too_long.as_str(), "the label is longer than 128 bytes"),
+    ] {
         let mut cmd = fairlock(&server, Protocol::Native);
         let out = cmd
             .args(["--label", bad, "exec", "never", "--", "true"])
@@ -194,7 +224,7 @@ fn bad_labels_are_bad_usage() {
             .unwrap();
         assert_eq!(out.status.code(), Some(64), "{bad:?}: {out:?}");
         let said = String::from_utf8_lossy(&out.stderr);
-        assert!(said.contains("label"), "{bad:?}: {said}");
+        assert!(said.contains(why), "{bad:?}: {said}");
     }
     for bad in ["two\nlines", too_long.as_str()] {
         let mut cmd = fairlock(&server, Protocol::Native);

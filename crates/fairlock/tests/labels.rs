@@ -413,3 +413,76 @@ async fn foreign_labels_are_not_shown_and_never_break_the_lock() {
         guard.unlock().await.unwrap();
     }
 }
+
+/// What was logged on this test's thread (a `#[tokio::test]` runs its
+/// tasks, the watchdog's included, on it).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let sink = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn lines(&self) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The WARN line of a lost lock names the client by its label too, so that
+/// a loss found in logs gathered from many hosts says where it happened.
+#[tokio::test]
+async fn the_lost_lock_warning_names_the_label() {
+    for protocol in PROTOCOLS {
+        let logs = Logs::default();
+        let _capture = logs.capture();
+        let server = RedisServer::start();
+        let client = labelled(&server, protocol, "loser@host-1").await;
+        let other = support::client(&server, protocol).await;
+        let guard = client.fair_lock("lost").unwrap().lock().await.unwrap();
+        assert!(
+            other
+                .fair_lock("lost")
+                .unwrap()
+                .force_unlock()
+                .await
+                .unwrap()
+        );
+        tokio::time::timeout(Duration::from_secs(10), guard.lost())
+            .await
+            .expect("the loss is noticed");
+        eventually(Duration::from_secs(5), "the warning", || {
+            logs.lines()
+                .iter()
+                .any(|l| l.contains("lock lost") && l.contains("label=\"loser@host-1\""))
+        })
+        .await;
+        let warning = logs
+            .lines()
+            .into_iter()
+            .find(|l| l.contains("lock lost"))
+            .unwrap();
+        assert!(warning.contains(" WARN "), "{warning}");
+        assert!(warning.contains(guard.owner().as_str()), "{warning}");
+    }
+}
