@@ -335,21 +335,23 @@ async fn labels_live_as_long_as_the_lock() {
     for protocol in PROTOCOLS {
         let server = RedisServer::start();
         let name = "renewed";
-        let lease = Duration::from_millis(600);
+        let lease = Duration::from_millis(2_000);
         let client = support::client_with(&server, protocol, move |c| {
             c.lease(lease)
-                .renew_interval(Duration::from_millis(150))
+                .renew_interval(Duration::from_millis(200))
                 .label("renewed-holder")
         })
         .await;
         let key = labels_key(protocol, name);
         let guard = client.fair_lock(name).unwrap().lock().await.unwrap();
-        // Held through several leases: the label stays, always with a TTL.
-        for _ in 0..10 {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        // Held through two leases: the label stays, always with a TTL of
+        // at most one lease.
+        for _ in 0..16 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
             let ttl: i64 = server.cmd(&["PTTL", &key]);
-            assert!(ttl > 0 && ttl <= 600, "{protocol}: labels TTL {ttl}");
+            assert!(ttl > 0 && ttl <= 2_000, "{protocol}: labels TTL {ttl}");
         }
+        assert!(guard.is_held(), "{protocol}");
         let info = client.fair_lock(name).unwrap().inspect().await.unwrap();
         assert_eq!(
             info.holders[0].label.as_deref(),
@@ -358,7 +360,7 @@ async fn labels_live_as_long_as_the_lock() {
         );
         // Released: the labels go within one lease.
         guard.unlock().await.unwrap();
-        eventually(Duration::from_millis(1_500), "the labels expired", || {
+        eventually(Duration::from_millis(3_000), "the labels expired", || {
             server.cmd::<i64>(&["EXISTS", &key]) == 0
         })
         .await;
