@@ -488,3 +488,57 @@ async fn the_lost_lock_warning_names_the_label() {
         assert!(warning.contains(guard.owner().as_str()), "{warning}");
     }
 }
+
+/// On a Redis Cluster the labels key shares the lock's slot (one script
+/// call touches both; another slot would be refused with CROSSSLOT), with
+/// and without a hash tag of the name's own, and the holder's and the
+/// waiter's labels are read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_share_the_locks_slot_on_a_cluster() {
+    let cluster = support::Cluster::start();
+    for protocol in PROTOCOLS {
+        let holder =
+            support::cluster_client_with(&cluster, protocol, |c| c.label("holder@node")).await;
+        let waiter =
+            support::cluster_client_with(&cluster, protocol, |c| c.label("waiter@node")).await;
+        for name in ["orders", "job{7}"] {
+            let (lock_key, _, _) = support::lock_keys(protocol, name);
+            let key = match protocol {
+                Protocol::Redisson if name.contains('{') => format!("fairlock:labels:{name}"),
+                _ => labels_key(protocol, name),
+            };
+            assert_eq!(cluster.slot_of(&key), cluster.slot_of(&lock_key), "{key}");
+            let guard = holder.fair_lock(name).unwrap().lock().await.unwrap();
+            let lock = waiter.fair_lock(name).unwrap();
+            let waiting = tokio::spawn(async move { lock.lock().await.unwrap().unlock().await });
+            let observer = holder.fair_lock(name).unwrap();
+            let mut info = observer.inspect().await.unwrap();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while info.queue.is_empty() {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{protocol} {name}: queued"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                info = observer.inspect().await.unwrap();
+            }
+            assert_eq!(
+                info.holders[0].label.as_deref(),
+                Some("holder@node"),
+                "{protocol} {name}"
+            );
+            assert_eq!(
+                info.queue[0].label.as_deref(),
+                Some("waiter@node"),
+                "{protocol} {name}"
+            );
+            let stored: Vec<String> = cluster.node_for_key(&key).cmd(&["HGETALL", &key]);
+            assert!(
+                stored.contains(&"holder@node".to_owned()),
+                "{protocol} {name}: {stored:?}"
+            );
+            guard.unlock().await.unwrap();
+            waiting.await.unwrap().unwrap();
+        }
+    }
+}
