@@ -478,6 +478,7 @@ impl ClientConfig {
             waiter_slot: self.waiter_slot,
             clock_offset_ms: self.clock_offset_ms,
             label: self.label.as_str().into(),
+            labels: Default::default(),
             // Longer than the last retry of a release can come: a retry
             // within the budget, re-sent once more from the background after
             // a drop, each call bounded by the response timeout.

@@ -166,6 +166,9 @@ pub(crate) enum Event<'a> {
     PubSubRetry { error: &'a dyn fmt::Display },
     /// The client shut down; `unfinished` acquisitions outlived the wait.
     ShutDown { client: &'a str, unfinished: bool },
+    /// The server's ACL refused the labels keys: the client goes on without
+    /// labels.
+    LabelsRefused,
     /// An acquire script got its answer (or failed).
     Attempted { lock: &'a str },
     /// A hold renewed by the watchdog.
@@ -610,6 +613,10 @@ pub(crate) fn record(event: Event<'_>) {
             warn!("pub/sub connection lost; waking all waiters and reconnecting")
         }
         Event::PubSubRetry { error } => debug!(%error, "pub/sub connection failed; retrying"),
+        Event::LabelsRefused => warn!(
+            "the Redis user may not use the labels keys (NOPERM); going on without client labels \
+             (grant ~fairlock:labels:* and +hlen, see docs/deployment.md)"
+        ),
         Event::ShutDown { client, unfinished } => {
             if unfinished {
                 warn!("shutdown: some acquisitions did not finish within the response timeout");

@@ -123,6 +123,35 @@ pub(crate) struct ProtocolSettings {
     /// The client's label, written next to the locks it takes or waits
     /// for (see `label.rs`).
     pub(crate) label: std::sync::Arc<str>,
+    /// Whether the server still lets this client use the labels keys.
+    pub(crate) labels: LabelsAccess,
+}
+
+/// Whether the labels keys may be passed to the scripts: until the server
+/// refuses one with `NOPERM` (an ACL user set up before labels existed,
+/// without `~fairlock:labels:*` under redisson). Redis checks a script's
+/// keys before it runs, so a refused call did nothing and is sent again
+/// without them; from then on this client writes and reads no labels
+/// (shared by all its locks).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LabelsAccess(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl LabelsAccess {
+    pub(crate) fn usable(&self) -> bool {
+        !self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `true` when `err` is a refusal of the keys (`NOPERM`) while labels
+    /// were in use: labels are then given up for good, and the call should
+    /// be sent again without them.
+    pub(crate) fn refused_by(&self, err: &crate::Error) -> bool {
+        let refused = matches!(err, crate::Error::Redis(e) if e.code() == Some("NOPERM"));
+        if refused && self.usable() {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            crate::events::record(crate::events::Event::LabelsRefused);
+        }
+        refused
+    }
 }
 
 /// One protocol with this client's settings: makes the lock objects and
@@ -163,19 +192,6 @@ impl Dialect {
             Protocol::Redisson => &redisson::RENEW,
             Protocol::Native => &native::RENEW,
         };
-        // Each lock key, then the key of its lock's labels (same slot).
-        let labels: Vec<String> = batch
-            .iter()
-            .map(|(key, _, _)| match self.settings.protocol {
-                Protocol::Redisson => crate::name::RedissonKeys::labels_of(key),
-                Protocol::Native => crate::name::NativeKeys::labels_of(key),
-            })
-            .collect();
-        let keys: Vec<&str> = batch
-            .iter()
-            .zip(&labels)
-            .flat_map(|((key, _, _), labels)| [*key, labels.as_str()])
-            .collect();
         let mut args = Vec::with_capacity(2 * batch.len() + 2);
         args.push(lease.map(ms).unwrap_or_default());
         args.push(self.settings.label.to_string());
@@ -183,7 +199,26 @@ impl Dialect {
             args.push((*owner).to_owned());
             args.push(token.map(|t| t.to_string()).unwrap_or_default());
         }
-        let reply: Vec<i64> = conn.script(script, "", &keys, &args).await?;
+        // The lock keys, then (unless the server's ACL refused them) the
+        // keys of their labels, each in its lock's slot.
+        let labels: Vec<String> = batch
+            .iter()
+            .map(|(key, _, _)| match self.settings.protocol {
+                Protocol::Redisson => crate::name::RedissonKeys::labels_of(key),
+                Protocol::Native => crate::name::NativeKeys::labels_of(key),
+            })
+            .collect();
+        let locks = batch.iter().map(|(key, _, _)| *key);
+        let keys: Vec<&str> = match self.settings.labels.usable() {
+            true => locks.chain(labels.iter().map(String::as_str)).collect(),
+            false => locks.collect(),
+        };
+        let reply: Vec<i64> = match conn.script(script, "", &keys, &args).await {
+            Err(err) if keys.len() > batch.len() && self.settings.labels.refused_by(&err) => {
+                conn.script(script, "", &keys[..batch.len()], &args).await?
+            }
+            reply => reply?,
+        };
         if reply.len() != batch.len() {
             return Err(unexpected("renew", reply));
         }

@@ -245,6 +245,7 @@ fn run_case(
             clock_offset_ms: 0,
             release_cache: LONG,
             label: "model:1".into(),
+            labels: Default::default(),
         })
         .lock("m", true);
         let mut model = Model::default();

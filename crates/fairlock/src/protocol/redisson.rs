@@ -45,6 +45,8 @@ pub(crate) struct RedissonLock {
     /// The client's label, written to fairlock's own labels key of the
     /// lock, never to a Redisson key (see `label.rs`).
     label: std::sync::Arc<str>,
+    /// Whether the server lets this client use the labels key.
+    settings_labels: super::LabelsAccess,
 }
 
 /// Milliseconds since the Unix epoch on this machine's clock.
@@ -66,6 +68,7 @@ impl RedissonLock {
             release_cache: settings.release_cache,
             clock_offset_ms: settings.clock_offset_ms,
             label: std::sync::Arc::clone(&settings.label),
+            settings_labels: settings.labels.clone(),
         }
     }
 
@@ -121,45 +124,70 @@ impl RedissonLock {
         args: &AcquireArgs<'_>,
     ) -> Result<Acquire> {
         let AcquireArgs {
-            owner,
-            lease,
-            wait,
-            queue,
-            base,
-            nonce: _,
+            wait, queue, base, ..
         } = *args;
         let slot = self.slot(wait);
         let reconcile = base.to_string();
-        let reply: Vec<i64> = if self.fair {
-            let keys = [
+        let with_labels = self.settings_labels.usable();
+        let reply = self
+            .acquire_call(conn, args, slot, &reconcile, with_labels)
+            .await;
+        let reply = match reply {
+            Err(err) if with_labels && self.settings_labels.refused_by(&err) => {
+                self.acquire_call(conn, args, slot, &reconcile, false)
+                    .await?
+            }
+            reply => reply?,
+        };
+        decode_acquire(self.fair, queue, &reply)
+    }
+
+    /// One acquire script call, with the labels key or without it.
+    async fn acquire_call(
+        &self,
+        conn: &Connection,
+        args: &AcquireArgs<'_>,
+        slot: Duration,
+        reconcile: &str,
+        with_labels: bool,
+    ) -> Result<Vec<i64>> {
+        let AcquireArgs {
+            owner,
+            lease,
+            queue,
+            ..
+        } = *args;
+        let labels = with_labels.then_some(self.keys.labels.as_str());
+        if self.fair {
+            let mut keys = vec![
                 self.keys.lock.as_str(),
                 &self.keys.queue,
                 &self.keys.timeouts,
-                &self.keys.labels,
             ];
+            keys.extend(labels);
             let args = [
                 ms(lease),
                 owner.to_owned(),
                 ms(slot),
                 self.now_ms().to_string(),
                 if queue { "queue" } else { "once" }.to_owned(),
-                reconcile,
+                reconcile.to_owned(),
                 self.label.to_string(),
                 ms(self.waiter_ttl),
             ];
-            conn.script(&FAIR_ACQUIRE, &self.name, &keys, &args).await?
+            conn.script(&FAIR_ACQUIRE, &self.name, &keys, &args).await
         } else {
-            let keys = [self.keys.lock.as_str(), &self.keys.labels];
+            let mut keys = vec![self.keys.lock.as_str()];
+            keys.extend(labels);
             let args = [
                 ms(lease),
                 owner.to_owned(),
-                reconcile,
+                reconcile.to_owned(),
                 self.label.to_string(),
             ];
             conn.script(&NONFAIR_ACQUIRE, &self.name, &keys, &args)
-                .await?
-        };
-        decode_acquire(self.fair, queue, &reply)
+                .await
+        }
     }
 
     /// Leave the queue (fair lock). `true` when the owner was queued.
@@ -279,8 +307,16 @@ impl RedissonLock {
             &self.keys.labels,
         ];
         type Reply = (Vec<String>, i64, Vec<String>, Vec<String>, Vec<String>);
-        let (fields, pttl, queue, deadlines, labels): Reply =
-            conn.script(&INSPECT, &self.name, &keys, &[]).await?;
+        let with_labels = if self.settings_labels.usable() { 4 } else { 3 };
+        let reply = conn
+            .script(&INSPECT, &self.name, &keys[..with_labels], &[])
+            .await;
+        let (fields, pttl, queue, deadlines, labels): Reply = match reply {
+            Err(err) if with_labels == 4 && self.settings_labels.refused_by(&err) => {
+                conn.script(&INSPECT, &self.name, &keys[..3], &[]).await?
+            }
+            reply => reply?,
+        };
         let labels = super::Labels::from_fields(&labels);
         let mut holders = Vec::new();
         for pair in fields.chunks(2) {

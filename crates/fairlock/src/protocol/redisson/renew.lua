@@ -1,15 +1,17 @@
 -- Watchdog: extend the lease of every lock in the batch still held by its
 -- owner, or only check it.
--- KEYS[2i - 1] lock hash, KEYS[2i] fairlock's labels of that lock;
--- ARGV[1] lease ms, or '' to check without extending; ARGV[2] this
--- client's label ('' for none); ARGV[2i + 1] owner of KEYS[2i - 1],
--- ARGV[2i + 2] unused (the native protocol's token)
+-- KEYS[i] (i <= N) lock hash, KEYS[N + i] fairlock's labels of that lock
+-- (optional: all or none); ARGV[1] lease ms, or '' to check without
+-- extending; ARGV[2] this client's label ('' for none); ARGV[2i + 1] owner
+-- of KEYS[i], ARGV[2i + 2] unused (the native protocol's token);
+-- N = (#ARGV - 2) / 2
 -- Returns one integer per lock: 1 held (renewed); lost: 0 the key is gone,
 -- 2 another owner holds it (or the key holds another type).
 local lease, label = ARGV[1], ARGV[2]
 local renewed = {}
-for i = 1, #KEYS / 2 do
-  local key = KEYS[2 * i - 1]
+local n = (#ARGV - 2) / 2
+for i = 1, n do
+  local key = KEYS[i]
   local owner = ARGV[2 * i + 1]
   -- Only a hash with this owner's own field is renewed (owner ids are
   -- random per client): data that is not its lock is "not ours" (2).
@@ -19,7 +21,7 @@ for i = 1, #KEYS / 2 do
       -- GT: a renewal never shortens what a longer hold of the same owner
       -- (a re-entry with a longer explicit lease) was given.
       redis.call('pexpire', key, lease, 'gt')
-      write_label(KEYS[2 * i], owner, label, lease)
+      write_label(KEYS[n + i], owner, label, lease)
     end
     renewed[i] = 1
   elseif redis.call('exists', key) == 0 then
