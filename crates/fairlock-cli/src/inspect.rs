@@ -11,8 +11,8 @@ use crate::{Cli, Failure, LockSettings, duration, exit};
 pub(crate) struct InspectArgs {
     /// Lock name.
     name: String,
-    /// Print one JSON object: {"name","protocol","locked","holders":[{"owner","count"}],
-    /// "lease_ms","token","queue":[{"position","owner","expires_in_ms"}],
+    /// Print one JSON object: {"name","protocol","locked","holders":[{"owner","label","count"}],
+    /// "lease_ms","token","queue":[{"position","owner","label","expires_in_ms"}],
     /// "node","other_protocol"} (null where not applicable). "node" is the
     /// host:port serving the lock (on a Redis Cluster, the master of its slot). "other_protocol" is
     /// null, or {"protocol","locked","queue_length","flag"} when the other
@@ -46,13 +46,14 @@ pub(crate) fn to_json(info: &LockInfo, other: Option<&OtherProtocol>) -> Value {
         "name": info.name,
         "protocol": info.protocol.as_str(),
         "locked": info.is_locked(),
-        "holders": info.holders.iter().map(|h| json!({"owner": h.owner, "count": h.count})).collect::<Vec<_>>(),
+        "holders": info.holders.iter().map(|h| json!({"owner": h.owner, "label": h.label, "count": h.count})).collect::<Vec<_>>(),
         "lease_ms": info.remaining_lease.map(|d| d.as_millis() as u64),
         "token": info.token,
         "node": info.node,
         "queue": info.queue.iter().map(|w| json!({
             "position": w.position,
             "owner": w.owner,
+            "label": w.label,
             "expires_in_ms": w.expires_in.map(|d| d.as_millis() as u64),
         })).collect::<Vec<_>>(),
         "other_protocol": other.map(|o| json!({
@@ -76,8 +77,10 @@ fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
     }
     for holder in &info.holders {
         out += &format!(
-            "  holder   {}  (hold count {})\n",
-            holder.owner, holder.count
+            "  holder   {}{}  (hold count {})\n",
+            holder.owner,
+            on(&holder.label),
+            holder.count
         );
     }
     if let Some(lease) = info.remaining_lease {
@@ -96,8 +99,10 @@ fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
                 .map(|d| format!("entry expires in {}", duration::format(d)))
                 .unwrap_or_else(|| "no deadline".to_owned());
             out += &format!(
-                "    {:>3}. {}  ({expires})\n",
-                waiter.position, waiter.owner
+                "    {:>3}. {}{}  ({expires})\n",
+                waiter.position,
+                waiter.owner,
+                on(&waiter.label)
             );
         }
     }
@@ -105,6 +110,15 @@ fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
         out += &format!("note: {}\n", other.describe(&info.name));
     }
     out
+}
+
+/// ` on LABEL` after an owner id whose client wrote a label (Java Redisson
+/// clients write none).
+pub(crate) fn on(label: &Option<String>) -> String {
+    label
+        .as_deref()
+        .map(|label| format!(" on {label}"))
+        .unwrap_or_default()
 }
 
 /// What the other protocol's keys say about a name: the same name under

@@ -85,6 +85,13 @@ pub(crate) struct Cli {
     #[arg(long = "protocol", id = "protocol", global = true, value_name = "PROTOCOL", value_parser = parse_protocol, help_heading = GLOBAL)]
     protocol_flag: Option<Protocol>,
 
+    /// Who this process is, as `inspect` and `watch` show it beside the
+    /// owner id of each lock it holds or waits for (up to 128 bytes, no
+    /// control characters). Default: $FAIRLOCK_LABEL, else the URL's label
+    /// parameter, else HOST:PID.
+    #[arg(long, global = true, value_name = "LABEL", value_parser = parse_label, help_heading = GLOBAL)]
+    label: Option<String>,
+
     /// The protocol: --protocol, else the environment's or the URL's
     /// (filled in by [`Cli::resolve`]).
     #[arg(skip)]
@@ -291,6 +298,22 @@ fn parse_protocol(text: &str) -> Result<Protocol, String> {
         .map_err(|_| "use native or redisson".to_owned())
 }
 
+/// A client label, checked as the library checks it.
+fn parse_label(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        Err("the label is empty".to_owned())
+    } else if text.len() > fairlock::MAX_LABEL_LEN {
+        Err(format!(
+            "the label is longer than {} bytes",
+            fairlock::MAX_LABEL_LEN
+        ))
+    } else if text.chars().any(char::is_control) {
+        Err("the label contains a control character".to_owned())
+    } else {
+        Ok(text.to_owned())
+    }
+}
+
 impl Cli {
     /// Read the settings the environment and the URL give, and settle the
     /// protocol: --protocol, else theirs.
@@ -305,11 +328,16 @@ impl Cli {
     /// variables (the variables win). The sentinels' credentials are the
     /// flags' business ([`with_sentinel_auth`](Self::with_sentinel_auth)).
     fn config_from_text(&self, url: &str) -> Result<ClientConfig, Failure> {
-        Ok(ClientConfig::from_env_with(|var| match var {
+        let config = ClientConfig::from_env_with(|var| match var {
             "FAIRLOCK_URL" => Some(url.to_owned()),
             "REDIS_URL" | "FAIRLOCK_SENTINEL_USER" | "FAIRLOCK_SENTINEL_PASSWORD" => None,
             _ => std::env::var(var).ok(),
-        })?)
+        })?;
+        // --label wins over $FAIRLOCK_LABEL and the URL's parameter.
+        Ok(match &self.label {
+            Some(label) => config.label(label.as_str()),
+            None => config,
+        })
     }
 
     /// The URL: --redis, else $FAIRLOCK_URL, else $REDIS_URL, else the local

@@ -36,9 +36,11 @@ pub(crate) struct WatchArgs {
     count: Option<u64>,
 
     /// One JSON object per lock and refresh, on a line of its own:
-    /// {"time","name","protocol","locked","holder","token","held_for_ms",
-    /// "held_for_exact","lease_ms","queue_length","longest_wait_ms",
-    /// "longest_wait_exact"} (null where not applicable), or
+    /// {"time","name","protocol","locked","holder","holder_label","token",
+    /// "held_for_ms","held_for_exact","lease_ms","queue_length",
+    /// "longest_wait_ms","longest_wait_exact","waiters":[{"owner","label"}]}
+    /// (null where not applicable; labels are the clients' --label, HOST:PID
+    /// by default, null for Java Redisson clients), or
     /// {"time","name","error"} when the read failed.
     #[arg(long)]
     json: bool,
@@ -242,7 +244,11 @@ fn to_text(view: &View) -> String {
     let mut line = format!("{}: ", view.name);
     match info.holders.first() {
         Some(holder) => {
-            line += &format!("held by {}", holder.owner);
+            line += &format!(
+                "held by {}{}",
+                holder.owner,
+                crate::inspect::on(&holder.label)
+            );
             if let Some(held) = shown.held_for {
                 line += &format!(" for {}", age(held));
             }
@@ -259,8 +265,25 @@ fn to_text(view: &View) -> String {
     if let Some(wait) = shown.longest_wait {
         line += &format!(" (longest {})", age(wait));
     }
+    // Who waits, first in line first: each by its label, or by its owner
+    // id when its client wrote none.
+    if !info.queue.is_empty() {
+        let shown: Vec<&str> = info
+            .queue
+            .iter()
+            .take(SHOWN_WAITERS)
+            .map(|w| w.label.as_deref().unwrap_or(&w.owner))
+            .collect();
+        line += &format!(": {}", shown.join(", "));
+        if info.queue.len() > SHOWN_WAITERS {
+            line += &format!(" and {} more", info.queue.len() - SHOWN_WAITERS);
+        }
+    }
     line
 }
+
+/// Waiters named on a text line (`--json` lists them all).
+const SHOWN_WAITERS: usize = 5;
 
 fn to_json(time: &str, view: &View) -> Value {
     let shown = match &view.result {
@@ -274,6 +297,7 @@ fn to_json(time: &str, view: &View) -> Value {
         "protocol": info.protocol.as_str(),
         "locked": info.is_locked(),
         "holder": info.holders.first().map(|h| h.owner.clone()),
+        "holder_label": info.holders.first().and_then(|h| h.label.clone()),
         "token": info.token,
         "held_for_ms": shown.held_for.map(|(d, _)| millis(d)),
         "held_for_exact": shown.held_for.map(|(_, exact)| exact),
@@ -281,6 +305,7 @@ fn to_json(time: &str, view: &View) -> Value {
         "queue_length": info.queue.len(),
         "longest_wait_ms": shown.longest_wait.map(|(d, _)| millis(d)),
         "longest_wait_exact": shown.longest_wait.map(|(_, exact)| exact),
+        "waiters": info.queue.iter().map(|w| json!({"owner": w.owner, "label": w.label})).collect::<Vec<_>>(),
     })
 }
 

@@ -380,12 +380,14 @@ fn redisson_keys_are_written() {
         server.cmd::<usize>(&["LLEN", "redisson_lock_queue:{java-shared}"]) == 1
     });
     // Exactly Redisson's keys: the lock hash, the queue, the deadline set,
-    // and the waiter's channel.
+    // and the waiter's channel; and fairlock's own labels key, which
+    // Redisson never reads.
     let mut keys: Vec<String> = server.cmd(&["KEYS", "*"]);
     keys.sort();
     assert_eq!(
         keys,
         [
+            "fairlock:labels:{java-shared}",
             "java-shared",
             "redisson_lock_queue:{java-shared}",
             "redisson_lock_timeout:{java-shared}"

@@ -88,13 +88,20 @@ fn watch_prints_a_line_per_lock_and_refresh() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 6, "{text}");
     for pair in lines.chunks(2) {
-        // "<RFC 3339 time> w1: held by OWNER for >=0s, token T, lease 29.8s left, 1 waiting (longest >=0s)"
+        // "<RFC 3339 time> w1: held by OWNER on HOST:PID for >=0s, token T,
+        // lease 29.8s left, 1 waiting (longest >=0s): HOST:PID"
         let (time, w1) = pair[0].split_once(' ').unwrap();
         assert!(time.ends_with('Z') && time.contains('T'), "{time}");
-        let held = format!("w1: held by {owner} for >=");
+        // The library client's label: this process's HOST:PID.
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        let label = format!("{}:{}", host.trim(), std::process::id());
+        let held = format!("w1: held by {owner} on {label} for >=");
         assert!(w1.starts_with(&held), "{w1}");
         assert!(w1.contains(&format!(", token {token}, lease ")), "{w1}");
         assert!(w1.contains(" left, 1 waiting (longest >="), "{w1}");
+        // The waiter, by the exec's label: its HOST:PID.
+        let waiter_label = format!("{}:{}", host.trim(), waiter.id());
+        assert!(w1.ends_with(&format!("): {waiter_label}")), "{w1}");
         assert!(pair[1].ends_with(" w2: free, 0 waiting"), "{}", pair[1]);
     }
     // No escape codes outside a terminal.

@@ -58,6 +58,7 @@ pub struct ClientConfig {
     pub(crate) lock_label: LockLabel,
     pub(crate) metrics: bool,
     pub(crate) min_replicas: Option<(u32, Duration)>,
+    pub(crate) label: String,
 }
 
 impl ClientConfig {
@@ -91,6 +92,7 @@ impl ClientConfig {
     /// | `min_replicas=N` | [`min_replicas`](Self::min_replicas) (timeout 1 s unless given) |
     /// | `min_replicas_timeout=DUR` | [`min_replicas`](Self::min_replicas) |
     /// | `metrics=true\|false` | [`metrics`](Self::metrics) |
+    /// | `label=TEXT` | [`label`](Self::label) (taken as written: no percent-decoding) |
     ///
     /// A unix socket URL also keeps the Redis client's own `db`, `user` and
     /// `pass`. Setters called afterwards override the URL's values.
@@ -139,6 +141,7 @@ impl ClientConfig {
             lock_label: LockLabel::Off,
             metrics: true,
             min_replicas: None,
+            label: crate::label::default_label().to_owned(),
         }
     }
 
@@ -244,6 +247,36 @@ impl ClientConfig {
     /// Whether this client writes metrics.
     pub fn get_metrics(&self) -> bool {
         self.metrics
+    }
+
+    /// Who this client is, in words a person reads: stored next to each
+    /// lock the client holds or waits for, and shown by
+    /// [`inspect`](crate::LockHandle::inspect) (and `fairlock inspect`,
+    /// `fairlock watch`) beside the owner id, and in the log line of a
+    /// lost lock. Not empty, at most [`MAX_LABEL_LEN`](crate::MAX_LABEL_LEN)
+    /// bytes, no control characters. Labels are not unique and not checked
+    /// against anything: they are for reading, never for deciding.
+    /// Default: `HOST:PID` (the host name from `/proc/sys/kernel/hostname`,
+    /// else `$HOSTNAME`), such as `build-7:31337`.
+    ///
+    /// ```
+    /// # fn main() -> fairlock::Result<()> {
+    /// let config = fairlock::ClientConfig::from_url("redis://127.0.0.1:6379")?
+    ///     .label("billing-worker@build-7");
+    /// assert_eq!(config.get_label(), "billing-worker@build-7");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// A label that breaks the rules is refused with
+    /// [`Error::InvalidConfig`] when the client connects.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = label.into();
+        self
+    }
+
+    /// The client's label.
+    pub fn get_label(&self) -> &str {
+        &self.label
     }
 
     /// Credentials for the sentinels of a `redis+sentinel://` URL (the
@@ -382,6 +415,7 @@ impl ClientConfig {
         check_duration("response timeout", self.response_timeout)?;
         check_duration("connect timeout", self.connect_timeout)?;
         check_duration("retry budget", self.retry_budget)?;
+        crate::label::validate(&self.label)?;
         if let Some((_, timeout)) = self.min_replicas {
             check_duration("replica acknowledgement timeout", timeout)?;
         }
@@ -422,6 +456,7 @@ impl fmt::Debug for ClientConfig {
                 &self.endpoint.has_sentinel_auth().then_some("<hidden>"),
             )
             .field("min_replicas", &self.min_replicas)
+            .field("label", &self.label)
             .finish()
     }
 }
@@ -442,6 +477,8 @@ impl ClientConfig {
             waiter_ttl: self.waiter_ttl,
             waiter_slot: self.waiter_slot,
             clock_offset_ms: self.clock_offset_ms,
+            label: self.label.as_str().into(),
+            labels: Default::default(),
             // Longer than the last retry of a release can come: a retry
             // within the budget, re-sent once more from the background after
             // a drop, each call bounded by the response timeout.

@@ -75,13 +75,14 @@ impl ClientCore {
             dialect.protocol().as_str(),
             config.lock_label.clone(),
             config.metrics,
+            &config.label,
         );
         let (conn, pubsub) =
             Connection::connect(&config.endpoint, config.timeouts(), Arc::clone(&events)).await?;
         let wakeups = WakeupRouter::start(pubsub, Arc::clone(&events), &runtime);
         let watchdog = Watchdog::start(
             Arc::clone(&events),
-            dialect,
+            dialect.clone(),
             conn.clone(),
             &config,
             &runtime,

@@ -166,6 +166,9 @@ pub(crate) enum Event<'a> {
     PubSubRetry { error: &'a dyn fmt::Display },
     /// The client shut down; `unfinished` acquisitions outlived the wait.
     ShutDown { client: &'a str, unfinished: bool },
+    /// The server's ACL refused the labels keys: the client goes on without
+    /// labels.
+    LabelsRefused,
     /// An acquire script got its answer (or failed).
     Attempted { lock: &'a str },
     /// A hold renewed by the watchdog.
@@ -221,14 +224,22 @@ pub(crate) struct Recorder {
     counters: Counters,
     meters: Meters,
     protocol: &'static str,
+    /// The client's label, in the log line of a lost lock.
+    label: Box<str>,
 }
 
 impl Recorder {
-    pub(crate) fn new(protocol: &'static str, lock_label: LockLabel, metrics: bool) -> Arc<Self> {
+    pub(crate) fn new(
+        protocol: &'static str,
+        lock_label: LockLabel,
+        metrics: bool,
+        label: &str,
+    ) -> Arc<Self> {
         Arc::new(Self {
             counters: Counters::default(),
             meters: Meters::new(protocol, lock_label, metrics),
             protocol,
+            label: label.into(),
         })
     }
 
@@ -263,6 +274,12 @@ impl Recorder {
                 };
                 bump(counter);
                 self.meters.lost(lock, cause.label());
+                // The log line names this client by its label too: lost
+                // locks are read in logs gathered from many hosts.
+                if let Event::Lost { lock, owner, cause } = event {
+                    warn!(lock, owner, label = &*self.label, %cause, "lock lost");
+                    return;
+                }
             }
             Event::Attempted { lock } => {
                 bump(&c.attempts);
@@ -596,6 +613,10 @@ pub(crate) fn record(event: Event<'_>) {
             warn!("pub/sub connection lost; waking all waiters and reconnecting")
         }
         Event::PubSubRetry { error } => debug!(%error, "pub/sub connection failed; retrying"),
+        Event::LabelsRefused => warn!(
+            "the Redis user may not use the labels keys (NOPERM); going on without client labels \
+             (grant ~fairlock:labels:* and +hlen, see docs/deployment.md)"
+        ),
         Event::ShutDown { client, unfinished } => {
             if unfinished {
                 warn!("shutdown: some acquisitions did not finish within the response timeout");

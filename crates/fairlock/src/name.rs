@@ -23,14 +23,16 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// # Why no native name needs the last rule
 ///
 /// Every native key and channel is `fairlock:{NAME}:SUFFIX`, SUFFIX one of
-/// `lock`, `queue`, `alive`, `meta`, `leases`, `wake:OWNER`,
+/// `lock`, `queue`, `alive`, `meta`, `leases`, `labels`, `wake:OWNER`,
 /// `release:REQUEST`. None of the fixed suffixes ends another (`}:lock`,
-/// `}:queue`, ... differ in their last characters), and the variable ones
+/// `}:queue`, `}:leases`, `}:labels`, ... differ in their last
+/// characters), and the variable ones
 /// end in an owner id or a request id, neither of which holds a `}`: so a
 /// key's ending tells its suffix, and stripping `fairlock:{` and `}:SUFFIX`
 /// gives back NAME. Two native names never share a key. A native key never
 /// equals a Redisson one either: Redisson's derived keys start with
-/// `redisson_`, and its lock keys (bare names) may not start with
+/// `redisson_`, fairlock's labels of a Redisson lock with `fairlock:labels:`
+/// (never `fairlock:{`), and its lock keys (bare names) may not start with
 /// `fairlock:` (refused by [`validate_redisson`]). So that rule binds
 /// `redisson` names only.
 pub(crate) fn validate(name: &str) -> Result<()> {
@@ -150,6 +152,11 @@ pub(crate) struct RedissonKeys {
     pub(crate) channel: String,
     /// Prefix of the unlock result cache; `:REQUEST` is appended per call.
     pub(crate) unlock_latch: String,
+    /// fairlock's own key, not Redisson's: the labels of the fairlock
+    /// clients that hold or wait for the lock (hash, client id -> label),
+    /// `fairlock:labels:{NAME}`, in the lock's slot. Redisson never reads
+    /// it; no Redisson key changes for it.
+    pub(crate) labels: String,
 }
 
 impl RedissonKeys {
@@ -160,7 +167,13 @@ impl RedissonKeys {
             timeouts: prefixed("redisson_lock_timeout", name),
             channel: prefixed("redisson_lock__channel", name),
             unlock_latch: prefixed("redisson_unlock_latch", name),
+            labels: Self::labels_of(name),
         }
+    }
+
+    /// The labels key of the lock whose key (its name) is `lock_key`.
+    pub(crate) fn labels_of(lock_key: &str) -> String {
+        prefixed("fairlock:labels", lock_key)
     }
 
     /// The wake-up channel of one waiting owner of a fair lock.
@@ -186,9 +199,19 @@ pub(crate) struct NativeKeys {
     pub(crate) channel: String,
     /// Prefix of the release result cache; `:REQUEST` is appended per call.
     pub(crate) release_cache: String,
+    /// The labels of the clients that hold or wait for the lock (hash,
+    /// client id -> label): `fairlock:{NAME}:labels`.
+    pub(crate) labels: String,
 }
 
 impl NativeKeys {
+    /// The labels key of the lock whose lock key is `lock_key`
+    /// (`fairlock:{NAME}:lock`).
+    pub(crate) fn labels_of(lock_key: &str) -> String {
+        let base = lock_key.strip_suffix("lock").unwrap_or(lock_key);
+        format!("{base}labels")
+    }
+
     pub(crate) fn new(name: &str) -> Self {
         let key = |suffix: &str| format!("fairlock:{{{name}}}:{suffix}");
         Self {
@@ -201,6 +224,7 @@ impl NativeKeys {
             ],
             channel: key("wake"),
             release_cache: key("release"),
+            labels: key("labels"),
         }
     }
 
@@ -222,6 +246,8 @@ mod tests {
         assert_eq!(k.fair_channel("u:1"), "redisson_lock__channel:{orders}:u:1");
         assert_eq!(k.channel, "redisson_lock__channel:{orders}");
         assert_eq!(k.unlock_latch("ab"), "redisson_unlock_latch:{orders}:ab");
+        assert_eq!(k.labels, "fairlock:labels:{orders}");
+        assert_eq!(RedissonKeys::new("job{7}").labels, "fairlock:labels:job{7}");
     }
 
     #[test]
@@ -237,6 +263,8 @@ mod tests {
         assert_eq!(k.lock(), "fairlock:{orders}:lock");
         assert_eq!(k.all[1], "fairlock:{orders}:queue");
         assert_eq!(k.channel, "fairlock:{orders}:wake");
+        assert_eq!(k.labels, "fairlock:{orders}:labels");
+        assert_eq!(NativeKeys::labels_of(k.lock()), k.labels);
         let tagged = NativeKeys::new("a{b}c");
         assert!(
             tagged
@@ -265,6 +293,8 @@ mod tests {
         let mut keys: Vec<String> = native.all.to_vec();
         keys.extend([
             native.release_cache.clone(),
+            native.labels.clone(),
+            redisson.labels.clone(),
             redisson.queue.clone(),
             redisson.timeouts.clone(),
             redisson.channel.clone(),

@@ -68,7 +68,7 @@ struct Setting {
 
 /// The URL parameters, as [`SETTINGS`] names them (a unit test keeps the
 /// two alike).
-pub(crate) const PARAMS: [&str; 11] = [
+pub(crate) const PARAMS: [&str; 12] = [
     "protocol",
     "lease",
     "renew_interval",
@@ -80,11 +80,12 @@ pub(crate) const PARAMS: [&str; 11] = [
     "min_replicas",
     "min_replicas_timeout",
     "metrics",
+    "label",
 ];
 
 /// Every setting text can give, in the order they are applied (the
 /// replica count before its timeout).
-const SETTINGS: [Setting; 11] = [
+const SETTINGS: [Setting; 12] = [
     Setting {
         param: "protocol",
         var: "FAIRLOCK_PROTOCOL",
@@ -163,6 +164,14 @@ const SETTINGS: [Setting; 11] = [
             "true" | "1" => Ok(config.metrics(true)),
             "false" | "0" => Ok(config.metrics(false)),
             _ => Err(from.refuse(value, "use true or false")),
+        },
+    },
+    Setting {
+        param: "label",
+        var: "FAIRLOCK_LABEL",
+        apply: |config, from, value| match crate::label::problem(value) {
+            Some(reason) => Err(from.refuse(value, reason)),
+            None => Ok(config.label(value)),
         },
     },
 ];
@@ -320,7 +329,7 @@ impl ClientConfig {
     /// `FAIRLOCK_WAITER_TTL`, `FAIRLOCK_WAITER_SLOT`,
     /// `FAIRLOCK_RESPONSE_TIMEOUT`, `FAIRLOCK_CONNECT_TIMEOUT`,
     /// `FAIRLOCK_RETRY_BUDGET`, `FAIRLOCK_MIN_REPLICAS`,
-    /// `FAIRLOCK_MIN_REPLICAS_TIMEOUT`, `FAIRLOCK_METRICS` (the parameter
+    /// `FAIRLOCK_MIN_REPLICAS_TIMEOUT`, `FAIRLOCK_METRICS`, `FAIRLOCK_LABEL` (the parameter
     /// names in upper case), and the sentinels' own credentials
     /// `FAIRLOCK_SENTINEL_USER` and `FAIRLOCK_SENTINEL_PASSWORD` (see
     /// [`sentinel_auth`](Self::sentinel_auth)). An empty variable counts as

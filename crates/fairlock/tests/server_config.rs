@@ -197,7 +197,7 @@ const PASSWORD: &str = "change-this-password";
 const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
     +subscribe +unsubscribe +publish +wait \
     +exists +pttl +hmget +type +get +set +del +pexpire \
-    +hget +hset +hdel +hincrby +hgetall \
+    +hget +hset +hdel +hincrby +hgetall +hlen \
     +zadd +zrem +zrange +zrank +zscore +zcard \
     ~fairlock:* &fairlock:*";
 
@@ -206,11 +206,11 @@ const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
 const REDISSON_RULES: &str = "-@all +ping +time +evalsha +script|load \
     +subscribe +unsubscribe +publish +wait \
     +exists +pttl +hget +type +get +set +del +pexpire \
-    +hset +hexists +hincrby +hgetall +hkeys \
+    +hset +hexists +hincrby +hgetall +hkeys +hlen \
     +lindex +lpop +rpush +lrange +lrem +lpos +llen \
     +zadd +zrem +zrange +zscore +zincrby \
     ~locks:* ~redisson_lock_queue:* ~redisson_lock_timeout:* \
-    ~redisson_unlock_latch:* ~redisson_lock__channel:* ~fairlock:replica-sync:* \
+    ~redisson_unlock_latch:* ~redisson_lock__channel:* ~fairlock:replica-sync:* ~fairlock:labels:* \
     &redisson_lock__channel:* &fairlock:revoked:* &fairlock:replica-sync";
 
 /// The documented user name and rules of `protocol`.
@@ -805,4 +805,52 @@ async fn documented_rules_suffice_for_proofs_native() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documented_rules_suffice_for_proofs_redisson() {
     documented_rules_suffice_for_proofs(Protocol::Redisson).await;
+}
+
+/// A `redisson` ACL user set up with the rules of the version before client
+/// labels (no `~fairlock:labels:*`, no `+hlen`): its first script call that
+/// names a labels key is refused with `NOPERM` (before it ran), sent again
+/// without it, and the client goes on without labels: it locks, renews,
+/// waits and inspects as before. A `native` user without `+hlen` keeps its
+/// labels (`HLEN` is only the cap's check, skipped when refused).
+#[tokio::test]
+async fn users_set_up_before_labels_still_lock() {
+    support::init_tracing();
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let (user, rules) = documented(protocol);
+        let old_rules: String = words(rules)
+            .into_iter()
+            .filter(|w| *w != "~fairlock:labels:*" && *w != "+hlen")
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(!old_rules.contains("hlen"));
+        create_user(&server, user, &old_rules);
+        let config = config_for(&server, user, protocol)
+            .lease(Duration::from_millis(300))
+            .label("old-acl");
+        let a = LockClient::with_config(config.clone())
+            .await
+            .expect("connect");
+        let b = LockClient::with_config(config).await.expect("connect");
+        let name = "locks:old-acl";
+        let guard = a.fair_lock(name).unwrap().lock().await.expect("lock");
+        let lock_b = b.fair_lock(name).unwrap();
+        let waiting = tokio::spawn(async move { lock_b.lock().await.map(|g| g.owner().clone()) });
+        // Held through more than three leases: renewals work.
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        assert!(guard.is_held(), "{protocol}");
+        let info = a.fair_lock(name).unwrap().inspect().await.expect("inspect");
+        assert_eq!(info.holders.len(), 1, "{protocol}");
+        assert_eq!(info.queue.len(), 1, "{protocol}: {info:?}");
+        let expected = match protocol {
+            Protocol::Redisson => None,
+            _ => Some("old-acl"),
+        };
+        assert_eq!(info.holders[0].label.as_deref(), expected, "{protocol}");
+        assert_eq!(info.queue[0].label.as_deref(), expected, "{protocol}");
+        guard.unlock().await.expect("unlock");
+        let owner = waiting.await.unwrap().expect("the waiter's turn");
+        assert!(owner.as_str().starts_with(b.id()), "{protocol}");
+    }
 }

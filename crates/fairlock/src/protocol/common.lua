@@ -31,3 +31,37 @@ local function counter(text)
   end
   return nil
 end
+
+-- fairlock's client labels (who holds or waits, for `inspect`): a hash of
+-- client id -> label next to the lock, in its slot. Best effort and apart
+-- from the lock: a key of another type, or a command an ACL refuses, is
+-- skipped (pcall), never an error of the lock's script; no lock decision
+-- reads it.
+-- At most MAX_LABELS clients: a new one beyond them empties the hash first
+-- (the live clients write theirs again at their next attempt or renewal).
+local MAX_LABELS = 256
+-- Write `owner`'s client label (the owner id without its last ':N') to
+-- `key` and keep the key at least `ms` longer, as long as the lock key or
+-- the place in line the caller just set. No key or an empty label: nothing.
+local function write_label(key, owner, label, ms)
+  if not key or not label or label == '' then
+    return
+  end
+  local client = string.match(owner, '^(.*):[^:]*$')
+  if not client then
+    return
+  end
+  local added = redis.pcall('hset', key, client, label)
+  if type(added) ~= 'number' then
+    return
+  end
+  local count = added == 1 and redis.pcall('hlen', key)
+  if type(count) == 'number' and count > MAX_LABELS then
+    redis.call('del', key)
+    redis.call('hset', key, client, label)
+  end
+  local left = redis.call('pttl', key)
+  if left < tonumber(ms) then
+    redis.call('pexpire', key, ms)
+  end
+end

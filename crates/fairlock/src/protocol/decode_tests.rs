@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{decode_position, native, redisson, waiters};
+use super::{Labels, decode_position, native, redisson, waiters};
 
 /// Strings shaped like the real ones, with numbers anywhere in range.
 fn grant_like() -> impl Strategy<Value = String> {
@@ -74,7 +74,7 @@ proptest! {
         deadlines in prop::collection::vec(prop_oneof![".{0,8}", score()], 0..41),
         now in any::<i64>(),
     ) {
-        let view = waiters(queue.clone(), &deadlines, now);
+        let view = waiters(queue.clone(), &deadlines, now, &Labels::from_fields(&[]));
         prop_assert_eq!(view.len(), queue.len());
     }
 }
@@ -91,7 +91,7 @@ fn queue_view_is_linear() {
         .flat_map(|o| [o.clone(), "1000".to_owned()])
         .collect();
     let started = std::time::Instant::now();
-    let view = waiters(queue, &deadlines, 0);
+    let view = waiters(queue, &deadlines, 0, &Labels::from_fields(&[]));
     assert_eq!(view.len(), n);
     assert_eq!(view[n - 1].expires_in, Some(Duration::from_secs(1)));
     assert!(
@@ -99,4 +99,32 @@ fn queue_view_is_linear() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Each owner's label is its client's (the owner id up to its last `:`);
+/// labels this library would not write are left out; odd fields never
+/// panic.
+#[test]
+fn labels_by_client() {
+    let fields: Vec<String> = [
+        "6cba2de7-fce5-4a88-9861-f3d26a633711",
+        "build-7:31337",
+        "8ecf17d2",
+        "bad\u{1b}[31m",
+        "odd-one-out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let labels = Labels::from_fields(&fields);
+    assert_eq!(
+        labels
+            .of("6cba2de7-fce5-4a88-9861-f3d26a633711:1")
+            .as_deref(),
+        Some("build-7:31337")
+    );
+    assert_eq!(labels.of("6cba2de7-fce5-4a88-9861-f3d26a633711"), None);
+    assert_eq!(labels.of("8ecf17d2:4"), None);
+    assert_eq!(labels.of("odd-one-out:1"), None);
+    assert_eq!(labels.of(""), None);
 }

@@ -107,7 +107,7 @@ impl std::str::FromStr for Protocol {
 }
 
 /// What a protocol needs from the client's settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct ProtocolSettings {
     pub(crate) protocol: Protocol,
     /// Native: how long a waiter's place lasts without a refresh. Both: a
@@ -120,11 +120,43 @@ pub(crate) struct ProtocolSettings {
     /// How long a release's result stays cached for a retry of the same
     /// request: longer than any retry of it can come.
     pub(crate) release_cache: Duration,
+    /// The client's label, written next to the locks it takes or waits
+    /// for (see `label.rs`).
+    pub(crate) label: std::sync::Arc<str>,
+    /// Whether the server still lets this client use the labels keys.
+    pub(crate) labels: LabelsAccess,
+}
+
+/// Whether the labels keys may be passed to the scripts: until the server
+/// refuses one with `NOPERM` (an ACL user set up before labels existed,
+/// without `~fairlock:labels:*` under redisson). Redis checks a script's
+/// keys before it runs, so a refused call did nothing and is sent again
+/// without them; from then on this client writes and reads no labels
+/// (shared by all its locks).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LabelsAccess(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl LabelsAccess {
+    pub(crate) fn usable(&self) -> bool {
+        !self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `true` when `err` is a refusal of the keys (`NOPERM`) while labels
+    /// were in use: labels are then given up for good, and the call should
+    /// be sent again without them.
+    pub(crate) fn refused_by(&self, err: &crate::Error) -> bool {
+        let refused = matches!(err, crate::Error::Redis(e) if e.code() == Some("NOPERM"));
+        if refused && self.usable() {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            crate::events::record(crate::events::Event::LabelsRefused);
+        }
+        refused
+    }
 }
 
 /// One protocol with this client's settings: makes the lock objects and
 /// renews batches of holds.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Dialect {
     settings: ProtocolSettings,
 }
@@ -160,14 +192,33 @@ impl Dialect {
             Protocol::Redisson => &redisson::RENEW,
             Protocol::Native => &native::RENEW,
         };
-        let keys: Vec<&str> = batch.iter().map(|(key, _, _)| *key).collect();
-        let mut args = Vec::with_capacity(2 * batch.len() + 1);
+        let mut args = Vec::with_capacity(2 * batch.len() + 2);
         args.push(lease.map(ms).unwrap_or_default());
+        args.push(self.settings.label.to_string());
         for (_, owner, token) in batch {
             args.push((*owner).to_owned());
             args.push(token.map(|t| t.to_string()).unwrap_or_default());
         }
-        let reply: Vec<i64> = conn.script(script, "", &keys, &args).await?;
+        // The lock keys, then (unless the server's ACL refused them) the
+        // keys of their labels, each in its lock's slot.
+        let labels: Vec<String> = batch
+            .iter()
+            .map(|(key, _, _)| match self.settings.protocol {
+                Protocol::Redisson => crate::name::RedissonKeys::labels_of(key),
+                Protocol::Native => crate::name::NativeKeys::labels_of(key),
+            })
+            .collect();
+        let locks = batch.iter().map(|(key, _, _)| *key);
+        let keys: Vec<&str> = match self.settings.labels.usable() {
+            true => locks.chain(labels.iter().map(String::as_str)).collect(),
+            false => locks.collect(),
+        };
+        let reply: Vec<i64> = match conn.script(script, "", &keys, &args).await {
+            Err(err) if keys.len() > batch.len() && self.settings.labels.refused_by(&err) => {
+                conn.script(script, "", &keys[..batch.len()], &args).await?
+            }
+            reply => reply?,
+        };
         if reply.len() != batch.len() {
             return Err(unexpected("renew", reply));
         }
@@ -532,7 +583,12 @@ impl LockInfo {
 /// `[owner, deadline ms, ...]` list of deadlines and `now_ms` on the same
 /// clock. O(N). Scores that are not numbers (or are infinite) give no time
 /// left rather than a panic.
-pub(crate) fn waiters(queue: Vec<String>, deadlines: &[String], now_ms: i64) -> Vec<QueuedWaiter> {
+pub(crate) fn waiters(
+    queue: Vec<String>,
+    deadlines: &[String],
+    now_ms: i64,
+    labels: &Labels,
+) -> Vec<QueuedWaiter> {
     let deadline_of: std::collections::HashMap<&str, f64> = deadlines
         .chunks_exact(2)
         .filter_map(|pair| Some((pair[0].as_str(), pair[1].parse::<f64>().ok()?)))
@@ -547,9 +603,35 @@ pub(crate) fn waiters(queue: Vec<String>, deadlines: &[String], now_ms: i64) -> 
                 let left = (deadline as i64).saturating_sub(now_ms).max(0);
                 Duration::from_millis(left as u64)
             }),
+            label: labels.of(&owner),
             owner,
         })
         .collect()
+}
+
+/// A lock's client labels as an inspect script read them (the flat
+/// `[client id, label, ...]` of HGETALL): the label of each owner's client.
+pub(crate) struct Labels(std::collections::HashMap<String, String>);
+
+impl Labels {
+    /// Labels this library would not write (empty, too long, control
+    /// characters: written by hand, or by anyone allowed to write the key)
+    /// are left out rather than printed.
+    pub(crate) fn from_fields(fields: &[String]) -> Self {
+        Self(
+            fields
+                .chunks_exact(2)
+                .filter_map(|pair| Some((pair[0].clone(), crate::label::read_back(&pair[1])?)))
+                .collect(),
+        )
+    }
+
+    /// The label of `owner`'s client (`CLIENT_UUID:N` -> `CLIENT_UUID`),
+    /// if it wrote one.
+    pub(crate) fn of(&self, owner: &str) -> Option<String> {
+        let (client, _) = owner.rsplit_once(':')?;
+        self.0.get(client).cloned()
+    }
 }
 
 /// An owner holding a lock, in a [`LockInfo`].
@@ -560,6 +642,12 @@ pub struct Holder {
     pub owner: String,
     /// Its hold count (re-entries + 1).
     pub count: u32,
+    /// The label of the owner's client
+    /// ([`ClientConfig::label`](crate::ClientConfig::label); `HOST:PID`
+    /// by default), when the client wrote one: `None` for a Java Redisson
+    /// client, or once the labels key expired or was emptied (it is written
+    /// again at the client's next renewal).
+    pub label: Option<String>,
 }
 
 /// A queued waiter, in a [`LockInfo`].
@@ -574,4 +662,7 @@ pub struct QueuedWaiter {
     /// when it has no deadline. Under `redisson` this is measured against
     /// the reading client's clock.
     pub expires_in: Option<Duration>,
+    /// The label of the owner's client, when it wrote one (see
+    /// [`Holder::label`]).
+    pub label: Option<String>,
 }

@@ -233,7 +233,8 @@ fn run_case(
     let _: () = server.cmd(&["FLUSHALL"]);
     runtime.block_on(async {
         let config = ClientConfig::from_url(&server.url()).expect("url");
-        let events = crate::events::Recorder::new("model", crate::LockLabel::default(), true);
+        let events =
+            crate::events::Recorder::new("model", crate::LockLabel::default(), true, "model:1");
         let (conn, _) = Connection::connect(&config.endpoint, config.timeouts(), events)
             .await
             .expect("connect");
@@ -243,6 +244,8 @@ fn run_case(
             waiter_slot: LONG,
             clock_offset_ms: 0,
             release_cache: LONG,
+            label: "model:1".into(),
+            labels: Default::default(),
         })
         .lock("m", true);
         let mut model = Model::default();

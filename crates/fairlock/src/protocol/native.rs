@@ -92,6 +92,8 @@ pub(crate) struct NativeLock {
     keys: NativeKeys,
     waiter_ttl: Duration,
     release_cache: Duration,
+    /// The client's label, written next to the lock (see `label.rs`).
+    label: std::sync::Arc<str>,
 }
 
 impl NativeLock {
@@ -102,6 +104,7 @@ impl NativeLock {
             keys: NativeKeys::new(name),
             waiter_ttl: settings.waiter_ttl,
             release_cache: settings.release_cache,
+            label: std::sync::Arc::clone(&settings.label),
         }
     }
 
@@ -134,6 +137,12 @@ impl NativeLock {
         [&k[0], &k[1], &k[2], &k[3], &k[4]]
     }
 
+    /// The five keys and the labels key.
+    fn keys_with_labels(&self) -> [&str; 6] {
+        let [k1, k2, k3, k4, k5] = self.keys();
+        [k1, k2, k3, k4, k5, &self.keys.labels]
+    }
+
     /// Every waiter, fair or not, has its own channel: a release wakes one
     /// waiter, not all.
     pub(crate) fn wake_channel(&self, owner: &str) -> String {
@@ -159,9 +168,10 @@ impl NativeLock {
             if args.queue { "queue" } else { "once" }.to_owned(),
             args.base.to_string(),
             args.nonce.to_owned(),
+            self.label.to_string(),
         ];
         let reply: Vec<i64> = conn
-            .script(&ACQUIRE, &self.name, &self.keys(), &script_args)
+            .script(&ACQUIRE, &self.name, &self.keys_with_labels(), &script_args)
             .await?;
         decode_acquire(self.fair, waiter_ttl, &reply)
     }
@@ -236,9 +246,11 @@ impl NativeLock {
     }
 
     pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {
-        type Reply = (Vec<String>, i64, Vec<String>, Vec<String>, i64);
-        let (fields, pttl, queue, alive, now): Reply =
-            conn.script(&INSPECT, &self.name, &self.keys(), &[]).await?;
+        type Reply = (Vec<String>, i64, Vec<String>, Vec<String>, i64, Vec<String>);
+        let (fields, pttl, queue, alive, now, labels): Reply = conn
+            .script(&INSPECT, &self.name, &self.keys_with_labels(), &[])
+            .await?;
+        let labels = super::Labels::from_fields(&labels);
         let field = |name: &str| {
             fields
                 .chunks(2)
@@ -247,6 +259,7 @@ impl NativeLock {
         };
         let holders = match (field("owner"), field("count")) {
             (Some(owner), Some(count)) => vec![Holder {
+                label: labels.of(owner),
                 owner: owner.clone(),
                 count: count
                     .parse()
@@ -268,7 +281,7 @@ impl NativeLock {
             holders,
             pttl,
             token,
-            super::waiters(queue, &alive, now),
+            super::waiters(queue, &alive, now, &labels),
         ))
     }
 }

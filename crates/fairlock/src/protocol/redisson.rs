@@ -42,6 +42,11 @@ pub(crate) struct RedissonLock {
     release_cache: Duration,
     /// Test hook: shifts this client's clock (see `ClientConfig::clock_offset_ms`).
     clock_offset_ms: i64,
+    /// The client's label, written to fairlock's own labels key of the
+    /// lock, never to a Redisson key (see `label.rs`).
+    label: std::sync::Arc<str>,
+    /// Whether the server lets this client use the labels key.
+    settings_labels: super::LabelsAccess,
 }
 
 /// Milliseconds since the Unix epoch on this machine's clock.
@@ -62,6 +67,8 @@ impl RedissonLock {
             waiter_ttl: settings.waiter_ttl,
             release_cache: settings.release_cache,
             clock_offset_ms: settings.clock_offset_ms,
+            label: std::sync::Arc::clone(&settings.label),
+            settings_labels: settings.labels.clone(),
         }
     }
 
@@ -117,36 +124,70 @@ impl RedissonLock {
         args: &AcquireArgs<'_>,
     ) -> Result<Acquire> {
         let AcquireArgs {
-            owner,
-            lease,
-            wait,
-            queue,
-            base,
-            nonce: _,
+            wait, queue, base, ..
         } = *args;
         let slot = self.slot(wait);
         let reconcile = base.to_string();
-        let reply: Vec<i64> = if self.fair {
-            let keys = [
+        let with_labels = self.settings_labels.usable();
+        let reply = self
+            .acquire_call(conn, args, slot, &reconcile, with_labels)
+            .await;
+        let reply = match reply {
+            Err(err) if with_labels && self.settings_labels.refused_by(&err) => {
+                self.acquire_call(conn, args, slot, &reconcile, false)
+                    .await?
+            }
+            reply => reply?,
+        };
+        decode_acquire(self.fair, queue, &reply)
+    }
+
+    /// One acquire script call, with the labels key or without it.
+    async fn acquire_call(
+        &self,
+        conn: &Connection,
+        args: &AcquireArgs<'_>,
+        slot: Duration,
+        reconcile: &str,
+        with_labels: bool,
+    ) -> Result<Vec<i64>> {
+        let AcquireArgs {
+            owner,
+            lease,
+            queue,
+            ..
+        } = *args;
+        let labels = with_labels.then_some(self.keys.labels.as_str());
+        if self.fair {
+            let mut keys = vec![
                 self.keys.lock.as_str(),
                 &self.keys.queue,
                 &self.keys.timeouts,
             ];
+            keys.extend(labels);
             let args = [
                 ms(lease),
                 owner.to_owned(),
                 ms(slot),
                 self.now_ms().to_string(),
                 if queue { "queue" } else { "once" }.to_owned(),
-                reconcile,
+                reconcile.to_owned(),
+                self.label.to_string(),
+                ms(self.waiter_ttl),
             ];
-            conn.script(&FAIR_ACQUIRE, &self.name, &keys, &args).await?
+            conn.script(&FAIR_ACQUIRE, &self.name, &keys, &args).await
         } else {
-            let args = [ms(lease), owner.to_owned(), reconcile];
-            conn.script(&NONFAIR_ACQUIRE, &self.name, &[&self.keys.lock], &args)
-                .await?
-        };
-        decode_acquire(self.fair, queue, &reply)
+            let mut keys = vec![self.keys.lock.as_str()];
+            keys.extend(labels);
+            let args = [
+                ms(lease),
+                owner.to_owned(),
+                reconcile.to_owned(),
+                self.label.to_string(),
+            ];
+            conn.script(&NONFAIR_ACQUIRE, &self.name, &keys, &args)
+                .await
+        }
     }
 
     /// Leave the queue (fair lock). `true` when the owner was queued.
@@ -263,9 +304,20 @@ impl RedissonLock {
             self.keys.lock.as_str(),
             &self.keys.queue,
             &self.keys.timeouts,
+            &self.keys.labels,
         ];
-        let (fields, pttl, queue, deadlines): (Vec<String>, i64, Vec<String>, Vec<String>) =
-            conn.script(&INSPECT, &self.name, &keys, &[]).await?;
+        type Reply = (Vec<String>, i64, Vec<String>, Vec<String>, Vec<String>);
+        let with_labels = if self.settings_labels.usable() { 4 } else { 3 };
+        let reply = conn
+            .script(&INSPECT, &self.name, &keys[..with_labels], &[])
+            .await;
+        let (fields, pttl, queue, deadlines, labels): Reply = match reply {
+            Err(err) if with_labels == 4 && self.settings_labels.refused_by(&err) => {
+                conn.script(&INSPECT, &self.name, &keys[..3], &[]).await?
+            }
+            reply => reply?,
+        };
+        let labels = super::Labels::from_fields(&labels);
         let mut holders = Vec::new();
         for pair in fields.chunks(2) {
             if let [owner, count] = pair {
@@ -273,6 +325,7 @@ impl RedissonLock {
                     .parse()
                     .map_err(|_| unexpected("inspect", ("hold count", count)))?;
                 holders.push(Holder {
+                    label: labels.of(owner),
                     owner: owner.clone(),
                     count,
                 });
@@ -284,7 +337,7 @@ impl RedissonLock {
             holders,
             pttl,
             None,
-            super::waiters(queue, &deadlines, self.now_ms()),
+            super::waiters(queue, &deadlines, self.now_ms(), &labels),
         ))
     }
 }

@@ -5,6 +5,8 @@
 -- ARGV[5] 'fair' or 'nonfair', ARGV[6] 'queue' (wait in line) or 'once',
 -- ARGV[7] the owner's hold count before this acquisition, ARGV[8] the
 -- waiter's secret for its grant message (see hand_off)
+-- KEYS[6], ARGV[9] (optional): the lock's labels and this client's label,
+-- written when the owner takes, re-enters or waits (see write_label)
 -- Returns {1, token} acquired (or claimed a grant made while it waited),
 -- {2, count, token} re-entered, {3, lock pttl, position, server ms} waiting,
 -- {4} busy (mode 'once').
@@ -49,6 +51,7 @@ if holder == owner then
     redis.call('hset', KEYS[1], 'claimed', 1)
     -- GT: never shortens what another hold of this owner was given.
     redis.call('pexpire', KEYS[1], lease, 'gt')
+    write_label(KEYS[6], owner, ARGV[9], lease)
     if count == 1 then
       return {1, token}
     end
@@ -58,6 +61,7 @@ if holder == owner then
   count = redis.call('hincrby', KEYS[1], 'count', 1)
   -- GT: a re-entry with a shorter lease never cuts the owner's other holds.
   redis.call('pexpire', KEYS[1], lease, 'gt')
+  write_label(KEYS[6], owner, ARGV[9], lease)
   return {2, count, token}
 end
 
@@ -83,6 +87,7 @@ if not holder then
     -- Non-fair: a free lock goes to whoever asks (a woken waiter that
     -- comes later finds it taken and waits for the next wake-up).
     leave_queue(owner)
+    write_label(KEYS[6], owner, ARGV[9], lease)
     return {1, take(owner, lease, now_us, 1, ARGV[8])}
   end
 end
@@ -103,4 +108,5 @@ redis.call('zadd', KEYS[3], now + waiter_ttl, owner)
 -- The line's keys outlive the longest-lived waiter's place, and no more.
 keep_line(waiter_ttl)
 keep(KEYS[4], waiter_ttl + META_GRACE_MS)
+write_label(KEYS[6], owner, ARGV[9], waiter_ttl)
 return {3, pttl, redis.call('zrank', KEYS[2], owner) + 1, now}

@@ -31,5 +31,20 @@ if fields[1] == nil and not waiting then
   redis.call('hset', KEYS[1], 'owner', ARGV[1], 'count', '1', 'token', text, 'claimed', '1', 'nonce', ARGV[8])
   redis.call('pexpire', KEYS[1], ARGV[2])
   redis.call('pexpire', KEYS[4], tonumber(ARGV[2]) + 20000)
+  -- The client's label (write_label in common.lua, not defined yet).
+  -- Nobody else holds or waits: the labels need to last this hold only, so
+  -- their TTL is set, not kept.
+  local client = string.match(ARGV[1], '^(.*):[^:]*$')
+  if KEYS[6] and ARGV[9] and ARGV[9] ~= '' and client then
+    local added = redis.pcall('hset', KEYS[6], client, ARGV[9])
+    if type(added) == 'number' then
+      local count = added == 1 and redis.pcall('hlen', KEYS[6])
+      if type(count) == 'number' and count > 256 then
+        redis.call('del', KEYS[6])
+        redis.call('hset', KEYS[6], client, ARGV[9])
+      end
+      redis.call('pexpire', KEYS[6], ARGV[2])
+    end
+  end
   return {1, token}
 end

@@ -1,7 +1,8 @@
 -- Native lock: the whole state at one instant (read-only; O(N), for diagnostics).
--- KEYS[1..5] see the prelude
+-- KEYS[1..5] see the prelude, KEYS[6] the lock's client labels
 -- Returns {lock fields (HGETALL), lock pttl, queue owners in order,
--- liveness (ZRANGE WITHSCORES), server now ms}.
+-- liveness (ZRANGE WITHSCORES), server now ms, labels (HGETALL; empty when
+-- the key holds another type)}.
 local err = check_types()
 if err then
   return err
@@ -12,10 +13,15 @@ if bad then
   return bad
 end
 local now = server_now()
+local labels = KEYS[6] and redis.pcall('hgetall', KEYS[6])
+if type(labels) ~= 'table' or labels.err then
+  labels = {}
+end
 return {
   fields,
   redis.call('pttl', KEYS[1]),
   redis.call('zrange', KEYS[2], 0, -1),
   redis.call('zrange', KEYS[3], 0, -1, 'withscores'),
   now,
+  labels,
 }

@@ -4,6 +4,10 @@
 -- ARGV[5] 'queue' (enqueue when busy) or 'once' (never enqueue),
 -- ARGV[6] the owner's hold count before this acquisition (finding one more means an
 --   earlier attempt whose reply was lost succeeded)
+-- KEYS[4], ARGV[7], ARGV[8] (optional; fairlock's, not Redisson's): the
+--   lock's client labels, this client's label and its waiter ttl ms (how
+--   long a waiter's label lasts between two of its attempts); written when
+--   the owner takes, re-enters or waits (see write_label)
 -- Returns {1, 1} acquired, {2, count} re-entered, {3, ttl, position} queued
 -- (position 0 when already queued), {4, ttl} busy (mode 'once').
 --
@@ -11,6 +15,9 @@
 -- LINDEX, the deadlines' ZSCORE (somebody waits) or ZREM (nobody does: the
 -- first write of that path, so a failure there writes nothing either).
 local lease, owner, slot, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local function label_for(ms)
+  write_label(KEYS[4], owner, ARGV[7], ms)
+end
 
 -- A retry whose earlier attempt was granted but whose reply was lost.
 local exists, held, bad = hold_of(KEYS[1], owner)
@@ -18,6 +25,7 @@ if bad then
   return bad
 end
 if held == tonumber(ARGV[6]) + 1 then
+  label_for(lease)
   if held == 1 then
     return {1, 1}
   end
@@ -36,6 +44,7 @@ if not exists then
     redis.call('zrem', KEYS[3], owner)
     redis.call('hset', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], lease)
+    label_for(lease)
     return {1, 1}
   end
   if head == owner then
@@ -48,6 +57,7 @@ if not exists then
     end
     redis.call('hset', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], lease)
+    label_for(lease)
     return {1, 1}
   end
 elseif held then
@@ -56,6 +66,7 @@ elseif held then
   -- GT: a re-entry with a shorter lease never cuts the owner's other holds
   -- (Redisson sets the new lease as it is; only the TTL differs).
   redis.call('pexpire', KEYS[1], lease, 'gt')
+  label_for(lease)
   return {2, count}
 end
 
@@ -65,6 +76,7 @@ end
 
 -- Already queued: wait for as long as the lock has left.
 if redis.call('zscore', KEYS[3], owner) then
+  label_for(ARGV[8])
   return {3, math.max(0, redis.call('pttl', KEYS[1])), 0}
 end
 
@@ -84,4 +96,5 @@ local position = 0
 if redis.call('zadd', KEYS[3], ttl + slot + now, owner) == 1 then
   position = redis.call('rpush', KEYS[2], owner)
 end
+label_for(ARGV[8])
 return {3, ttl, position}

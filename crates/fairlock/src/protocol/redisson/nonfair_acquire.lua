@@ -3,6 +3,8 @@
 -- ARGV[1] lease ms, ARGV[2] owner,
 -- ARGV[3] the owner's hold count before this acquisition (finding one more means an
 --   earlier attempt whose reply was lost succeeded)
+-- KEYS[2], ARGV[4] (optional; fairlock's, not Redisson's): the lock's client
+--   labels and this client's label, written when the owner takes or re-enters
 -- Returns {1, 1} acquired, {2, count} re-entered, {3, ttl} held by another owner.
 -- The lock's first touch (HGETALL) is a read: another type fails before any write.
 local owner = ARGV[2]
@@ -11,6 +13,7 @@ if bad then
   return bad
 end
 if held == tonumber(ARGV[3]) + 1 then
+  write_label(KEYS[2], owner, ARGV[4], ARGV[1])
   if held == 1 then
     return {1, 1}
   end
@@ -18,6 +21,7 @@ if held == tonumber(ARGV[3]) + 1 then
 end
 if not exists or held then
   local count = redis.call('hincrby', KEYS[1], owner, 1)
+  write_label(KEYS[2], owner, ARGV[4], ARGV[1])
   if count == 1 then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, 1}

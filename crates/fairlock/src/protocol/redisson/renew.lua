@@ -1,20 +1,27 @@
 -- Watchdog: extend the lease of every lock in the batch still held by its
 -- owner, or only check it.
--- KEYS[i] lock hash; ARGV[1] lease ms, or '' to check without extending;
--- ARGV[2i] owner of KEYS[i], ARGV[2i + 1] unused (the native protocol's token)
--- Returns one integer per key: 1 held (renewed); lost: 0 the key is gone,
+-- KEYS[i] (i <= N) lock hash, KEYS[N + i] fairlock's labels of that lock
+-- (optional: all or none); ARGV[1] lease ms, or '' to check without
+-- extending; ARGV[2] this client's label ('' for none); ARGV[2i + 1] owner
+-- of KEYS[i], ARGV[2i + 2] unused (the native protocol's token);
+-- N = (#ARGV - 2) / 2
+-- Returns one integer per lock: 1 held (renewed); lost: 0 the key is gone,
 -- 2 another owner holds it (or the key holds another type).
-local lease = ARGV[1]
+local lease, label = ARGV[1], ARGV[2]
 local renewed = {}
-for i, key in ipairs(KEYS) do
+local n = (#ARGV - 2) / 2
+for i = 1, n do
+  local key = KEYS[i]
+  local owner = ARGV[2 * i + 1]
   -- Only a hash with this owner's own field is renewed (owner ids are
   -- random per client): data that is not its lock is "not ours" (2).
-  local held = redis.pcall('hexists', key, ARGV[2 * i])
+  local held = redis.pcall('hexists', key, owner)
   if held == 1 then
     if lease ~= '' then
       -- GT: a renewal never shortens what a longer hold of the same owner
       -- (a re-entry with a longer explicit lease) was given.
       redis.call('pexpire', key, lease, 'gt')
+      write_label(KEYS[n + i], owner, label, lease)
     end
     renewed[i] = 1
   elseif redis.call('exists', key) == 0 then
