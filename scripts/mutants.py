@@ -26,7 +26,7 @@ import sys
 SUITE = [
     "reentry", "force_unlock", "replicas", "native", "fair_lock", "lease",
     "handoff", "release", "wakeups", "shutdown", "expiry", "cancel", "network",
-    "faults", "bad_data", "adversary",
+    "faults", "bad_data",
 ]
 
 NATIVE = "crates/fairlock/src/protocol/native/"
@@ -111,7 +111,7 @@ MUTANTS = [
     Mutant(
         "purge_drops_live", "purge_drops_live",
         "the purge drops waiters whose liveness passes within 5 s, live ones too (prelude purge_dead)",
-        ["native", "adversary", "expiry"],
+        ["native", "expiry"],
         [(NATIVE + "prelude.lua",
           "redis.call('zrange', KEYS[3], '-inf', now, 'byscore'",
           "redis.call('zrange', KEYS[3], '-inf', now + 5000, 'byscore'")],
@@ -147,7 +147,7 @@ MUTANTS = [
     Mutant(
         "no_owner_turns", "concurrent_same_owner",
         "acquisitions of one owner do not take turns (acquire/mod.rs)",
-        ["reentry", "adversary"],
+        ["reentry"],
         [(SRC + "acquire/mod.rs",
           "let turn = shared.core().owner_turn(lock_key, &owner).await?;",
           "let turn = shared.core().owner_turn(shared.core().new_owner().as_str(), &owner).await?;")],

@@ -1,7 +1,8 @@
-//! Timeouts and cancellation: no ghost waiters, no leaked holds; an
-//! acquisition cancelled around the moment it is handed the lock leaves the
-//! lock to the next waiter, and churn with cancellations at any await point
-//! keeps mutual exclusion, increasing tokens and a queue that drains.
+//! Timeouts and cancellation: no ghost waiters, no leaked holds (nor from
+//! a `try_lock()` whose reply was lost); an acquisition cancelled around
+//! the moment it is handed the lock leaves the lock to the next waiter, and
+//! churn with cancellations at any await point keeps mutual exclusion,
+//! increasing tokens and a queue that drains.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use fairlock::Protocol;
 use fairlock_test_support as support;
 use rand::RngExt;
+use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, assert_clean_for, client, eventually, lock_keys, queue_len};
 
 mod common;
@@ -358,5 +360,67 @@ async fn churn_with_cancellation_keeps_mutual_exclusion() {
                 && !support::is_held(&server, Protocol::Native, &name)
         })
         .await;
+    }
+}
+
+/// FINDING B (the doc's "connection errors leave no leaked hold"; promise
+/// 5 in spirit: nothing held by nobody). A `try_lock()` whose script ran but
+/// whose reply was lost returns `Err(Connection)` and nobody undoes the
+/// grant: `run_once` (lock.rs) hands the error to the caller, and the
+/// `Undo` path only runs when the caller went away. The lock stays held by
+/// an owner nobody has until its lease (30 s by default) runs out; every
+/// other client is locked out meanwhile. (The waiting path does not leak:
+/// its retry finds count == base + 1 and claims the grant.)
+///
+/// Found by adversarial review 2 (finding B), fixed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lock_with_a_lost_reply_leaks_no_hold() {
+    for protocol in support::PROTOCOLS {
+        let server = RedisServer::start();
+        let proxy = Proxy::start(server.port());
+        let client =
+            connect(config(&proxy.url(), protocol).response_timeout(Duration::from_millis(300)))
+                .await;
+        let other = connect(config(&server.url(), protocol)).await;
+        let name = "lost-try";
+        let lock = client.fair_lock(name).unwrap();
+        // Load the script first (a first EVALSHA answers NOSCRIPT).
+        let warm = client
+            .fair_lock("warm-up")
+            .unwrap()
+            .try_lock()
+            .await
+            .unwrap();
+        warm.unwrap().unlock().await.unwrap();
+        proxy.hold_script_replies();
+        let tried = lock.try_lock().await;
+        println!(
+            "{protocol}: try_lock answered {:?}",
+            tried.as_ref().map(Option::is_some)
+        );
+        assert!(tried.is_err(), "the reply was lost");
+        proxy.cut_all();
+        proxy.pass();
+        client.flush().await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let pttl = other
+            .fair_lock(name)
+            .unwrap()
+            .remaining_lease()
+            .await
+            .unwrap();
+        println!(
+            "{protocol}: after the error and flush(), lock held for another {pttl:?} by nobody"
+        );
+        assert!(
+            other
+                .fair_lock(name)
+                .unwrap()
+                .try_lock()
+                .await
+                .unwrap()
+                .is_some(),
+            "{protocol}: the failed try_lock left the lock held ({pttl:?} left)"
+        );
     }
 }

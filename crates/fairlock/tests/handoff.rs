@@ -361,3 +361,82 @@ async fn a_claim_outlasts_a_passing_refusal() {
     guard.unlock().await.expect("unlock");
     assert_eq!(server.cmd::<i64>(&["EXISTS", &lock_key]), 0);
 }
+
+/// FINDING C (promise 5: a hold nobody has; the doc's "a grant handed to
+/// a waiter is claimed by its next acquire"). An owner that held the lock
+/// (count 1) asks for it again (blocking API: the same thread; async:
+/// `AcquireOptions::owner`) and reads base = 1; its hold is force-unlocked
+/// (or expires) before the acquire runs, so it queues with base 1. The
+/// lock is later handed to it (count 1) and the grant message is lost or
+/// read late: its next acquire finds count 1 != base + 1 and takes the
+/// re-entry branch of acquire.lua (count 2, reply "re-entered") instead of
+/// claiming the grant. The caller gets one guard for a server count of 2:
+/// after it unlocks, the lock stays held by nobody for the whole lease.
+/// The claim branch checks the count, not this acquisition's nonce.
+///
+/// Found by adversarial review 2 (finding C), fixed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grant_to_an_owner_that_queued_with_a_stale_base_is_claimed_once() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let t_client = connect(config(&proxy.url(), Protocol::Native)).await;
+    let x_client = connect(config(&server.url(), Protocol::Native)).await;
+    let name = "stale-base";
+    let t_lock = t_client.fair_lock(name).unwrap();
+    let x_lock = x_client.fair_lock(name).unwrap();
+    let owner = t_client.new_owner();
+    let first = t_lock
+        .acquire(fairlock::AcquireOptions::new().owner(owner.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    // T asks again as the same owner; its reads come back 400 ms late.
+    proxy.delay_replies(Duration::from_millis(400));
+    let again = {
+        let lock = t_lock.clone();
+        let owner = owner.clone();
+        tokio::spawn(async move {
+            lock.acquire(fairlock::AcquireOptions::new().owner(owner))
+                .await
+        })
+    };
+    // Meanwhile (after T read its count of 1) an operator force-unlocks and
+    // X takes the lock.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(x_lock.force_unlock().await.unwrap());
+    let x_guard = x_lock.lock().await.unwrap();
+    let queue = format!("fairlock:{{{name}}}:queue");
+    eventually(Duration::from_secs(5), "T queued", || {
+        server.cmd::<Vec<String>>(&["ZRANGE", &queue, "0", "-1"]) == vec![owner.to_string()]
+    })
+    .await;
+    // T's grant message is read late (past half the grant); its next poll
+    // runs an acquire instead.
+    proxy.delay_replies(Duration::ZERO);
+    proxy.delay_pubsub(Duration::from_secs(5));
+    x_guard.unlock().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), again)
+        .await
+        .expect("T granted")
+        .unwrap()
+        .unwrap()
+        .expect("granted");
+    let count = lock_field(&server, name, "count");
+    println!(
+        "first guard held: {}, second guard held: {}, server count: {count:?}",
+        first.is_held(),
+        second.is_held()
+    );
+    drop(first);
+    second.unlock().await.unwrap();
+    t_client.flush().await;
+    let left = x_lock.remaining_lease().await.unwrap();
+    println!(
+        "after T unlocked its only live guard: holder {:?}, lease left {left:?}",
+        lock_field(&server, name, "owner")
+    );
+    assert_eq!(
+        left, None,
+        "a hold nobody has is left behind (server count was {count:?})"
+    );
+}

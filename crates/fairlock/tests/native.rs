@@ -6,7 +6,8 @@
 //! Dead waiters among them: thousands ahead of a live one cost it nothing;
 //! under the non-fair lock a woken waiter that is dead delays the live one
 //! at most its waiter ttl, and a holder re-acquiring in a tight loop does
-//! not starve a queued waiter.
+//! not starve a queued waiter. A live waiter whose replies are slow (but
+//! within a third of its waiter ttl) keeps its place.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -14,7 +15,10 @@ use std::time::Duration;
 
 use fairlock::{ClientConfig, LockClient, Protocol};
 use fairlock_test_support as support;
-use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys, queue_len};
+use support::proxy::Proxy;
+use support::{
+    PROTOCOLS, RedisServer, StarvationMonitor, client_with, eventually, lock_keys, queue_len,
+};
 use tokio::time::Instant;
 
 mod common;
@@ -744,4 +748,119 @@ async fn nonfair_tight_reacquire_loop_does_not_starve_waiter() {
         took < Duration::from_millis(1500),
         "waiter starved {took:?}"
     );
+}
+
+/// FINDING E (promise 3: live waiters are served in arrival order). A
+/// waiter refreshed its place waiter_ttl / 3 after the *reply* to its last
+/// refresh, so two refreshes reached the server one round trip + ttl / 3
+/// apart. Fixed: the pause runs from when the call was sent, so refreshes
+/// reach the server max(round trip, ttl / 3) apart. The test sits in the
+/// window that tells the two apart: a 600 ms waiter ttl and replies
+/// delayed 450 ms (once A is queued and subscribed), so refreshes arrive
+/// 450 ms apart with the fix (150 ms to spare) and 650 ms apart without it
+/// (50 ms too late, always: scheduling delays only add to it, and A's own
+/// late refresh finds its entry expired and queues it behind B).
+///
+/// A client (or server) the machine does not let run for 150 ms is dead
+/// by the same rule (a loaded 2-core machine does this: with 50 ms to
+/// spare, a first version of this test failed once at load 11). A thread
+/// measures how late its own 5 ms sleeps wake up; a run in which it was
+/// starved for 100 ms or more proves nothing either way and is repeated
+/// (at most 5 runs). A failure on a run without starvation fails the
+/// test.
+///
+/// Found by adversarial review 2 (finding E), fixed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_waiter_with_a_short_ttl_keeps_its_place() {
+    let server = RedisServer::start();
+    for run in 0..5 {
+        let monitor = StarvationMonitor::start();
+        let kept = slow_waiter_keeps_its_place(&server, &format!("short-ttl-{run}")).await;
+        let starved = monitor.stop();
+        println!("run {run}: kept its place {kept}, worst scheduling delay {starved:?}");
+        if kept {
+            return;
+        }
+        assert!(
+            starved >= Duration::from_millis(100),
+            "live waiter A was moved behind B, which arrived later, \
+             while the machine let the client run (worst delay {starved:?})"
+        );
+    }
+    panic!("the machine starved the client in every run: the test could not judge");
+}
+
+/// One run of finding E's scenario on lock `name`: whether A, queued
+/// first with a 600 ms waiter ttl behind 450 ms replies, stayed ahead of B
+/// for three seconds and was then granted before B.
+async fn slow_waiter_keeps_its_place(server: &RedisServer, name: &str) -> bool {
+    let proxy = Proxy::start(server.port());
+    let holder = connect(config(&server.url(), Protocol::Native)).await;
+    let a_client = connect(
+        config(&proxy.url(), Protocol::Native)
+            .waiter_ttl(Duration::from_millis(600))
+            .response_timeout(Duration::from_secs(2)),
+    )
+    .await;
+    let b_client = connect(config(&server.url(), Protocol::Native)).await;
+    let queue = format!("fairlock:{{{name}}}:queue");
+    let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
+    let mut a = {
+        let lock = a_client.fair_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    eventually(Duration::from_secs(5), "A queued", || {
+        server
+            .cmd::<Vec<String>>(&["ZRANGE", &queue, "0", "-1"])
+            .len()
+            == 1
+    })
+    .await;
+    let a_owner = server
+        .cmd::<Vec<String>>(&["ZRANGE", &queue, "0", "-1"])
+        .remove(0);
+    eventually(Duration::from_secs(5), "A subscribed", || {
+        server.wait_channels().iter().any(|c| c.ends_with(&a_owner))
+    })
+    .await;
+    proxy.delay_replies(Duration::from_millis(450));
+    let mut b = {
+        let lock = b_client.fair_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock().await.unwrap() })
+    };
+    let mut order = Vec::new();
+    for _ in 0..300 {
+        let now: Vec<String> = server.cmd(&["ZRANGE", &queue, "0", "-1"]);
+        if order.last() != Some(&now) {
+            order.push(now);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let a_first = order
+        .iter()
+        .filter(|q| q.len() == 2)
+        .all(|q| q[0] == a_owner);
+    println!("A = {a_owner}; queue orders seen over 3 s: {}", order.len());
+    for q in &order {
+        println!("  {q:?}");
+    }
+    held.unlock().await.unwrap();
+    // Whoever is first in line now is granted first; the other follows.
+    let first = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::select! {
+            a_guard = &mut a => (true, a_guard.unwrap()),
+            b_guard = &mut b => (false, b_guard.unwrap()),
+        }
+    })
+    .await
+    .unwrap();
+    let (a_granted_first, guard) = first;
+    guard.unlock().await.unwrap();
+    let second = if a_granted_first { b } else { a };
+    let guard = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .unwrap()
+        .unwrap();
+    guard.unlock().await.unwrap();
+    a_first && a_granted_first
 }

@@ -12,6 +12,9 @@ use fairlock_test_support as support;
 use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
 
+mod common;
+use common::{config, connect};
+
 async fn client(server: &RedisServer, protocol: Protocol, lease: Duration) -> LockClient {
     client_with(server, protocol, |c| c.lease(lease)).await
 }
@@ -293,5 +296,49 @@ async fn retried_reentry_after_a_lost_reply_counts_once() {
         assert_eq!(count(&server), 1);
         first.unlock().await.unwrap();
         assert!(!lock.is_locked().await.unwrap());
+    }
+}
+
+/// FINDING A (promise 1, at most one holder). Two concurrent `reenter()`
+/// calls on one guard (the guard is Sync: sharing it between tasks is
+/// allowed) both read the hold count 1 as their base; the second acquire
+/// then finds count == base + 1 and takes it for "already done" (the claim
+/// branch of acquire.lua) instead of counting a hold. Three guards, two
+/// holds on the server: dropping the two re-entries frees the lock while
+/// the first guard still reports `is_held()`, and another client takes it.
+/// The same under `redisson` (nonfair_acquire.lua / fair_acquire.lua have
+/// the same "held == base + 1" shortcut).
+///
+/// Found by adversarial review 2 (finding A), fixed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reentries_of_one_guard_count_every_hold() {
+    for protocol in support::PROTOCOLS {
+        let server = RedisServer::start();
+        let a = connect(config(&server.url(), protocol)).await;
+        let b = connect(config(&server.url(), protocol)).await;
+        let name = "reenter-race";
+        let lock = a.fair_lock(name).unwrap();
+        let first = lock.lock().await.unwrap();
+        let (r1, r2) = tokio::join!(first.reenter(), first.reenter());
+        let (r1, r2) = (
+            r1.unwrap().expect("re-entered"),
+            r2.unwrap().expect("re-entered"),
+        );
+        let count = lock.hold_count(first.owner()).await.unwrap();
+        println!("{protocol}: three guards of one owner; server hold count: {count}");
+        r1.unlock().await.unwrap();
+        r2.unlock().await.unwrap();
+        // The first guard still holds one hold: nobody else may get the lock.
+        let other = b.fair_lock(name).unwrap().try_lock().await.unwrap();
+        println!(
+            "{protocol}: first guard is_held: {}, other client got the lock: {}",
+            first.is_held(),
+            other.is_some()
+        );
+        assert!(
+            !(first.is_held() && other.is_some()),
+            "{protocol}: two holders: the first guard and another client (server count was {count})"
+        );
+        assert_eq!(count, 3, "{protocol}: one hold per guard");
     }
 }

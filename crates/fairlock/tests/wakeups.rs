@@ -398,3 +398,69 @@ async fn presubscribed_waits_survive_pubsub_cuts() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// FINDING D (promise 3's "dead ones cost at most their bound" and the
+/// doc's "forged messages cost a wake-up": the cost is not bounded in
+/// time). Every message on a waiter's channel, forged or not, makes the
+/// waiter run one acquire script at once (lock.rs `wait`: any Woken::Message
+/// loops straight into `send`). A hostile client with PUBLISH rights only
+/// turns each waiter into a busy loop of one script per round trip (the
+/// revocation channel, by contrast, is limited to one check per 50 ms).
+/// Both the fair (per-owner channel) and the non-fair (`free`) waiters.
+///
+/// Found by adversarial review 2 (finding D), fixed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_wakeups_cost_a_bounded_number_of_calls() {
+    let _exclusive = support::flood::EXCLUSIVE.lock().await;
+    let server = RedisServer::start();
+    let holder = connect(config(&server.url(), Protocol::Native)).await;
+    let waiter = connect(config(&server.url(), Protocol::Native)).await;
+    let mut worst = Vec::new();
+    for fair in [true, false] {
+        let name = if fair { "flood-fair" } else { "flood-nonfair" };
+        let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
+        let waiting = if fair {
+            let lock = waiter.fair_lock(name).unwrap();
+            tokio::spawn(async move { lock.lock().await.map(|g| g.forget()) })
+        } else {
+            let lock = waiter.lock(name).unwrap();
+            tokio::spawn(async move { lock.lock().await.map(|g| g.forget()) })
+        };
+        // This round's channel, found by its lock's name: the last round's
+        // may still be subscribed (see below).
+        let ours = || {
+            server
+                .wait_channels()
+                .into_iter()
+                .find(|channel| channel.contains(&format!("{{{name}}}")))
+        };
+        eventually(Duration::from_secs(5), "waiter subscribed", || {
+            ours().is_some()
+        })
+        .await;
+        let channel = ours().unwrap();
+        let before = server.evalsha_calls();
+        let sent = tokio::task::block_in_place(|| {
+            support::flood::publish_for(&server, &channel, "free", Duration::from_secs(1))
+        });
+        let calls = server.evalsha_calls() - before;
+        println!(
+            "fair={fair}: {sent} forged messages on {channel} in 1 s -> {calls} scripts run by ONE waiter"
+        );
+        worst.push((fair, calls));
+        held.unlock().await.unwrap();
+        waiting.await.unwrap().unwrap();
+        // The waiter's channel is not waited out: the client unsubscribes
+        // once it has read the flood's backlog (its health PING waits
+        // behind it, up to the response timeout, and commands wait for
+        // the PING), and how long reading the backlog takes depends on how
+        // much CPU the machine gives the client (seconds, on a loaded one).
+    }
+    // Unforged, the waiter polls every 2 s (waiter ttl / 3). Forged
+    // wake-ups back to back are spaced by 25 ms (`MIN_ATTEMPT_GAP`): at most
+    // 40 calls in the second, plus a few for the subscription and polls.
+    assert!(
+        worst.iter().all(|&(_, calls)| calls <= 45),
+        "scripts run by one waiter in 1 s of forged wake-ups (fair, calls): {worst:?}"
+    );
+}
