@@ -69,8 +69,8 @@ MUTANTS = [
         "a renewal checks the owner only, not the token (renew.lua)",
         ["lease", "release", "handoff"],
         [(NATIVE + "renew.lua",
-          "fields[1] == ARGV[2 * i] and (token == '' or fields[2] == token) then",
-          "fields[1] == ARGV[2 * i] then")],
+          "fields[1] == owner and (token == '' or fields[2] == token) then",
+          "fields[1] == owner then")],
     ),
     Mutant(
         "renewal_shortens", "renewal_shortens",
