@@ -140,12 +140,37 @@ async fn one_silently_lost_hold_starves_the_others(protocol: Protocol, loss: Sil
     lost_hold_among_others(protocol, loss, true).await;
 }
 
-/// The scenario, with or without `min_replicas`.
+/// The scenario, with or without `min_replicas`. A run during which the
+/// machine kept this process from running for half a second or more
+/// proves nothing either way (renewals come late for their own reason): it
+/// is run again, up to three times.
 async fn lost_hold_among_others(protocol: Protocol, loss: SilentLoss, replicas: bool) {
+    for attempt in 1..=3 {
+        let starvation = support::StarvationMonitor::start();
+        let outcome = lost_hold_once(protocol, loss, replicas).await;
+        let stalled = starvation.stop();
+        match outcome {
+            Ok(()) => return,
+            Err(why) if stalled >= Duration::from_millis(500) && attempt < 3 => {
+                eprintln!("run {attempt} proved nothing (the machine stalled {stalled:?}): {why}");
+            }
+            Err(why) => panic!("{why} (the machine stalled at most {stalled:?})"),
+        }
+    }
+}
+
+async fn lost_hold_once(
+    protocol: Protocol,
+    loss: SilentLoss,
+    replicas: bool,
+) -> Result<(), String> {
     let (master, _replica) = master_and_replica().await;
-    let lease = Duration::from_secs(2);
+    // Long enough that a loaded machine's late renewals lose no healthy
+    // hold on their own: the starvation this test looks for fails every
+    // renewal, whatever the lease.
+    let lease = Duration::from_secs(4);
     let client = support::client_with(&master, protocol, |c| {
-        let c = c.lease(lease).response_timeout(Duration::from_millis(500));
+        let c = c.lease(lease).response_timeout(Duration::from_secs(1));
         if replicas { c.min_replicas(1, WAIT) } else { c }
     })
     .await;
@@ -162,20 +187,26 @@ async fn lost_hold_among_others(protocol: Protocol, loss: SilentLoss, replicas: 
             let _: () = master.cmd(&["SET", &lost_key, "application data"]);
         }
     }
-    // Several leases: the watchdog renews `kept` every 667 ms.
+    // Several leases: the watchdog renews `kept` every 1.3 s.
     tokio::time::sleep(lease * 3).await;
     let on_server = is_held(&master, protocol, kept_name);
     let believed = kept.is_held();
     let lost_noticed = !lost.is_held();
-    assert!(
-        on_server && believed,
-        "{protocol} {loss:?}: a healthy hold was given up because another hold \
-         of the same client was lost (on the server: {on_server}, believed: \
-         {believed}; the lost one noticed: {lost_noticed})"
-    );
+    let outcome = if on_server && believed {
+        Ok(())
+    } else {
+        Err(format!(
+            "{protocol} {loss:?}: a healthy hold was given up because another hold \
+             of the same client was lost (on the server: {on_server}, believed: \
+             {believed}; the lost one noticed: {lost_noticed})"
+        ))
+    };
     drop(lost);
-    kept.unlock().await.unwrap();
+    if outcome.is_ok() {
+        kept.unlock().await.unwrap();
+    }
     client.shutdown().await;
+    outcome
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
