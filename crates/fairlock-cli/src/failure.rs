@@ -200,11 +200,17 @@ impl From<Error> for Failure {
                 UNAVAILABLE,
                 format!("Redis at {addr} cannot serve requests now ({source}); try again later"),
             ),
-            Error::Redis(source) if source.code() == Some("NOPERM") => Self::new(
+            // A NOPERM refusal of a call, or one inside a script (a plain
+            // ERR, worded differently by Redis and Valkey).
+            Error::Redis(source) if source.acl_refusal().is_some() => Self::new(
                 UNAVAILABLE,
                 format!(
-                    "the Redis user may not do what fairlock needs ({}): grant it the ACL \
+                    "the Redis user may not do what fairlock needs ({}: {}): grant it the ACL \
                      rules of docs/deployment.md",
+                    source
+                        .acl_refusal()
+                        .map(|r| r.to_string())
+                        .unwrap_or_default(),
                     source.detail().unwrap_or("NOPERM")
                 ),
             ),
@@ -252,7 +258,7 @@ pub(crate) fn connect_failure(err: Error) -> Failure {
                 ),
             )
         }
-        Error::Redis(source) if source.code() != Some("NOPERM") => Failure::new(
+        Error::Redis(source) if source.acl_refusal().is_none() => Failure::new(
             exit::UNAVAILABLE,
             format!("the Redis server refused to serve fairlock: {source}"),
         ),

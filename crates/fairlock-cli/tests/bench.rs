@@ -33,6 +33,9 @@ fn a_short_run_measures_every_implementation_in_every_scenario() {
 
     assert!(report["ping"]["per_second_median"].as_f64().unwrap() > 0.0);
     assert!(report["redis"]["version"].as_str().is_some());
+    // "redis" or "valkey" (told by server_name, not redis_version).
+    let server = report["redis"]["server"].as_str().unwrap();
+    assert!(server == "redis" || server == "valkey", "{server}");
     let results = report["results"].as_array().unwrap();
     let mut seen = BTreeSet::new();
     for result in results {

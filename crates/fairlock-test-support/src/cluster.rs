@@ -108,15 +108,16 @@ impl Cluster {
         let total = masters * (1 + replicas);
         let nodes: Vec<RedisServer> = (0..total).map(|_| start_node()).collect();
         let addrs: Vec<String> = nodes.iter().map(RedisServer::addr).collect();
-        let out = Command::new("redis-cli")
+        let cli = crate::cli_binary();
+        let out = Command::new(&cli)
             .args(["--cluster", "create"])
             .args(&addrs)
             .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
-            .unwrap_or_else(|e| panic!("cannot run redis-cli (is it installed?): {e}"));
+            .unwrap_or_else(|e| panic!("cannot run {cli} (is it installed?): {e}"));
         assert!(
             out.status.success(),
-            "redis-cli --cluster create {addrs:?}:\n{}{}",
+            "{cli} --cluster create {addrs:?}:\n{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );

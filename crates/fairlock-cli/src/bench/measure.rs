@@ -186,18 +186,59 @@ async fn ping_once(conn: &mut MultiplexedConnection) -> Result<(), Failure> {
         .map_err(|e| redis_failure("PING", e))
 }
 
-/// `redis_version` of the server.
-pub(crate) async fn redis_version(conn: &mut MultiplexedConnection) -> Result<String, Failure> {
+/// The server and its version, from `INFO server`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ServerVersion {
+    /// `"Redis"` or `"Valkey"`.
+    pub(crate) name: &'static str,
+    /// The server's own version.
+    pub(crate) version: String,
+}
+
+impl ServerVersion {
+    /// Valkey answers `redis_version:7.2.4` whatever its own version, and
+    /// names itself with `server_name:valkey` and `valkey_version`.
+    pub(crate) fn parse(info: &str) -> Self {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+                .map(str::to_owned)
+        };
+        let valkey = field("valkey_version")
+            .or_else(|| (field("server_name").as_deref() == Some("valkey")).then(String::new));
+        match valkey {
+            Some(version) => Self {
+                name: "Valkey",
+                version: if version.is_empty() {
+                    "unknown".to_owned()
+                } else {
+                    version
+                },
+            },
+            None => Self {
+                name: "Redis",
+                version: field("redis_version").unwrap_or_else(|| "unknown".to_owned()),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for ServerVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.name, self.version)
+    }
+}
+
+/// The server and its version.
+pub(crate) async fn server_version(
+    conn: &mut MultiplexedConnection,
+) -> Result<ServerVersion, Failure> {
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(conn)
         .await
         .map_err(|e| redis_failure("INFO server", e))?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("redis_version:"))
-        .unwrap_or("unknown")
-        .to_owned())
+    Ok(ServerVersion::parse(&info))
 }
 
 /// Delete every key whose name contains `part` (the run's unique lock
@@ -258,5 +299,19 @@ mod tests {
         assert_eq!(server.calls, 17);
         assert_eq!(server.script_calls, 10);
         assert_eq!(server.script_usec, 500);
+    }
+
+    #[test]
+    fn tells_valkey_from_redis() {
+        let redis = "# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n";
+        assert_eq!(ServerVersion::parse(redis).to_string(), "Redis 7.0.15");
+        let valkey = "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\n\
+            valkey_version:9.1.2\r\nvalkey_release_stage:ga\r\n";
+        assert_eq!(ServerVersion::parse(valkey).to_string(), "Valkey 9.1.2");
+        let unnumbered = "redis_version:7.2.4\r\nserver_name:valkey\r\n";
+        assert_eq!(
+            ServerVersion::parse(unnumbered).to_string(),
+            "Valkey unknown"
+        );
     }
 }

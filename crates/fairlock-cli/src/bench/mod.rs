@@ -150,7 +150,7 @@ pub(crate) struct Series {
 pub(crate) struct Results {
     pub(crate) rounds: u32,
     pub(crate) duration: Duration,
-    pub(crate) redis_version: String,
+    pub(crate) server_version: measure::ServerVersion,
     pub(crate) private_server: bool,
     pub(crate) cores: usize,
     pub(crate) load_before: Option<f64>,
@@ -186,11 +186,11 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
     };
     let mut admin = measure::connect(&url).await?;
     let mut pinger = measure::connect(&url).await?;
-    let redis_version = measure::redis_version(&mut admin).await?;
+    let server_version = measure::server_version(&mut admin).await?;
     let mut results = Results {
         rounds: args.rounds,
         duration: args.duration,
-        redis_version,
+        server_version,
         private_server: server.is_some(),
         cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
         load_before: measure::load_average(),
@@ -215,7 +215,7 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
     };
     if !args.json {
         eprintln!(
-            "fairlock bench: {} on {} (Redis {}), {} round(s) of {} per implementation and scenario",
+            "fairlock bench: {} on {} ({}), {} round(s) of {} per implementation and scenario",
             cases
                 .iter()
                 .map(|c| c.title())
@@ -226,7 +226,7 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
             } else {
                 url.as_str()
             },
-            results.redis_version,
+            results.server_version,
             args.rounds,
             duration::format(args.duration)
         );

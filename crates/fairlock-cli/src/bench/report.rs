@@ -159,11 +159,11 @@ fn fmt_opt(value: Option<f64>, digits: usize) -> String {
 fn machine_line(results: &Results) -> String {
     let load = |l: Option<f64>| l.map_or_else(|| "?".into(), |l| format!("{l:.1}"));
     format!(
-        "{} cores, load average {} before and {} after the run; Redis {} ({})",
+        "{} cores, load average {} before and {} after the run; {} ({})",
         results.cores,
         load(results.load_before),
         load(results.load_after),
-        results.redis_version,
+        results.server_version,
         if results.private_server {
             "a private redis-server"
         } else {
@@ -491,7 +491,8 @@ pub(crate) fn json(results: &Results) -> Value {
             "load_average_after": results.load_after,
         },
         "redis": {
-            "version": results.redis_version,
+            "server": results.server_version.name.to_ascii_lowercase(),
+            "version": results.server_version.version,
             "private_server": results.private_server,
         },
         "rounds": results.rounds,

@@ -245,6 +245,7 @@ impl Endpoint {
     /// A Redis client for `info` with this endpoint's TLS files (one
     /// cluster seed).
     pub(super) fn client_for(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
+        let info = without_client_setinfo(info);
         // rustls needs a process-wide crypto provider; install ring's unless
         // the application installed one already.
         #[cfg(feature = "tls")]
@@ -273,6 +274,20 @@ impl Endpoint {
             Error::InvalidConfig(format!("cannot use Redis at {}: {e}", self.address()))
         })
     }
+}
+
+/// `info` without redis-rs's `CLIENT SETINFO LIB-NAME/LIB-VER` at connect.
+/// redis-rs ignores the answer, so the command never fails a connection,
+/// but an ACL user without `+client|setinfo` (a rule the minimal rules of
+/// `docs/deployment.md` leave out: Redis 7.0 has no such command and
+/// refuses `ACL SETUSER` that names it) has every refusal written to
+/// `ACL LOG` on Redis 7.2+ and Valkey, two per connection, where they hide
+/// the refusals that matter. The library name in `CLIENT LIST` is the
+/// price. (Cluster node connections still send it: redis-rs's cluster
+/// client has no such setting.)
+pub(super) fn without_client_setinfo(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    info.set_redis_settings(settings)
 }
 
 /// A TCP address, over TLS when `tls`.
