@@ -541,7 +541,9 @@ impl Revocations {
     /// force-unlock begins (`from`), so it is never one, and neither is a
     /// hold an earlier force-unlock revoked (force-unlocks taken in the
     /// order they replied): its holder may still believe it holds, but the
-    /// server's holder was another.
+    /// server's holder was another. Force-unlocks in flight at once (their
+    /// windows overlap) ran in an order nobody saw: a group of m takes the m
+    /// grants before the last one (the last force-unlock's successor).
     ///
     /// Each revoked hold maps to the time its force-unlock began (`from`):
     /// the revocation explains what its holder did after that, not before.
@@ -552,8 +554,25 @@ impl Revocations {
         };
         let fenced = holds.iter().any(|h| h.token.is_some());
         let mut times = times.clone();
-        times.sort_by_key(|&(_, at)| at);
+        times.sort_by_key(|&(from, _)| from);
+        // Force-unlocks in flight at once (their [from, at] windows
+        // overlap) ran in an order nobody saw: they are taken together, a
+        // group of m revoking m holds.
+        let mut groups: Vec<(u64, u64, usize)> = Vec::new();
         for (from, at) in times {
+            match groups.last_mut() {
+                Some((_, group_at, m)) if from <= *group_at => {
+                    *group_at = (*group_at).max(at);
+                    *m += 1;
+                }
+                _ => groups.push((from, at, 1)),
+            }
+        }
+        // Every grant (re-entries are not), told of a loss later or not, in
+        // token order.
+        let mut grants: Vec<&&Hold> = holds.iter().filter(|h| !h.reentry).collect();
+        grants.sort_by_key(|h| h.token);
+        for (from, at, m) in groups {
             // A hold an earlier force-unlock revoked held nothing since:
             // its holder may not have heard yet, but it is not this one's.
             let earlier = revoked.clone();
@@ -569,25 +588,55 @@ impl Revocations {
                     }
             };
             let owners: Vec<&str> = if fenced {
-                // The holds granted by then, told of a loss later or not:
-                // the successor the force-unlock handed the lock to counts
-                // as the last of them even when a later force-unlock made
-                // it lose the lock (its `is_held()` false at its end).
-                let mut granted: Vec<&&Hold> = holds
-                    .iter()
-                    .filter(|hold| {
-                        !earlier.contains_key(&(hold.owner.as_str(), hold.start))
-                            && !hold.reentry
-                            && hold.requested <= at
-                            && hold.end > from
-                            && hold.token.is_some_and(|token| token <= at)
-                    })
-                    .collect();
-                granted.sort_by_key(|h| h.token);
-                match granted.len() {
-                    0 => Vec::new(),
-                    1 => vec![granted[0].owner.as_str()],
-                    n => vec![granted[n - 2].owner.as_str()],
+                // The revoked holds are taken-away grants: the next grant
+                // (in token order) came before the hold ended, so it did
+                // not end by its own release. Those whose next grant came
+                // within the group's window first (taken away by it), then
+                // those whose next grant came later (the lock stayed free),
+                // then the last grant; the latest m of the best kind.
+                let mut kinds: [Vec<&&Hold>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+                for (i, hold) in grants.iter().enumerate() {
+                    if earlier.contains_key(&(hold.owner.as_str(), hold.start))
+                        || hold.requested > at
+                        || hold.end <= from
+                        || hold.token.is_none_or(|token| token > at)
+                    {
+                        continue;
+                    }
+                    match grants[i + 1..].iter().find_map(|next| next.token) {
+                        Some(next) if next < from || next >= hold.end => {}
+                        Some(next) if next <= at => kinds[0].push(hold),
+                        Some(_) => kinds[1].push(hold),
+                        None => kinds[2].push(hold),
+                    }
+                }
+                match kinds.iter().find(|kind| !kind.is_empty()) {
+                    Some(kind) => kind[kind.len().saturating_sub(m)..]
+                        .iter()
+                        .map(|h| h.owner.as_str())
+                        .collect(),
+                    // None taken away (each ended before the next grant):
+                    // the grants held in the window, the last one the
+                    // successor when there are two or more, the m before it
+                    // revoked (alone: it).
+                    None => {
+                        let held: Vec<&&Hold> = grants
+                            .iter()
+                            .copied()
+                            .filter(|hold| {
+                                !earlier.contains_key(&(hold.owner.as_str(), hold.start))
+                                    && hold.requested <= at
+                                    && hold.end > from
+                                    && hold.token.is_some_and(|token| token <= at)
+                            })
+                            .collect();
+                        let n = held.len();
+                        let chosen = match n {
+                            0 | 1 => &held[..],
+                            n => &held[n.saturating_sub(1 + m)..n - 1],
+                        };
+                        chosen.iter().map(|h| h.owner.as_str()).collect()
+                    }
                 }
             } else {
                 holds
@@ -1568,6 +1617,81 @@ mod tests {
         assert_eq!(report.revoked_overlaps, 1, "{report:?}");
     }
 
+    /// Two force-unlocks in flight at once (a 20-minute soak's history, in
+    /// µs): each runs right after a release. The release of r handed the
+    /// lock to y; the first force-unlock to run revoked y and handed it to
+    /// x; the second revoked x and handed it to z, which released it
+    /// normally to w. y (not heard yet) overlaps z: the group of two
+    /// force-unlocks revoked y and x, the grants taken away while held.
+    #[test]
+    fn force_unlocks_in_flight_at_once_revoke_the_grants_taken_away() {
+        let mut x = hold("x", 46_423, 0, 48_222, 59_414);
+        if let Event::Hold(h) = &mut x {
+            h.valid = false;
+        }
+        let events = vec![
+            hold("r", 33_249, 0, 34_970, 44_177),
+            hold("y", 44_563, 0, 46_298, 60_000),
+            x,
+            hold("z", 46_527, 0, 49_654, 51_209),
+            hold("w", 51_440, 0, 53_445, 53_900),
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 44_177,
+                at: 48_599,
+                released: true,
+            },
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 45_984,
+                at: 48_038,
+                released: true,
+            },
+        ];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert_eq!(report.overlaps, 0, "{report:?}");
+        assert!(report.revoked_overlaps > 0, "{report:?}");
+    }
+
+    /// A force-unlock whose reply is slow: the release before it handed the
+    /// lock to y, the force-unlock revoked y and handed it to z, and z
+    /// released it normally to v, all within the force-unlock's window. The
+    /// revoked one is y, taken away while held (z's grant came before y's
+    /// end), not z (its successor came after z's own release).
+    #[test]
+    fn a_normal_release_inside_a_force_unlocks_window_is_no_revocation() {
+        let events = vec![
+            hold("q", 36_996, 0, 38_763, 48_608),
+            hold("y", 49_057, 0, 49_632, 60_000),
+            hold("z", 49_338, 0, 49_767, 50_969),
+            hold("v", 51_185, 0, 51_837, 67_221),
+            Event::ForceUnlock {
+                lock: "l".into(),
+                from: 49_183,
+                at: 51_381,
+                released: true,
+            },
+        ];
+        let report = check(
+            &events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        );
+        assert_eq!(report.overlaps, 0, "{report:?}");
+        // z and v overlap y, which had not heard yet: both explained.
+        assert_eq!(report.revoked_overlaps, 2, "{report:?}");
+    }
+
     /// The waiter a force-unlock may have revoked and queued again is the
     /// head of the line when the release before it began (as the last
     /// snapshot before then shows it), not the waiter that asked first: a
@@ -2148,9 +2272,10 @@ mod tests {
 
     #[test]
     fn overlaps_after_a_force_unlock_are_counted_apart() {
+        // Tokens are server times: b was granted (42) by the force-unlock.
         let events = vec![
             hold("a", 1, 0, 10, 100),
-            hold("b", 2, 0, 50, 60),
+            hold("b", 42, 0, 50, 60),
             Event::ForceUnlock {
                 lock: "l".into(),
                 from: 40,
