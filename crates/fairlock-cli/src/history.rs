@@ -575,9 +575,18 @@ impl Revocations {
         for (from, at, m) in groups {
             // A hold an earlier force-unlock revoked held nothing since:
             // its holder may not have heard yet, but it is not this one's.
-            let earlier = revoked.clone();
+            let earlier = &revoked;
+            let fresh = |hold: &Hold| !earlier.contains_key(&(hold.owner.as_str(), hold.start));
+            // Granted by the time the group replied, and still held (told
+            // of a loss later or not) when its first force-unlock began.
+            let granted_by_then = |hold: &Hold| {
+                fresh(hold)
+                    && hold.requested <= at
+                    && hold.end > from
+                    && hold.token.is_some_and(|token| token <= at)
+            };
             let live_at = |hold: &&&Hold| {
-                !earlier.contains_key(&(hold.owner.as_str(), hold.start))
+                fresh(hold)
                     && hold.valid
                     && hold.requested <= at
                     && hold.end > from
@@ -596,11 +605,7 @@ impl Revocations {
                 // then the last grant; the latest m of the best kind.
                 let mut kinds: [Vec<&&Hold>; 3] = [Vec::new(), Vec::new(), Vec::new()];
                 for (i, hold) in grants.iter().enumerate() {
-                    if earlier.contains_key(&(hold.owner.as_str(), hold.start))
-                        || hold.requested > at
-                        || hold.end <= from
-                        || hold.token.is_none_or(|token| token > at)
-                    {
+                    if !granted_by_then(hold) {
                         continue;
                     }
                     match grants[i + 1..].iter().find_map(|next| next.token) {
@@ -623,12 +628,7 @@ impl Revocations {
                         let held: Vec<&&Hold> = grants
                             .iter()
                             .copied()
-                            .filter(|hold| {
-                                !earlier.contains_key(&(hold.owner.as_str(), hold.start))
-                                    && hold.requested <= at
-                                    && hold.end > from
-                                    && hold.token.is_some_and(|token| token <= at)
-                            })
+                            .filter(|h| granted_by_then(h))
                             .collect();
                         let n = held.len();
                         let chosen = match n {
@@ -645,14 +645,14 @@ impl Revocations {
                     .map(|h| h.owner.as_str())
                     .collect()
             };
-            for hold in holds
+            let marked: Vec<(&str, u64)> = holds
                 .iter()
                 .filter(live_at)
                 .filter(|h| owners.contains(&h.owner.as_str()))
-            {
-                revoked
-                    .entry((hold.owner.as_str(), hold.start))
-                    .or_insert(from);
+                .map(|h| (h.owner.as_str(), h.start))
+                .collect();
+            for key in marked {
+                revoked.entry(key).or_insert(from);
             }
         }
         revoked
@@ -1513,14 +1513,7 @@ mod tests {
             hold("y", 267, 251, 267, 272),
             hold("z", 269, 269, 269, 271),
         ];
-        let report = check(
-            &events,
-            &HashMap::new(),
-            true,
-            &[],
-            BOUNDS,
-            &Failovers::default(),
-        );
+        let report = native_unqueued(&events);
         assert_eq!(report.overlaps, 0, "{report:?}");
         assert!(report.revoked_overlaps > 0, "{report:?}");
     }
@@ -1555,10 +1548,7 @@ mod tests {
     #[test]
     fn a_waiter_with_a_lease_shorter_than_a_handoff_may_lose_its_turn() {
         let run = |lease_ms: Option<u64>| {
-            let mut a = hold("a", 300, 0, 300, 350);
-            if let Event::Hold(h) = &mut a {
-                h.lease_ms = lease_ms;
-            }
+            let a = with(hold("a", 300, 0, 300, 350), |h| h.lease_ms = lease_ms);
             let events = vec![hold("b", 200, 0, 200, 220), a];
             let queues = HashMap::from([(
                 "l".to_owned(),
@@ -1585,14 +1575,12 @@ mod tests {
     /// before the successor z, whether or not z kept the lock.
     #[test]
     fn the_successor_of_a_force_unlock_counts_even_when_it_lost_the_lock_later() {
-        let mut z = hold("z", 190_347, 115_534, 191_397, 208_200);
-        if let Event::Hold(h) = &mut z {
-            h.valid = false;
-        }
-        let mut z_again = hold("z", 190_347, 196_137, 200_000, 204_196);
-        if let Event::Hold(h) = &mut z_again {
-            h.reentry = true;
-        }
+        let z = with(hold("z", 190_347, 115_534, 191_397, 208_200), |h| {
+            h.valid = false
+        });
+        let z_again = with(hold("z", 190_347, 196_137, 200_000, 204_196), |h| {
+            h.reentry = true
+        });
         let events = vec![
             hold("x", 183_532, 95_314, 185_140, 187_951),
             hold("y", 188_665, 113_645, 190_411, 201_279),
@@ -1605,14 +1593,7 @@ mod tests {
                 released: true,
             },
         ];
-        let report = check(
-            &events,
-            &HashMap::new(),
-            true,
-            &[],
-            BOUNDS,
-            &Failovers::default(),
-        );
+        let report = native_unqueued(&events);
         assert_eq!(report.overlaps, 0, "{report:?}");
         assert_eq!(report.revoked_overlaps, 1, "{report:?}");
     }
@@ -1625,10 +1606,7 @@ mod tests {
     /// force-unlocks revoked y and x, the grants taken away while held.
     #[test]
     fn force_unlocks_in_flight_at_once_revoke_the_grants_taken_away() {
-        let mut x = hold("x", 46_423, 0, 48_222, 59_414);
-        if let Event::Hold(h) = &mut x {
-            h.valid = false;
-        }
+        let x = with(hold("x", 46_423, 0, 48_222, 59_414), |h| h.valid = false);
         let events = vec![
             hold("r", 33_249, 0, 34_970, 44_177),
             hold("y", 44_563, 0, 46_298, 60_000),
@@ -1648,14 +1626,7 @@ mod tests {
                 released: true,
             },
         ];
-        let report = check(
-            &events,
-            &HashMap::new(),
-            true,
-            &[],
-            BOUNDS,
-            &Failovers::default(),
-        );
+        let report = native_unqueued(&events);
         assert_eq!(report.overlaps, 0, "{report:?}");
         assert!(report.revoked_overlaps > 0, "{report:?}");
     }
@@ -1679,14 +1650,7 @@ mod tests {
                 released: true,
             },
         ];
-        let report = check(
-            &events,
-            &HashMap::new(),
-            true,
-            &[],
-            BOUNDS,
-            &Failovers::default(),
-        );
+        let report = native_unqueued(&events);
         assert_eq!(report.overlaps, 0, "{report:?}");
         // z and v overlap y, which had not heard yet: both explained.
         assert_eq!(report.revoked_overlaps, 2, "{report:?}");
@@ -2234,14 +2198,7 @@ mod tests {
             combo_hold("a", 20, 30, combo::REENTRY_LEASE, true),
             hold("b", 6, 0, 50, 60),
         ];
-        let report = check(
-            &events,
-            &HashMap::new(),
-            true,
-            &[],
-            BOUNDS,
-            &Failovers::default(),
-        );
+        let report = native_unqueued(&events);
         assert_eq!(report.overlaps, 1, "{report:?}");
         assert_eq!(report.token_violations, 0, "{report:?}");
         assert!(report.examples[0].starts_with("l: b started at 50 before a"));
@@ -2283,14 +2240,7 @@ mod tests {
                 released: true,
             },
         ];
-        let report = check(
-            &events,
-            &HashMap::new(),
-            true,
-            &[],
-            BOUNDS,
-            &Failovers::default(),
-        );
+        let report = native_unqueued(&events);
         assert_eq!((report.overlaps, report.revoked_overlaps), (0, 1));
         // One that released nothing explains nothing.
         let mut events = events;
@@ -2300,14 +2250,7 @@ mod tests {
             at: 45,
             released: false,
         };
-        let report = check(
-            &events,
-            &HashMap::new(),
-            true,
-            &[],
-            BOUNDS,
-            &Failovers::default(),
-        );
+        let report = native_unqueued(&events);
         assert_eq!((report.overlaps, report.revoked_overlaps), (1, 0));
     }
 
@@ -2317,14 +2260,7 @@ mod tests {
             key: "k".into(),
             intact: false,
         }];
-        let report = check(
-            &events,
-            &HashMap::new(),
-            true,
-            &[],
-            BOUNDS,
-            &Failovers::default(),
-        );
+        let report = native_unqueued(&events);
         assert_eq!(report.violations(), 1);
     }
 
@@ -2455,6 +2391,26 @@ mod tests {
         check(events, &queues, true, &[], BOUNDS, &Failovers::default())
     }
 
+    /// `events` checked under native, with no queue snapshots.
+    fn native_unqueued(events: &[Event]) -> Report {
+        check(
+            events,
+            &HashMap::new(),
+            true,
+            &[],
+            BOUNDS,
+            &Failovers::default(),
+        )
+    }
+
+    /// `event` (a hold) changed by `change`.
+    fn with(mut event: Event, change: impl FnOnce(&mut Hold)) -> Event {
+        if let Event::Hold(hold) = &mut event {
+            change(hold);
+        }
+        event
+    }
+
     /// Change 2 (`requeued_by`): the handoff's new holder a proceeded
     /// before the force-unlock revoked its hold (a recorded hold, found
     /// revoked): nobody was queued again. The native force-unlock hands
@@ -2548,14 +2504,7 @@ mod tests {
             hold("w", 60, 55, 60, 70),
             force_unlock(100, 105),
         ];
-        let report = check(
-            &events,
-            &HashMap::new(),
-            true,
-            &[],
-            BOUNDS,
-            &Failovers::default(),
-        );
+        let report = native_unqueued(&events);
         assert_eq!(
             report.overlaps, 2,
             "y overlaps s and w overlaps y, both before the force-unlock: {report:?}"
@@ -2579,14 +2528,7 @@ mod tests {
             hold("w", 2660, 2500, 2660, 2665),
             force_unlock(2670, 2680),
         ];
-        let report = check(
-            &events,
-            &HashMap::new(),
-            true,
-            &[],
-            BOUNDS,
-            &Failovers::default(),
-        );
+        let report = native_unqueued(&events);
         assert!(
             report.overlaps >= 1,
             "w held inside y's hold, before the second force-unlock: {report:?}"
@@ -2605,10 +2547,7 @@ mod tests {
             handoff_us: 300_000,
             ..BOUNDS
         };
-        let mut b = hold("b", 200, 0, 200, 220);
-        if let Event::Hold(h) = &mut b {
-            h.lease_ms = Some(10);
-        }
+        let b = with(hold("b", 200, 0, 200, 220), |h| h.lease_ms = Some(10));
         let events = vec![b, hold("a", 300, 0, 300, 350)];
         let queues = HashMap::from([("l".to_owned(), queue(&[&["a", "b"]]))]);
         let report = check(&events, &queues, true, &[], real, &Failovers::default());
