@@ -10,11 +10,10 @@ use std::time::{Duration, Instant};
 use fairlock::Protocol;
 use fairlock_test_support as support;
 use rand::RngExt;
-use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, assert_clean_for, client, eventually, lock_keys, queue_len};
 
 mod common;
-use common::{config, connect, until_queued};
+use common::{behind_proxy, config, connect, until_queued};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_lock_for_timeout_leaves_the_queue_clean() {
@@ -377,11 +376,7 @@ async fn churn_with_cancellation_keeps_mutual_exclusion() {
 async fn try_lock_with_a_lost_reply_leaks_no_hold() {
     for protocol in support::PROTOCOLS {
         let server = RedisServer::start();
-        let proxy = Proxy::start(server.port());
-        let client =
-            connect(config(&proxy.url(), protocol).response_timeout(Duration::from_millis(300)))
-                .await;
-        let other = connect(config(&server.url(), protocol)).await;
+        let (proxy, client, other) = behind_proxy(&server, protocol).await;
         let name = "lost-try";
         let lock = client.fair_lock(name).unwrap();
         // Load the script first (a first EVALSHA answers NOSCRIPT).

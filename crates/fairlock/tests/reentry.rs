@@ -13,7 +13,7 @@ use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
 
 mod common;
-use common::{config, connect};
+use common::{behind_proxy, config, connect};
 
 async fn client(server: &RedisServer, protocol: Protocol, lease: Duration) -> LockClient {
     client_with(server, protocol, |c| c.lease(lease)).await
@@ -357,11 +357,7 @@ async fn concurrent_reentries_of_one_guard_count_every_hold() {
 async fn a_reentry_with_a_lost_reply_leaves_no_count_behind() {
     for protocol in PROTOCOLS {
         let server = RedisServer::start();
-        let proxy = Proxy::start(server.port());
-        let client =
-            connect(config(&proxy.url(), protocol).response_timeout(Duration::from_millis(300)))
-                .await;
-        let other = connect(config(&server.url(), protocol)).await;
+        let (proxy, client, other) = behind_proxy(&server, protocol).await;
         let name = "lost-reentry";
         let lock = client.fair_lock(name).unwrap();
         let owner = client.new_owner();

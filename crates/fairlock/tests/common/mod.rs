@@ -26,6 +26,20 @@ pub async fn connect(config: ClientConfig) -> LockClient {
     LockClient::with_config(config).await.expect("connect")
 }
 
+/// A fault proxy of `server`, a client whose calls go through it with a
+/// 300 ms response timeout (a reply the proxy holds is lost quickly), and a
+/// client straight to the server, both under `protocol`.
+pub async fn behind_proxy(
+    server: &RedisServer,
+    protocol: Protocol,
+) -> (support::proxy::Proxy, LockClient, LockClient) {
+    let proxy = support::proxy::Proxy::start(server.port());
+    let client =
+        connect(config(&proxy.url(), protocol).response_timeout(Duration::from_millis(300))).await;
+    let direct = connect(config(&server.url(), protocol)).await;
+    (proxy, client, direct)
+}
+
 fn lock_key(name: &str) -> String {
     format!("fairlock:{{{name}}}:lock")
 }
