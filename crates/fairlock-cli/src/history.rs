@@ -678,28 +678,38 @@ fn check_overlaps(
     revoked: &HashMap<(&str, u64), u64>,
     report: &mut Report,
 ) {
-    // Valid holds that may still intersect a later one: (end, start, owner).
-    let mut open: Vec<(u64, u64, &str)> = Vec::new();
+    // Valid holds that may still intersect a later one: (end, start, owner,
+    // token).
+    let mut open: Vec<(u64, u64, &str, Option<u64>)> = Vec::new();
     for hold in holds.iter().filter(|h| h.valid) {
-        open.retain(|(end, _, _)| *end > hold.start);
-        let explained_by_revocation = |start: u64, owner: &str| {
+        open.retain(|(end, ..)| *end > hold.start);
+        // Either the earlier hold was revoked and this one began after its
+        // force-unlock began, or this one was (it proceeded late, its start
+        // read after the other's) and it was granted first: a revocation
+        // explains what its holder did after being granted, never being
+        // granted while another held.
+        let explained_by_revocation = |start: u64, owner: &str, token: Option<u64>| {
             revoked
                 .get(&(hold.owner.as_str(), hold.start))
                 .is_some_and(|from| start >= *from)
+                && match (hold.token, token) {
+                    (Some(mine), Some(theirs)) => mine < theirs,
+                    _ => true,
+                }
                 || revoked
                     .get(&(owner, start))
                     .is_some_and(|from| hold.start >= *from)
         };
-        let others = || open.iter().filter(|(_, _, owner)| *owner != hold.owner);
+        let others = || open.iter().filter(|(_, _, owner, _)| *owner != hold.owner);
         let unexplained = others()
-            .filter(|(_, start, owner)| {
+            .filter(|(_, start, owner, token)| {
                 !failovers.excuse(lock, (owner, *start), (&hold.owner, hold.start))
-                    && !explained_by_revocation(*start, owner)
+                    && !explained_by_revocation(*start, owner, *token)
             })
-            .max_by_key(|(end, _, _)| *end)
+            .max_by_key(|(end, ..)| *end)
             .copied();
-        let earlier = unexplained.or_else(|| others().max_by_key(|(end, _, _)| *end).copied());
-        if let Some((end, start, owner)) = earlier {
+        let earlier = unexplained.or_else(|| others().max_by_key(|(end, ..)| *end).copied());
+        if let Some((end, start, owner, token)) = earlier {
             let at = format!(
                 "{lock}: {} started at {} before {owner} ended at {end}",
                 hold.owner, hold.start
@@ -709,7 +719,7 @@ fn check_overlaps(
                 report.example(format!(
                     "{at}, across a failover (asynchronous replication)"
                 ));
-            } else if explained_by_revocation(start, owner) {
+            } else if explained_by_revocation(start, owner, token) {
                 report.revoked_overlaps += 1;
                 // A few examples: they must not crowd out the violations'.
                 if report.revoked_overlaps <= 2 {
@@ -722,7 +732,7 @@ fn check_overlaps(
                 report.example(at);
             }
         }
-        open.push((hold.end, hold.start, &hold.owner));
+        open.push((hold.end, hold.start, &hold.owner, hold.token));
     }
 }
 
@@ -1654,6 +1664,45 @@ mod tests {
         assert_eq!(report.overlaps, 0, "{report:?}");
         // z and v overlap y, which had not heard yet: both explained.
         assert_eq!(report.revoked_overlaps, 2, "{report:?}");
+    }
+
+    #[test]
+    fn adv_two_grants_taken_away_by_one_force_unlock_is_a_violation() {
+        let events = vec![
+            hold("a", 52, 0, 52, 55),
+            hold("b", 54, 0, 54, 300),
+            hold("c", 56, 0, 56, 58),
+            hold("d", 59, 0, 59, 70),
+            force_unlock(50, 60),
+        ];
+        let report = native_unqueued(&events);
+        assert!(report.overlaps > 0, "{report:?}");
+    }
+
+    #[test]
+    fn adv_three_grants_taken_away_by_a_group_of_two_is_a_violation() {
+        let events = vec![
+            hold("a", 52, 0, 52, 54),
+            hold("b", 53, 0, 53, 300),
+            hold("c", 54, 0, 54, 300),
+            hold("d", 56, 0, 56, 300),
+            force_unlock(50, 60),
+            force_unlock(58, 70),
+        ];
+        let report = native_unqueued(&events);
+        assert!(report.overlaps > 0, "{report:?}");
+    }
+
+    #[test]
+    fn adv_a_revoked_later_hold_does_not_excuse_its_own_double_grant() {
+        let events = vec![
+            hold("a", 52, 0, 52, 55),
+            hold("b", 54, 0, 54, 300),
+            hold("c", 56, 0, 56, 300),
+            force_unlock(50, 60),
+        ];
+        let report = native_unqueued(&events);
+        assert!(report.overlaps > 0, "{report:?}");
     }
 
     /// The waiter a force-unlock may have revoked and queued again is the
