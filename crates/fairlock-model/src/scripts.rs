@@ -211,8 +211,9 @@ pub(crate) fn acquire(
                 Acquired::Reentered(token)
             };
         }
-        // Re-entry.
+        // Re-entry: the lock records this acquisition's secret.
         lock.count += 1;
+        lock.nonce = nonce;
         pexpire(lock, now, lease, plain);
         st.ghost.seen |= seen::REENTRY;
         return Acquired::Reentered(token);

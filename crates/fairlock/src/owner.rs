@@ -65,11 +65,13 @@ impl fmt::Debug for Owner {
 /// A turn is held for the whole acquisition, its background attempt and its
 /// undo included (they keep the [`OwnerTurn`] alive), so the next
 /// acquisition reads a count that nothing of the previous one can still
-/// change. Releases do not take turns: they only lower the count, which an
-/// acquisition in flight reads as "not yet counted" (it counts once more,
-/// never less); the only cost, when a reply was lost *and* a release came
-/// in between, is one hold too many, which ends with the lease (the lock is
-/// then held by nobody who believes it: never two holders).
+/// change. Releases do not take turns: they only lower the count, never
+/// the secret the native lock records of its holder's latest acquisition,
+/// by which a retry or an undo after a lost reply knows its own hold. Under
+/// redisson (the count only) a release that lands between a lost reply and
+/// its undo hides the attempt's hold: one hold too many, which ends with
+/// the lease once the owner's last guard is gone (the lock is then held by
+/// nobody who believes it: never two holders).
 ///
 /// Turns live as long as somebody holds or waits for them: the map holds no
 /// entry for an owner that is not acquiring.

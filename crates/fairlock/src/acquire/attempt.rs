@@ -121,24 +121,63 @@ impl Acquisition {
             Ok(Acquire::Busy) => {}
             Err(_) => {
                 // Unknown outcome: leave the queue, and release the hold the
-                // attempt may have added (the count is above its base). A
-                // fresh acquisition's hold is released only if it is this
-                // acquisition's (native): the owner may have acquired again.
+                // attempt may have added.
                 shared.give_up(owner, self.wait, &self.nonce).await;
-                let count = shared
-                    .protocol()
-                    .hold_count(shared.conn(), owner.as_str())
-                    .await;
-                if matches!(count, Ok(count) if count > self.base) {
-                    let scope = Scope {
+                if shared.protocol().records_acquisitions() {
+                    // Native: the hold is this acquisition's if the lock
+                    // names its secret (a fresh grant, a handoff, a
+                    // re-entry); the release changes nothing otherwise. Exact
+                    // even when releases of the owner's other holds came in
+                    // between (they lower the count, never the secret).
+                    self.release_undone(&Scope {
                         token: None,
-                        nonce: (self.base == 0).then_some(self.nonce.as_str()),
-                    };
-                    let _ = shared
-                        .release_as_request(owner, lease, &new_request_id(), &scope)
-                        .await;
+                        nonce: Some(self.nonce.as_str()),
+                    })
+                    .await;
+                    return;
+                }
+                // Redisson: the count above its base is the attempt's hold.
+                // Read within the retry policy, as the release is: the fault
+                // that lost the reply often fails the next call too. A
+                // release of another hold of the owner that lands between
+                // the attempt and this read hides it: one hold too many,
+                // which ends with the lease once the owner's last guard is
+                // gone (docs/reliability.md); never one too few.
+                let count = shared
+                    .core()
+                    .retry()
+                    .run(|| shared.protocol().hold_count(shared.conn(), owner.as_str()))
+                    .await;
+                match count {
+                    Ok(count) if count > self.base => {
+                        self.release_undone(&Scope::default()).await;
+                    }
+                    Ok(_) => {}
+                    Err(err) => events::record(Event::CleanupFailed {
+                        lock: shared.name(),
+                        owner,
+                        what: "reading the hold count after a lost reply",
+                        error: &err,
+                    }),
                 }
             }
+        }
+    }
+
+    /// Release, within the retry policy, the hold an attempt whose reply
+    /// was lost may have made (`scope` says which); recorded when it fails.
+    async fn release_undone(&self, scope: &Scope<'_>) {
+        let shared = &self.shared;
+        let released = shared
+            .release_as_request(&self.owner, self.lease.duration(), &new_request_id(), scope)
+            .await;
+        if let Err(err) = released {
+            events::record(Event::CleanupFailed {
+                lock: shared.name(),
+                owner: &self.owner,
+                what: "releasing the hold of an attempt whose reply was lost",
+                error: &err,
+            });
         }
     }
 

@@ -312,6 +312,16 @@ impl ProtocolLock {
         dispatch!(self, lock => lock.fair)
     }
 
+    /// Whether the lock records the secret of its holder's latest
+    /// acquisition (native: taking, a handoff and a re-entry write it), so
+    /// that a release scoped to that secret undoes exactly the hold an
+    /// attempt with a lost reply made, if it made one. Redisson's hash has
+    /// the owner's count only: the undo compares the count with the one
+    /// read before the attempt.
+    pub(crate) fn records_acquisitions(&self) -> bool {
+        matches!(self, ProtocolLock::Native(_))
+    }
+
     /// The key the watchdog renews and `is_locked` looks at.
     pub(crate) fn lock_key(&self) -> &str {
         dispatch!(self, lock => lock.lock_key())

@@ -39,9 +39,11 @@ if holder == owner then
     end
   end
   -- This acquisition took the lock (a handoff to it, or an earlier attempt
-  -- whose reply was lost): its nonce is in the lock hash, whatever base the
-  -- caller read before it queued. Otherwise an earlier attempt of a
-  -- re-entry shows as one hold above the base.
+  -- whose reply was lost, a re-entry's too): its nonce is in the lock hash,
+  -- whatever base the caller read before it queued. One hold above the
+  -- base is the same proof from a client of an earlier version (whose
+  -- re-entries left the nonce alone); under the owner's turns nothing else
+  -- of this owner can have counted it.
   if lock.nonce == ARGV[8] or count == base + 1 then
     -- Already done: handed to this waiter while it waited (its wake-up may
     -- be lost), or an earlier attempt whose reply was lost. Claim it.
@@ -57,8 +59,15 @@ if holder == owner then
     end
     return {2, count, token}
   end
-  -- Re-entry.
+  -- Re-entry. The lock records this acquisition's secret, so that an
+  -- attempt whose reply was lost is known by the secret alone: a retry
+  -- claims instead of counting again, and an undo releases exactly this
+  -- hold (release.lua with the secret), whatever releases of the owner's
+  -- other holds came in between (they lower the count, never the secret).
+  -- An owner's acquisitions take turns (owner.rs), so no other one of
+  -- this owner can replace the secret before this one is over.
   count = redis.call('hincrby', KEYS[1], 'count', 1)
+  redis.call('hset', KEYS[1], 'nonce', ARGV[8])
   -- GT: a re-entry with a shorter lease never cuts the owner's other holds.
   redis.call('pexpire', KEYS[1], lease, 'gt')
   write_label(KEYS[6], owner, ARGV[9], lease)
