@@ -45,6 +45,14 @@ pub(crate) mod combo {
 /// this is the operator's doing, counted apart like a failover's.
 pub(crate) const REVOCATION_WINDOW_US: u64 = 2_000_000;
 
+/// A force-unlock that was sent and never recorded its reply (its worker
+/// was killed, or the round failed after it) is taken to have run within
+/// this of being sent (µs): a request a killed worker had sent runs within
+/// milliseconds, and a call that failed gave up within the torture's
+/// retry budget, well within this bound. It may have revoked a hold, as a
+/// finished one that released.
+pub(crate) const UNFINISHED_FORCE_UNLOCK_US: u64 = 2_000_000;
+
 /// A force-unlock counts as timed at a handoff when it replied within this
 /// of the release before it (µs).
 pub(crate) const HANDOFF_WINDOW_US: u64 = 100_000;
@@ -116,6 +124,12 @@ pub(crate) enum Event {
         at: u64,
         released: bool,
     },
+    /// A force-unlock about to be sent (`from` as in [`Event::ForceUnlock`]),
+    /// written before the call: a worker killed after sending it, or a
+    /// round that failed after it, leaves this line and no
+    /// [`Event::ForceUnlock`], and the checker still knows a revocation may
+    /// have happened (see [`UNFINISHED_FORCE_UNLOCK_US`]).
+    ForceUnlockSent { lock: String, from: u64 },
     /// One call of a combination that the worker judged by its answer:
     /// `ok` false is a finding (the library answered otherwise than it
     /// should, e.g. accepted a name that spells another lock's key).
@@ -453,16 +467,32 @@ struct Revocations(HashMap<String, Vec<(u64, u64)>>);
 impl Revocations {
     fn of(events: &[Event]) -> Self {
         let mut by_lock: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
+        // Every force-unlock whose reply was recorded, released or not.
+        let mut finished: HashSet<(&str, u64)> = HashSet::new();
         for event in events {
             if let Event::ForceUnlock {
                 lock,
                 from,
                 at,
-                released: true,
+                released,
             } = event
             {
-                by_lock.entry(lock.clone()).or_default().push((*from, *at));
+                finished.insert((lock, *from));
+                if *released {
+                    by_lock.entry(lock.clone()).or_default().push((*from, *at));
+                }
             }
+        }
+        for event in events {
+            if let Event::ForceUnlockSent { lock, from } = event {
+                if !finished.contains(&(lock.as_str(), *from)) {
+                    let at = from.saturating_add(UNFINISHED_FORCE_UNLOCK_US);
+                    by_lock.entry(lock.clone()).or_default().push((*from, at));
+                }
+            }
+        }
+        for list in by_lock.values_mut() {
+            list.sort_unstable();
         }
         Self(by_lock)
     }
@@ -1664,6 +1694,38 @@ mod tests {
         assert_eq!(report.overlaps, 0, "{report:?}");
         // z and v overlap y, which had not heard yet: both explained.
         assert_eq!(report.revoked_overlaps, 2, "{report:?}");
+    }
+
+    /// A force-unlock whose worker was killed after sending it: only its
+    /// `ForceUnlockSent` line is in the history. The holder it revoked
+    /// had not heard yet when the next one started: counted apart, as for
+    /// a force-unlock whose reply was recorded (the sentinel torture in CI
+    /// reported such an overlap as a violation). Without the line it is
+    /// one; a sent line whose reply was recorded counts once.
+    #[test]
+    fn a_force_unlock_whose_reply_was_never_recorded_still_revokes() {
+        let sent = Event::ForceUnlockSent {
+            lock: "l".into(),
+            from: 50,
+        };
+        let overlap = vec![hold("a", 10, 0, 10, 80), hold("b", 60, 0, 60, 100)];
+        let report = native_unqueued(&overlap);
+        assert_eq!(report.overlaps, 1, "{report:?}");
+
+        let mut events = overlap.clone();
+        events.push(sent.clone());
+        let report = native_unqueued(&events);
+        assert_eq!(
+            (report.overlaps, report.revoked_overlaps),
+            (0, 1),
+            "{report:?}"
+        );
+
+        // One force-unlock revokes one grant, sent line or not.
+        events.push(force_unlock(50, 55));
+        events.push(hold("c", 70, 0, 70, 120));
+        let report = native_unqueued(&events);
+        assert!(report.overlaps > 0, "{report:?}");
     }
 
     #[test]

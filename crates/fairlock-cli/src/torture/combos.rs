@@ -34,6 +34,7 @@ use redis::aio::ConnectionManager;
 use crate::Failure;
 use crate::history::{Event, Hold, combo};
 
+use super::workload::EventOut;
 use super::{Rng, server_time_us};
 
 /// What a combination round works with: one worker task's.
@@ -48,6 +49,9 @@ pub(super) struct Round<'a> {
     pub(super) shared: &'a Owner,
     /// A name no other round uses, for application data.
     pub(super) fresh_name: String,
+    /// The worker's history, for events that must be written before a
+    /// call (the round's own events are written when it ends).
+    pub(super) out: &'a EventOut,
 }
 
 impl Round<'_> {
@@ -321,6 +325,14 @@ impl Round<'_> {
             unreachable!("hold() returns a hold")
         };
         let _ = guard.unlock().await;
+        // Written first: a kill before the reply is recorded must not hide
+        // the revocation from the checker.
+        self.out
+            .write(&Event::ForceUnlockSent {
+                lock: name.clone(),
+                from,
+            })
+            .await;
         let released = handle.force_unlock().await.unwrap_or(false);
         let at = self.now().await?;
         Ok(vec![

@@ -80,7 +80,7 @@ impl EventOut {
     /// Write `event` and flush it: once this returns, the line is in the
     /// pipe, even if the process is killed next. Errors (the orchestrator
     /// is gone) are ignored.
-    async fn write(&self, event: &Event) {
+    pub(super) async fn write(&self, event: &Event) {
         let mut line = event.to_line();
         line.push('\n');
         let mut out = self.0.lock().await;
@@ -159,6 +159,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
                                     "torture-data-{}-{t}-{rounds}",
                                     std::process::id()
                                 ),
+                                out: &out,
                             };
                             round.run(combo).await
                         }
