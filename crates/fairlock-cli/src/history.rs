@@ -306,6 +306,10 @@ pub(crate) struct Report {
     pub(crate) token_violations: usize,
     pub(crate) liveness_violations: usize,
     pub(crate) examples: Vec<String>,
+    /// The first overlap counted as a violation: the lock, when the
+    /// earlier of the two holds started, when the overlap ended (µs), so
+    /// that a report can show the history around it.
+    pub(crate) first_overlap: Option<(String, u64, u64)>,
 }
 
 impl Report {
@@ -759,6 +763,9 @@ fn check_overlaps(
                 }
             } else {
                 report.overlaps += 1;
+                report
+                    .first_overlap
+                    .get_or_insert_with(|| (lock.to_owned(), start.min(hold.start), end));
                 report.example(at);
             }
         }

@@ -322,6 +322,11 @@ pub(super) fn print_summary(
     for example in &report.examples {
         println!("  {example}");
     }
+    if let Some(around) = &report.first_overlap {
+        for line in context(history, around) {
+            println!("{line}");
+        }
+    }
     println!(
         "holds told they lost the lock (is_held() false at their end): {lost}{}",
         if plan.topology == Topology::Standalone {
@@ -359,4 +364,109 @@ pub(super) fn print_summary(
     }
     println!("violations: {}", verdict.violations());
     println!("{}", verdict.line());
+}
+
+/// How far around the first overlap its context reaches (µs).
+const CONTEXT_US: u64 = 100_000;
+
+/// At most this many lines of context.
+const CONTEXT_LINES: usize = 40;
+
+/// The history around the first overlap counted as a violation: the holds
+/// of its lock, the force-unlocks and the faults within [`CONTEXT_US`],
+/// in time order, so that a failure seen only in a log (CI) can be traced.
+fn context(history: &History, (lock, from, to): &(String, u64, u64)) -> Vec<String> {
+    let window = from.saturating_sub(CONTEXT_US)..=to.saturating_add(CONTEXT_US);
+    let mut lines: Vec<(u64, String)> = Vec::new();
+    for event in &history.events {
+        let at = match event {
+            Event::Hold(hold) if &hold.lock == lock => [hold.requested, hold.start, hold.end]
+                .into_iter()
+                .find(|t| window.contains(t))
+                .or_else(|| {
+                    (hold.start < *window.start() && hold.end > *window.end()).then_some(hold.start)
+                }),
+            Event::ForceUnlock { lock: l, from, .. } | Event::ForceUnlockSent { lock: l, from }
+                if l == lock && window.contains(from) =>
+            {
+                Some(*from)
+            }
+            _ => None,
+        };
+        if let Some(at) = at {
+            lines.push((at, event.to_line()));
+        }
+    }
+    for fault in &history.faults {
+        if window.contains(&fault.at) {
+            lines.push((
+                fault.at,
+                format!("fault at {} hit client {}", fault.at, fault.client),
+            ));
+        }
+    }
+    lines.sort();
+    let mut out = vec![format!(
+        "around the first overlap ({lock}, {}..{} us; {} lines of {}):",
+        window.start(),
+        window.end(),
+        lines.len().min(CONTEXT_LINES),
+        lines.len()
+    )];
+    out.extend(
+        lines
+            .into_iter()
+            .take(CONTEXT_LINES)
+            .map(|(_, line)| format!("    {line}")),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(lock: &str, owner: &str, start: u64, end: u64) -> Event {
+        Event::Hold(Hold {
+            lock: lock.into(),
+            owner: owner.into(),
+            token: Some(start),
+            requested: start,
+            start,
+            end,
+            valid: true,
+            combo: String::new(),
+            reentry: false,
+            lease_ms: None,
+        })
+    }
+
+    /// The context of an overlap names its two holds, a force-unlock and a
+    /// fault near it, in time order, and leaves out other locks and other
+    /// times.
+    #[test]
+    fn the_context_of_an_overlap_shows_what_happened_around_it() {
+        let history = History {
+            events: vec![
+                hold("l", "b", 1_060_000, 1_100_000),
+                hold("l", "a", 1_000_000, 1_080_000),
+                hold("other", "c", 1_050_000, 1_070_000),
+                hold("l", "old", 100_000, 200_000),
+                Event::ForceUnlockSent {
+                    lock: "l".into(),
+                    from: 1_050_000,
+                },
+            ],
+            faults: vec![history::Fault {
+                at: 1_055_000,
+                client: "x".into(),
+            }],
+        };
+        let lines = context(&history, &("l".to_owned(), 1_000_000, 1_080_000));
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert!(lines[1].contains("\"owner\":\"a\""), "{lines:#?}");
+        assert!(lines[2].contains("force_unlock_sent"), "{lines:#?}");
+        assert!(lines[3].contains("fault at 1055000"), "{lines:#?}");
+        assert!(lines[4].contains("\"owner\":\"b\""), "{lines:#?}");
+    }
 }
