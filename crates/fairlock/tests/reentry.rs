@@ -551,3 +551,70 @@ async fn a_lost_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on() {
     rival.shutdown().await;
     holder.shutdown().await;
 }
+
+/// Attack on 05882dc, the same hole with no fault at all, only a slow
+/// reply: a re-entry through [`AcquireOptions::owner`] with a wait budget,
+/// of a lock just handed over to the owner (not claimed yet), whose reply
+/// comes after the budget ran out. The wait is dropped and leaves the queue
+/// from the background (give_up.lua with the re-entry's secret), which runs
+/// after the re-entry did: the lock names that secret and is still
+/// unclaimed, so give_up passes the whole lock on to the next waiter while
+/// the handed-over guard says it holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "hole: a timed-out re-entry of an unclaimed handoff passes the lock on under its guard"]
+async fn a_timed_out_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on() {
+    let protocol = Protocol::Native;
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let client = connect(
+        config(&proxy.url(), protocol)
+            .response_timeout(Duration::from_secs(5))
+            .waiter_ttl(Duration::from_secs(30))
+            .lease(Duration::from_secs(30)),
+    )
+    .await;
+    let holder = connect(config(&server.url(), protocol)).await;
+    let rival = connect(config(&server.url(), protocol)).await;
+    let name = "slow-reentry-handoff";
+    let first = common::handed_over(&server, &holder, &client, name).await;
+    assert_eq!(
+        common::lock_field(&server, name, "claimed").as_deref(),
+        Some("0"),
+        "handed over, not claimed yet"
+    );
+    let rival_waits = {
+        let lock = rival.fair_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    common::until_queued(&server, name, 1).await;
+
+    // The count read takes 1 s, the attempt 1 s more: the 1.5 s budget
+    // runs out while the re-entry's reply is on its way.
+    proxy.delay_command_replies(Duration::from_secs(1));
+    let lock = client.fair_lock(name).unwrap();
+    let again = lock
+        .acquire(
+            AcquireOptions::new()
+                .owner(first.owner().clone())
+                .wait(Duration::from_millis(1500)),
+        )
+        .await;
+    assert!(
+        matches!(again, Ok(None)),
+        "the budget ran out: {:?}",
+        again.as_ref().map(|g| g.is_some())
+    );
+    client.flush().await;
+
+    let holder_now = common::native_holder(&server, name);
+    let rival_got = tokio::time::timeout(Duration::from_secs(3), rival_waits).await;
+    assert!(
+        !(first.is_held() && rival_got.is_ok()),
+        "two holders: the handed-over guard (is_held {}) and the rival (server holder now {holder_now:?}, owner of first {})",
+        first.is_held(),
+        first.owner()
+    );
+    client.shutdown().await;
+    rival.shutdown().await;
+    holder.shutdown().await;
+}
