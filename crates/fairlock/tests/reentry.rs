@@ -567,10 +567,9 @@ async fn a_timed_out_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on()
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port());
     let client = connect(
-        config(&proxy.url(), protocol)
-            .response_timeout(Duration::from_secs(5))
-            .waiter_ttl(Duration::from_secs(30))
-            .lease(Duration::from_secs(30)),
+        // Default lease and waiter ttl: the deferred claim comes 2 s
+        // after the handoff, long after what follows.
+        config(&proxy.url(), protocol),
     )
     .await;
     let holder = connect(config(&server.url(), protocol)).await;
@@ -588,15 +587,15 @@ async fn a_timed_out_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on()
     };
     common::until_queued(&server, name, 1).await;
 
-    // The count read takes 1 s, the attempt 1 s more: the 1.5 s budget
-    // runs out while the re-entry's reply is on its way.
-    proxy.delay_command_replies(Duration::from_secs(1));
+    // The count read takes 300 ms, the attempt 300 ms more: the 450 ms
+    // budget runs out while the re-entry's reply is on its way.
+    proxy.delay_command_replies(Duration::from_millis(300));
     let lock = client.fair_lock(name).unwrap();
     let again = lock
         .acquire(
             AcquireOptions::new()
                 .owner(first.owner().clone())
-                .wait(Duration::from_millis(1500)),
+                .wait(Duration::from_millis(450)),
         )
         .await;
     assert!(
