@@ -198,7 +198,7 @@ pub(crate) fn acquire(
     let now = st.now;
     if let Some(lock) = st.master.lock.as_mut().filter(|l| l.owner == owner) {
         let token = lock.token;
-        if lock.nonce == nonce || lock.count == base + 1 {
+        if lock.nonce == nonce || lock.count == base + 1 || base == 0 {
             // Handed to this waiter, or an earlier attempt's reply lost:
             // claim it.
             lock.claimed = true;
@@ -211,9 +211,10 @@ pub(crate) fn acquire(
                 Acquired::Reentered(token)
             };
         }
-        // Re-entry: the lock records this acquisition's secret.
+        // Re-entry: the lock records this acquisition's secret, claimed.
         lock.count += 1;
         lock.nonce = nonce;
+        lock.claimed = true;
         pexpire(lock, now, lease, plain);
         st.ghost.seen |= seen::REENTRY;
         return Acquired::Reentered(token);

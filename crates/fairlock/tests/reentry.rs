@@ -493,17 +493,18 @@ async fn a_reentry_with_a_lost_reply_leaves_no_count_behind() {
     }
 }
 
-/// Attack on 05882dc: a re-entry now writes its secret into the lock hash
-/// but leaves `claimed` alone. A lock handed over to this owner (claimed 0,
+/// A re-entry writes its secret into the lock hash (so that the undo of a
+/// lost reply is exact); it must mark the hold claimed too. Found by an
+/// adversarial review of that change, when it left `claimed` alone: a lock handed over to this owner (claimed 0,
 /// its deferred claim not sent yet) and then re-entered from its guard
 /// names the re-entry's secret while still "unclaimed". The re-entry's
 /// reply is lost: its undo first runs give_up.lua with the re-entry's
 /// secret, which matches (owner, claimed 0, nonce) and passes the whole lock
 /// (both holds) on to the next waiter, while the handed-over guard still
 /// says it holds it: two holders. Before the change give_up compared with
-/// the handoff's secret, which the re-entry left in place.
+/// the handoff's secret, which the re-entry left in place. Fixed: the
+/// re-entry sets `claimed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "hole: a lost re-entry of an unclaimed handoff passes the lock on under its guard"]
 async fn a_lost_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on() {
     let protocol = Protocol::Native;
     let server = RedisServer::start();
@@ -552,7 +553,7 @@ async fn a_lost_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on() {
     holder.shutdown().await;
 }
 
-/// Attack on 05882dc, the same hole with no fault at all, only a slow
+/// The same hole (a re-entry that left the hold unclaimed) with no fault at all, only a slow
 /// reply: a re-entry through [`AcquireOptions::owner`] with a wait budget,
 /// of a lock just handed over to the owner (not claimed yet), whose reply
 /// comes after the budget ran out. The wait is dropped and leaves the queue
@@ -561,7 +562,6 @@ async fn a_lost_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on() {
 /// unclaimed, so give_up passes the whole lock on to the next waiter while
 /// the handed-over guard says it holds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "hole: a timed-out re-entry of an unclaimed handoff passes the lock on under its guard"]
 async fn a_timed_out_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on() {
     let protocol = Protocol::Native;
     let server = RedisServer::start();
@@ -618,7 +618,7 @@ async fn a_timed_out_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on()
     holder.shutdown().await;
 }
 
-/// Attack on 05882dc: a fresh acquisition has no owner turn, so nothing
+/// A fresh acquisition has no owner turn, so nothing
 /// orders its attempts against a re-entry from the guard it produced. An
 /// attempt of the fresh acquisition delivered late (the network may
 /// "deliver late": sent before the response timeout gave up on it, it
@@ -626,10 +626,12 @@ async fn a_timed_out_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on()
 /// re-entered) used to find its own secret in the lock and claim; the
 /// re-entry now replaced that secret, and `count == base + 1` (2 vs 1)
 /// does not hold either, so the late attempt counts a third hold nobody
-/// has a guard for. The late attempt is sent here with the library's own
-/// script and the handed-over acquisition's secret (read from the hash).
+/// has a guard for (found by the adversarial review of that change).
+/// Fixed: an attempt whose base is 0 never counts a hold of its owner
+/// again (the owner held nothing when it began). The late attempt is sent
+/// here with the library's own script and the handed-over acquisition's
+/// secret (read from the hash).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "hole: a late attempt of the fresh acquisition after a re-entry counts a hold nobody has a guard for"]
 async fn a_late_attempt_of_a_handed_over_acquisition_after_a_reentry_counts_nothing() {
     use common::scripts::{NEW_ACQUIRE, eval, five, key};
     let protocol = Protocol::Native;

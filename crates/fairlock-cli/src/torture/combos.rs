@@ -333,7 +333,21 @@ impl Round<'_> {
                 from,
             })
             .await;
-        let released = handle.force_unlock().await.unwrap_or(false);
+        // An error: it may have run (its reply lost), and revoked a hold.
+        let released = handle.force_unlock().await.unwrap_or(true);
+        if !released {
+            // It revoked nothing: recorded as such with no further call
+            // that could fail (a sent line alone counts as a revocation).
+            return Ok(vec![
+                hold,
+                Event::ForceUnlock {
+                    lock: name,
+                    from,
+                    at: from,
+                    released,
+                },
+            ]);
+        }
         let at = self.now().await?;
         Ok(vec![
             hold,

@@ -43,8 +43,12 @@ if holder == owner then
   -- whatever base the caller read before it queued. One hold above the
   -- base is the same proof from a client of an earlier version (whose
   -- re-entries left the nonce alone); under the owner's turns nothing else
-  -- of this owner can have counted it.
-  if lock.nonce == ARGV[8] or count == base + 1 then
+  -- of this owner can have counted it. A base of 0 means the owner held
+  -- nothing when this acquisition began: whatever it holds now came from
+  -- this acquisition (a handoff its guard has re-entered since, which
+  -- replaced the nonce) or from a later one (this is an attempt delivered
+  -- late): never a hold to count again.
+  if lock.nonce == ARGV[8] or count == base + 1 or base == 0 then
     -- Already done: handed to this waiter while it waited (its wake-up may
     -- be lost), or an earlier attempt whose reply was lost. Claim it.
     if waiting then
@@ -66,8 +70,11 @@ if holder == owner then
   -- other holds came in between (they lower the count, never the secret).
   -- An owner's acquisitions take turns (owner.rs), so no other one of
   -- this owner can replace the secret before this one is over.
+  -- Claimed too: the owner acts on a handed-over grant it re-enters, and a
+  -- give-up naming this secret must never pass the lock on as a grant
+  -- nobody took (give_up.lua).
   count = redis.call('hincrby', KEYS[1], 'count', 1)
-  redis.call('hset', KEYS[1], 'nonce', ARGV[8])
+  redis.call('hset', KEYS[1], 'nonce', ARGV[8], 'claimed', 1)
   -- GT: a re-entry with a shorter lease never cuts the owner's other holds.
   redis.call('pexpire', KEYS[1], lease, 'gt')
   write_label(KEYS[6], owner, ARGV[9], lease)
