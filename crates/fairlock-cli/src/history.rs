@@ -45,6 +45,11 @@ pub(crate) mod combo {
 /// this is the operator's doing, counted apart like a failover's.
 pub(crate) const REVOCATION_WINDOW_US: u64 = 2_000_000;
 
+/// How long after its time a queue snapshot may have been read (µs): its
+/// time is taken before the read, and a loaded machine delays the read.
+/// A snapshot older than this before a wait began cannot show that wait.
+pub(crate) const SNAPSHOT_LAG_US: u64 = 2_000_000;
+
 /// A force-unlock that was sent and never recorded its reply (its worker
 /// was killed, or the round failed after it) is taken to have run within
 /// this of being sent (µs): a request a killed worker had sent runs within
@@ -208,9 +213,17 @@ impl QueueLog {
     /// before the read: the read may come after `at`, after the head was
     /// handed the lock and left the line) cannot put one ahead of another
     /// it was behind, as "the first in the last snapshot" can.
-    fn ahead_before(&self, at: u64, first: &str, second: &str) -> Option<bool> {
+    ///
+    /// `since`: the later of the two waits began then (µs), so snapshots
+    /// taken more than [`SNAPSHOT_LAG_US`] before cannot show both; they
+    /// are not read (a full scan per call took minutes on a long run).
+    fn ahead_before(&self, at: u64, since: u64, first: &str, second: &str) -> Option<bool> {
         let taken = self.deadlines.partition_point(|(t, _)| *t < at);
-        self.snapshots[..taken.min(self.snapshots.len())]
+        let oldest = self
+            .deadlines
+            .partition_point(|(t, _)| t.saturating_add(SNAPSHOT_LAG_US) < since);
+        let taken = taken.min(self.snapshots.len());
+        self.snapshots[oldest.min(taken)..taken]
             .iter()
             .rev()
             .find_map(|line| {
@@ -462,6 +475,49 @@ fn holds_by_lock(events: &[Event]) -> BTreeMap<&str, Vec<&Hold>> {
     by_lock
 }
 
+/// The longest stretches in one lock's holds, to find the holds that can
+/// meet a time window without scanning them all (`holds` in start order).
+struct Spans {
+    /// The longest hold, from its start to its end (µs).
+    held: u64,
+    /// The longest wait, from the request to the start (µs).
+    waited: u64,
+}
+
+impl Spans {
+    fn of(holds: &[&Hold]) -> Self {
+        debug_assert!(holds.is_sorted_by_key(|h| h.start), "holds in start order");
+        Self {
+            held: holds
+                .iter()
+                .map(|h| h.end.saturating_sub(h.start))
+                .max()
+                .unwrap_or(0),
+            waited: holds
+                .iter()
+                .map(|h| h.start.saturating_sub(h.requested))
+                .max()
+                .unwrap_or(0),
+        }
+    }
+
+    /// The holds that may have asked by `at` and still held at `from`
+    /// (`requested <= at`, `end > from`): every other one starts outside.
+    fn live_between<'a, 'h>(&self, holds: &'a [&'h Hold], from: u64, at: u64) -> &'a [&'h Hold] {
+        let first = holds.partition_point(|h| h.start.saturating_add(self.held) <= from);
+        let last = holds.partition_point(|h| h.start <= at.saturating_add(self.waited));
+        &holds[first..last.max(first)]
+    }
+
+    /// The holds that may have asked by `at` and started at `from` or
+    /// later.
+    fn started_between<'a, 'h>(&self, holds: &'a [&'h Hold], from: u64, at: u64) -> &'a [&'h Hold] {
+        let first = holds.partition_point(|h| h.start < from);
+        let last = holds.partition_point(|h| h.start <= at.saturating_add(self.waited));
+        &holds[first..last.max(first)]
+    }
+}
+
 /// Force-unlocks of each lock: when each was sent (after the release
 /// before it) and when it replied (server time, µs), for those that
 /// released a hold.
@@ -521,8 +577,10 @@ impl Revocations {
         };
         let mut times = times.clone();
         times.sort_by_key(|&(_, at)| at);
+        let spans = Spans::of(holds);
         for (from, at) in times {
-            let spanning: Vec<&&Hold> = holds
+            let spanning: Vec<&&Hold> = spans
+                .started_between(holds, from, at)
                 .iter()
                 .filter(|hold| {
                     hold.requested <= at
@@ -537,7 +595,10 @@ impl Revocations {
             let first = spanning.iter().copied().min_by_key(|hold| {
                 let behind = spanning
                     .iter()
-                    .filter(|other| log.ahead_before(from, &other.owner, &hold.owner) == Some(true))
+                    .filter(|other| {
+                        let since = other.requested.max(hold.requested);
+                        log.ahead_before(from, since, &other.owner, &hold.owner) == Some(true)
+                    })
                     .count();
                 (behind, hold.requested)
             });
@@ -604,9 +665,44 @@ impl Revocations {
         }
         // Every grant (re-entries are not), told of a loss later or not, in
         // token order.
-        let mut grants: Vec<&&Hold> = holds.iter().filter(|h| !h.reentry).collect();
-        grants.sort_by_key(|h| h.token);
+        let mut all_grants: Vec<&&Hold> = holds.iter().filter(|h| !h.reentry).collect();
+        all_grants.sort_by_key(|h| h.token);
+        // Each group looks only at the holds that can meet its window: a
+        // grant held when the group began has a token above `from` less the
+        // longest any grant was held after its token, and a hold live then
+        // started within the longest hold and the longest wait (`holds` is
+        // in start order). Without these windows a long history took
+        // minutes: every group scanned every grant.
+        // An acquisition is held until its last re-entry ends: a
+        // force-unlock revokes the acquisition, its re-entries with it
+        // (their holder may not have heard yet either). Fenced: the token
+        // names the acquisition.
+        let mut held_until: HashMap<(&str, u64), u64> = HashMap::new();
+        for hold in holds {
+            if let Some(token) = hold.token {
+                let until = held_until.entry((hold.owner.as_str(), token)).or_default();
+                *until = (*until).max(hold.end);
+            }
+        }
+        let until = |hold: &Hold| {
+            hold.token
+                .and_then(|token| held_until.get(&(hold.owner.as_str(), token)))
+                .map_or(hold.end, |until| (*until).max(hold.end))
+        };
+        let held_after_token = all_grants
+            .iter()
+            .filter_map(|h| h.token.map(|token| until(h).saturating_sub(token)))
+            .max()
+            .unwrap_or(0);
+        let spans = Spans::of(holds);
         for (from, at, m) in groups {
+            let first = all_grants.partition_point(|h| {
+                h.token
+                    .is_none_or(|token| token.saturating_add(held_after_token) <= from)
+            });
+            let last = all_grants.partition_point(|h| h.token.is_none_or(|token| token <= at));
+            let grants = &all_grants[first..last.max(first)];
+            let window = spans.live_between(holds, from, at);
             // A hold an earlier force-unlock revoked held nothing since:
             // its holder may not have heard yet, but it is not this one's.
             let earlier = &revoked;
@@ -616,7 +712,7 @@ impl Revocations {
             let granted_by_then = |hold: &Hold| {
                 fresh(hold)
                     && hold.requested <= at
-                    && hold.end > from
+                    && until(hold) > from
                     && hold.token.is_some_and(|token| token <= at)
             };
             let live_at = |hold: &&&Hold| {
@@ -642,8 +738,9 @@ impl Revocations {
                     if !granted_by_then(hold) {
                         continue;
                     }
-                    match grants[i + 1..].iter().find_map(|next| next.token) {
-                        Some(next) if next < from || next >= hold.end => {}
+                    let after = first + i + 1;
+                    match all_grants[after..].iter().find_map(|next| next.token) {
+                        Some(next) if next < from || next >= until(hold) => {}
                         Some(next) if next <= at => kinds[0].push(hold),
                         Some(_) => kinds[1].push(hold),
                         None => kinds[2].push(hold),
@@ -673,13 +770,13 @@ impl Revocations {
                     }
                 }
             } else {
-                holds
+                window
                     .iter()
                     .filter(live_at)
                     .map(|h| h.owner.as_str())
                     .collect()
             };
-            let marked: Vec<(&str, u64)> = holds
+            let marked: Vec<(&str, u64)> = window
                 .iter()
                 .filter(live_at)
                 .filter(|h| owners.contains(&h.owner.as_str()))
@@ -1701,6 +1798,31 @@ mod tests {
         assert_eq!(report.overlaps, 0, "{report:?}");
         // z and v overlap y, which had not heard yet: both explained.
         assert_eq!(report.revoked_overlaps, 2, "{report:?}");
+    }
+
+    /// A force-unlock revokes an acquisition with its re-entries: the
+    /// grant's own hold had ended, a re-entry of it still held, and the
+    /// next holder started before the re-entry's holder heard (a 20-minute
+    /// native soak reported two such overlaps as violations).
+    #[test]
+    fn a_force_unlock_revokes_the_reentries_of_the_acquisition_it_took() {
+        let reentry = with(hold("a", 10, 0, 15, 40), |h| h.reentry = true);
+        let events = vec![
+            hold("a", 10, 0, 10, 20),
+            reentry.clone(),
+            force_unlock(30, 35),
+            hold("b", 33, 0, 36, 60),
+        ];
+        let report = native_unqueued(&events);
+        assert_eq!(
+            (report.overlaps, report.revoked_overlaps),
+            (0, 1),
+            "{report:?}"
+        );
+
+        // Without the force-unlock the overlap is a violation.
+        let report = native_unqueued(&[events[0].clone(), reentry, events[3].clone()]);
+        assert_eq!(report.overlaps, 1, "{report:?}");
     }
 
     /// A force-unlock whose worker was killed after sending it: only its
