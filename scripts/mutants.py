@@ -145,6 +145,22 @@ MUTANTS = [
           "match Ok::<Option<Instant>, Error>(None) {")],
     ),
     Mutant(
+        "undo_by_count", "undo_by_count",
+        "the undo of a lost reply compares the owner's count with its base, not the secret (acquire/attempt.rs)",
+        ["reentry"],
+        [(SRC + "acquire/attempt.rs",
+          "if shared.protocol().records_acquisitions() {",
+          "if false {")],
+    ),
+    Mutant(
+        "reentry_leaves_unclaimed", "reentry_leaves_unclaimed",
+        "a re-entry writes its secret but leaves a handed-over hold unclaimed (acquire.lua)",
+        ["reentry"],
+        [(NATIVE + "acquire.lua",
+          "redis.call('hset', KEYS[1], 'nonce', ARGV[8], 'claimed', 1)",
+          "redis.call('hset', KEYS[1], 'nonce', ARGV[8])")],
+    ),
+    Mutant(
         "no_owner_turns", "concurrent_same_owner",
         "acquisitions of one owner do not take turns (acquire/mod.rs)",
         ["reentry"],

@@ -4,9 +4,10 @@
 //! Abstractions: a script call and its reply are one step (the belief is
 //! computed from the time the call was sent, which is then the time the
 //! script ran: the bound the implementation uses, `t0 + (g + e − s0)`,
-//! with no clock error); lost replies are not modelled (the script's
-//! handling of them is kept where it changes behaviour: `count == base +
-//! 1`); a waiter that pauses is modelled as one that crashed (live waiters
+//! with no clock error); a lost reply is modelled for a first attempt
+//! (`AttemptLost`: the script ran, the acquisition fails and is undone),
+//! not for refreshes (the script's handling of those is kept where it
+//! changes behaviour: the secret, `count == base + 1`); a waiter that pauses is modelled as one that crashed (live waiters
 //! refresh every tick); holders pause freely.
 
 use crate::scenario::{Lease, Scenario, Step};
@@ -27,7 +28,7 @@ pub(crate) fn owner_of(c: usize, slot: u8) -> Owner {
 
 /// The lease of the `Lock` step the task is at: ticks and whether the
 /// watchdog renews it.
-fn lease_of(sc: &Scenario, st: &State, c: usize, t: usize) -> (u8, bool) {
+pub(crate) fn lease_of(sc: &Scenario, st: &State, c: usize, t: usize) -> (u8, bool) {
     match step(sc, st, c, t) {
         Some(Step::Lock {
             lease: Lease::Explicit(n),
@@ -49,6 +50,7 @@ pub(crate) fn owner_busy(st: &State, c: usize, t: usize, owner: Owner) -> bool {
                     | Phase::Waiting { .. }
                     | Phase::GrantRead { .. }
                     | Phase::Syncing { .. }
+                    | Phase::Undoing
             )
     })
 }

@@ -30,6 +30,12 @@ pub enum Action {
     Attempt(usize, usize),
     /// `give_up`: the wait's budget ran out.
     GiveUp(usize, usize),
+    /// `acquire` for a task whose reply is lost: the script runs, the
+    /// acquisition fails with its outcome unknown.
+    AttemptLost(usize, usize),
+    /// The undo of an acquisition whose last reply was lost: `give_up`,
+    /// then a release of the hold the attempt may have made.
+    Undo(usize, usize),
     /// `release` of the guard the task's `Unlock` step names.
     Unlock(usize, usize),
     /// Client `c` reads the next message on its pub/sub connection.
@@ -168,6 +174,7 @@ impl Model for NativeModel {
             replica: Server::default(),
             epoch: 0,
             forced: 0,
+            lost_replies: 0,
             clients,
             ghost: Ghost::default(),
         }]
@@ -193,20 +200,18 @@ impl Model for NativeModel {
                                 actions.push(Action::Begin(c, t));
                             }
                         }
-                        Some(Step::Unlock(i)) => {
-                            let owner = match sc.clients[c][t][usize::from(i)] {
-                                Step::Lock { owner, .. } => client::owner_of(c, owner),
-                                Step::Unlock(_) => continue,
-                            };
-                            if self.variant.concurrent_same_owner
-                                || !client::owner_busy(st, c, t, owner)
-                            {
-                                actions.push(Action::Unlock(c, t));
-                            }
-                        }
+                        // Releases take no turn (owner.rs): they only lower
+                        // the count, never the secret an undo goes by.
+                        Some(Step::Unlock(_)) => actions.push(Action::Unlock(c, t)),
                         None => {}
                     },
-                    Phase::Begun => actions.push(Action::Attempt(c, t)),
+                    Phase::Begun => {
+                        actions.push(Action::Attempt(c, t));
+                        if sc.lost_replies && st.lost_replies == 0 {
+                            actions.push(Action::AttemptLost(c, t));
+                        }
+                    }
+                    Phase::Undoing => actions.push(Action::Undo(c, t)),
                     Phase::Waiting { refreshed, .. } => {
                         if st.now >= task.deadline {
                             actions.push(Action::GiveUp(c, t));
@@ -299,6 +304,21 @@ impl Model for NativeModel {
                 task.phase = Phase::Begun;
             }
             Action::Attempt(c, t) => client::attempt(sc, env, &mut st, c, t),
+            Action::AttemptLost(c, t) => {
+                let (lease, _) = client::lease_of(sc, &st, c, t);
+                let task = &st.clients[c].tasks[t];
+                let (owner, base, nonce) = (task.owner, task.base, (c as u8, t as u8, task.pc));
+                let _ = scripts::acquire(&mut st, env, owner, lease, base, nonce);
+                st.lost_replies += 1;
+                st.clients[c].tasks[t].phase = Phase::Undoing;
+            }
+            Action::Undo(c, t) => {
+                let task = &st.clients[c].tasks[t];
+                let (owner, base, nonce) = (task.owner, task.base, (c as u8, t as u8, task.pc));
+                st.clients[c].tasks[t].phase = Phase::Done;
+                scripts::give_up(&mut st, env, owner, nonce);
+                scripts::undo_release(&mut st, env, owner, base, nonce);
+            }
             Action::GiveUp(c, t) => {
                 let task = &st.clients[c].tasks[t];
                 let (owner, nonce) = (task.owner, (c as u8, t as u8, task.pc));
@@ -334,7 +354,9 @@ impl Model for NativeModel {
                     holds.remove(h);
                 }
                 // A retired or lost hold's guard never releases.
-                if !lost {
+                if lost {
+                    st.ghost.orphaned.push((owner, guard.token));
+                } else {
                     scripts::release(&mut st, env, owner, guard.token);
                 }
             }
@@ -395,6 +417,10 @@ impl Model for NativeModel {
             Action::SyncFailed(c, t) => {
                 // The acquisition fails with an error; what the server still
                 // has of it lapses with its lease.
+                if let Phase::Syncing { token, .. } = st.clients[c].tasks[t].phase {
+                    let owner = st.clients[c].tasks[t].owner;
+                    st.ghost.orphaned.push((owner, token));
+                }
                 st.clients[c].tasks[t].phase = Phase::Done;
             }
             Action::Renew(c, h) => client::renew(sc, env, &mut st, c, h),

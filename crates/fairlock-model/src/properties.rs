@@ -44,10 +44,15 @@ pub const SOME_FAILOVER: &str = "sometimes a failover";
 /// Sometimes: a lease runs out on the server under a holder's guards.
 pub const SOME_EXPIRY: &str = "sometimes a lease runs out";
 
+/// Always: every hold the server counts for an owner has a guard, once
+/// nothing of that owner is in flight (no hold nobody can release).
+pub const COUNT_BACKED: &str = "every counted hold has a guard";
+
 /// The names of the `always` properties.
-pub const SAFETY: [&str; 7] = [
+pub const SAFETY: [&str; 8] = [
     MUTUAL_EXCLUSION,
     BELIEF_BACKED,
+    COUNT_BACKED,
     TOKENS_INCREASE,
     FIFO,
     NO_IDLE_LOCK,
@@ -81,6 +86,40 @@ fn belief_backed(m: &NativeModel, st: &State) -> bool {
         })
 }
 
+fn count_backed(m: &NativeModel, st: &State) -> bool {
+    if m.exclusion_waived(st) || st.epoch > 0 {
+        return true;
+    }
+    let Some(lock) = &st.master.lock else {
+        return true;
+    };
+    let client = &st.clients[crate::state::client_of(lock.owner)];
+    let in_flight = client.tasks.iter().any(|t| {
+        t.owner == lock.owner
+            && matches!(
+                t.phase,
+                Phase::Begun
+                    | Phase::Waiting { .. }
+                    | Phase::GrantRead { .. }
+                    | Phase::Syncing { .. }
+                    | Phase::Undoing
+            )
+    });
+    let left_to_lapse = st.ghost.orphaned.contains(&(lock.owner, lock.token))
+        || st.ghost.excused.contains(&(lock.owner, lock.token))
+        || client.holds.iter().any(|h| h.owner == lock.owner && h.lost);
+    if !lock.claimed || client.crashed || in_flight || left_to_lapse {
+        return true;
+    }
+    let guards: u8 = client
+        .holds
+        .iter()
+        .filter(|h| h.owner == lock.owner && h.token == lock.token)
+        .map(|h| h.guards)
+        .sum();
+    lock.count <= guards
+}
+
 fn waits_end(_: &NativeModel, st: &State) -> bool {
     st.clients.iter().filter(|c| !c.crashed).all(|c| {
         c.tasks.iter().all(|t| {
@@ -100,6 +139,7 @@ pub fn all() -> Vec<Property<NativeModel>> {
     vec![
         Property::always(MUTUAL_EXCLUSION, mutual_exclusion),
         Property::always(BELIEF_BACKED, belief_backed),
+        Property::always(COUNT_BACKED, count_backed),
         Property::always(TOKENS_INCREASE, |_, st: &State| !st.ghost.token_regressed),
         Property::always(FIFO, |_, st: &State| !st.ghost.fifo_broken),
         Property::always(NO_IDLE_LOCK, |_, st: &State| !st.ghost.idle_with_waiter),

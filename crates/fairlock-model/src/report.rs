@@ -194,6 +194,13 @@ pub fn describe(model: &NativeModel, st: &State, action: &Action) -> String {
         }
         Action::Attempt(c, t) => format!("{} acquire.lua", task(c, t).1),
         Action::GiveUp(c, t) => format!("{} give_up.lua (budget spent)", task(c, t).1),
+        Action::AttemptLost(c, t) => {
+            format!("{} acquire.lua, its reply lost", task(c, t).1)
+        }
+        Action::Undo(c, t) => format!(
+            "{} undoes the lost attempt: give_up.lua, release.lua",
+            task(c, t).1
+        ),
         Action::Unlock(c, t) => format!("{}/task{t} unlock: release.lua", task(c, t).0),
         Action::Deliver(c) => format!("{} reads its next pub/sub message", task(c, 0).0),
         Action::Drop(c) => format!("{}'s next grant message is lost", task(c, 0).0),

@@ -49,6 +49,9 @@ pub struct Scenario {
     pub message_faults: bool,
     /// Clients may crash.
     pub crashes: bool,
+    /// One acquisition attempt's reply may be lost (its script ran): the
+    /// acquisition fails and undoes what the attempt may have done.
+    pub lost_replies: bool,
 }
 
 fn lock(owner: u8, lease: Lease, wait: u8) -> Step {
@@ -72,6 +75,7 @@ impl Scenario {
             force_unlocks: 0,
             message_faults: true,
             crashes: true,
+            lost_replies: false,
         }
     }
 
@@ -96,6 +100,7 @@ impl Scenario {
             force_unlocks: 0,
             message_faults: false,
             crashes: false,
+            lost_replies: false,
         }
     }
 
@@ -117,6 +122,7 @@ impl Scenario {
             force_unlocks: 1,
             message_faults: false,
             crashes: false,
+            lost_replies: false,
         }
     }
 
@@ -141,6 +147,7 @@ impl Scenario {
             force_unlocks: 0,
             message_faults: false,
             crashes: false,
+            lost_replies: false,
         }
     }
 
@@ -162,6 +169,33 @@ impl Scenario {
             force_unlocks: 0,
             message_faults: false,
             crashes: false,
+            lost_replies: false,
+        }
+    }
+
+    /// The shared-owner finding's and its review's setting: two tasks of
+    /// one client share an owner (one holds, the other re-enters, either
+    /// order), another client holds or waits, and one attempt's reply may
+    /// be lost.
+    pub fn lost_reply() -> Scenario {
+        Scenario {
+            name: "lost_reply",
+            clients: vec![
+                vec![
+                    vec![lock(0, Lease::Explicit(3), 2), Step::Unlock(0)],
+                    vec![lock(0, Lease::Explicit(3), 0), Step::Unlock(0)],
+                ],
+                vec![vec![lock(0, Lease::Explicit(2), 2), Step::Unlock(0)]],
+            ],
+            watchdog_lease: 2,
+            waiter_ttl: 2,
+            max_time: 3,
+            min_replicas: false,
+            failovers: 0,
+            force_unlocks: 0,
+            message_faults: false,
+            crashes: false,
+            lost_replies: true,
         }
     }
 
@@ -173,6 +207,7 @@ impl Scenario {
             Scenario::force_unlock(),
             Scenario::replicas(),
             Scenario::shared_owner(),
+            Scenario::lost_reply(),
         ]
     }
 

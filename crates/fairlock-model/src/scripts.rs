@@ -214,7 +214,7 @@ pub(crate) fn acquire(
         // Re-entry: the lock records this acquisition's secret, claimed.
         lock.count += 1;
         lock.nonce = nonce;
-        lock.claimed = true;
+        lock.claimed |= !env.variant.reentry_leaves_unclaimed;
         pexpire(lock, now, lease, plain);
         st.ghost.seen |= seen::REENTRY;
         return Acquired::Reentered(token);
@@ -285,6 +285,30 @@ pub(crate) fn release(st: &mut State, env: Env<'_>, owner: Owner, token: Token) 
     }
     release_fully(st, env);
     Released::Fully
+}
+
+/// The undo of an attempt whose reply was lost, after its `give_up`
+/// (`acquire/attempt.rs`): a release scoped to the acquisition's secret
+/// (`release.lua` with the nonce: the hold that names it, if any). The
+/// `undo_by_count` variant is the earlier undo: one release when the
+/// owner's count is above the base the acquisition read.
+pub(crate) fn undo_release(st: &mut State, env: Env<'_>, owner: Owner, base: u8, nonce: Nonce) {
+    let Some(lock) = st.master.lock.as_mut() else {
+        return;
+    };
+    let ours = if env.variant.undo_by_count {
+        lock.owner == owner && lock.count > base
+    } else {
+        lock.owner == owner && lock.nonce == nonce
+    };
+    if !ours {
+        return;
+    }
+    if lock.count > 1 {
+        lock.count -= 1;
+    } else {
+        release_fully(st, env);
+    }
 }
 
 /// `give_up.lua`: leave the line; a grant that raced the give-up (this

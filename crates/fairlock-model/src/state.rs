@@ -142,6 +142,10 @@ pub enum Phase {
         /// The master the write went to.
         epoch: u8,
     },
+    /// The last attempt's reply was lost (its script ran): the
+    /// acquisition failed, and its undo (leave the line, release the hold
+    /// the attempt may have made) is still to run, under the owner's turn.
+    Undoing,
     /// The program is over (or its acquisition failed).
     Done,
 }
@@ -256,6 +260,11 @@ pub struct Ghost {
     /// their beliefs are excused (force-unlock overrides exclusion until
     /// the revocation is read).
     pub excused: Vec<(Owner, Token)>,
+    /// Server holds left to lapse with their lease, by design: a guard of
+    /// a hold known lost never releases, and an acquisition whose `WAIT`
+    /// failed leaves what the server has of it (their counts are not
+    /// backed by guards, and need not be).
+    pub orphaned: Vec<(Owner, Token)>,
     /// Events seen (see [`seen`]).
     pub seen: u16,
 }
@@ -274,6 +283,8 @@ pub struct State {
     pub epoch: u8,
     /// Force-unlocks so far.
     pub forced: u8,
+    /// Attempt replies lost so far.
+    pub lost_replies: u8,
     /// The clients.
     pub clients: Vec<Client>,
     /// Ghost variables.

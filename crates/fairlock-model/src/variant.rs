@@ -44,6 +44,14 @@ pub struct Variant {
     pub purge_drops_live: bool,
     /// Mutant: `release` does not check the owner (nor its token).
     pub release_ignores_owner: bool,
+    /// The shared-owner finding: the undo of a lost reply releases a hold
+    /// when the owner's count is above the base it read (a release of
+    /// another guard in between hides the attempt's hold).
+    pub undo_by_count: bool,
+    /// The review of its fix: a re-entry writes its secret but leaves a
+    /// handed-over hold unclaimed (a give-up naming the secret then passes
+    /// the lock on under the holder's guard).
+    pub reentry_leaves_unclaimed: bool,
 }
 
 /// How many ticks longer than the server's grant the `grant_overtrusted`
@@ -51,7 +59,7 @@ pub struct Variant {
 pub const GRANT_OVERTRUST: u8 = 10;
 
 /// The names of the variants (`--variant NAME`), `correct` first.
-pub const VARIANT_NAMES: [&str; 13] = [
+pub const VARIANT_NAMES: [&str; 15] = [
     "correct",
     "renew_may_shorten",
     "revocation_before_registration_lost",
@@ -65,6 +73,8 @@ pub const VARIANT_NAMES: [&str; 13] = [
     "failed_claim_succeeds",
     "purge_drops_live",
     "release_ignores_owner",
+    "undo_by_count",
+    "reentry_leaves_unclaimed",
 ];
 
 impl Variant {
@@ -85,6 +95,8 @@ impl Variant {
             "failed_claim_succeeds" => v.failed_claim_succeeds = true,
             "purge_drops_live" => v.purge_drops_live = true,
             "release_ignores_owner" => v.release_ignores_owner = true,
+            "undo_by_count" => v.undo_by_count = true,
+            "reentry_leaves_unclaimed" => v.reentry_leaves_unclaimed = true,
             _ => return None,
         }
         Some(v)

@@ -3,7 +3,9 @@
 //! expected property. If one of these fails, the model has gone vacuous
 //! where that fix matters.
 
-use fairlock_model::properties::{BELIEF_BACKED, FIFO, GRANT_BOUNDED, MUTUAL_EXCLUSION};
+use fairlock_model::properties::{
+    BELIEF_BACKED, COUNT_BACKED, FIFO, GRANT_BOUNDED, MUTUAL_EXCLUSION,
+};
 use fairlock_model::{NativeModel, Scenario, Variant, check, format_path};
 
 /// Check `variant` in `scenario`; assert `property` is violated and print
@@ -101,6 +103,26 @@ fn mutant_purge_drops_live_waiters() {
 #[test]
 fn mutant_release_ignores_owner() {
     caught("release_ignores_owner", Scenario::handoffs(), BELIEF_BACKED);
+}
+
+/// The 20-minute soak's shared-owner finding: the undo of a lost reply
+/// that compares the owner's count with the base it read leaves a hold
+/// nobody has a guard for when a release (or a fresh take) came between.
+#[test]
+fn finding_undo_by_count_leaves_a_hold_without_a_guard() {
+    caught("undo_by_count", Scenario::lost_reply(), COUNT_BACKED);
+}
+
+/// The adversarial review of its fix: a re-entry that writes its secret
+/// but leaves a handed-over hold unclaimed lets the undo's give-up pass
+/// the lock on under the holder's guard.
+#[test]
+fn review_reentry_leaving_a_handoff_unclaimed_frees_a_held_lock() {
+    caught(
+        "reentry_leaves_unclaimed",
+        Scenario::lost_reply(),
+        BELIEF_BACKED,
+    );
 }
 
 #[test]
