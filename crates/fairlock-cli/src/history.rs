@@ -1433,10 +1433,10 @@ fn recheck_a_saved_history() {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn hold(owner: &str, token: u64, requested: u64, start: u64, end: u64) -> Event {
+    pub(crate) fn hold(owner: &str, token: u64, requested: u64, start: u64, end: u64) -> Event {
         Event::Hold(Hold {
             lock: "l".into(),
             owner: owner.into(),
@@ -2644,7 +2644,7 @@ mod tests {
     }
 
     /// `event` (a hold) changed by `change`.
-    fn with(mut event: Event, change: impl FnOnce(&mut Hold)) -> Event {
+    pub(crate) fn with(mut event: Event, change: impl FnOnce(&mut Hold)) -> Event {
         if let Event::Hold(hold) = &mut event {
             change(hold);
         }

@@ -181,25 +181,9 @@ async fn reentry_of_a_handed_over_hold_survives_the_skipped_claim() {
         lock_field(&server, name, "owner").as_deref(),
         Some(second.owner().as_str())
     );
-    assert!(
-        other
-            .fair_lock(name)
-            .unwrap()
-            .try_lock()
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(!common::takes_at_once(&other, name).await);
     second.unlock().await.unwrap();
-    assert!(
-        other
-            .fair_lock(name)
-            .unwrap()
-            .try_lock()
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(common::takes_at_once(&other, name).await);
     for c in [holder, other, waiter] {
         c.shutdown().await;
     }

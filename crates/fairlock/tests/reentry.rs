@@ -131,15 +131,7 @@ async fn a_shorter_explicit_reentry_does_not_cut_the_watchdog_hold() {
             "{protocol}: releasing the short re-entry cut the lease to {left} ms"
         );
         assert!(first.is_held() && second.is_held(), "{protocol}");
-        assert!(
-            b.fair_lock(name)
-                .unwrap()
-                .try_lock()
-                .await
-                .unwrap()
-                .is_none(),
-            "{protocol}"
-        );
+        assert!(!common::takes_at_once(&b, name).await, "{protocol}");
         second.unlock().await.unwrap();
         first.unlock().await.unwrap();
         a.shutdown().await;
@@ -428,13 +420,7 @@ async fn a_lost_reentry_undone_after_another_release_leaves_no_count_behind() {
             _ => {
                 assert_eq!(left, 0, "{protocol}: the lost re-entry's count stayed");
                 assert!(
-                    other
-                        .fair_lock(name)
-                        .unwrap()
-                        .try_lock()
-                        .await
-                        .unwrap()
-                        .is_some(),
+                    common::takes_at_once(&other, name).await,
                     "{protocol}: held by nobody after the failed re-entry"
                 );
             }
@@ -479,18 +465,57 @@ async fn a_reentry_with_a_lost_reply_leaves_no_count_behind() {
         let count = lock.hold_count(&owner).await.unwrap();
         assert_eq!(count, 0, "{protocol}: the lost re-entry's count stayed");
         assert!(
-            other
-                .fair_lock(name)
-                .unwrap()
-                .try_lock()
-                .await
-                .unwrap()
-                .is_some(),
+            common::takes_at_once(&other, name).await,
             "{protocol}: held by nobody after the failed re-entry"
         );
         client.shutdown().await;
         other.shutdown().await;
     }
+}
+
+/// `name` handed over to `client` by `holder`'s release (not claimed yet:
+/// its deferred claim comes later), with `rival` queued behind it.
+async fn handed_over_before_a_rival(
+    server: &RedisServer,
+    holder: &LockClient,
+    client: &LockClient,
+    rival: &LockClient,
+    name: &str,
+) -> (
+    LockGuard,
+    tokio::task::JoinHandle<fairlock::Result<LockGuard>>,
+) {
+    let first = common::handed_over(server, holder, client, name).await;
+    assert_eq!(
+        common::lock_field(server, name, "claimed").as_deref(),
+        Some("0"),
+        "handed over, not claimed yet"
+    );
+    let rival_waits = {
+        let lock = rival.fair_lock(name).unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    common::until_queued(server, name, 1).await;
+    (first, rival_waits)
+}
+
+/// Not two holders: the handed-over guard still saying it holds the lock
+/// while the rival got it within `wait`.
+async fn one_holder(
+    server: &RedisServer,
+    name: &str,
+    first: &LockGuard,
+    rival_waits: tokio::task::JoinHandle<fairlock::Result<LockGuard>>,
+    wait: Duration,
+) {
+    let holder_now = common::native_holder(server, name);
+    let rival_got = tokio::time::timeout(wait, rival_waits).await;
+    assert!(
+        !(first.is_held() && rival_got.is_ok()),
+        "two holders: the handed-over guard (is_held {}) and the rival (server holder now {holder_now:?}, owner of first {})",
+        first.is_held(),
+        first.owner()
+    );
 }
 
 /// A re-entry writes its secret into the lock hash (so that the undo of a
@@ -521,17 +546,8 @@ async fn a_lost_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on() {
     let holder = connect(config(&server.url(), protocol)).await;
     let rival = connect(config(&server.url(), protocol)).await;
     let name = "lost-reentry-handoff";
-    let first = common::handed_over(&server, &holder, &client, name).await;
-    assert_eq!(
-        common::lock_field(&server, name, "claimed").as_deref(),
-        Some("0"),
-        "handed over, not claimed yet"
-    );
-    let rival_waits = {
-        let lock = rival.fair_lock(name).unwrap();
-        tokio::spawn(async move { lock.lock().await })
-    };
-    common::until_queued(&server, name, 1).await;
+    let (first, rival_waits) =
+        handed_over_before_a_rival(&server, &holder, &client, &rival, name).await;
 
     proxy.hold_script_replies();
     let again = first.reenter().await;
@@ -540,14 +556,7 @@ async fn a_lost_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on() {
     proxy.pass();
     client.flush().await;
 
-    let holder_now = common::native_holder(&server, name);
-    let rival_got = tokio::time::timeout(Duration::from_secs(2), rival_waits).await;
-    assert!(
-        !(first.is_held() && rival_got.is_ok()),
-        "two holders: the handed-over guard (is_held {}) and the rival (server holder now {holder_now:?}, owner of first {})",
-        first.is_held(),
-        first.owner()
-    );
+    one_holder(&server, name, &first, rival_waits, Duration::from_secs(2)).await;
     client.shutdown().await;
     rival.shutdown().await;
     holder.shutdown().await;
@@ -575,17 +584,8 @@ async fn a_timed_out_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on()
     let holder = connect(config(&server.url(), protocol)).await;
     let rival = connect(config(&server.url(), protocol)).await;
     let name = "slow-reentry-handoff";
-    let first = common::handed_over(&server, &holder, &client, name).await;
-    assert_eq!(
-        common::lock_field(&server, name, "claimed").as_deref(),
-        Some("0"),
-        "handed over, not claimed yet"
-    );
-    let rival_waits = {
-        let lock = rival.fair_lock(name).unwrap();
-        tokio::spawn(async move { lock.lock().await })
-    };
-    common::until_queued(&server, name, 1).await;
+    let (first, rival_waits) =
+        handed_over_before_a_rival(&server, &holder, &client, &rival, name).await;
 
     // The count read takes 300 ms, the attempt 300 ms more: the 450 ms
     // budget runs out while the re-entry's reply is on its way.
@@ -605,14 +605,7 @@ async fn a_timed_out_reentry_of_an_unclaimed_handoff_does_not_pass_the_lock_on()
     );
     client.flush().await;
 
-    let holder_now = common::native_holder(&server, name);
-    let rival_got = tokio::time::timeout(Duration::from_secs(3), rival_waits).await;
-    assert!(
-        !(first.is_held() && rival_got.is_ok()),
-        "two holders: the handed-over guard (is_held {}) and the rival (server holder now {holder_now:?}, owner of first {})",
-        first.is_held(),
-        first.owner()
-    );
+    one_holder(&server, name, &first, rival_waits, Duration::from_secs(3)).await;
     client.shutdown().await;
     rival.shutdown().await;
     holder.shutdown().await;

@@ -426,18 +426,12 @@ fn context(history: &History, (lock, from, to): &(String, u64, u64)) -> Vec<Stri
 mod tests {
     use super::*;
 
-    fn hold(lock: &str, owner: &str, start: u64, end: u64) -> Event {
-        Event::Hold(Hold {
-            lock: lock.into(),
-            owner: owner.into(),
-            token: Some(start),
-            requested: start,
-            start,
-            end,
-            valid: true,
-            combo: String::new(),
-            reentry: false,
-            lease_ms: None,
+    use crate::history::tests::{hold, with};
+
+    /// A hold of `lock` from `start` to `end` (µs), its token its start.
+    fn held(lock: &str, owner: &str, start: u64, end: u64) -> Event {
+        with(hold(owner, start, start, start, end), |h| {
+            h.lock = lock.into()
         })
     }
 
@@ -448,10 +442,10 @@ mod tests {
     fn the_context_of_an_overlap_shows_what_happened_around_it() {
         let history = History {
             events: vec![
-                hold("l", "b", 1_060_000, 1_100_000),
-                hold("l", "a", 1_000_000, 1_080_000),
-                hold("other", "c", 1_050_000, 1_070_000),
-                hold("l", "old", 100_000, 200_000),
+                held("l", "b", 1_060_000, 1_100_000),
+                held("l", "a", 1_000_000, 1_080_000),
+                held("other", "c", 1_050_000, 1_070_000),
+                held("l", "old", 100_000, 200_000),
                 Event::ForceUnlockSent {
                     lock: "l".into(),
                     from: 1_050_000,

@@ -50,6 +50,18 @@ pub fn lock_field(server: &RedisServer, name: &str, field: &str) -> Option<Strin
     server.cmd(&["HGET", &lock_key(name), field])
 }
 
+/// Whether `client` takes the fair lock `name` at once (the guard is
+/// dropped again): nobody holds it.
+pub async fn takes_at_once(client: &LockClient, name: &str) -> bool {
+    client
+        .fair_lock(name)
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap()
+        .is_some()
+}
+
 /// The remaining life of native lock `name`'s key, in ms.
 pub fn pttl(server: &RedisServer, name: &str) -> i64 {
     server.cmd(&["PTTL", &lock_key(name)])
