@@ -41,18 +41,11 @@ pub(crate) fn lease_of(sc: &Scenario, st: &State, c: usize, t: usize) -> (u8, bo
 /// Is another task of client `c` in the middle of an acquisition with
 /// `owner`? (The per-(lock, owner) turn of the fix for hole 4.)
 pub(crate) fn owner_busy(st: &State, c: usize, t: usize, owner: Owner) -> bool {
-    st.clients[c].tasks.iter().enumerate().any(|(i, task)| {
-        i != t
-            && task.owner == owner
-            && matches!(
-                task.phase,
-                Phase::Begun
-                    | Phase::Waiting { .. }
-                    | Phase::GrantRead { .. }
-                    | Phase::Syncing { .. }
-                    | Phase::Undoing
-            )
-    })
+    st.clients[c]
+        .tasks
+        .iter()
+        .enumerate()
+        .any(|(i, task)| i != t && task.owner == owner && task.phase.in_flight())
 }
 
 /// The hold count of `owner` as the client sees it: the guards of its

@@ -94,17 +94,10 @@ fn count_backed(m: &NativeModel, st: &State) -> bool {
         return true;
     };
     let client = &st.clients[crate::state::client_of(lock.owner)];
-    let in_flight = client.tasks.iter().any(|t| {
-        t.owner == lock.owner
-            && matches!(
-                t.phase,
-                Phase::Begun
-                    | Phase::Waiting { .. }
-                    | Phase::GrantRead { .. }
-                    | Phase::Syncing { .. }
-                    | Phase::Undoing
-            )
-    });
+    let in_flight = client
+        .tasks
+        .iter()
+        .any(|t| t.owner == lock.owner && t.phase.in_flight());
     let left_to_lapse = st.ghost.orphaned.contains(&(lock.owner, lock.token))
         || st.ghost.excused.contains(&(lock.owner, lock.token))
         || client.holds.iter().any(|h| h.owner == lock.owner && h.lost);

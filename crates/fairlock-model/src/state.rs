@@ -150,6 +150,21 @@ pub enum Phase {
     Done,
 }
 
+impl Phase {
+    /// An acquisition in progress (it holds its owner's turn): begun,
+    /// waiting, acting on a grant, waiting for the replica, or undoing.
+    pub fn in_flight(&self) -> bool {
+        matches!(
+            self,
+            Phase::Begun
+                | Phase::Waiting { .. }
+                | Phase::GrantRead { .. }
+                | Phase::Syncing { .. }
+                | Phase::Undoing
+        )
+    }
+}
+
 /// One guard a task holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Guard {
