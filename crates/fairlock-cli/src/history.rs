@@ -417,17 +417,18 @@ pub(crate) fn check(
         // handoff's new holder and its hold is the revoked one (it
         // proceeded), nobody was queued again, and the excuse is spent on
         // it, not on the waiter behind it.
-        let mut spanned = revocations.requeued_by(&holds, log);
+        let short_lease = |h: &Hold| {
+            h.lease_ms
+                .is_some_and(|lease| lease.saturating_mul(1000) < bounds.handoff_us)
+        };
+        let mut spanned = revocations.requeued_by(&holds, log, short_lease);
         // A waiter with a lease shorter than a handoff's allowance may lose
         // a grant handed to it before it acts on it, and queue again at the
         // back: its being overtaken (and moved back) is not checked; its
         // overtaking others is.
         spanned.extend(
             kept.iter()
-                .filter(|h| {
-                    h.lease_ms
-                        .is_some_and(|lease| lease.saturating_mul(1000) < bounds.handoff_us)
-                })
+                .filter(|h| short_lease(h))
                 .map(|h| h.owner.as_str()),
         );
         let steady: HashMap<&str, u64> = live
@@ -570,7 +571,17 @@ impl Revocations {
     /// new holder and proceeded, the force-unlock revoked its hold and
     /// queued nobody again. One per force-unlock: its place in line is not
     /// checked, every other waiter's is.
-    fn requeued_by<'h>(&self, holds: &[&'h Hold], log: &QueueLog) -> HashSet<&'h str> {
+    ///
+    /// `excused_anyway`: waiters excused for being overtaken on other
+    /// grounds (a lease shorter than a handoff): not candidates, so that
+    /// the excuse goes to the one the force-unlock revoked (a waiter whose
+    /// 4 ms grant ran out before the force-unlock came was taken for it).
+    fn requeued_by<'h>(
+        &self,
+        holds: &[&'h Hold],
+        log: &QueueLog,
+        excused_anyway: impl Fn(&Hold) -> bool,
+    ) -> HashSet<&'h str> {
         let mut requeued = HashSet::new();
         let Some(times) = holds.first().and_then(|h| self.0.get(&h.lock)) else {
             return requeued;
@@ -604,6 +615,7 @@ impl Revocations {
                         && !hold.reentry
                         && !requeued.contains(hold.owner.as_str())
                         && !served(hold, at)
+                        && !excused_anyway(hold)
                 })
                 .collect();
             // The head: the waiter the fewest others were seen ahead of
@@ -1983,6 +1995,27 @@ pub(crate) mod tests {
         };
         assert_eq!(run(&events), 0);
         assert_eq!(run(&events[..3]), 1, "no force-unlock: b overtaken by c");
+    }
+
+    /// The head of the line had a 4 ms lease: the handoff's grant ran out
+    /// before it proceeded (it is excused for that on its own), a refresh
+    /// handed the lock to b, and the force-unlock revoked b, who queued
+    /// again behind c. The force-unlock's excuse is b's, not the short-lease
+    /// head's (a torture under load reported b overtaken by c).
+    #[test]
+    fn a_short_lease_head_does_not_take_a_force_unlocks_excuse() {
+        let events = vec![
+            // A lease below the tests' handoff allowance (1 ms).
+            with(hold("a", 102, 40, 103, 130), |h| {
+                h.valid = false;
+                h.lease_ms = Some(0);
+            }),
+            hold("c", 108, 50, 109, 140),
+            hold("b", 150, 45, 151, 170),
+            force_unlock(100, 112),
+        ];
+        let report = native(&events, timed(&[(60, &["a", "b", "c"])]));
+        assert_eq!(report.fifo_violations, 0, "{report:?}");
     }
 
     /// Two force-unlocks in flight at once: one took a grant away (the
