@@ -758,9 +758,7 @@ impl Revocations {
                         hold.start <= at || hold.start - from <= REVOCATION_WINDOW_US
                     }
             };
-            // The acquisitions revoked: (owner, token); None: any of the
-            // owner's (unfenced: acquisitions are not told apart).
-            let owners: Vec<(&str, Option<u64>)> = if fenced {
+            let owners: Vec<&str> = if fenced {
                 // The revoked holds are taken-away grants: the next grant
                 // (in token order) came before the hold ended, so it did
                 // not end by its own release. Those whose next grant came
@@ -789,7 +787,7 @@ impl Revocations {
                     chosen.extend(kind[kind.len().saturating_sub(want)..].iter().copied());
                 }
                 match chosen.is_empty() {
-                    false => chosen.iter().map(|h| (h.owner.as_str(), h.token)).collect(),
+                    false => chosen.iter().map(|h| h.owner.as_str()).collect(),
                     // None taken away (each ended before the next grant):
                     // the grants held in the window, the last one the
                     // successor when there are two or more, the m before it
@@ -805,14 +803,14 @@ impl Revocations {
                             0 | 1 => &held[..],
                             n => &held[n.saturating_sub(1 + m)..n - 1],
                         };
-                        chosen.iter().map(|h| (h.owner.as_str(), h.token)).collect()
+                        chosen.iter().map(|h| h.owner.as_str()).collect()
                     }
                 }
             } else {
                 window
                     .iter()
                     .filter(live_at)
-                    .map(|h| (h.owner.as_str(), None))
+                    .map(|h| h.owner.as_str())
                     .collect()
             };
             let marked: Vec<(&str, u64)> = window
@@ -821,7 +819,7 @@ impl Revocations {
                 // By owner, not by acquisition: a shared owner's task
                 // records a grant of its own as a re-entry (no grant of
                 // its token is recorded), and would go unmarked.
-                .filter(|h| owners.iter().any(|&(owner, _)| owner == h.owner))
+                .filter(|h| owners.contains(&h.owner.as_str()))
                 .map(|h| (h.owner.as_str(), h.start))
                 .collect();
             for key in marked {
@@ -1684,20 +1682,10 @@ pub(crate) mod tests {
     fn each_force_unlock_revokes_its_own_holder() {
         let events = vec![
             hold("r", 255, 227, 256, 262),
-            Event::ForceUnlock {
-                lock: "l".into(),
-                from: 262,
-                at: 265,
-                released: true,
-            },
+            force_unlock(262, 265),
             hold("x", 263, 235, 264, 269),
             hold("s", 264, 249, 265, 267),
-            Event::ForceUnlock {
-                lock: "l".into(),
-                from: 267,
-                at: 268,
-                released: true,
-            },
+            force_unlock(267, 268),
             hold("y", 267, 251, 267, 272),
             hold("z", 269, 269, 269, 271),
         ];
@@ -1774,12 +1762,7 @@ pub(crate) mod tests {
             hold("y", 188_665, 113_645, 190_411, 201_279),
             z,
             z_again,
-            Event::ForceUnlock {
-                lock: "l".into(),
-                from: 186_850,
-                at: 191_400,
-                released: true,
-            },
+            force_unlock(186_850, 191_400),
         ];
         let report = native_unqueued(&events);
         assert_eq!(report.overlaps, 0, "{report:?}");
@@ -1801,18 +1784,8 @@ pub(crate) mod tests {
             x,
             hold("z", 46_527, 0, 49_654, 51_209),
             hold("w", 51_440, 0, 53_445, 53_900),
-            Event::ForceUnlock {
-                lock: "l".into(),
-                from: 44_177,
-                at: 48_599,
-                released: true,
-            },
-            Event::ForceUnlock {
-                lock: "l".into(),
-                from: 45_984,
-                at: 48_038,
-                released: true,
-            },
+            force_unlock(44_177, 48_599),
+            force_unlock(45_984, 48_038),
         ];
         let report = native_unqueued(&events);
         assert_eq!(report.overlaps, 0, "{report:?}");
@@ -1831,12 +1804,7 @@ pub(crate) mod tests {
             hold("y", 49_057, 0, 49_632, 60_000),
             hold("z", 49_338, 0, 49_767, 50_969),
             hold("v", 51_185, 0, 51_837, 67_221),
-            Event::ForceUnlock {
-                lock: "l".into(),
-                from: 49_183,
-                at: 51_381,
-                released: true,
-            },
+            force_unlock(49_183, 51_381),
         ];
         let report = native_unqueued(&events);
         assert_eq!(report.overlaps, 0, "{report:?}");
@@ -1952,12 +1920,7 @@ pub(crate) mod tests {
             hold("b", 200, 40, 200, 220),
             hold("c", 250, 45, 250, 270),
             hold("a", 300, 50, 300, 350),
-            Event::ForceUnlock {
-                lock: "l".into(),
-                from: 100,
-                at: 110,
-                released: true,
-            },
+            force_unlock(100, 110),
         ];
         let run = |times: Vec<(u64, Vec<Option<u64>>)>| {
             let queues = HashMap::from([(
@@ -2574,12 +2537,7 @@ pub(crate) mod tests {
         let mut events = vec![
             hold("b", 2, 5, 50, 60),
             hold("a", 3, 0, 70, 80),
-            Event::ForceUnlock {
-                lock: "l".into(),
-                from: 30,
-                at: 40,
-                released: true,
-            },
+            force_unlock(30, 40),
         ];
         let run =
             |events: &[Event]| check(events, &queues, true, &[], BOUNDS, &Failovers::default());
@@ -2594,12 +2552,7 @@ pub(crate) mod tests {
         let events = vec![
             hold("a", 1, 0, 10, 100),
             hold("b", 42, 0, 50, 60),
-            Event::ForceUnlock {
-                lock: "l".into(),
-                from: 40,
-                at: 45,
-                released: true,
-            },
+            force_unlock(40, 45),
         ];
         let report = native_unqueued(&events);
         assert_eq!((report.overlaps, report.revoked_overlaps), (0, 1));
@@ -2723,7 +2676,7 @@ pub(crate) mod tests {
     // ---- real violation. Every history below breaks a promise; each test
     // ---- fails while the checker passes it.
 
-    fn force_unlock(from: u64, at: u64) -> Event {
+    pub(crate) fn force_unlock(from: u64, at: u64) -> Event {
         Event::ForceUnlock {
             lock: "l".into(),
             from,
@@ -3165,6 +3118,7 @@ pub(crate) mod tests {
 /// Adversary 2: what the checker's exclusions can hide.
 #[cfg(test)]
 mod adversary2 {
+    use super::tests::force_unlock;
     use super::*;
 
     fn grant(lock: &str, owner: &str, token: u64, requested: u64, start: u64) -> Event {
@@ -3231,12 +3185,7 @@ mod adversary2 {
                 reentry: false,
                 lease_ms: None,
             }),
-            Event::ForceUnlock {
-                lock: "l".into(),
-                from: 20,
-                at: 25,
-                released: true,
-            },
+            force_unlock(20, 25),
             // Served in the reverse of arrival order, long after the
             // force-unlock (outside its revocation window).
             grant("l", "d", 2, 10, 5_000_000),
@@ -3320,12 +3269,7 @@ mod adversary2 {
             &Failovers::default(),
         );
         assert_eq!(control.overlaps, 2, "{control:?}");
-        events.push(Event::ForceUnlock {
-            lock: "l".into(),
-            from: 1_000,
-            at: 1_100,
-            released: true,
-        });
+        events.push(force_unlock(1_000, 1_100));
         let report = check(
             &events,
             &HashMap::new(),
