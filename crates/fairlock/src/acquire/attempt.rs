@@ -1,9 +1,19 @@
 //! One attempt, and undoing it exactly once when nobody takes its reply.
 //!
-//! The script runs from a task of its own, so that a caller dropped while
-//! it runs cannot lose its effect: whichever side sees the reply last
-//! undoes it. The sender undoes when the caller is already gone; the
-//! caller's [`DisarmOnDrop`] undoes a reply that arrived but was never read.
+//! An attempt of a fresh owner (the common case) runs in the caller's own
+//! future: dropped while the script is in flight, a [`DisarmOnDrop`] undoes
+//! whatever the attempt may have done, from the background, as after a
+//! lost reply. That undo is exact for a fresh owner: nobody else acquires
+//! or releases for it (see [`Acquisition::undo`]).
+//!
+//! An attempt of an explicit owner (a re-entry through a shared owner) runs
+//! from a task of its own instead, so that a caller dropped while it runs
+//! cannot lose its effect: whichever side sees the reply last undoes it,
+//! knowing what the script did. The sender undoes when the caller is
+//! already gone; the caller's [`DisarmOnDrop`] undoes a reply that arrived
+//! but was never read. (Under `redisson` the undo of an unknown outcome
+//! reads the owner's hold count, which another guard of a shared owner
+//! may change meanwhile: the task keeps that undo for lost replies only.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +42,8 @@ pub(super) struct Acquisition {
     pub(super) base: u32,
     /// An explicit owner's turn, held while anything of this acquisition
     /// (a background attempt, its undo) can still change the hold count.
-    pub(super) _turn: Option<OwnerTurn>,
+    /// `None` for a fresh owner.
+    pub(super) turn: Option<OwnerTurn>,
     /// This acquisition's secret: sent with its queue entry, it proves a
     /// grant message genuine (native).
     pub(super) nonce: String,
@@ -57,6 +68,9 @@ impl Acquisition {
 
     /// Send one attempt (`queue`: wait in line when busy).
     pub(super) async fn send(self: &Arc<Self>, queue: bool) -> Result<Acquire> {
+        if self.turn.is_none() {
+            return self.send_inline(queue).await;
+        }
         let (tx, rx) = oneshot::channel();
         let acquisition = Arc::clone(self);
         self.shared.core().spawn_cleanup(async move {
@@ -95,6 +109,35 @@ impl Acquisition {
         let changes = self.shared.conn().server_changes();
         self.sent_changes.store(changes, Ordering::SeqCst);
         reply.map_err(|_| Error::Closed)?
+    }
+
+    /// [`send`](Self::send) for a fresh owner: the script runs in this
+    /// future, with no task of its own. Dropped while the script is in
+    /// flight, its outcome is unknown: the undo of a lost reply runs from
+    /// the background (leave the line; release the hold the attempt may
+    /// have made, which for a fresh owner can only be this attempt's).
+    async fn send_inline(self: &Arc<Self>, queue: bool) -> Result<Acquire> {
+        let mut in_flight = DisarmOnDrop::new(Arc::clone(self), |acquisition| {
+            acquisition.undo_unknown_outcome();
+        });
+        let shared = &self.shared;
+        let args = AcquireArgs {
+            owner: self.owner.as_str(),
+            lease: self.lease.duration(),
+            wait: self.wait,
+            queue,
+            base: self.base,
+            nonce: &self.nonce,
+        };
+        let reply = shared.protocol().acquire(shared.conn(), &args).await;
+        // The reply is here: whatever it says is acted on by the caller.
+        in_flight.disarm();
+        shared.core().events().record(Event::Attempted {
+            lock: shared.name(),
+        });
+        let changes = shared.conn().server_changes();
+        self.sent_changes.store(changes, Ordering::SeqCst);
+        reply
     }
 
     /// Undo an attempt whose caller went away before seeing `reply`.
@@ -138,11 +181,12 @@ impl Acquisition {
                 }
                 // Redisson: the count above its base is the attempt's hold.
                 // Read within the retry policy, as the release is: the fault
-                // that lost the reply often fails the next call too. A
-                // release of another hold of the owner that lands between
-                // the attempt and this read hides it: one hold too many,
-                // which ends with the lease once the owner's last guard is
-                // gone (docs/reliability.md); never one too few.
+                // that lost the reply often fails the next call too. Exact
+                // for a fresh owner (base 0, no other guard). For a shared
+                // owner, a release of another of its holds that lands
+                // between the attempt and this read hides it: one hold too
+                // many, which ends with the lease once the owner's last
+                // guard is gone (docs/reliability.md); never one too few.
                 let count = shared
                     .core()
                     .retry()

@@ -225,7 +225,7 @@ pub(crate) async fn acquire(
         lease: plan.lease,
         wait: plan.wait,
         base,
-        _turn: turn,
+        turn,
         nonce: new_request_id(),
         progress: record.progress(),
         sent_changes: AtomicU64::new(0),
