@@ -50,13 +50,13 @@ fn a_short_run_measures_every_implementation_in_every_scenario() {
             );
             assert!(round["commands"].as_u64().unwrap() > 0);
         }
-        if scenario == "contended" {
+        if scenario == "contended" || scenario == "shared" {
             assert_eq!(result["summary"]["counter_ok"], Value::Bool(true));
             assert_eq!(rounds[0]["per_worker"].as_array().unwrap().len(), 4);
         }
         seen.insert((scenario.to_owned(), implementation.to_owned()));
     }
-    for scenario in ["uncontended", "contended", "handoff"] {
+    for scenario in ["uncontended", "contended", "shared", "handoff"] {
         for implementation in IMPLEMENTATIONS {
             assert!(
                 seen.contains(&(scenario.to_owned(), implementation.to_owned())),

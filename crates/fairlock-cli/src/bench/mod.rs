@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::private_redis::PrivateRedis;
 use crate::{Cli, Failure, duration, exit};
 
-use scenario::Sample;
+use scenario::{Sample, Workload};
 use subject::Subject;
 
 /// Which scenarios run.
@@ -28,6 +28,9 @@ pub(crate) enum Which {
     Uncontended,
     /// --workers tasks (own connections) GET+SET a counter under the lock.
     Contended,
+    /// As contended, but the tasks share one client (one `LockClient`, one
+    /// rslock `LockManager`), as the tasks of one service do.
+    Shared,
     /// Latency from a release sent to the next holder proceeding, 8 workers.
     Handoff,
     /// Redis time per handoff with --waiters waiters in line (fair locks).
@@ -39,8 +42,8 @@ pub(crate) struct BenchArgs {
     /// The scenario to run.
     #[arg(value_enum, default_value_t = Which::All)]
     scenario: Which,
-    /// contended: concurrent workers, each with its own connection; a comma
-    /// list runs each (1 to 256).
+    /// contended and shared: concurrent workers (contended: each with its
+    /// own client); a comma list runs each (1 to 256).
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_values_t = [8u16, 32],
           value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: Vec<u16>,
@@ -99,6 +102,8 @@ const HANDOFF_WORKERS: usize = 8;
 pub(crate) enum Case {
     Uncontended,
     Contended(usize),
+    /// Contended, the workers sharing one client.
+    Shared(usize),
     Handoff(usize),
     Queue(usize),
 }
@@ -108,6 +113,7 @@ impl Case {
         match self {
             Case::Uncontended => "uncontended",
             Case::Contended(_) => "contended",
+            Case::Shared(_) => "shared",
             Case::Handoff(_) => "handoff",
             Case::Queue(_) => "queue",
         }
@@ -117,7 +123,9 @@ impl Case {
     fn slug(self) -> String {
         match self {
             Case::Uncontended => self.key().into(),
-            Case::Contended(n) | Case::Handoff(n) | Case::Queue(n) => format!("{}-{n}", self.key()),
+            Case::Contended(n) | Case::Shared(n) | Case::Handoff(n) | Case::Queue(n) => {
+                format!("{}-{n}", self.key())
+            }
         }
     }
 
@@ -125,6 +133,7 @@ impl Case {
         match self {
             Case::Uncontended => "uncontended".into(),
             Case::Contended(n) => format!("contended, {n} workers"),
+            Case::Shared(n) => format!("contended, {n} workers sharing one client"),
             Case::Handoff(n) => format!("handoff, {n} workers"),
             Case::Queue(n) => format!("queue, {n} waiters"),
         }
@@ -319,6 +328,9 @@ fn cases(args: &BenchArgs) -> Vec<Case> {
                 .map(|&n| Case::Contended(usize::from(n))),
         );
     }
+    if all || args.scenario == Which::Shared {
+        cases.extend(args.workers.iter().map(|&n| Case::Shared(usize::from(n))));
+    }
     if all || args.scenario == Which::Handoff {
         cases.push(Case::Handoff(HANDOFF_WORKERS));
     }
@@ -339,8 +351,15 @@ async fn measure_one(
     let d = args.duration;
     match case {
         Case::Uncontended => scenario::uncontended(subject, url, name, d, admin).await,
-        Case::Contended(n) => scenario::contended(subject, url, name, n, true, d, admin).await,
-        Case::Handoff(n) => scenario::contended(subject, url, name, n, false, d, admin).await,
+        Case::Contended(n) => {
+            scenario::contended(subject, url, name, n, Workload::Counter, d, admin).await
+        }
+        Case::Shared(n) => {
+            scenario::contended(subject, url, name, n, Workload::SharedCounter, d, admin).await
+        }
+        Case::Handoff(n) => {
+            scenario::contended(subject, url, name, n, Workload::Nothing, d, admin).await
+        }
         Case::Queue(n) => scenario::queue(subject, url, name, n, d, admin).await,
     }
 }

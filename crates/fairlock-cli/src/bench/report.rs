@@ -209,7 +209,7 @@ pub(crate) fn table(results: &Results) -> String {
         let _ = writeln!(out);
         let _ = writeln!(out, "{}: {}", case.title(), describe(case));
         let unit = match case {
-            Case::Uncontended | Case::Contended(_) => "ops/s",
+            Case::Uncontended | Case::Contended(_) | Case::Shared(_) => "ops/s",
             Case::Handoff(_) | Case::Queue(_) => "acq/s",
         };
         let _ = write!(
@@ -225,7 +225,7 @@ pub(crate) fn table(results: &Results) -> String {
             "client CPU"
         );
         match case {
-            Case::Contended(_) => {
+            Case::Contended(_) | Case::Shared(_) => {
                 let _ = write!(
                     out,
                     " {:>11} {:>9} {:>9}",
@@ -261,7 +261,7 @@ pub(crate) fn table(results: &Results) -> String {
                 s.client_cpu_us
             );
             match case {
-                Case::Contended(_) => {
+                Case::Contended(_) | Case::Shared(_) => {
                     let _ = write!(
                         out,
                         " {:>11} {:>6} us {:>9}",
@@ -297,7 +297,7 @@ pub(crate) fn table(results: &Results) -> String {
             }
             let _ = writeln!(out);
         }
-        if let Case::Contended(_) = case {
+        if let Case::Contended(_) | Case::Shared(_) = case {
             let _ = writeln!(out, "  acquisitions per worker, round 1:");
             for series in results.series_of(case) {
                 if let Some(first) = series.samples.first() {
@@ -410,6 +410,11 @@ fn describe(case: Case) -> String {
              after a random delay below {}",
             duration::format(RSLOCK_RETRY_DELAY)
         ),
+        Case::Shared(n) => format!(
+            "{n} tasks sharing one client (one fairlock LockClient, one rslock LockManager) and \
+             one connection for the counter GET and SET it under the lock, as the tasks of a \
+             service do; columns as in contended"
+        ),
         Case::Handoff(n) => format!(
             "{n} workers take the lock in turn with nothing under it; latency from a release \
              sent to another worker proceeding (pooled over the rounds)"
@@ -452,7 +457,7 @@ pub(crate) fn json(results: &Results) -> Value {
             let s = summarize(&series.samples);
             let rslock = results.rslock(series.case);
             let (workers, waiters) = match series.case {
-                Case::Contended(n) | Case::Handoff(n) => (Some(n), None),
+                Case::Contended(n) | Case::Shared(n) | Case::Handoff(n) => (Some(n), None),
                 Case::Queue(n) => (None, Some(n)),
                 Case::Uncontended => (None, None),
             };

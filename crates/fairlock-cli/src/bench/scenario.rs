@@ -87,27 +87,53 @@ struct Contest {
     total: AtomicU64,
 }
 
-/// `workers` tasks, each with its own client, take the lock in turn for
-/// `duration`; with `critical`, each holder GETs a counter and SETs it one
-/// higher (on its own plain connection) before releasing.
+/// What the workers of a contended run do under the lock, and whether they
+/// share a client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Workload {
+    /// Nothing: release at once (the handoff scenario).
+    Nothing,
+    /// GET a counter and SET it one higher, each worker with its own lock
+    /// client and its own connection for the counter.
+    Counter,
+    /// The same, all workers sharing one lock client and one connection for
+    /// the counter (the tasks of one service).
+    SharedCounter,
+}
+
+/// `workers` tasks take the lock in turn for `duration`; with a counter
+/// workload, each holder GETs a counter and SETs it one higher before
+/// releasing.
 pub(crate) async fn contended(
     subject: Subject,
     url: &str,
     name: &str,
     workers: usize,
-    critical: bool,
+    workload: Workload,
     duration: Duration,
     admin: &mut MultiplexedConnection,
 ) -> Result<Sample, Failure> {
     let counter = format!("{name}:counter");
-    let mut lockers = Vec::with_capacity(workers);
+    let critical = workload != Workload::Nothing;
+    let mut lockers: Vec<(Arc<Locker>, MultiplexedConnection)> = Vec::with_capacity(workers);
+    let mut shared = None;
     for _ in 0..workers {
-        let locker = Locker::connect(subject, url, name, Setup::Default).await?;
-        let conn = measure::connect(url).await?;
-        // Warm up this worker alone (scripts loaded, connection made).
-        locker.lock().await?.unlock().await?;
-        lockers.push((locker, conn));
+        let pair = match (&shared, workload) {
+            (Some(pair), Workload::SharedCounter) => Clone::clone(pair),
+            _ => {
+                let locker = Locker::connect(subject, url, name, Setup::Default).await?;
+                let conn = measure::connect(url).await?;
+                // Warm up this client alone (scripts loaded, connection made).
+                locker.lock().await?.unlock().await?;
+                (Arc::new(locker), conn)
+            }
+        };
+        if workload == Workload::SharedCounter {
+            shared = Some(pair.clone());
+        }
+        lockers.push(pair);
     }
+    drop(shared);
     let contest = Arc::new(Contest {
         stop: AtomicBool::new(false),
         last_release: Mutex::new(None),
@@ -121,7 +147,10 @@ pub(crate) async fn contended(
         let counter = counter.clone();
         tasks.push(tokio::spawn(async move {
             let result = work(me, &locker, conn, &contest, critical.then_some(&counter)).await;
-            locker.close().await;
+            // The last worker of a shared client closes it.
+            if let Some(locker) = Arc::into_inner(locker) {
+                locker.close().await;
+            }
             result
         }));
     }
