@@ -213,6 +213,7 @@ impl Dialect {
             true => locks.chain(labels.iter().map(String::as_str)).collect(),
             false => locks.collect(),
         };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let reply: Vec<i64> = match conn.script(script, "", &keys, &args).await {
             Err(err) if keys.len() > batch.len() && self.settings.labels.refused_by(&err) => {
                 conn.script(script, "", &keys[..batch.len()], &args).await?

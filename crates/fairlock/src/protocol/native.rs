@@ -149,8 +149,8 @@ impl NativeLock {
         format!("{}:{owner}", self.keys.channel)
     }
 
-    fn kind(&self) -> String {
-        if self.fair { "fair" } else { "nonfair" }.to_owned()
+    fn kind(&self) -> &'static str {
+        if self.fair { "fair" } else { "nonfair" }
     }
 
     pub(crate) async fn acquire(
@@ -159,16 +159,17 @@ impl NativeLock {
         args: &AcquireArgs<'_>,
     ) -> Result<Acquire> {
         let waiter_ttl = self.waiter_ttl;
-        let script_args = [
-            args.owner.to_owned(),
-            ms(args.lease),
-            ms(waiter_ttl),
-            self.keys.channel.clone(),
+        let (lease, ttl, base) = (ms(args.lease), ms(waiter_ttl), args.base.to_string());
+        let script_args: [&str; 9] = [
+            args.owner,
+            &lease,
+            &ttl,
+            &self.keys.channel,
             self.kind(),
-            if args.queue { "queue" } else { "once" }.to_owned(),
-            args.base.to_string(),
-            args.nonce.to_owned(),
-            self.label.to_string(),
+            if args.queue { "queue" } else { "once" },
+            &base,
+            args.nonce,
+            &self.label,
         ];
         let reply: Vec<i64> = conn
             .script(&ACQUIRE, &self.name, &self.keys_with_labels(), &script_args)
@@ -183,13 +184,8 @@ impl NativeLock {
         _wait: Option<Duration>,
         nonce: &str,
     ) -> Result<bool> {
-        let args = [
-            owner.to_owned(),
-            ms(self.waiter_ttl),
-            self.keys.channel.clone(),
-            nonce.to_owned(),
-            self.kind(),
-        ];
+        let ttl = ms(self.waiter_ttl);
+        let args: [&str; 5] = [owner, &ttl, &self.keys.channel, nonce, self.kind()];
         let reply: i64 = conn
             .script(&GIVE_UP, &self.name, &self.keys(), &args)
             .await?;
@@ -207,13 +203,15 @@ impl NativeLock {
         let cache = format!("{}:{request}", self.keys.release_cache);
         let [k1, k2, k3, k4, k5] = self.keys();
         let keys = [k1, k2, k3, k4, k5, &cache];
-        let args = [
-            owner.to_owned(),
-            ms(self.waiter_ttl),
-            self.keys.channel.clone(),
-            ms(self.release_cache),
-            scope.token.map(|t| t.to_string()).unwrap_or_default(),
-            scope.nonce.unwrap_or_default().to_owned(),
+        let (ttl, cache_ttl) = (ms(self.waiter_ttl), ms(self.release_cache));
+        let token = scope.token.map(|t| t.to_string()).unwrap_or_default();
+        let args: [&str; 7] = [
+            owner,
+            &ttl,
+            &self.keys.channel,
+            &cache_ttl,
+            &token,
+            scope.nonce.unwrap_or_default(),
             self.kind(),
         ];
         let reply: i64 = conn.script(&RELEASE, &self.name, &keys, &args).await?;
@@ -221,12 +219,8 @@ impl NativeLock {
     }
 
     pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
-        let args = [
-            ms(self.waiter_ttl),
-            self.keys.channel.clone(),
-            REVOKED_PREFIX.to_owned(),
-            self.kind(),
-        ];
+        let ttl = ms(self.waiter_ttl);
+        let args: [&str; 4] = [&ttl, &self.keys.channel, REVOKED_PREFIX, self.kind()];
         let reply: i64 = conn
             .script(&FORCE_RELEASE, &self.name, &self.keys(), &args)
             .await?;
@@ -240,7 +234,7 @@ impl NativeLock {
         owner: &str,
     ) -> Result<(u64, u64)> {
         let reply: Vec<i64> = conn
-            .script(&POSITION, &self.name, &self.keys(), &[owner.to_owned()])
+            .script(&POSITION, &self.name, &self.keys(), &[owner])
             .await?;
         super::decode_position("native position", &reply)
     }

@@ -165,26 +165,24 @@ impl RedissonLock {
                 &self.keys.timeouts,
             ];
             keys.extend(labels);
-            let args = [
-                ms(lease),
-                owner.to_owned(),
-                ms(slot),
-                self.now_ms().to_string(),
-                if queue { "queue" } else { "once" }.to_owned(),
-                reconcile.to_owned(),
-                self.label.to_string(),
-                ms(self.waiter_ttl),
+            let (lease, slot, now) = (ms(lease), ms(slot), self.now_ms().to_string());
+            let ttl = ms(self.waiter_ttl);
+            let args: [&str; 8] = [
+                &lease,
+                owner,
+                &slot,
+                &now,
+                if queue { "queue" } else { "once" },
+                reconcile,
+                &self.label,
+                &ttl,
             ];
             conn.script(&FAIR_ACQUIRE, &self.name, &keys, &args).await
         } else {
             let mut keys = vec![self.keys.lock.as_str()];
             keys.extend(labels);
-            let args = [
-                ms(lease),
-                owner.to_owned(),
-                reconcile.to_owned(),
-                self.label.to_string(),
-            ];
+            let lease = ms(lease);
+            let args: [&str; 4] = [&lease, owner, reconcile, &self.label];
             conn.script(&NONFAIR_ACQUIRE, &self.name, &keys, &args)
                 .await
         }
@@ -212,7 +210,7 @@ impl RedissonLock {
                 &FAIR_GIVE_UP,
                 &self.name,
                 &keys,
-                &[owner.to_owned(), ms(self.slot(wait))],
+                &[owner, &ms(self.slot(wait))],
             )
             .await?;
         Ok(reply == 1)
@@ -237,16 +235,13 @@ impl RedissonLock {
                 &self.keys.channel,
                 &cache,
             ];
-            let args = [
-                owner.to_owned(),
-                ms(lease),
-                self.now_ms().to_string(),
-                ms(cache_ttl),
-            ];
+            let (lease, now, cache_ttl) = (ms(lease), self.now_ms().to_string(), ms(cache_ttl));
+            let args: [&str; 4] = [owner, &lease, &now, &cache_ttl];
             conn.script(&FAIR_RELEASE, &self.name, &keys, &args).await?
         } else {
             let keys = [self.keys.lock.as_str(), &self.keys.channel, &cache];
-            let args = [owner.to_owned(), ms(lease), ms(cache_ttl)];
+            let (lease, cache_ttl) = (ms(lease), ms(cache_ttl));
+            let args: [&str; 3] = [owner, &lease, &cache_ttl];
             conn.script(&NONFAIR_RELEASE, &self.name, &keys, &args)
                 .await?
         };
@@ -262,18 +257,14 @@ impl RedissonLock {
                 &self.keys.timeouts,
                 &self.keys.channel,
             ];
-            let args = [self.now_ms().to_string(), REVOKED_PREFIX.to_owned()];
+            let now = self.now_ms().to_string();
+            let args: [&str; 2] = [&now, REVOKED_PREFIX];
             conn.script(&FAIR_FORCE_RELEASE, &self.name, &keys, &args)
                 .await?
         } else {
             let keys = [self.keys.lock.as_str(), &self.keys.channel];
-            conn.script(
-                &NONFAIR_FORCE_RELEASE,
-                &self.name,
-                &keys,
-                &[REVOKED_PREFIX.to_owned()],
-            )
-            .await?
+            conn.script(&NONFAIR_FORCE_RELEASE, &self.name, &keys, &[REVOKED_PREFIX])
+                .await?
         };
         Ok(reply == 1)
     }
@@ -293,7 +284,7 @@ impl RedissonLock {
             &self.keys.timeouts,
         ];
         let reply: Vec<i64> = conn
-            .script(&FAIR_POSITION, &self.name, &keys, &[owner.to_owned()])
+            .script(&FAIR_POSITION, &self.name, &keys, &[owner])
             .await?;
         super::decode_position("position", &reply)
     }

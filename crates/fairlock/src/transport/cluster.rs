@@ -356,7 +356,7 @@ impl ClusterCommands {
         code: &str,
         name: &str,
         keys: &[&str],
-        args: &[String],
+        args: &[&str],
         reloaded: impl FnOnce(),
     ) -> Result<T> {
         let mut conn = self.conn.clone();

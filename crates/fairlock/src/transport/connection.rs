@@ -150,7 +150,7 @@ pub(super) async fn eval_cached<C, T>(
     hash: &str,
     code: &str,
     keys: &[&str],
-    args: &[String],
+    args: &[&str],
     response_timeout: Duration,
     reload: Reload,
     reloaded: impl FnOnce(),
@@ -195,7 +195,7 @@ where
 /// `EVALSHA hash` or `EVAL code` with its keys and arguments, built in
 /// buffers sized for it at once: a command grown argument by argument
 /// reallocates several times, a sixth of the client's work per call.
-fn script_call(command: &str, script: &str, keys: &[&str], args: &[String]) -> redis::Cmd {
+fn script_call(command: &str, script: &str, keys: &[&str], args: &[&str]) -> redis::Cmd {
     let count = 3 + keys.len() + args.len();
     let bytes = command.len()
         + script.len()
@@ -208,7 +208,7 @@ fn script_call(command: &str, script: &str, keys: &[&str], args: &[String]) -> r
         cmd.arg(*key);
     }
     for arg in args {
-        cmd.arg(arg.as_str());
+        cmd.arg(*arg);
     }
     cmd
 }
@@ -361,7 +361,7 @@ impl Connection {
         script: &Script,
         name: &str,
         keys: &[&str],
-        args: &[String],
+        args: &[&str],
     ) -> Result<T> {
         let group = keys.first().map_or(0, |key| self.key_group(key));
         let log = &*self.scripts;
@@ -570,7 +570,7 @@ impl Direct {
         script: &Script,
         name: &str,
         keys: &[&str],
-        args: &[String],
+        args: &[&str],
         log: &ScriptLog,
         group: u16,
     ) -> Result<T> {
