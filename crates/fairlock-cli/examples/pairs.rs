@@ -10,13 +10,18 @@
 //! ```
 //!
 //! Implementations: native-fair, native-non-fair, redisson-fair,
-//! redisson-non-fair, rslock.
+//! redisson-non-fair, rslock. `scripts/client-cost` runs it for each.
+//!
+//! One thread runs everything (a current-thread runtime): with several
+//! worker threads, how often they spin, park and steal varies from run to
+//! run by a few thousand instructions per pair, more than the differences
+//! this harness is for. Every implementation runs the same way.
 
 use std::time::Duration;
 
 use fairlock::{ClientConfig, LockClient, LockKind, Protocol};
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let usage = "usage: pairs REDIS_URL IMPLEMENTATION N";

@@ -183,8 +183,18 @@ impl RedissonKeys {
 
     /// The unlock result cache key of one unlock call.
     pub(crate) fn unlock_latch(&self, request: &str) -> String {
-        format!("{}:{request}", self.unlock_latch)
+        joined(&self.unlock_latch, request)
     }
+}
+
+/// `prefix:suffix`, built without the formatting machinery (it runs on
+/// every release).
+pub(crate) fn joined(prefix: &str, suffix: &str) -> String {
+    let mut key = String::with_capacity(prefix.len() + 1 + suffix.len());
+    key.push_str(prefix);
+    key.push(':');
+    key.push_str(suffix);
+    key
 }
 
 /// The keys of one lock under the `native` protocol: `fairlock:{NAME}:...`.

@@ -22,7 +22,7 @@ pub struct Owner {
 impl Owner {
     pub(crate) fn new(client_id: &str, number: u64) -> Self {
         Self {
-            id: format!("{client_id}:{number}").into(),
+            id: crate::name::joined(client_id, &number.to_string()).into(),
         }
     }
 

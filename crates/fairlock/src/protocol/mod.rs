@@ -462,7 +462,11 @@ pub(crate) fn refresh_interval(waiter_ttl: Duration) -> Duration {
 
 /// A duration as whole milliseconds, for a script argument.
 fn ms(duration: Duration) -> String {
-    duration.as_millis().to_string()
+    // As u64 (584 million years of milliseconds): formatting a u128 costs
+    // several times as much.
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .to_string()
 }
 
 /// A script reply this version does not understand.

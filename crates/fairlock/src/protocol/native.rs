@@ -200,7 +200,7 @@ impl NativeLock {
         request: &str,
         scope: &Scope<'_>,
     ) -> Result<Release> {
-        let cache = format!("{}:{request}", self.keys.release_cache);
+        let cache = crate::name::joined(&self.keys.release_cache, request);
         let [k1, k2, k3, k4, k5] = self.keys();
         let keys = [k1, k2, k3, k4, k5, &cache];
         let (ttl, cache_ttl) = (ms(self.waiter_ttl), ms(self.release_cache));

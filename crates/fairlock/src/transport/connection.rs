@@ -156,12 +156,16 @@ pub(super) async fn eval_cached<C, T>(
     reloaded: impl FnOnce(),
 ) -> redis::RedisResult<T>
 where
-    C: redis::aio::ConnectionLike + Send,
+    C: SendCommand,
     T: FromRedisValue,
 {
     let deadline = tokio::time::Instant::now() + response_timeout;
     let evalsha = script_call("EVALSHA", hash, keys, args);
-    match evalsha.query_async(conn).await {
+    let first = async {
+        let value = conn.send_command(&evalsha).await?.extract_error()?;
+        Ok::<T, redis::RedisError>(redis::from_redis_value(value)?)
+    };
+    match first.await {
         Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
             reloaded();
             let again = async {
@@ -189,6 +193,34 @@ where
             }
         }
         reply => reply,
+    }
+}
+
+/// A connection's way to send one command on the hot path: the inherent
+/// method where the connection has one (`ConnectionLike` boxes every
+/// call's future).
+pub(super) trait SendCommand: redis::aio::ConnectionLike + Send {
+    fn send_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> impl Future<Output = redis::RedisResult<redis::Value>> + Send + 'a;
+}
+
+impl SendCommand for ConnectionManager {
+    fn send_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> impl Future<Output = redis::RedisResult<redis::Value>> + Send + 'a {
+        self.send_packed_command(cmd)
+    }
+}
+
+impl SendCommand for redis::cluster_async::ClusterConnection {
+    fn send_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> impl Future<Output = redis::RedisResult<redis::Value>> + Send + 'a {
+        redis::aio::ConnectionLike::req_packed_command(self, cmd)
     }
 }
 
