@@ -50,10 +50,19 @@
 //! (nothing here picks one by default): [`client`], [`client_with`],
 //! [`lock_keys`], [`queue_len`], [`is_held`], [`assert_clean_for`], and
 //! [`PROTOCOLS`] for tests that must hold under each.
+//!
+//! # Replica acknowledgements
+//!
+//! [`lock_acknowledged`] and [`hold_acknowledged`] retry, a bounded number
+//! of times, an acquisition (or an acquisition and its release) that a
+//! `min_replicas` test needs acknowledged while its replica runs: on a
+//! loaded machine a healthy replica can miss a short `WAIT` window (see
+//! [`acknowledged`]).
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+pub mod acknowledged;
 pub mod cluster;
 pub mod flood;
 pub mod proxy;
@@ -64,6 +73,7 @@ pub mod starvation;
 
 use std::time::{Duration, Instant};
 
+pub use acknowledged::{hold_acknowledged, lock_acknowledged};
 pub use cluster::Cluster;
 pub use sentinel::Sentinel;
 pub use standalone::{RedisServer, ServerKind, TlsMaterial};

@@ -740,9 +740,17 @@ async fn a_missing_database_is_bad_input_and_an_existing_one_is_used() {
     client.shutdown().await;
 }
 
+/// The `WAIT` timeout of the `min_replicas` tests below, whose replica runs
+/// throughout: long, so that a replica a loaded machine keeps from running
+/// for a while still acknowledges; a healthy replica acknowledges at once,
+/// so it costs nothing. (What these tests look for, a command the ACL
+/// refuses, fails at once whatever the timeout.)
+const ACKED_WITHIN: Duration = Duration::from_secs(5);
+
 /// Adversary 2: `min_replicas` as a user with exactly the documented rules.
 /// A master with one replica in sync: the acquisition and the release must
-/// be acknowledged, with nothing refused in `ACL LOG`.
+/// be acknowledged, with nothing refused in `ACL LOG`. The replica runs
+/// throughout, so the `WAIT` timeout is long ([`ACKED_WITHIN`]).
 async fn documented_rules_suffice_for_min_replicas(protocol: Protocol) {
     support::init_tracing();
     let server = RedisServer::start();
@@ -755,7 +763,7 @@ async fn documented_rules_suffice_for_min_replicas(protocol: Protocol) {
     .await;
     let (user, rules) = documented(protocol);
     create_user(&server, user, rules);
-    let config = config_for(&server, user, protocol).min_replicas(1, Duration::from_millis(500));
+    let config = config_for(&server, user, protocol).min_replicas(1, ACKED_WITHIN);
     let client = LockClient::with_config(config).await.expect("connect");
     let name = match protocol {
         Protocol::Redisson => "locks:adv2-sync",
@@ -784,6 +792,8 @@ async fn documented_rules_suffice_for_min_replicas_redisson() {
 /// through every path that sends a hold proof on the sync connection
 /// (`HGET`/`HEXISTS` and `PTTL` before the `WAIT`): watchdog renewals, a
 /// handoff's claim, a re-entry. Nothing refused, every hold still believed.
+/// The replica runs throughout, so the `WAIT` timeout is long
+/// ([`ACKED_WITHIN`]).
 async fn documented_rules_suffice_for_proofs(protocol: Protocol) {
     support::init_tracing();
     let server = RedisServer::start();
@@ -798,7 +808,7 @@ async fn documented_rules_suffice_for_proofs(protocol: Protocol) {
     create_user(&server, user, rules);
     let config = || {
         config_for(&server, user, protocol)
-            .min_replicas(1, Duration::from_millis(500))
+            .min_replicas(1, ACKED_WITHIN)
             .lease(Duration::from_millis(1_500))
             .waiter_ttl(Duration::from_millis(1_500))
     };
