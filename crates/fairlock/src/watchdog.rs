@@ -196,7 +196,9 @@ pub(crate) struct Registered {
     pub(crate) holds: usize,
 }
 
-type Entries = Mutex<HashMap<Key, Entry>>;
+/// Keyed by lock key and owner, which the application chooses (not a
+/// remote party): a fast hasher, seeded per map, rather than SipHash.
+type Entries = Mutex<HashMap<Key, Entry, foldhash::fast::RandomState>>;
 
 /// The watchdog as the revocation listener sees it: it outlives neither
 /// the watchdog nor its holds.
@@ -258,7 +260,7 @@ impl Watchdog {
         runtime: &tokio::runtime::Handle,
     ) -> Self {
         let (lease, interval) = (config.lease, config.get_renew_interval());
-        let entries = Arc::new(Mutex::new(HashMap::new()));
+        let entries = Arc::new(Mutex::new(HashMap::default()));
         let check_now = Arc::new(Notify::new());
         let task = runtime.spawn(run(
             Arc::downgrade(&entries),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use fairlock::Protocol;
 use fairlock_test_support as support;
+use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, eventually};
 
 mod common;
@@ -49,6 +50,48 @@ async fn shutdown_releases_and_leaves_everything() {
         ));
         drop((held, reentered, plain));
         blocker.unlock().await.unwrap();
+    }
+}
+
+/// Acquisitions whose script is in flight when `shutdown()` is called (a
+/// `try_lock`, which never waits, and a `lock`): the grant the reply brings
+/// is released before `shutdown()` returns, and the caller gets `Closed`.
+/// `shutdown()` waits for the acquisitions in progress (within the response
+/// timeout, 3 s here; replies come 500 ms late), not only for the client's
+/// background tasks: a fresh owner's attempt runs in its caller's future,
+/// not in a task of the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_attempts_in_flight() {
+    for protocol in PROTOCOLS {
+        for waits in [false, true] {
+            let server = RedisServer::start();
+            let proxy = Proxy::start(server.port());
+            let client = connect(config(&proxy.url(), protocol)).await;
+            let lock = client.fair_lock("in-flight").unwrap();
+            // Scripts loaded, connections made.
+            lock.lock().await.unwrap().unlock().await.unwrap();
+            proxy.delay_command_replies(Duration::from_millis(500));
+            let attempt = tokio::spawn(async move {
+                if waits {
+                    lock.lock().await.map(Some)
+                } else {
+                    lock.try_lock().await
+                }
+            });
+            eventually(Duration::from_secs(5), "the attempt's grant", || {
+                support::is_held(&server, protocol, "in-flight")
+            })
+            .await;
+            client.shutdown().await;
+            assert!(
+                !support::is_held(&server, protocol, "in-flight"),
+                "{protocol} waits={waits}: the grant of an attempt in flight outlived shutdown()"
+            );
+            match attempt.await.unwrap() {
+                Err(fairlock::Error::Closed) => {}
+                other => panic!("{protocol} waits={waits}: {other:?}"),
+            }
+        }
     }
 }
 
