@@ -377,6 +377,15 @@ const CONTEXT_LINES: usize = 40;
 /// in time order, so that a failure seen only in a log (CI) can be traced.
 fn context(history: &History, (lock, from, to): &(String, u64, u64)) -> Vec<String> {
     let window = from.saturating_sub(CONTEXT_US)..=to.saturating_add(CONTEXT_US);
+    // The force-unlocks that replied (their sent line is paired with it).
+    let answered: std::collections::HashSet<(&str, u64)> = history
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::ForceUnlock { lock, from, .. } => Some((lock.as_str(), *from)),
+            _ => None,
+        })
+        .collect();
     let mut lines: Vec<(u64, String)> = Vec::new();
     for event in &history.events {
         let at = match event {
@@ -386,8 +395,23 @@ fn context(history: &History, (lock, from, to): &(String, u64, u64)) -> Vec<Stri
                 .or_else(|| {
                     (hold.start < *window.start() && hold.end > *window.end()).then_some(hold.start)
                 }),
-            Event::ForceUnlock { lock: l, from, .. } | Event::ForceUnlockSent { lock: l, from }
-                if l == lock && window.contains(from) =>
+            // A force-unlock whose run may overlap the window, however
+            // long before it began: one with a reply ran between `from`
+            // and `at`; one without (cut short) is taken to have run
+            // within UNFINISHED_FORCE_UNLOCK_US, which groups the checker's
+            // excuses over that whole time.
+            Event::ForceUnlock {
+                lock: l, from, at, ..
+            } if l == lock && *from <= *window.end() && *at >= *window.start() => Some(*from),
+            Event::ForceUnlockSent { lock: l, from } if window.contains(from) && l == lock => {
+                Some(*from)
+            }
+            Event::ForceUnlockSent { lock: l, from }
+                if l == lock
+                    && !answered.contains(&(l.as_str(), *from))
+                    && *from <= *window.end()
+                    && from.saturating_add(history::UNFINISHED_FORCE_UNLOCK_US)
+                        >= *window.start() =>
             {
                 Some(*from)
             }
@@ -450,6 +474,23 @@ mod tests {
                     lock: "l".into(),
                     from: 1_050_000,
                 },
+                // Sent long before, never answered: it may have run in
+                // the window.
+                Event::ForceUnlockSent {
+                    lock: "l".into(),
+                    from: 200_000,
+                },
+                // Sent and answered long before: not in the window.
+                Event::ForceUnlockSent {
+                    lock: "l".into(),
+                    from: 300_000,
+                },
+                Event::ForceUnlock {
+                    lock: "l".into(),
+                    from: 300_000,
+                    at: 310_000,
+                    released: true,
+                },
             ],
             faults: vec![history::Fault {
                 at: 1_055_000,
@@ -457,10 +498,14 @@ mod tests {
             }],
         };
         let lines = context(&history, &("l".to_owned(), 1_000_000, 1_080_000));
-        assert_eq!(lines.len(), 5, "{lines:#?}");
-        assert!(lines[1].contains("\"owner\":\"a\""), "{lines:#?}");
-        assert!(lines[2].contains("force_unlock_sent"), "{lines:#?}");
-        assert!(lines[3].contains("fault at 1055000"), "{lines:#?}");
-        assert!(lines[4].contains("\"owner\":\"b\""), "{lines:#?}");
+        assert_eq!(lines.len(), 6, "{lines:#?}");
+        assert!(
+            lines[1].contains("force_unlock_sent") && lines[1].contains("200000"),
+            "{lines:#?}"
+        );
+        assert!(lines[2].contains("\"owner\":\"a\""), "{lines:#?}");
+        assert!(lines[3].contains("force_unlock_sent"), "{lines:#?}");
+        assert!(lines[4].contains("fault at 1055000"), "{lines:#?}");
+        assert!(lines[5].contains("\"owner\":\"b\""), "{lines:#?}");
     }
 }
