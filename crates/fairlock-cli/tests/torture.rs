@@ -255,14 +255,29 @@ fn run_torture(
     global: &[&str],
     args: &[&str],
 ) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+    run_torture_keeping(server, global, args, None)
+}
+
+/// [`run_torture`], writing the run's history to `history` (see
+/// `$FAIRLOCK_TORTURE_HISTORY`), to recheck a failure after the test.
+fn run_torture_keeping(
+    server: &RedisServer,
+    global: &[&str],
+    args: &[&str],
+    history: Option<&std::path::Path>,
+) -> (Option<i32>, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fairlock"));
+    command
         .args(["--redis", &server.url()])
         .args(global)
         .arg("torture")
         .args(args)
         .env_remove("REDIS_URL")
-        .output()
-        .expect("run fairlock torture");
+        .env_remove("FAIRLOCK_TORTURE_HISTORY");
+    if let Some(path) = history {
+        command.env("FAIRLOCK_TORTURE_HISTORY", path);
+    }
+    let out = command.output().expect("run fairlock torture");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -366,7 +381,11 @@ fn server_faults_only_on_request_against_a_server_it_did_not_start() {
 /// checked, the summary saying how often.
 fn combinations_run(protocol: &str) -> String {
     let server = RedisServer::start();
-    let (code, stdout, stderr) = run_torture(
+    // Kept under the target directory: a failed run's history can be
+    // checked again (`recheck_a_saved_history` in src/history.rs).
+    let history = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("torture-combinations-{protocol}.history"));
+    let (code, stdout, stderr) = run_torture_keeping(
         &server,
         &["--protocol", protocol, "--waiter-slot", "2s"],
         &[
@@ -378,7 +397,9 @@ fn combinations_run(protocol: &str) -> String {
             "3",
             "--no-faults",
         ],
+        Some(&history),
     );
+    let stdout = format!("{stdout}(history kept in {})\n", history.display());
     assert!(code.is_some(), "{stdout}\n{stderr}");
     let line = stdout
         .lines()
