@@ -533,3 +533,39 @@ async fn an_attempt_dropped_in_flight_is_undone() {
         }
     }
 }
+
+/// An attempt whose caller is dropped while its script is in flight still
+/// counts in `Statistics::attempts` ("the load acquisitions put on Redis"):
+/// the script ran. Before the inline first attempt (b2db56b) the task that
+/// ran it counted it when its reply came; the inline attempt counted only
+/// replies its caller read, so cancelled acquisitions (timeouts around
+/// `lock()`) went missing from the count.
+///
+/// Found by the adversarial review of the client-cost changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_dropped_in_flight_is_counted() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let proxy = support::proxy::Proxy::start(server.port());
+        let client = connect(config(&proxy.url(), protocol)).await;
+        let lock = client.fair_lock("counted").unwrap();
+        lock.lock().await.unwrap().unlock().await.unwrap();
+        let before = client.statistics().attempts;
+        proxy.delay_command_replies(Duration::from_millis(500));
+        let task = tokio::spawn(async move { lock.try_lock().await });
+        eventually(Duration::from_secs(5), "the attempt ran", || {
+            support::is_held(&server, protocol, "counted")
+        })
+        .await;
+        task.abort();
+        let _ = task.await;
+        proxy.pass();
+        client.flush().await;
+        assert_eq!(
+            client.statistics().attempts,
+            before + 1,
+            "{protocol}: the script ran, its caller left"
+        );
+        client.shutdown().await;
+    }
+}
