@@ -437,7 +437,10 @@ impl Method {
                 Method::Lock => lock.lock().await.map(Some),
                 Method::TryLock => lock.try_lock().await,
                 Method::TryLockFor => lock.try_lock_for(Duration::from_secs(30)).await,
-                Method::LockWithLease => lock.lock_with_lease(Duration::from_secs(60)).await.map(Some),
+                Method::LockWithLease => lock
+                    .lock_with_lease(Duration::from_secs(60))
+                    .await
+                    .map(Some),
             };
             // Never reached in these tests: the task is aborted first.
             drop(guard);
@@ -462,10 +465,8 @@ async fn an_attempt_dropped_in_flight_is_undone() {
         let (proxy, client, other) = behind_proxy(&server, protocol).await;
         // Replies come later than the response timeout would allow: keep it long.
         drop(client);
-        let client = connect(
-            config(&proxy.url(), protocol).response_timeout(Duration::from_secs(5)),
-        )
-        .await;
+        let client =
+            connect(config(&proxy.url(), protocol).response_timeout(Duration::from_secs(5))).await;
         for fair in [true, false] {
             for method in Method::ALL {
                 for contended in [false, true] {
@@ -478,7 +479,13 @@ async fn an_attempt_dropped_in_flight_is_undone() {
                         }
                     };
                     // Scripts loaded, connections made.
-                    handle(&client).lock().await.unwrap().unlock().await.unwrap();
+                    handle(&client)
+                        .lock()
+                        .await
+                        .unwrap()
+                        .unlock()
+                        .await
+                        .unwrap();
                     let blocker = if contended {
                         Some(handle(&other).lock().await.unwrap())
                     } else {
@@ -488,7 +495,9 @@ async fn an_attempt_dropped_in_flight_is_undone() {
                     let task = method.spawn(handle(&client));
                     let what = format!("{protocol} fair={fair} {method:?} contended={contended}");
                     if contended {
-                        if matches!(method, Method::TryLock) || (!fair && protocol == Protocol::Redisson) {
+                        if matches!(method, Method::TryLock)
+                            || (!fair && protocol == Protocol::Redisson)
+                        {
                             // Never queues: the attempt answers busy.
                             tokio::time::sleep(Duration::from_millis(200)).await;
                         } else {
@@ -508,7 +517,7 @@ async fn an_attempt_dropped_in_flight_is_undone() {
                     }
                     task.abort();
                     let _ = task.await;
-                    proxy.pass();
+                    proxy.delay_command_replies(Duration::ZERO);
                     client.flush().await;
                     let free = {
                         let lock = handle(&other);
