@@ -413,3 +413,168 @@ async fn try_lock_with_a_lost_reply_leaks_no_hold() {
         );
     }
 }
+
+/// How an acquisition under test is started.
+#[derive(Debug, Clone, Copy)]
+enum Method {
+    Lock,
+    TryLock,
+    TryLockFor,
+    LockWithLease,
+}
+
+impl Method {
+    const ALL: [Method; 4] = [
+        Method::Lock,
+        Method::TryLock,
+        Method::TryLockFor,
+        Method::LockWithLease,
+    ];
+
+    fn spawn(self, lock: fairlock::LockHandle) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let guard = match self {
+                Method::Lock => lock.lock().await.map(Some),
+                Method::TryLock => lock.try_lock().await,
+                Method::TryLockFor => lock.try_lock_for(Duration::from_secs(30)).await,
+                Method::LockWithLease => lock
+                    .lock_with_lease(Duration::from_secs(60))
+                    .await
+                    .map(Some),
+            };
+            // Never reached in these tests: the task is aborted first.
+            drop(guard);
+        })
+    }
+}
+
+/// An acquisition of a fresh owner whose script is in flight (its reply
+/// delayed by the proxy) when its future is dropped: the grant the script
+/// made (the lock was free), or the handoff the queue entry it made
+/// received (the lock was held, then released while the reply was still
+/// on its way), is undone from the background, under both protocols,
+/// fair and not, for every acquire method (the inline first attempt and
+/// the wait loop's drop guard both fire for waits).
+///
+/// From the adversarial review of the inline first attempt (b2db56b): an
+/// attack that held if it passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_dropped_in_flight_is_undone() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let (proxy, client, other) = behind_proxy(&server, protocol).await;
+        // Replies come later than the response timeout would allow: keep it long.
+        drop(client);
+        let client =
+            connect(config(&proxy.url(), protocol).response_timeout(Duration::from_secs(5))).await;
+        for fair in [true, false] {
+            for method in Method::ALL {
+                for contended in [false, true] {
+                    let name = format!("dropped-{fair}-{method:?}-{contended}");
+                    let handle = |c: &fairlock::LockClient| -> fairlock::LockHandle {
+                        if fair {
+                            c.fair_lock(&name).unwrap().into()
+                        } else {
+                            c.lock(&name).unwrap().into()
+                        }
+                    };
+                    // Scripts loaded, connections made.
+                    handle(&client)
+                        .lock()
+                        .await
+                        .unwrap()
+                        .unlock()
+                        .await
+                        .unwrap();
+                    let blocker = if contended {
+                        Some(handle(&other).lock().await.unwrap())
+                    } else {
+                        None
+                    };
+                    proxy.delay_command_replies(Duration::from_millis(700));
+                    let task = method.spawn(handle(&client));
+                    let what = format!("{protocol} fair={fair} {method:?} contended={contended}");
+                    if contended {
+                        if matches!(method, Method::TryLock)
+                            || (!fair && protocol == Protocol::Redisson)
+                        {
+                            // Never queues: the attempt answers busy.
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        } else {
+                            eventually(Duration::from_secs(5), &format!("{what}: queued"), || {
+                                queue_len(&server, protocol, &name) == 1
+                            })
+                            .await;
+                        }
+                        // Released while the attempt's reply is on its way:
+                        // the lock is handed to the waiter (native).
+                        blocker.unwrap().unlock().await.unwrap();
+                    } else {
+                        eventually(Duration::from_secs(5), &format!("{what}: granted"), || {
+                            support::is_held(&server, protocol, &name)
+                        })
+                        .await;
+                    }
+                    task.abort();
+                    let _ = task.await;
+                    proxy.delay_command_replies(Duration::ZERO);
+                    client.flush().await;
+                    let free = {
+                        let lock = handle(&other);
+                        let got = tokio::time::timeout(Duration::from_secs(3), lock.lock()).await;
+                        match got {
+                            Ok(guard) => {
+                                guard.unwrap().unlock().await.unwrap();
+                                true
+                            }
+                            Err(_) => false,
+                        }
+                    };
+                    assert!(free, "{what}: the dropped acquisition left the lock held");
+                    other.flush().await;
+                    eventually(Duration::from_secs(5), &format!("{what}: clean"), || {
+                        !support::is_held(&server, protocol, &name)
+                            && queue_len(&server, protocol, &name) == 0
+                    })
+                    .await;
+                }
+            }
+        }
+    }
+}
+
+/// An attempt whose caller is dropped while its script is in flight still
+/// counts in `Statistics::attempts` ("the load acquisitions put on Redis"):
+/// the script ran. Before the inline first attempt (b2db56b) the task that
+/// ran it counted it when its reply came; the inline attempt counted only
+/// replies its caller read, so cancelled acquisitions (timeouts around
+/// `lock()`) went missing from the count.
+///
+/// Found by the adversarial review of the client-cost changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_dropped_in_flight_is_counted() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let proxy = support::proxy::Proxy::start(server.port());
+        let client = connect(config(&proxy.url(), protocol)).await;
+        let lock = client.fair_lock("counted").unwrap();
+        lock.lock().await.unwrap().unlock().await.unwrap();
+        let before = client.statistics().attempts;
+        proxy.delay_command_replies(Duration::from_millis(500));
+        let task = tokio::spawn(async move { lock.try_lock().await });
+        eventually(Duration::from_secs(5), "the attempt ran", || {
+            support::is_held(&server, protocol, "counted")
+        })
+        .await;
+        task.abort();
+        let _ = task.await;
+        proxy.pass();
+        client.flush().await;
+        assert_eq!(
+            client.statistics().attempts,
+            before + 1,
+            "{protocol}: the script ran, its caller left"
+        );
+        client.shutdown().await;
+    }
+}

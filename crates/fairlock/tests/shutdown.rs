@@ -175,3 +175,50 @@ async fn forget_after_a_handoff_then_shutdown_keeps_the_full_lease() {
         "forgotten handed-over holds left with the short grant only: {short:?}"
     );
 }
+
+/// `shutdown()` while an acquisition's inline attempt is in flight and its
+/// caller drops the future at the same moment: the undo the drop starts
+/// in the background (its calls 500 ms slow too) is done before
+/// `shutdown()` returns; nothing is held or queued afterwards.
+///
+/// From the adversarial review of the inline first attempt (b2db56b): an
+/// attack that held if it passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_racing_a_dropped_attempt_in_flight() {
+    for protocol in PROTOCOLS {
+        for waits in [false, true] {
+            let server = RedisServer::start();
+            let proxy = Proxy::start(server.port());
+            let client = std::sync::Arc::new(
+                connect(config(&proxy.url(), protocol).response_timeout(Duration::from_secs(5)))
+                    .await,
+            );
+            let lock = client.fair_lock("dropped").unwrap();
+            lock.lock().await.unwrap().unlock().await.unwrap();
+            proxy.delay_command_replies(Duration::from_millis(500));
+            let attempt = tokio::spawn(async move {
+                if waits {
+                    lock.lock().await.map(Some)
+                } else {
+                    lock.try_lock().await
+                }
+            });
+            eventually(Duration::from_secs(5), "the attempt's grant", || {
+                support::is_held(&server, protocol, "dropped")
+            })
+            .await;
+            let shutting = {
+                let client = std::sync::Arc::clone(&client);
+                tokio::spawn(async move { client.shutdown().await })
+            };
+            attempt.abort();
+            let _ = attempt.await;
+            shutting.await.unwrap();
+            assert!(
+                !support::is_held(&server, protocol, "dropped"),
+                "{protocol} waits={waits}: held after shutdown()"
+            );
+            assert_eq!(support::queue_len(&server, protocol, "dropped"), 0);
+        }
+    }
+}

@@ -118,6 +118,13 @@ impl Acquisition {
     /// have made, which for a fresh owner can only be this attempt's).
     async fn send_inline(self: &Arc<Self>, queue: bool) -> Result<Acquire> {
         let mut in_flight = DisarmOnDrop::new(Arc::clone(self), |acquisition| {
+            // Counted as the task of a shared owner's attempt counts it:
+            // the script was sent (or about to be), load on Redis all the
+            // same (`Statistics::attempts`).
+            let shared = &acquisition.shared;
+            shared.core().events().record(Event::Attempted {
+                lock: shared.name(),
+            });
             acquisition.undo_unknown_outcome();
         });
         let shared = &self.shared;
