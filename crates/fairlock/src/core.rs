@@ -253,19 +253,30 @@ impl ClientCore {
 
     /// Count an acquisition in progress; refused once the client shut down.
     pub(crate) fn enter_acquisition(&self) -> Result<Acquisition> {
+        // Counted first, then the check: a `close()` that cancels between
+        // the two sees this acquisition in the count and waits for it, and
+        // one that cancels before is seen here. (Checked first, an
+        // acquisition could slip past a close that read the count in
+        // between.) The fences here and in `close` order each side's write
+        // before its read, whatever orderings the token uses inside.
+        self.acquisitions.count.fetch_add(1, Ordering::SeqCst);
+        let acquisition = Acquisition {
+            in_progress: Arc::clone(&self.acquisitions),
+        };
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.is_closed() {
+            // Dropped: the count goes down again (and wakes the close).
             return Err(Error::Closed);
         }
-        self.acquisitions.count.fetch_add(1, Ordering::SeqCst);
-        Ok(Acquisition {
-            in_progress: Arc::clone(&self.acquisitions),
-        })
+        Ok(acquisition)
     }
 
     /// Refuse new acquisitions and end the waits in progress; `true` when
     /// they all finished within `limit`.
     pub(crate) async fn close(&self, limit: Duration) -> bool {
         self.closing.cancel();
+        // See `enter_acquisition`.
+        std::sync::atomic::fence(Ordering::SeqCst);
         tokio::time::timeout(limit, self.acquisitions.settled())
             .await
             .is_ok()

@@ -141,7 +141,8 @@ pub struct Status {
     /// client's revocation channel.
     pub subscribed_channels: usize,
     /// Clean-up work in flight in the background: releases of dropped
-    /// guards, queue exits of cancelled waiters, attempts whose caller left.
+    /// guards, queue exits of cancelled waiters, undos of attempts whose
+    /// caller left (and a shared owner's attempts, which run as tasks).
     pub background_tasks: usize,
     /// `true` once [`shutdown`](crate::LockClient::shutdown) began.
     pub closed: bool,
