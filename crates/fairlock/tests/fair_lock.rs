@@ -327,14 +327,18 @@ async fn raw_layout_matches_redisson() {
     );
     let gap = scores[1].1 - scores[0].1;
     assert!((gap - 300_000.0).abs() < 1.0, "one slot apart: {gap}");
-    // Every waiter is subscribed to its own channel.
-    let channels: Vec<String> = server.cmd(&["PUBSUB", "CHANNELS", "redisson_lock__channel:*"]);
-    for waiter in &queue {
-        assert!(
-            channels.contains(&format!("redisson_lock__channel:{{layout}}:{waiter}")),
-            "{channels:?}"
-        );
-    }
+    // Every waiter is subscribed to its own channel (a waiter subscribes
+    // once its attempt has queued it: on a loaded machine the SUBSCRIBE
+    // can come a while after the queue entry the loop above waited for).
+    let subscribed = |channels: &[String]| {
+        queue
+            .iter()
+            .all(|waiter| channels.contains(&format!("redisson_lock__channel:{{layout}}:{waiter}")))
+    };
+    eventually(Duration::from_secs(10), "each waiter subscribed", || {
+        subscribed(&server.cmd::<Vec<String>>(&["PUBSUB", "CHANNELS", "redisson_lock__channel:*"]))
+    })
+    .await;
     // Release: the head acquires and the second's deadline drops by one slot.
     guard.unlock().await.unwrap();
     let head = waiters.remove(0).await.unwrap();
