@@ -64,30 +64,13 @@ async fn shutdown_releases_and_leaves_everything() {
 async fn shutdown_waits_for_attempts_in_flight() {
     for protocol in PROTOCOLS {
         for waits in [false, true] {
-            let server = RedisServer::start();
-            let proxy = Proxy::start(server.port());
-            let client = connect(config(&proxy.url(), protocol)).await;
-            let lock = client.fair_lock("in-flight").unwrap();
-            // Scripts loaded, connections made.
-            lock.lock().await.unwrap().unlock().await.unwrap();
-            proxy.delay_command_replies(Duration::from_millis(500));
-            let attempt = tokio::spawn(async move {
-                if waits {
-                    lock.lock().await.map(Some)
-                } else {
-                    lock.try_lock().await
-                }
-            });
-            eventually(Duration::from_secs(5), "the attempt's grant", || {
-                support::is_held(&server, protocol, "in-flight")
-            })
-            .await;
-            client.shutdown().await;
+            let run = attempt_in_flight(protocol, waits, "in-flight", Duration::from_secs(3)).await;
+            run.client.shutdown().await;
             assert!(
-                !support::is_held(&server, protocol, "in-flight"),
+                !support::is_held(&run.server, protocol, "in-flight"),
                 "{protocol} waits={waits}: the grant of an attempt in flight outlived shutdown()"
             );
-            match attempt.await.unwrap() {
+            match run.attempt.await.unwrap() {
                 Err(fairlock::Error::Closed) => {}
                 other => panic!("{protocol} waits={waits}: {other:?}"),
             }
@@ -187,38 +170,65 @@ async fn forget_after_a_handoff_then_shutdown_keeps_the_full_lease() {
 async fn shutdown_racing_a_dropped_attempt_in_flight() {
     for protocol in PROTOCOLS {
         for waits in [false, true] {
-            let server = RedisServer::start();
-            let proxy = Proxy::start(server.port());
-            let client = std::sync::Arc::new(
-                connect(config(&proxy.url(), protocol).response_timeout(Duration::from_secs(5)))
-                    .await,
-            );
-            let lock = client.fair_lock("dropped").unwrap();
-            lock.lock().await.unwrap().unlock().await.unwrap();
-            proxy.delay_command_replies(Duration::from_millis(500));
-            let attempt = tokio::spawn(async move {
-                if waits {
-                    lock.lock().await.map(Some)
-                } else {
-                    lock.try_lock().await
-                }
-            });
-            eventually(Duration::from_secs(5), "the attempt's grant", || {
-                support::is_held(&server, protocol, "dropped")
-            })
-            .await;
+            let run = attempt_in_flight(protocol, waits, "dropped", Duration::from_secs(5)).await;
             let shutting = {
-                let client = std::sync::Arc::clone(&client);
+                let client = std::sync::Arc::clone(&run.client);
                 tokio::spawn(async move { client.shutdown().await })
             };
-            attempt.abort();
-            let _ = attempt.await;
+            run.attempt.abort();
+            let _ = run.attempt.await;
             shutting.await.unwrap();
             assert!(
-                !support::is_held(&server, protocol, "dropped"),
+                !support::is_held(&run.server, protocol, "dropped"),
                 "{protocol} waits={waits}: held after shutdown()"
             );
-            assert_eq!(support::queue_len(&server, protocol, "dropped"), 0);
+            assert_eq!(support::queue_len(&run.server, protocol, "dropped"), 0);
         }
     }
+}
+
+/// A client (response timeout `response_timeout`) behind a proxy whose
+/// command replies come 500 ms late, and an acquisition of `name` (a `lock`
+/// when `waits`, else a `try_lock`) whose grant is on the server while its
+/// reply is still on its way.
+async fn attempt_in_flight(
+    protocol: Protocol,
+    waits: bool,
+    name: &'static str,
+    response_timeout: Duration,
+) -> InFlight {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let client = std::sync::Arc::new(
+        connect(config(&proxy.url(), protocol).response_timeout(response_timeout)).await,
+    );
+    let lock = client.fair_lock(name).unwrap();
+    // Scripts loaded, connections made.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    proxy.delay_command_replies(Duration::from_millis(500));
+    let attempt = tokio::spawn(async move {
+        if waits {
+            lock.lock().await.map(Some)
+        } else {
+            lock.try_lock().await
+        }
+    });
+    eventually(Duration::from_secs(5), "the attempt's grant", || {
+        support::is_held(&server, protocol, name)
+    })
+    .await;
+    InFlight {
+        server,
+        _proxy: proxy,
+        client,
+        attempt,
+    }
+}
+
+struct InFlight {
+    server: RedisServer,
+    /// Kept as long as the run: a dropped proxy cuts the connections.
+    _proxy: Proxy,
+    client: std::sync::Arc<fairlock::LockClient>,
+    attempt: tokio::task::JoinHandle<fairlock::Result<Option<fairlock::LockGuard>>>,
 }
