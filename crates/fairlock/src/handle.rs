@@ -80,7 +80,9 @@ impl LockHandle {
     /// # Cancel safety
     /// Dropping the future takes the waiter out of the queue; if the lock was
     /// granted while the future was being dropped, it is released. Either
-    /// happens in the background, right away.
+    /// happens in the background, right away (dropped while an attempt's
+    /// script is in flight, its outcome unknown, both are done: a few calls,
+    /// which [`LockClient::shutdown`](crate::LockClient::shutdown) waits for).
     pub async fn lock(&self) -> Result<LockGuard> {
         self.acquire_granted(AcquireOptions::new()).await
     }
@@ -104,8 +106,9 @@ impl LockHandle {
     /// As [`lock`](Self::lock), without retries.
     ///
     /// # Cancel safety
-    /// If the lock was granted while the future was being dropped, it is
-    /// released in the background.
+    /// If the lock was granted while the future was being dropped (or the
+    /// attempt's script was still in flight), it is released in the
+    /// background.
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
         self.acquire(AcquireOptions::new().wait(Duration::ZERO))
             .await
