@@ -699,7 +699,10 @@ impl Revocations {
         // group of m revoking m holds. One without a reply is a group of
         // its own: its window is a bound of 2 s, not a time it was in
         // flight, and merged with the others it would let a group of m
-        // place its revocations anywhere in those 2 s.
+        // place its revocations anywhere in those 2 s. Those come last:
+        // the force-unlocks that replied are placed first, by their exact
+        // windows, and one without a reply takes a grant none of them
+        // explains.
         let lock = holds.first().map_or("", |h| h.lock.as_str());
         let mut groups: Vec<(u64, u64, usize)> = Vec::new();
         let mut open: Vec<(u64, u64, usize)> = Vec::new();
@@ -717,7 +720,6 @@ impl Revocations {
             }
         }
         groups.extend(open);
-        groups.sort_unstable();
         // Every grant (re-entries are not), told of a loss later or not, in
         // token order.
         let mut all_grants: Vec<&&Hold> = holds.iter().filter(|h| !h.reentry).collect();
@@ -3005,6 +3007,32 @@ pub(crate) mod tests {
             report.overlaps >= 1,
             "two grants taken away 1.5 s before the second force-unlock: {report:?}"
         );
+    }
+
+    /// The force-unlocks that replied are placed first, by their exact
+    /// windows; one without a reply (sent at 5, run any time in the 2 s
+    /// after) takes a grant none of them explains. Here the finished one
+    /// (in [1000, 1010]) took r away (s granted at 1005 while r held) and
+    /// the unfinished one took p away (q granted at 105 while p held).
+    /// Placed first, the unfinished one would take the latest grant taken
+    /// away in its 2 s, r, and leave p's overlap with q unexplained.
+    #[test]
+    fn force_unlocks_that_replied_are_placed_before_one_that_did_not() {
+        let events = vec![
+            hold("p", 10, 0, 10, 500),
+            hold("q", 105, 0, 105, 600),
+            hold("r", 1_000, 700, 1_000, 1_500),
+            hold("s", 1_005, 700, 1_005, 1_600),
+            Event::ForceUnlockSent {
+                lock: "l".into(),
+                from: 5,
+            },
+            force_unlock(1_000, 1_010),
+        ];
+        let control = native_unqueued(&events[..4]);
+        assert_eq!(control.overlaps, 2, "{control:?}");
+        let report = native_unqueued(&events);
+        assert_eq!(report.overlaps, 0, "{report:?}");
     }
 
     /// `served` (cad4b44) takes a grant that ended before the next grant
