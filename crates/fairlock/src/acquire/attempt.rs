@@ -74,19 +74,8 @@ impl Acquisition {
         let (tx, rx) = oneshot::channel();
         let acquisition = Arc::clone(self);
         self.shared.core().spawn_cleanup(async move {
-            let args = AcquireArgs {
-                owner: acquisition.owner.as_str(),
-                lease: acquisition.lease.duration(),
-                wait: acquisition.wait,
-                queue,
-                base: acquisition.base,
-                nonce: &acquisition.nonce,
-            };
-            let shared = &acquisition.shared;
-            let reply = shared.protocol().acquire(shared.conn(), &args).await;
-            shared.core().events().record(Event::Attempted {
-                lock: shared.name(),
-            });
+            let reply = acquisition.run_script(queue).await;
+            acquisition.record_attempt();
             // The caller is gone: undo what the attempt did.
             if let Err(reply) = tx.send(reply) {
                 acquisition.undo(&reply).await;
@@ -121,13 +110,20 @@ impl Acquisition {
             // Counted as the task of a shared owner's attempt counts it:
             // the script was sent (or about to be), load on Redis all the
             // same (`Statistics::attempts`).
-            let shared = &acquisition.shared;
-            shared.core().events().record(Event::Attempted {
-                lock: shared.name(),
-            });
+            acquisition.record_attempt();
             acquisition.undo_unknown_outcome();
         });
-        let shared = &self.shared;
+        let reply = self.run_script(queue).await;
+        // The reply is here: whatever it says is acted on by the caller.
+        in_flight.disarm();
+        self.record_attempt();
+        let changes = self.shared.conn().server_changes();
+        self.sent_changes.store(changes, Ordering::SeqCst);
+        reply
+    }
+
+    /// The attempt's script, for both ways of sending it.
+    async fn run_script(&self, queue: bool) -> Result<Acquire> {
         let args = AcquireArgs {
             owner: self.owner.as_str(),
             lease: self.lease.duration(),
@@ -136,15 +132,16 @@ impl Acquisition {
             base: self.base,
             nonce: &self.nonce,
         };
-        let reply = shared.protocol().acquire(shared.conn(), &args).await;
-        // The reply is here: whatever it says is acted on by the caller.
-        in_flight.disarm();
+        let shared = &self.shared;
+        shared.protocol().acquire(shared.conn(), &args).await
+    }
+
+    /// One attempt sent (`Statistics::attempts`).
+    fn record_attempt(&self) {
+        let shared = &self.shared;
         shared.core().events().record(Event::Attempted {
             lock: shared.name(),
         });
-        let changes = shared.conn().server_changes();
-        self.sent_changes.store(changes, Ordering::SeqCst);
-        reply
     }
 
     /// Undo an attempt whose caller went away before seeing `reply`.
