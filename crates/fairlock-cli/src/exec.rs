@@ -80,8 +80,20 @@ pub(crate) struct ExecArgs {
     wait: Option<Duration>,
 
     /// Use the non-fair lock (Redisson's getLock) instead of the fair one.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["read", "write"])]
     nonfair: bool,
+
+    /// Take the read side of the read-write lock NAME (Redisson's
+    /// getReadWriteLock(NAME).readLock(); redisson protocol): CMD runs
+    /// beside other readers, never beside a writer.
+    #[arg(long, conflicts_with = "write")]
+    read: bool,
+
+    /// Take the write side of the read-write lock NAME (Redisson's
+    /// getReadWriteLock(NAME).writeLock(); redisson protocol): CMD runs
+    /// alone.
+    #[arg(long)]
+    write: bool,
 
     /// When the lock is lost while CMD runs: `kill` stops CMD's process group
     /// (SIGTERM, then SIGKILL) and exits 71; `ignore` lets it run on.
@@ -235,6 +247,10 @@ async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
     // The fair lock has a queue in which to show our place.
     let (handle, fair): (LockHandle, Option<FairLock>) = if args.nonfair {
         (client.lock(&args.name)?.into(), None)
+    } else if args.read {
+        (client.read_write_lock(&args.name)?.read().clone(), None)
+    } else if args.write {
+        (client.read_write_lock(&args.name)?.write().clone(), None)
     } else {
         let fair = client.fair_lock(&args.name)?;
         (fair.clone().into(), Some(fair))

@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use fairlock::{LockInfo, Protocol};
+use fairlock::{HoldMode, LockInfo, Protocol};
 use serde_json::{Value, json};
 
 use crate::{Cli, Failure, LockSettings, duration, exit};
@@ -11,9 +11,11 @@ use crate::{Cli, Failure, LockSettings, duration, exit};
 pub(crate) struct InspectArgs {
     /// Lock name.
     name: String,
-    /// Print one JSON object: {"name","protocol","locked","holders":[{"owner","label","count"}],
+    /// Print one JSON object: {"name","protocol","locked","holders":[{"owner","label","count","mode"}],
     /// "lease_ms","token","queue":[{"position","owner","label","expires_in_ms"}],
-    /// "node","other_protocol"} (null where not applicable). "node" is the
+    /// "node","other_protocol"} (null where not applicable). "mode" is
+    /// "exclusive" (a lock), or "read" / "write" (a read-write lock's
+    /// reader or writer: shown under redisson when the name is one). "node" is the
     /// host:port serving the lock (on a Redis Cluster, the master of its slot). "other_protocol" is
     /// null, or {"protocol","locked","queue_length","flag"} when the other
     /// protocol's keys hold the name.
@@ -33,8 +35,16 @@ pub(crate) struct ForceUnlockArgs {
     yes: bool,
     /// The lock is a non-fair lock (Redisson's getLock): wake its waiters on
     /// its channel instead of the fair queue's head.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["read", "write"])]
     nonfair: bool,
+    /// The lock is a read-write lock (redisson protocol): release every
+    /// reader, if it is held for reading.
+    #[arg(long, conflicts_with = "write")]
+    read: bool,
+    /// The lock is a read-write lock (redisson protocol): release the
+    /// writer, if it is held for writing.
+    #[arg(long)]
+    write: bool,
     /// Lock settings, refused: this subcommand takes no lock.
     #[command(flatten)]
     pub(crate) misplaced: crate::MisplacedSettings,
@@ -46,7 +56,7 @@ pub(crate) fn to_json(info: &LockInfo, other: Option<&OtherProtocol>) -> Value {
         "name": info.name,
         "protocol": info.protocol.as_str(),
         "locked": info.is_locked(),
-        "holders": info.holders.iter().map(|h| json!({"owner": h.owner, "label": h.label, "count": h.count})).collect::<Vec<_>>(),
+        "holders": info.holders.iter().map(|h| json!({"owner": h.owner, "label": h.label, "count": h.count, "mode": mode(h.mode)})).collect::<Vec<_>>(),
         "lease_ms": info.remaining_lease.map(|d| d.as_millis() as u64),
         "token": info.token,
         "node": info.node,
@@ -76,8 +86,13 @@ fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
         out += &format!("  node     {node}\n");
     }
     for holder in &info.holders {
+        let role = match holder.mode {
+            HoldMode::Read => "reader",
+            HoldMode::Write => "writer",
+            _ => "holder",
+        };
         out += &format!(
-            "  holder   {}{}  (hold count {})\n",
+            "  {role:<8} {}{}  (hold count {})\n",
             holder.owner,
             on(&holder.label),
             holder.count
@@ -110,6 +125,15 @@ fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
         out += &format!("note: {}\n", other.describe(&info.name));
     }
     out
+}
+
+/// A holder's mode in JSON.
+fn mode(mode: HoldMode) -> &'static str {
+    match mode {
+        HoldMode::Read => "read",
+        HoldMode::Write => "write",
+        _ => "exclusive",
+    }
 }
 
 /// ` on LABEL` after an owner id whose client wrote a label (Java Redisson
@@ -226,7 +250,7 @@ async fn look_at_other_protocol(
 pub(crate) async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, Failure> {
     let url = cli.url();
     let client = cli.connect(&url, &LockSettings::default()).await?;
-    let info = client.fair_lock(&args.name)?.inspect().await?;
+    let info = inspect_any(&client, cli.protocol, &args.name).await?;
     let other = look_at_other_protocol(&url, cli.protocol, &args.name).await;
     if args.json {
         println!("{}", to_json(&info, other.as_ref()));
@@ -235,6 +259,25 @@ pub(crate) async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, Failure
     }
     client.shutdown().await;
     Ok(0)
+}
+
+/// The lock `name` as a lock, or, under redisson when its hash is a
+/// read-write lock's (which a lock's inspect refuses as not a lock), as a
+/// read-write lock.
+async fn inspect_any(
+    client: &fairlock::LockClient,
+    protocol: Protocol,
+    name: &str,
+) -> Result<LockInfo, fairlock::Error> {
+    match client.fair_lock(name)?.inspect().await {
+        Err(err @ fairlock::Error::NotALock { .. }) if protocol == Protocol::Redisson => {
+            match client.read_write_lock(name)?.inspect().await {
+                Ok(info) => Ok(info),
+                Err(_) => Err(err),
+            }
+        }
+        info => info,
+    }
 }
 
 pub(crate) async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8, Failure> {
@@ -253,7 +296,7 @@ async fn force_unlock_with(
 ) -> Result<u8, Failure> {
     let fair = client.fair_lock(&args.name)?;
     if !args.yes && std::io::stdin().is_terminal() {
-        let info = fair.inspect().await?;
+        let info = inspect_any(client, cli.protocol, &args.name).await?;
         if !info.is_locked() {
             println!("{} is not locked", args.name);
             hint_other_protocol(cli, url, &args.name).await;
@@ -280,6 +323,18 @@ async fn force_unlock_with(
     }
     let released = if args.nonfair {
         client.lock(&args.name)?.force_unlock().await?
+    } else if args.read {
+        client
+            .read_write_lock(&args.name)?
+            .read()
+            .force_unlock()
+            .await?
+    } else if args.write {
+        client
+            .read_write_lock(&args.name)?
+            .write()
+            .force_unlock()
+            .await?
     } else {
         fair.force_unlock().await?
     };

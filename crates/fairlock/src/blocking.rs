@@ -153,6 +153,20 @@ impl LockClient {
         })
     }
 
+    /// The read-write lock `name`; see [`crate::ReadWriteLock`] for its
+    /// rules. As everywhere in this API, the owner of each hold is the
+    /// calling thread (its write hold's owner `THREAD_OWNER:write`), as in
+    /// Redisson.
+    ///
+    /// # Errors
+    /// As [`crate::LockClient::read_write_lock`].
+    pub fn read_write_lock(&self, name: &str) -> Result<ReadWriteLock> {
+        Ok(ReadWriteLock {
+            read: self.handle(name, LockKind::Read)?,
+            write: self.handle(name, LockKind::Write)?,
+        })
+    }
+
     /// What this client has done since it connected; see
     /// [`LockClient::statistics`](crate::LockClient::statistics).
     pub fn statistics(&self) -> crate::Statistics {
@@ -237,6 +251,39 @@ impl LockClient {
 pub struct LockHandle {
     handle: crate::LockHandle,
     client: LockClient,
+}
+
+/// A blocking read-write lock (see [`crate::ReadWriteLock`]): a read side
+/// and a write side, each a [`LockHandle`].
+#[derive(Clone, Debug)]
+pub struct ReadWriteLock {
+    read: LockHandle,
+    write: LockHandle,
+}
+
+impl ReadWriteLock {
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        self.read.name()
+    }
+
+    /// The read side: shared with other readers.
+    pub fn read(&self) -> &LockHandle {
+        &self.read
+    }
+
+    /// The write side: nobody else holds the lock while it is held.
+    pub fn write(&self) -> &LockHandle {
+        &self.write
+    }
+
+    /// Both sides at one instant.
+    ///
+    /// # Errors
+    /// As [`crate::ReadWriteLock::inspect`].
+    pub fn inspect(&self) -> Result<LockInfo> {
+        self.read.inspect()
+    }
 }
 
 /// A blocking fair (FIFO) lock; its methods are on [`LockHandle`].

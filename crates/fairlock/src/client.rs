@@ -11,6 +11,7 @@ use crate::hold::LockShared;
 use crate::name;
 use crate::owner::Owner;
 use crate::protocol::Release;
+use crate::read_write::ReadWriteLock;
 use crate::stats::{Statistics, Status};
 
 /// A connection to Redis for taking distributed locks.
@@ -94,7 +95,24 @@ impl LockClient {
         if self.core.dialect().protocol() == crate::Protocol::Redisson {
             name::validate_redisson(name)?;
         }
-        Ok(LockHandle::new(&self.core, name, kind))
+        LockHandle::new(&self.core, name, kind)
+    }
+
+    /// The read-write lock `name`: many readers at once, or one writer.
+    /// Under the `redisson` protocol it is Redisson's `RReadWriteLock`
+    /// (`redisson.getReadWriteLock(name)`), byte for byte, so Java services
+    /// share it; see [`ReadWriteLock`] for its rules.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName), as for
+    /// [`fair_lock`](Self::fair_lock);
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) under the
+    /// `native` protocol, whose read-write lock is not built yet.
+    pub fn read_write_lock(&self, name: &str) -> Result<ReadWriteLock> {
+        Ok(ReadWriteLock::new(
+            self.handle(name, LockKind::Read)?,
+            self.handle(name, LockKind::Write)?,
+        ))
     }
 
     /// A new owner id, unique within this client (`CLIENT_UUID:N`).

@@ -60,6 +60,19 @@ pub enum Error {
         owner: String,
     },
 
+    /// The owner asked for a read-write lock's write side while it holds
+    /// the read side (an upgrade): it would wait for itself forever.
+    /// Release the read holds first. Nothing was changed.
+    #[error(
+        "lock {name:?}: {owner} holds the read lock and asked for the write lock, which would wait for itself forever (release the read lock first)"
+    )]
+    WouldDeadlock {
+        /// The lock name.
+        name: String,
+        /// The owner (its write id, `CLIENT_UUID:N:write`).
+        owner: String,
+    },
+
     /// A key of the lock holds a value of another Redis type (Redis answered
     /// `WRONGTYPE`). Nothing was changed.
     #[error("key {key:?} of lock {name:?} holds a value of the wrong Redis type")]

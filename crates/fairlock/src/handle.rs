@@ -23,6 +23,12 @@ pub enum LockKind {
     Fair,
     /// The non-fair lock: [`Lock`], Redisson's `RLock`.
     NonFair,
+    /// The read side of a read-write lock ([`ReadWriteLock::read`](crate::ReadWriteLock::read)),
+    /// Redisson's `RReadWriteLock.readLock()`: shared with other readers.
+    Read,
+    /// The write side of a read-write lock ([`ReadWriteLock::write`](crate::ReadWriteLock::write)),
+    /// Redisson's `RReadWriteLock.writeLock()`: alone.
+    Write,
 }
 
 /// A handle on one named lock, fair or not: every acquire and query both
@@ -48,11 +54,14 @@ impl std::fmt::Debug for LockHandle {
 
 impl LockHandle {
     /// A handle on `name` (already validated).
-    pub(crate) fn new(core: &Arc<ClientCore>, name: &str, kind: LockKind) -> Self {
-        let lock = core.dialect().lock(name, kind == LockKind::Fair);
-        Self {
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a kind the client's protocol lacks.
+    pub(crate) fn new(core: &Arc<ClientCore>, name: &str, kind: LockKind) -> Result<Self> {
+        let lock = core.dialect().lock(name, kind)?;
+        Ok(Self {
             shared: LockShared::new(Arc::clone(core), Arc::new(lock)),
-        }
+        })
     }
 
     /// The lock name.
@@ -60,13 +69,15 @@ impl LockHandle {
         self.shared.name()
     }
 
-    /// Fair or not.
+    /// Fair or not, or which side of a read-write lock.
     pub fn kind(&self) -> LockKind {
-        if self.shared.protocol().fair() {
-            LockKind::Fair
-        } else {
-            LockKind::NonFair
-        }
+        self.shared.protocol().kind()
+    }
+
+    /// The id under which `owner`'s holds of this lock are stored: a
+    /// read-write lock's writer is `OWNER:write` (see [`ReadWriteLock`](crate::ReadWriteLock)).
+    fn hold_owner(&self, owner: &Owner) -> Owner {
+        self.shared.protocol().hold_owner(owner.clone())
     }
 
     /// Wait until the lock is granted; hold it with the watchdog lease.
@@ -203,12 +214,15 @@ impl LockHandle {
     /// Dropping the future does not stop the release: it is sent again from
     /// the background under the same request id (which makes it count once).
     pub async fn unlock_as(&self, owner: &Owner) -> Result<()> {
+        let owner = &self.hold_owner(owner);
         let lease = self.shared.core().config().lease;
         let reply = self.shared.release_once(owner, lease, None).await?;
         self.shared.check_release(owner, "unlock_as", reply)
     }
 
-    /// `true` when somebody holds the lock.
+    /// `true` when somebody holds the lock (the side of a read-write lock:
+    /// the write side while a writer holds it, the read side while readers
+    /// do or the writer also reads, as Redisson's `isLocked`).
     ///
     /// # Errors
     /// [`Error::Connection`].
@@ -243,7 +257,7 @@ impl LockHandle {
     pub async fn hold_count(&self, owner: &Owner) -> Result<u32> {
         self.shared
             .protocol()
-            .hold_count(self.shared.conn(), owner.as_str())
+            .hold_count(self.shared.conn(), self.hold_owner(owner).as_str())
             .await
     }
 

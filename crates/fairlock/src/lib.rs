@@ -212,6 +212,7 @@ mod meters;
 mod name;
 mod owner;
 mod protocol;
+mod read_write;
 mod retry;
 mod settings;
 mod stats;
@@ -229,7 +230,8 @@ pub use label::MAX_LABEL_LEN;
 pub use meters::LockLabel;
 pub use name::MAX_NAME_LEN;
 pub use owner::Owner;
-pub use protocol::{Holder, LockInfo, Protocol, QueuedWaiter};
+pub use protocol::{HoldMode, Holder, LockInfo, Protocol, QueuedWaiter};
+pub use read_write::ReadWriteLock;
 pub use stats::{HeldLock, Statistics, Status};
 
 /// The README's examples, compiled as doctests.

@@ -137,7 +137,11 @@ impl Plan {
             budget,
             wait,
             started,
-            owner: options.owner,
+            // As the lock stores it (a read-write lock's writer is
+            // `OWNER:write`): turns, holds and scripts all use that id.
+            owner: options
+                .owner
+                .map(|owner| shared.protocol().hold_owner(owner)),
             reenter_only: options.reenter_only,
         })
     }
@@ -149,7 +153,8 @@ impl Plan {
     /// count meanwhile). `None` when the wait budget ran out first.
     async fn owner(&mut self, shared: &LockShared) -> Result<Option<Known>> {
         let Some(owner) = self.owner.take() else {
-            return Ok(Some((shared.core().new_owner(), 0, None)));
+            let owner = shared.protocol().hold_owner(shared.core().new_owner());
+            return Ok(Some((owner, 0, None)));
         };
         let lock_key = shared.protocol().lock_key();
         let known = async {

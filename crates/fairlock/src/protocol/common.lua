@@ -47,7 +47,8 @@ local function write_label(key, owner, label, ms)
   if not key or not label or label == '' then
     return
   end
-  local client = string.match(owner, '^(.*):[^:]*$')
+  -- A read-write lock's writer 'CLIENT:THREAD:write' is CLIENT's too.
+  local client = string.match((string.gsub(owner, ':write$', '')), '^(.*):[^:]*$')
   if not client then
     return
   end

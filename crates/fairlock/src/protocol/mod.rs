@@ -49,9 +49,11 @@ mod model_tests;
 use std::time::Duration;
 
 use crate::error::Result;
+use crate::handle::LockKind;
 use crate::transport::{Connection, Script};
 use native::NativeLock;
 use redisson::RedissonLock;
+use redisson::read_write::{RedissonRwLock, RwMode};
 
 /// The wire protocol a client speaks.
 ///
@@ -170,14 +172,33 @@ impl Dialect {
         self.settings.protocol
     }
 
-    /// The lock `name` (already validated), fair or not.
-    pub(crate) fn lock(&self, name: &str, fair: bool) -> ProtocolLock {
-        match self.settings.protocol {
-            Protocol::Redisson => {
-                ProtocolLock::Redisson(RedissonLock::new(name, fair, &self.settings))
+    /// The lock `name` (already validated) of `kind`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for a
+    /// read-write lock under `native`, which does not have one yet.
+    pub(crate) fn lock(&self, name: &str, kind: LockKind) -> Result<ProtocolLock> {
+        let settings = &self.settings;
+        Ok(match (settings.protocol, kind) {
+            (Protocol::Redisson, LockKind::Fair | LockKind::NonFair) => {
+                ProtocolLock::Redisson(RedissonLock::new(name, kind == LockKind::Fair, settings))
             }
-            Protocol::Native => ProtocolLock::Native(NativeLock::new(name, fair, &self.settings)),
-        }
+            (Protocol::Native, LockKind::Fair | LockKind::NonFair) => {
+                ProtocolLock::Native(NativeLock::new(name, kind == LockKind::Fair, settings))
+            }
+            (Protocol::Redisson, LockKind::Read) => {
+                ProtocolLock::RedissonRw(RedissonRwLock::new(name, RwMode::Read, settings))
+            }
+            (Protocol::Redisson, LockKind::Write) => {
+                ProtocolLock::RedissonRw(RedissonRwLock::new(name, RwMode::Write, settings))
+            }
+            (Protocol::Native, LockKind::Read | LockKind::Write) => {
+                return Err(crate::Error::InvalidConfig(format!(
+                    "lock {name:?}: the read-write lock is available under the redisson protocol \
+                     only so far (the native protocol's fair read-write lock is not built yet)"
+                )));
+            }
+        })
     }
 
     /// Renew (with `Some(lease)`) or only check (`None`) a batch of holds.
@@ -292,6 +313,8 @@ pub(crate) struct Grant {
 pub(crate) enum ProtocolLock {
     Redisson(RedissonLock),
     Native(NativeLock),
+    /// One side of a Redisson read-write lock.
+    RedissonRw(RedissonRwLock),
 }
 
 /// Forward a call to the protocol's lock object.
@@ -300,6 +323,7 @@ macro_rules! dispatch {
         match $self {
             ProtocolLock::Redisson($lock) => $call,
             ProtocolLock::Native($lock) => $call,
+            ProtocolLock::RedissonRw($lock) => $call,
         }
     };
 }
@@ -311,6 +335,26 @@ impl ProtocolLock {
 
     pub(crate) fn fair(&self) -> bool {
         dispatch!(self, lock => lock.fair)
+    }
+
+    /// The kind of lock this is.
+    pub(crate) fn kind(&self) -> LockKind {
+        match self {
+            ProtocolLock::RedissonRw(lock) if lock.mode == RwMode::Read => LockKind::Read,
+            ProtocolLock::RedissonRw(_) => LockKind::Write,
+            _ if self.fair() => LockKind::Fair,
+            _ => LockKind::NonFair,
+        }
+    }
+
+    /// The owner id under which `owner`'s holds of this lock are stored
+    /// (a read-write lock's writer is `OWNER:write`, as in Redisson's
+    /// hash); every other lock stores the owner as it is.
+    pub(crate) fn hold_owner(&self, owner: crate::owner::Owner) -> crate::owner::Owner {
+        match self {
+            ProtocolLock::RedissonRw(lock) => lock.hold_owner(owner),
+            _ => owner,
+        }
     }
 
     /// Whether the lock records the secret of its holder's latest
@@ -347,11 +391,13 @@ impl ProtocolLock {
                 field: "owner".to_owned(),
                 value: Some(owner.to_owned()),
             },
-            (ProtocolLock::Redisson(_), _) => crate::transport::HoldProof {
-                key,
-                field: owner.to_owned(),
-                value: None,
-            },
+            (ProtocolLock::Redisson(_) | ProtocolLock::RedissonRw(_), _) => {
+                crate::transport::HoldProof {
+                    key,
+                    field: owner.to_owned(),
+                    value: None,
+                }
+            }
         }
     }
 
@@ -438,8 +484,12 @@ impl ProtocolLock {
         Ok(info)
     }
 
-    /// `true` when somebody holds the lock.
+    /// `true` when somebody holds the lock (a read-write lock's side:
+    /// when the lock is held in that side's mode).
     pub(crate) async fn is_locked(&self, conn: &Connection) -> Result<bool> {
+        if let ProtocolLock::RedissonRw(lock) = self {
+            return lock.is_locked(conn).await;
+        }
         let n: i64 = conn
             .command(self.name(), "EXISTS", self.lock_key(), &[])
             .await?;
@@ -641,9 +691,11 @@ impl Labels {
         )
     }
 
-    /// The label of `owner`'s client (`CLIENT_UUID:N` -> `CLIENT_UUID`),
-    /// if it wrote one.
+    /// The label of `owner`'s client (`CLIENT_UUID:N` -> `CLIENT_UUID`;
+    /// a read-write lock's writer `CLIENT_UUID:N:write` too), if it wrote
+    /// one.
     pub(crate) fn of(&self, owner: &str) -> Option<String> {
+        let owner = owner.strip_suffix(":write").unwrap_or(owner);
         let (client, _) = owner.rsplit_once(':')?;
         self.0.get(client).cloned()
     }
@@ -657,12 +709,30 @@ pub struct Holder {
     pub owner: String,
     /// Its hold count (re-entries + 1).
     pub count: u32,
+    /// How it holds the lock: alone (a lock, or a read-write lock's
+    /// writer) or beside other readers.
+    pub mode: HoldMode,
     /// The label of the owner's client
     /// ([`ClientConfig::label`](crate::ClientConfig::label); `HOST:PID`
     /// by default), when the client wrote one: `None` for a Java Redisson
     /// client, or once the labels key expired or was emptied (it is written
     /// again at the client's next renewal).
     pub label: Option<String>,
+}
+
+/// How a [`Holder`] holds its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HoldMode {
+    /// The holder of a lock ([`FairLock`](crate::FairLock),
+    /// [`Lock`](crate::Lock)): nobody else holds it.
+    Exclusive,
+    /// A reader of a [`ReadWriteLock`](crate::ReadWriteLock): other readers
+    /// may hold it too, never a writer other than itself.
+    Read,
+    /// The writer of a [`ReadWriteLock`](crate::ReadWriteLock): nobody else
+    /// holds it (its owner may also read: a downgrade).
+    Write,
 }
 
 /// A queued waiter, in a [`LockInfo`].

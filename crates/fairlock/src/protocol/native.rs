@@ -258,6 +258,7 @@ impl NativeLock {
                 count: count
                     .parse()
                     .map_err(|_| unexpected("native inspect", &fields))?,
+                mode: super::HoldMode::Exclusive,
             }],
             _ => Vec::new(),
         };

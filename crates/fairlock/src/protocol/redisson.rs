@@ -5,6 +5,8 @@
 //! are Redisson's (see `docs/redisson-protocol.md`). Return values are fairlock's
 //! own, so that "released" and "was not held" are told apart.
 
+pub(crate) mod read_write;
+
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -319,6 +321,7 @@ impl RedissonLock {
                     label: labels.of(owner),
                     owner: owner.clone(),
                     count,
+                    mode: super::HoldMode::Exclusive,
                 });
             }
         }

@@ -6,7 +6,11 @@
 -- of KEYS[i], ARGV[2i + 2] unused (the native protocol's token);
 -- N = (#ARGV - 2) / 2
 -- Returns one integer per lock: 1 held (renewed); lost: 0 the key is gone,
--- 2 another owner holds it (or the key holds another type).
+-- 2 another owner holds it (or the key holds another type, or, for a read
+-- hold of a read-write lock, one of its timeout keys expired).
+-- A read-write lock's writer is the owner 'CLIENT:THREAD:write' (its field);
+-- a reader is 'CLIENT:THREAD', told from a plain lock's owner by the hash's
+-- 'mode' field (see rw_prelude.lua).
 local lease, label = ARGV[1], ARGV[2]
 local renewed = {}
 local n = (#ARGV - 2) / 2
@@ -16,6 +20,29 @@ for i = 1, n do
   -- Only a hash with this owner's own field is renewed (owner ids are
   -- random per client): data that is not its lock is "not ours" (2).
   local held = redis.pcall('hexists', key, owner)
+  if held == 1 and string.sub(owner, -6) ~= ':write' and redis.call('hexists', key, 'mode') == 1 then
+    -- A read hold of a read-write lock: its leases are its timeout keys
+    -- ('{NAME}:OWNER:rwlock_timeout:1..count'), extended with the hash. A
+    -- key that expired means that hold's lease ran out: any release of
+    -- another reader may now delete the lock, so the hold is lost.
+    local count = counter(redis.call('hget', key, owner)) or 0
+    local prefix = key
+    if not string.find(key, '{', 1, true) then
+      prefix = '{' .. key .. '}'
+    end
+    local timeouts = {}
+    for n = 1, count do
+      timeouts[n] = prefix .. ':' .. owner .. ':rwlock_timeout:' .. n
+      if redis.call('exists', timeouts[n]) == 0 then
+        held = 0
+      end
+    end
+    if held == 1 and lease ~= '' then
+      for _, timeout in ipairs(timeouts) do
+        redis.call('pexpire', timeout, lease, 'gt')
+      end
+    end
+  end
   if held == 1 then
     if lease ~= '' then
       -- GT: a renewal never shortens what a longer hold of the same owner

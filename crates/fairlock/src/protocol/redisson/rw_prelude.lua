@@ -1,0 +1,82 @@
+-- fairlock prelude of the redisson read-write lock scripts (Redisson's
+-- RReadWriteLock), prepended after common.lua.
+--
+-- The lock is one hash under the name itself: field 'mode' ('read' or
+-- 'write'), one field per reading owner ('CLIENT:THREAD' -> its read hold
+-- count) and one per writing owner ('CLIENT:THREAD:write' -> its write hold
+-- count; only one writer at a time, and only the writer may read beside
+-- it). Each read hold N of an owner has its own string key
+-- '{NAME}:OWNER:rwlock_timeout:N' with that hold's lease, so that a reader
+-- that crashed stops counting once its keys expired.
+
+-- The prefix of every timeout key of lock `key`: '{NAME}', or the name as it
+-- is when it already holds a '{' (its own hash tag then decides the slot).
+local function timeout_prefix(key)
+  if string.find(key, '{', 1, true) then
+    return key
+  end
+  return '{' .. key .. '}'
+end
+
+-- The timeout key of read hold `n` of `owner`.
+local function timeout_key(prefix, owner, n)
+  return prefix .. ':' .. owner .. ':rwlock_timeout:' .. n
+end
+
+-- A write field ('OWNER:write')?
+local function is_writer(field)
+  return string.sub(field, -6) == ':write'
+end
+
+-- The lock's state from one HGETALL (a read: a key of another type fails
+-- here, before anything is written): {mode = 'read'|'write'|nil, counts =
+-- field -> count, holders = number of owner fields}. Anything that is not
+-- a read-write lock as Redisson writes it (a plain lock's hash, application
+-- data, counts that are not positive integers, a lock without a TTL) is
+-- refused as the second value (NOTALOCK), before any write.
+local function rw_state(key)
+  local fields = redis.call('hgetall', key)
+  local state = {counts = {}, holders = 0}
+  if #fields == 0 then
+    return state
+  end
+  for i = 1, #fields, 2 do
+    local field, value = fields[i], fields[i + 1]
+    if field == 'mode' then
+      if value ~= 'read' and value ~= 'write' then
+        return nil, not_a_lock(1, "a read-write lock's mode is read or write")
+      end
+      state.mode = value
+    else
+      local count = counter(value)
+      if not count or count < 1 or not (string.find(field, ':%d+$') or string.find(field, ':%d+:write$')) then
+        return nil, not_a_lock(1, 'a Redisson read-write lock hash has a mode and fields OWNER:THREAD'
+          .. ' or OWNER:THREAD:write with positive integer counts')
+      end
+      state.counts[field] = count
+      state.holders = state.holders + 1
+    end
+  end
+  if not state.mode then
+    return nil, not_a_lock(1, 'a Redisson read-write lock hash has a mode field')
+  end
+  if redis.call('pttl', key) == -1 then
+    return nil, not_a_lock(1, 'a Redisson read-write lock always has a TTL')
+  end
+  return state
+end
+
+-- Make `key` live at least `ms` longer than now (never shortens its TTL).
+local function extend(key, ms)
+  if redis.call('pttl', key) < tonumber(ms) then
+    redis.call('pexpire', key, ms)
+  end
+end
+
+-- The reply of an acquisition that holds `count` holds now.
+local function granted(count)
+  if count == 1 then
+    return {1, 1}
+  end
+  return {2, count}
+end

@@ -1,0 +1,830 @@
+//! The read-write lock (`LockClient::read_write_lock`) under the redisson
+//! protocol: Redisson's `RReadWriteLock` byte for byte (the keys, fields,
+//! timeout keys and messages of docs/redisson-protocol.md), its rules
+//! (readers share, a writer is alone, re-entry, downgrade, no upgrade),
+//! what a Java client sharing it sees (a stand-in that runs Redisson's
+//! steps), bad data, the watchdog, force-unlock and inspect. The native
+//! protocol has no read-write lock yet: it says so.
+
+use std::time::Duration;
+
+use fairlock::{AcquireOptions, Error, HoldMode, LockClient, LockKind, Protocol};
+use fairlock_test_support as support;
+use support::{RedisServer, eventually};
+
+async fn redisson(server: &RedisServer) -> LockClient {
+    support::client(server, Protocol::Redisson).await
+}
+
+/// The timeout key of read hold `n` of `owner` on lock `name` (no braces).
+fn timeout_key(name: &str, owner: &str, n: u32) -> String {
+    format!("{{{name}}}:{owner}:rwlock_timeout:{n}")
+}
+
+/// The lock hash as a sorted list of (field, value).
+fn hash(server: &RedisServer, name: &str) -> Vec<(String, String)> {
+    let flat: Vec<String> = server.cmd(&["HGETALL", name]);
+    let mut pairs: Vec<(String, String)> = flat
+        .chunks(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = expected
+        .iter()
+        .map(|(f, v)| ((*f).to_owned(), (*v).to_owned()))
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+/// Every key on the server but fairlock's own labels and the unlock
+/// result caches (which live their TTL, as Redisson's until its DEL).
+fn lock_keys(server: &RedisServer) -> Vec<String> {
+    let mut keys: Vec<String> = server.cmd(&["KEYS", "*"]);
+    keys.retain(|k| !k.starts_with("fairlock:labels:") && !k.starts_with("redisson_unlock_latch:"));
+    keys.sort();
+    keys
+}
+
+/// A raw subscriber of `channel` (a plain connection in subscribe mode).
+struct Listener {
+    conn: redis::Connection,
+    channel: String,
+}
+
+/// Published after the messages a test expects: they all came before it.
+const END: &str = "fairlock-test-end";
+
+impl Listener {
+    fn new(server: &RedisServer, channel: &str) -> Self {
+        let mut conn = server.conn();
+        redis::cmd("SUBSCRIBE")
+            .arg(channel)
+            .exec(&mut conn)
+            .expect("subscribe");
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Self {
+            conn,
+            channel: channel.to_owned(),
+        }
+    }
+
+    /// The payloads published since the last call: a marker is published
+    /// after them, and everything up to it is read.
+    fn drain(&mut self, server: &RedisServer) -> Vec<String> {
+        let _: i64 = server.cmd(&["PUBLISH", &self.channel, END]);
+        let mut got = Vec::new();
+        loop {
+            let Ok(redis::Value::Array(items)) = self.conn.recv_response() else {
+                panic!("the marker never came back on {}", self.channel);
+            };
+            if let [_, _, redis::Value::BulkString(payload)] = items.as_slice() {
+                let payload = String::from_utf8_lossy(payload).into_owned();
+                if payload == END {
+                    return got;
+                }
+                got.push(payload);
+            }
+        }
+    }
+}
+
+/// Redisson's test vectors (docs/redisson-protocol.md, "Read-write lock"):
+/// two readers, their timeout keys, the releases and their one message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_holds_are_written_as_redisson_writes_them() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("rw").unwrap();
+    let mut listener = Listener::new(&server, "redisson_rwlock:{rw}");
+    let (one, two) = (client.new_owner(), client.new_owner());
+    let (o1, o2) = (one.as_str(), two.as_str());
+
+    let first = rw
+        .read()
+        .acquire(AcquireOptions::new().owner(one.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(hash(&server, "rw"), pairs(&[("mode", "read"), (o1, "1")]));
+    assert_eq!(
+        server.cmd::<String>(&["GET", &timeout_key("rw", o1, 1)]),
+        "1"
+    );
+    for key in ["rw".to_owned(), timeout_key("rw", o1, 1)] {
+        let pttl: i64 = server.cmd(&["PTTL", &key]);
+        assert!((20_000..=30_000).contains(&pttl), "{key}: {pttl}");
+    }
+    let second = rw
+        .read()
+        .acquire(AcquireOptions::new().owner(two.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        hash(&server, "rw"),
+        pairs(&[("mode", "read"), (o1, "1"), (o2, "1")])
+    );
+    assert_eq!(lock_keys(&server), {
+        let mut keys = vec![
+            "rw".to_owned(),
+            timeout_key("rw", o1, 1),
+            timeout_key("rw", o2, 1),
+        ];
+        keys.sort();
+        keys
+    });
+
+    first.unlock().await.unwrap();
+    assert_eq!(hash(&server, "rw"), pairs(&[("mode", "read"), (o2, "1")]));
+    assert_eq!(
+        lock_keys(&server),
+        vec!["rw".to_owned(), timeout_key("rw", o2, 1)]
+    );
+    assert!(
+        listener.drain(&server).is_empty(),
+        "nothing is published while a reader is left"
+    );
+
+    second.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+    assert_eq!(listener.drain(&server), vec!["0".to_owned()]);
+}
+
+/// The writer's field is `OWNER:write`; its release publishes `1`; a writer
+/// that also reads leaves the lock in read mode (a downgrade, nothing
+/// published), as Redisson does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_holds_and_the_downgrade_are_written_as_redisson_writes_them() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("rw").unwrap();
+    let mut listener = Listener::new(&server, "redisson_rwlock:{rw}");
+    let owner = client.new_owner();
+    let o = owner.as_str();
+    let writer = format!("{o}:write");
+
+    let write = rw
+        .write()
+        .acquire(AcquireOptions::new().owner(owner.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        write.owner().as_str(),
+        writer,
+        "the write guard's owner is the field"
+    );
+    assert_eq!(
+        hash(&server, "rw"),
+        pairs(&[("mode", "write"), (&writer, "1")])
+    );
+    let pttl: i64 = server.cmd(&["PTTL", "rw"]);
+    assert!((20_000..=30_000).contains(&pttl), "{pttl}");
+    assert_eq!(lock_keys(&server), vec!["rw".to_owned()]);
+
+    // The writer reads too: by its owner, or by the write guard's owner.
+    let read = rw
+        .read()
+        .acquire(AcquireOptions::new().owner(write.owner().clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.owner().as_str(), o);
+    assert_eq!(
+        hash(&server, "rw"),
+        pairs(&[("mode", "write"), (&writer, "1"), (o, "1")])
+    );
+    write.unlock().await.unwrap();
+    assert_eq!(hash(&server, "rw"), pairs(&[("mode", "read"), (o, "1")]));
+    assert!(
+        listener.drain(&server).is_empty(),
+        "a downgrade publishes nothing"
+    );
+
+    read.unlock().await.unwrap();
+    assert_eq!(listener.drain(&server), vec!["0".to_owned()]);
+
+    let write = rw.write().lock().await.unwrap();
+    write.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty());
+    assert_eq!(listener.drain(&server), vec!["1".to_owned()]);
+}
+
+/// Readers share; a writer waits for every reader and is woken by the last
+/// release; readers wait for the writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_and_a_writer_is_alone() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("shared").unwrap();
+
+    let first = rw.read().lock().await.unwrap();
+    let second = rw.read().try_lock().await.unwrap().expect("readers share");
+    assert!(
+        rw.write().try_lock().await.unwrap().is_none(),
+        "readers keep the writer out"
+    );
+    assert!(rw.read().is_locked().await.unwrap());
+    assert!(!rw.write().is_locked().await.unwrap());
+
+    let writer = {
+        let rw = rw.clone();
+        tokio::spawn(async move { rw.write().lock().await })
+    };
+    first.unlock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!writer.is_finished(), "one reader is still in");
+    second.unlock().await.unwrap();
+    // Woken by the release's message, long before its 10 s poll.
+    let write = tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("the writer is woken by the last reader's release")
+        .unwrap()
+        .unwrap();
+    assert!(rw.write().is_locked().await.unwrap());
+    assert!(!rw.read().is_locked().await.unwrap());
+    assert!(
+        rw.read().try_lock().await.unwrap().is_none(),
+        "the writer keeps readers out"
+    );
+    assert!(
+        rw.write().try_lock().await.unwrap().is_none(),
+        "and other writers"
+    );
+
+    let reader = {
+        let rw = rw.clone();
+        tokio::spawn(async move { rw.read().lock().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    write.unlock().await.unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the reader is woken by the writer's release")
+        .unwrap()
+        .unwrap();
+    read.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty());
+}
+
+/// Each side re-enters per owner: a read hold per re-entry (with its own
+/// timeout key, released last in first out), a write count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_side_reenters() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("again").unwrap();
+
+    let read = rw.read().lock().await.unwrap();
+    let o = read.owner().as_str().to_owned();
+    let again = read.reenter().await.unwrap().unwrap();
+    assert_eq!(rw.read().hold_count(read.owner()).await.unwrap(), 2);
+    assert_eq!(
+        hash(&server, "again"),
+        pairs(&[("mode", "read"), (&o, "2")])
+    );
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", &timeout_key("again", &o, 2)]),
+        1
+    );
+    again.unlock().await.unwrap();
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", &timeout_key("again", &o, 2)]),
+        0
+    );
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", &timeout_key("again", &o, 1)]),
+        1
+    );
+    read.unlock().await.unwrap();
+
+    let write = rw.write().lock().await.unwrap();
+    let again = write.reenter().await.unwrap().unwrap();
+    assert_eq!(rw.write().hold_count(write.owner()).await.unwrap(), 2);
+    again.unlock().await.unwrap();
+    assert!(rw.write().is_held_by(write.owner()).await.unwrap());
+    write.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty());
+}
+
+/// An owner that reads and asks for the write side would wait for itself
+/// forever: refused at once, nothing changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_is_refused_at_once() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("up").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let before = hash(&server, "up");
+
+    let err = rw
+        .write()
+        .acquire(AcquireOptions::new().owner(read.owner().clone()))
+        .await
+        .expect_err("an upgrade deadlocks");
+    assert!(matches!(err, Error::WouldDeadlock { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("release the read lock first"),
+        "{err}"
+    );
+    assert_eq!(hash(&server, "up"), before);
+    assert!(read.is_held());
+    read.unlock().await.unwrap();
+}
+
+/// The steps a Java Redisson client runs (docs/redisson-protocol.md,
+/// "Read-write lock"), written for this test as a stand-in: read and write
+/// acquire (nil = acquired, else the PTTL) and release.
+mod java {
+    use super::*;
+
+    const READ_ACQUIRE: &str = r"
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':1', 1)
+  redis.call('pexpire', KEYS[2] .. ':1', ARGV[1])
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  local key = KEYS[2] .. ':' .. n
+  redis.call('set', key, 1)
+  redis.call('pexpire', key, ARGV[1])
+  local left = redis.call('pttl', KEYS[1])
+  redis.call('pexpire', KEYS[1], math.max(left, ARGV[1]))
+  return nil
+end
+return redis.call('pttl', KEYS[1])";
+
+    const WRITE_ACQUIRE: &str = r"
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('hset', KEYS[1], 'mode', 'write')
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + ARGV[1])
+  return nil
+end
+return redis.call('pttl', KEYS[1])";
+
+    const READ_RELEASE: &str = r"
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('publish', KEYS[2], ARGV[1])
+  return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  return nil
+end
+local c = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+if c == 0 then
+  redis.call('hdel', KEYS[1], ARGV[2])
+end
+redis.call('del', KEYS[3] .. ':' .. (c + 1))
+if redis.call('hlen', KEYS[1]) > 1 then
+  local longest = -3
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    local n = tonumber(redis.call('hget', KEYS[1], field))
+    if type(n) == 'number' then
+      for i = n, 1, -1 do
+        longest = math.max(longest, redis.call('pttl', KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. i))
+      end
+    end
+  end
+  if longest > 0 then
+    redis.call('pexpire', KEYS[1], longest)
+    return 0
+  end
+  if mode == 'write' then
+    return 0
+  end
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+return 1";
+
+    const WRITE_RELEASE: &str = r"
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  redis.call('publish', KEYS[2], ARGV[1])
+  return 1
+end
+if mode == 'write' then
+  if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+  end
+  local c = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+  if c > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+  end
+  redis.call('hdel', KEYS[1], ARGV[3])
+  if redis.call('hlen', KEYS[1]) == 1 then
+    redis.call('del', KEYS[1])
+    redis.call('publish', KEYS[2], ARGV[1])
+  else
+    redis.call('hset', KEYS[1], 'mode', 'read')
+  end
+  return 1
+end
+return nil";
+
+    /// A Java thread: owner `JAVA_CLIENT:thread`.
+    pub struct Thread {
+        pub owner: String,
+    }
+
+    impl Thread {
+        pub fn new(thread: u32) -> Self {
+            Self {
+                owner: format!("6f1e7f9e-0000-4000-8000-00000000beef:{thread}"),
+            }
+        }
+
+        fn eval(server: &RedisServer, script: &str, keys: &[&str], args: &[&str]) -> Option<i64> {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(script).arg(keys.len()).arg(keys).arg(args);
+            cmd.query(&mut server.conn()).expect("stand-in script")
+        }
+
+        /// `None`: acquired; else the lock's PTTL.
+        pub fn read(&self, server: &RedisServer, name: &str) -> Option<i64> {
+            let tprefix = format!("{{{name}}}:{}:rwlock_timeout", self.owner);
+            let writer = format!("{}:write", self.owner);
+            Self::eval(
+                server,
+                READ_ACQUIRE,
+                &[name, &tprefix],
+                &["30000", &self.owner, &writer],
+            )
+        }
+
+        pub fn write(&self, server: &RedisServer, name: &str) -> Option<i64> {
+            let writer = format!("{}:write", self.owner);
+            Self::eval(server, WRITE_ACQUIRE, &[name], &["30000", &writer])
+        }
+
+        pub fn read_release(&self, server: &RedisServer, name: &str) -> Option<i64> {
+            let channel = format!("redisson_rwlock:{{{name}}}");
+            let tprefix = format!("{{{name}}}:{}:rwlock_timeout", self.owner);
+            let kprefix = format!("{{{name}}}");
+            Self::eval(
+                server,
+                READ_RELEASE,
+                &[name, &channel, &tprefix, &kprefix],
+                &["0", &self.owner],
+            )
+        }
+
+        pub fn write_release(&self, server: &RedisServer, name: &str) -> Option<i64> {
+            let channel = format!("redisson_rwlock:{{{name}}}");
+            let writer = format!("{}:write", self.owner);
+            Self::eval(
+                server,
+                WRITE_RELEASE,
+                &[name, &channel],
+                &["1", "30000", &writer],
+            )
+        }
+    }
+}
+
+/// A Java service and this client on one lock: each side's rules hold
+/// across them, and each wakes the other's waiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_client_shares_the_lock() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("mixed").unwrap();
+    let (java, other) = (java::Thread::new(1), java::Thread::new(2));
+
+    // A Java reader and a Rust reader share; a Java writer is kept out.
+    assert_eq!(java.read(&server, "mixed"), None);
+    let read = rw.read().try_lock().await.unwrap().expect("readers share");
+    assert!(
+        other.write(&server, "mixed").is_some(),
+        "readers keep a Java writer out"
+    );
+    assert!(rw.write().try_lock().await.unwrap().is_none());
+
+    // The Rust writer waits for both; the Java reader's release is not
+    // the last; the Rust reader's is, and its message wakes the writer.
+    let writer = {
+        let rw = rw.clone();
+        tokio::spawn(async move { rw.write().lock().await })
+    };
+    assert_eq!(java.read_release(&server, "mixed"), Some(0));
+    read.unlock().await.unwrap();
+    let write = tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("woken")
+        .unwrap()
+        .unwrap();
+    // A Java reader and writer are kept out by the Rust writer.
+    assert!(java.read(&server, "mixed").is_some());
+    assert!(other.write(&server, "mixed").is_some());
+
+    // The Java writer's release wakes a Rust reader: '1' on the channel.
+    write.unlock().await.unwrap();
+    assert_eq!(other.write(&server, "mixed"), None);
+    let reader = {
+        let rw = rw.clone();
+        tokio::spawn(async move { rw.read().lock().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!reader.is_finished(), "the Java writer holds it");
+    assert_eq!(other.write_release(&server, "mixed"), Some(1));
+    let read = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("woken by the Java writer's release")
+        .unwrap()
+        .unwrap();
+    // The Rust reader's timeout key is what a Java release looks at: a Java
+    // reader that leaves keeps the lock for it, with its lease.
+    assert_eq!(java.read(&server, "mixed"), None);
+    assert_eq!(java.read_release(&server, "mixed"), Some(0));
+    assert!(read.is_held());
+    assert!(rw.read().is_held_by(read.owner()).await.unwrap());
+    read.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+}
+
+/// A reader that crashed leaves its field, and its timeout key expires: a
+/// live reader's release then deletes the lock, and a writer gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_readers_hold_ends_with_its_timeout_key() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("crash").unwrap();
+    let crashed = java::Thread::new(7);
+    assert_eq!(crashed.read(&server, "crash"), None);
+    let _: i64 = server.cmd(&["DEL", &timeout_key("crash", &crashed.owner, 1)]);
+
+    let read = rw.read().lock().await.unwrap();
+    assert!(rw.write().try_lock().await.unwrap().is_none());
+    read.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+    let write = rw
+        .write()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("the dead reader counts no more");
+    write.unlock().await.unwrap();
+}
+
+/// The watchdog renews a read hold's timeout keys with the hash, and finds
+/// a hold whose timeout key is gone lost (another reader's release may
+/// delete the lock at any time then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_renews_read_holds_and_their_timeout_keys() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(900);
+    let client = support::client_with(&server, Protocol::Redisson, |c| c.lease(lease)).await;
+    let rw = client.read_write_lock("renewed").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let again = read.reenter().await.unwrap().unwrap();
+    let o = read.owner().as_str().to_owned();
+    let write = client
+        .read_write_lock("renewed-w")
+        .unwrap()
+        .write()
+        .lock()
+        .await
+        .unwrap();
+
+    tokio::time::sleep(lease * 3).await;
+    assert!(read.is_held() && again.is_held() && write.is_held());
+    for key in [
+        timeout_key("renewed", &o, 1),
+        timeout_key("renewed", &o, 2),
+        "renewed".to_owned(),
+        "renewed-w".to_owned(),
+    ] {
+        assert_eq!(server.cmd::<i64>(&["EXISTS", &key]), 1, "{key} was renewed");
+    }
+
+    // One of its timeout keys expires (a pause longer than its lease, say):
+    // the hold is lost, and the next renewal says so.
+    let _: i64 = server.cmd(&["DEL", &timeout_key("renewed", &o, 2)]);
+    tokio::time::timeout(Duration::from_secs(10), read.lost())
+        .await
+        .expect("a read hold without its timeout key is lost");
+    assert!(write.is_held(), "the other lock is not");
+    drop((again, read));
+    write.unlock().await.unwrap();
+}
+
+/// Force-unlock of each side: only while the lock is in that mode; every
+/// holder's client hears it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_takes_every_hold_of_its_side() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let operator = redisson(&server).await;
+    let rw = client.read_write_lock("forced").unwrap();
+    let ops = operator.read_write_lock("forced").unwrap();
+    let first = rw.read().lock().await.unwrap();
+    let second = rw.read().lock().await.unwrap();
+
+    assert!(
+        !ops.write().force_unlock().await.unwrap(),
+        "not in write mode"
+    );
+    assert!(first.is_held());
+    assert!(ops.read().force_unlock().await.unwrap());
+    for guard in [&first, &second] {
+        tokio::time::timeout(Duration::from_secs(5), guard.lost())
+            .await
+            .expect("a revoked reader hears it");
+    }
+    let write = rw.write().try_lock().await.unwrap().expect("free");
+    assert!(
+        !ops.read().force_unlock().await.unwrap(),
+        "not in read mode"
+    );
+    assert!(ops.write().force_unlock().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(5), write.lost())
+        .await
+        .expect("a revoked writer hears it");
+}
+
+/// Inspect shows the writer first, then the readers, with their modes,
+/// counts and labels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_each_holder_with_its_mode() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Redisson, |c| c.label("host-a:42")).await;
+    let rw = client.read_write_lock("seen").unwrap();
+    let write = rw.write().lock().await.unwrap();
+    let read = rw
+        .read()
+        .acquire(AcquireOptions::new().owner(write.owner().clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    let info = rw.inspect().await.unwrap();
+    let seen: Vec<_> = info
+        .holders
+        .iter()
+        .map(|h| (h.owner.clone(), h.count, h.mode, h.label.clone()))
+        .collect();
+    let label = Some("host-a:42".to_owned());
+    assert_eq!(
+        seen,
+        vec![
+            (write.owner().to_string(), 1, HoldMode::Write, label.clone()),
+            (read.owner().to_string(), 1, HoldMode::Read, label),
+        ]
+    );
+    assert!(info.remaining_lease.is_some());
+    assert!(info.queue.is_empty());
+    assert_eq!(rw.write().kind(), LockKind::Write);
+    assert_eq!(rw.read().kind(), LockKind::Read);
+}
+
+/// A plain lock and a read-write lock of one name are one hash under
+/// Redisson: each refuses the other's data, as it refuses application
+/// data, and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_kinds_data_is_refused_and_left_alone() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+
+    let plain = client.lock("plain").unwrap().lock().await.unwrap();
+    let rw = client.read_write_lock("plain").unwrap();
+    for side in [rw.read(), rw.write()] {
+        let err = side.try_lock().await.expect_err("a plain lock's hash");
+        assert!(matches!(err, Error::NotALock { .. }), "{err:?}");
+    }
+    assert!(matches!(
+        rw.read().force_unlock().await,
+        Err(Error::NotALock { .. })
+    ));
+    assert!(plain.is_held());
+    plain.unlock().await.unwrap();
+
+    let write = client
+        .read_write_lock("rw")
+        .unwrap()
+        .write()
+        .lock()
+        .await
+        .unwrap();
+    let err = client
+        .lock("rw")
+        .unwrap()
+        .try_lock()
+        .await
+        .expect_err("a read-write lock's hash");
+    assert!(matches!(err, Error::NotALock { .. }), "{err:?}");
+    let err = client
+        .fair_lock("rw")
+        .unwrap()
+        .try_lock()
+        .await
+        .expect_err("a read-write lock's hash");
+    assert!(matches!(err, Error::NotALock { .. }), "{err:?}");
+    write.unlock().await.unwrap();
+
+    // Application data: a hash of other fields, a mode of another value,
+    // a count that is no count, a lock without a TTL; a string.
+    let cases: [&[&str]; 4] = [
+        &["HSET", "app", "user", "42"],
+        &["HSET", "app", "mode", "exclusive"],
+        &["HSET", "app", "mode", "read", "x:1", "many"],
+        &["HSET", "app", "mode", "read", "x:1", "1"],
+    ];
+    let rw = client.read_write_lock("app").unwrap();
+    for case in cases {
+        let _: i64 = server.cmd(&["DEL", "app"]);
+        let _: i64 = server.cmd(case);
+        let before = hash(&server, "app");
+        for side in [rw.read(), rw.write()] {
+            let err = side.try_lock().await.expect_err("not a lock");
+            assert!(matches!(err, Error::NotALock { .. }), "{case:?}: {err:?}");
+            assert!(
+                matches!(side.force_unlock().await, Err(Error::NotALock { .. })),
+                "{case:?}"
+            );
+        }
+        assert!(
+            matches!(rw.inspect().await, Err(Error::NotALock { .. })),
+            "{case:?}"
+        );
+        assert_eq!(hash(&server, "app"), before, "{case:?}: left as it was");
+        assert_eq!(server.cmd::<i64>(&["PTTL", "app"]), -1);
+    }
+    let _: () = server.cmd(&["SET", "text", "hello"]);
+    let err = client
+        .read_write_lock("text")
+        .unwrap()
+        .read()
+        .try_lock()
+        .await
+        .expect_err("a string");
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert_eq!(server.cmd::<String>(&["GET", "text"]), "hello");
+}
+
+/// The blocking API keys each hold on the calling thread, as Redisson does:
+/// the thread that writes may read (a downgrade), and asks whether it holds
+/// each side.
+#[test]
+fn the_blocking_api_keys_holds_on_the_thread() {
+    let server = RedisServer::start();
+    let config = fairlock::ClientConfig::from_url(&server.url())
+        .unwrap()
+        .protocol(Protocol::Redisson);
+    let client = fairlock::blocking::LockClient::with_config(config).unwrap();
+    let rw = client.read_write_lock("blocking").unwrap();
+    let write = rw.write().lock().unwrap();
+    assert!(rw.write().is_held_by_current_thread().unwrap());
+    assert!(!rw.read().is_held_by_current_thread().unwrap());
+    let read = rw.read().lock().unwrap();
+    assert!(rw.read().is_held_by_current_thread().unwrap());
+    write.unlock().unwrap();
+    assert!(!rw.write().is_held_by_current_thread().unwrap());
+    assert!(rw.read().is_held_by_current_thread().unwrap());
+    assert!(matches!(
+        rw.write().try_lock(),
+        Err(Error::WouldDeadlock { .. })
+    ));
+    read.unlock().unwrap();
+    assert!(!rw.read().is_locked().unwrap());
+    std::thread::spawn(move || {
+        let guard = rw.write().try_lock().unwrap().expect("free");
+        guard.unlock().unwrap();
+    })
+    .join()
+    .unwrap();
+}
+
+/// The native protocol's read-write lock is not built yet: a clear error,
+/// not a silent other lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_says_it_has_no_read_write_lock_yet() {
+    let server = RedisServer::start();
+    let client = support::client(&server, Protocol::Native).await;
+    let err = client.read_write_lock("rw").expect_err("not built");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains("redisson protocol only"), "{err}");
+    assert!(client.handle("rw", LockKind::Write).is_err());
+    eventually(Duration::from_secs(1), "nothing written", || {
+        server.cmd::<Vec<String>>(&["KEYS", "*"]).is_empty()
+    })
+    .await;
+}
