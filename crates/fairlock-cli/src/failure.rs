@@ -229,6 +229,7 @@ impl From<Error> for Failure {
                 ),
             ),
             Error::InvalidConfig(message) => Self::new(USAGE, message.clone()),
+            Error::WouldDeadlock { .. } => Self::new(USAGE, err.to_string()),
             _ if err.is_invalid_input() => Self::new(USAGE, err.to_string()),
             _ if err.is_lock_lost() => Self::new(LOST, err.to_string()),
             _ => Self::new(

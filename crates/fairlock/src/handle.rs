@@ -11,25 +11,9 @@ use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::guard::LockGuard;
 use crate::hold::LockShared;
+use crate::kind::LockKind;
 use crate::owner::Owner;
 use crate::protocol::LockInfo;
-
-/// The kind of a lock, for code that picks it at run time
-/// ([`LockClient::handle`](crate::LockClient::handle)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LockKind {
-    /// The fair (FIFO) lock: [`FairLock`], Redisson's `RFairLock`.
-    Fair,
-    /// The non-fair lock: [`Lock`], Redisson's `RLock`.
-    NonFair,
-    /// The read side of a read-write lock ([`ReadWriteLock::read`](crate::ReadWriteLock::read)),
-    /// Redisson's `RReadWriteLock.readLock()`: shared with other readers.
-    Read,
-    /// The write side of a read-write lock ([`ReadWriteLock::write`](crate::ReadWriteLock::write)),
-    /// Redisson's `RReadWriteLock.writeLock()`: alone.
-    Write,
-}
 
 /// A handle on one named lock, fair or not: every acquire and query both
 /// kinds have. [`FairLock`] and [`Lock`] dereference to it; get one of

@@ -49,7 +49,7 @@ mod model_tests;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::handle::LockKind;
+use crate::kind::LockKind;
 use crate::transport::{Connection, Script};
 use native::NativeLock;
 use redisson::RedissonLock;

@@ -1,0 +1,154 @@
+//! The read-write lock from the command line: `exec --read` / `--write`,
+//! `inspect` of a read-write lock, `force-unlock --read` / `--write`
+//! (redisson protocol), and the native protocol saying it has none yet.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use fairlock::Protocol;
+use fairlock_test_support as support;
+use serde_json::Value;
+use support::RedisServer;
+
+fn fairlock(server: &RedisServer, protocol: Protocol) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairlock"));
+    cmd.arg("--redis")
+        .arg(server.url())
+        .args(["--protocol", protocol.as_str()])
+        .env_remove("REDIS_URL");
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("run fairlock")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn library(server: &RedisServer) -> fairlock::blocking::LockClient {
+    let config = fairlock::ClientConfig::from_url(&server.url())
+        .unwrap()
+        .protocol(Protocol::Redisson)
+        .label("library:1");
+    fairlock::blocking::LockClient::with_config(config).unwrap()
+}
+
+fn inspect(server: &RedisServer, name: &str) -> Value {
+    let out = run(fairlock(server, Protocol::Redisson).args(["inspect", name, "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// A reader runs beside another reader; a writer waits for them (and gives
+/// up with 75 when its wait ends first); inspect shows each with its mode,
+/// from outside and from inside a writer's command.
+#[test]
+fn exec_takes_either_side() {
+    let server = RedisServer::start();
+    let client = library(&server);
+    let rw = client.read_write_lock("report").unwrap();
+    let read = rw.read().lock().unwrap();
+
+    let out = run(fairlock(&server, Protocol::Redisson)
+        .args(["exec", "report", "--read", "--wait", "10s", "--", "true"]));
+    assert!(
+        out.status.success(),
+        "a reader runs beside a reader: {}",
+        stderr(&out)
+    );
+    let out = run(fairlock(&server, Protocol::Redisson)
+        .args(["exec", "report", "--write", "--wait", "300ms", "--", "true"]));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+
+    let state = inspect(&server, "report");
+    assert_eq!(state["locked"], Value::Bool(true));
+    let holders = state["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 1, "{state}");
+    assert_eq!(holders[0]["mode"], "read");
+    assert_eq!(holders[0]["label"], "library:1");
+    let text = run(fairlock(&server, Protocol::Redisson).args(["inspect", "report"]));
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("  reader   "),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    read.unlock().unwrap();
+
+    // Inside a writer's command, the lock shows one writer.
+    let inner = format!(
+        "{} --redis {} --protocol redisson inspect report --json",
+        env!("CARGO_BIN_EXE_fairlock"),
+        server.url()
+    );
+    let out = run(fairlock(&server, Protocol::Redisson)
+        .args(["exec", "report", "--write", "--", "sh", "-c", &inner]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let state: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let holders = state["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 1, "{state}");
+    assert_eq!(holders[0]["mode"], "write");
+    assert!(
+        holders[0]["owner"].as_str().unwrap().ends_with(":write"),
+        "{state}"
+    );
+    assert_eq!(inspect(&server, "report")["locked"], Value::Bool(false));
+}
+
+/// `force-unlock --write` releases a writer (its library guard hears it);
+/// `--read` finds no reader then; plain `force-unlock` refuses the
+/// read-write lock's hash as not a lock, and changes nothing.
+#[test]
+fn force_unlock_takes_a_side() {
+    let server = RedisServer::start();
+    let client = library(&server);
+    let rw = client.read_write_lock("job").unwrap();
+    let write = rw.write().lock().unwrap();
+
+    let out = run(fairlock(&server, Protocol::Redisson).args(["force-unlock", "job", "--yes"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(write.is_held());
+    let out =
+        run(fairlock(&server, Protocol::Redisson).args(["force-unlock", "job", "--read", "--yes"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("job was not locked"));
+    let out = run(fairlock(&server, Protocol::Redisson).args([
+        "force-unlock",
+        "job",
+        "--write",
+        "--yes",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("job unlocked"));
+    assert!(
+        write.wait_lost(Duration::from_secs(5)).unwrap(),
+        "the writer hears it"
+    );
+}
+
+/// The flags exclude each other, and the native protocol has no
+/// read-write lock yet: a usage error that says so.
+#[test]
+fn bad_combinations_are_usage_errors() {
+    let server = RedisServer::start();
+    let out = run(fairlock(&server, Protocol::Redisson)
+        .args(["exec", "x", "--read", "--write", "--", "true"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let out = run(fairlock(&server, Protocol::Redisson).args([
+        "exec",
+        "x",
+        "--read",
+        "--nonfair",
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let out = run(fairlock(&server, Protocol::Native).args(["exec", "x", "--read", "--", "true"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("redisson protocol only"),
+        "{}",
+        stderr(&out)
+    );
+}
