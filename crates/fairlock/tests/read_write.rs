@@ -16,6 +16,16 @@ async fn redisson(server: &RedisServer) -> LockClient {
     support::client(server, Protocol::Redisson).await
 }
 
+/// A client whose waiters try again only every 20 s (a third of a 60 s
+/// waiter ttl) when no message wakes them: a waiter that gets the lock
+/// within a few seconds was woken by a release's message.
+async fn woken_by_messages_only(server: &RedisServer) -> LockClient {
+    support::client_with(server, Protocol::Redisson, |c| {
+        c.waiter_ttl(Duration::from_secs(60))
+    })
+    .await
+}
+
 /// The timeout key of read hold `n` of `owner` on lock `name` (no braces).
 fn timeout_key(name: &str, owner: &str, n: u32) -> String {
     format!("{{{name}}}:{owner}:rwlock_timeout:{n}")
@@ -221,7 +231,7 @@ async fn write_holds_and_the_downgrade_are_written_as_redisson_writes_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_share_and_a_writer_is_alone() {
     let server = RedisServer::start();
-    let client = redisson(&server).await;
+    let client = woken_by_messages_only(&server).await;
     let rw = client.read_write_lock("shared").unwrap();
 
     let first = rw.read().lock().await.unwrap();
@@ -241,7 +251,7 @@ async fn readers_share_and_a_writer_is_alone() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!writer.is_finished(), "one reader is still in");
     second.unlock().await.unwrap();
-    // Woken by the release's message, long before its 10 s poll.
+    // Woken by the release's message, long before its 20 s poll.
     let write = tokio::time::timeout(Duration::from_secs(5), writer)
         .await
         .expect("the writer is woken by the last reader's release")
@@ -507,7 +517,7 @@ return nil";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_java_client_shares_the_lock() {
     let server = RedisServer::start();
-    let client = redisson(&server).await;
+    let client = woken_by_messages_only(&server).await;
     let rw = client.read_write_lock("mixed").unwrap();
     let (java, other) = (java::Thread::new(1), java::Thread::new(2));
 
@@ -827,4 +837,60 @@ async fn native_says_it_has_no_read_write_lock_yet() {
         server.cmd::<Vec<String>>(&["KEYS", "*"]).is_empty()
     })
     .await;
+}
+
+/// A read acquisition whose reply is lost (the connection cut while the
+/// script's answer is held) is tried again or undone, never counted twice:
+/// the retry finds the hold its first attempt made (the lost-reply check
+/// on the owner's count), so after the guard's release nothing is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_acquire_reply_is_neither_counted_twice_nor_leaked() {
+    let server = RedisServer::start();
+    let proxy = support::proxy::Proxy::start(server.port());
+    let config = fairlock::ClientConfig::from_url(&proxy.url())
+        .unwrap()
+        .protocol(Protocol::Redisson)
+        .response_timeout(Duration::from_secs(20));
+    let client = LockClient::with_config(config).await.unwrap();
+    let rw = client.read_write_lock("lost").unwrap();
+    // The scripts are loaded now (a first call is answered NOSCRIPT).
+    for side in [rw.read(), rw.write()] {
+        side.lock().await.unwrap().unlock().await.unwrap();
+    }
+    let readers = || -> Vec<String> {
+        let mut fields: Vec<String> = server.cmd(&["HKEYS", "lost"]);
+        fields.retain(|f| f != "mode");
+        fields
+    };
+
+    proxy.hold_script_replies();
+    let reading = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.read().lock().await }
+    });
+    eventually(Duration::from_secs(10), "the read acquisition ran", || {
+        readers().len() == 1
+    })
+    .await;
+    let owner = readers().remove(0);
+    proxy.cut_all();
+    proxy.pass();
+    match reading.await.unwrap() {
+        Ok(guard) => {
+            assert_eq!(
+                server.cmd::<u32>(&["HGET", "lost", &owner]),
+                1,
+                "counted once"
+            );
+            guard.unlock().await.unwrap();
+        }
+        Err(err) => assert!(err.is_connection(), "{err:?}"),
+    }
+    client.flush().await;
+    eventually(Duration::from_secs(10), "nothing held", || {
+        server.cmd::<i64>(&["EXISTS", "lost"]) == 0
+    })
+    .await;
+    let write = rw.write().try_lock().await.unwrap();
+    assert!(write.is_some(), "free for a writer");
 }
