@@ -894,3 +894,53 @@ async fn a_lost_acquire_reply_is_neither_counted_twice_nor_leaked() {
     let write = rw.write().try_lock().await.unwrap();
     assert!(write.is_some(), "free for a writer");
 }
+
+/// On a Redis Cluster every key of a read-write lock is in the slot of its
+/// name (with or without a hash tag of its own), the releases' messages go
+/// out as sharded pub/sub (`SPUBLISH`, Redisson's choice on Redis 7), and
+/// the watchdog renews read holds' timeout keys on the slot's master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_serves_it_from_one_slot() {
+    let cluster = support::Cluster::start();
+    let lease = Duration::from_millis(900);
+    let client = support::cluster_client_with(&cluster, Protocol::Redisson, |c| {
+        c.waiter_ttl(Duration::from_secs(60)).lease(lease)
+    })
+    .await;
+    for name in ["catalog", "tenant-{7}-catalog"] {
+        let rw = client.read_write_lock(name).unwrap();
+        let read = rw.read().lock().await.unwrap();
+        let again = read.reenter().await.unwrap().unwrap();
+        let writer = {
+            let rw = rw.clone();
+            tokio::spawn(async move { rw.write().lock().await })
+        };
+        // Renewed past several leases.
+        tokio::time::sleep(lease * 3).await;
+        assert!(read.is_held() && again.is_held(), "{name}");
+        let node = cluster.node_for_key(name);
+        let prefix = if name.contains('{') {
+            name.to_owned()
+        } else {
+            format!("{{{name}}}")
+        };
+        for n in [1, 2] {
+            let key = format!("{prefix}:{}:rwlock_timeout:{n}", read.owner());
+            assert_eq!(cluster.slot_of(&key), cluster.slot_of(name), "{key}");
+            assert_eq!(node.cmd::<i64>(&["EXISTS", &key]), 1, "{key} renewed");
+        }
+        assert!(
+            !writer.is_finished(),
+            "{name}: the readers keep the writer out"
+        );
+        again.unlock().await.unwrap();
+        read.unlock().await.unwrap();
+        let write = tokio::time::timeout(Duration::from_secs(5), writer)
+            .await
+            .expect("woken by the last reader's SPUBLISH")
+            .unwrap()
+            .unwrap();
+        write.unlock().await.unwrap();
+        assert_eq!(node.cmd::<i64>(&["EXISTS", name]), 0, "{name}");
+    }
+}
