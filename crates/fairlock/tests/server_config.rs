@@ -206,12 +206,13 @@ const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
 const REDISSON_RULES: &str = "-@all +ping +time +evalsha +script|load \
     +subscribe +unsubscribe +publish +wait \
     +exists +pttl +hget +type +get +set +del +pexpire \
-    +hset +hexists +hincrby +hgetall +hkeys +hlen \
+    +hset +hexists +hincrby +hgetall +hkeys +hlen +hdel \
     +lindex +lpop +rpush +lrange +lrem +lpos +llen \
     +zadd +zrem +zrange +zscore +zincrby \
     ~locks:* ~redisson_lock_queue:* ~redisson_lock_timeout:* \
     ~redisson_unlock_latch:* ~redisson_lock__channel:* ~fairlock:replica-sync:* ~fairlock:labels:* \
-    &redisson_lock__channel:* &fairlock:revoked:* &fairlock:replica-sync";
+    ~{locks:* ~redisson_rwlock:* \
+    &redisson_lock__channel:* &fairlock:revoked:* &fairlock:replica-sync &redisson_rwlock:*";
 
 /// The documented user name and rules of `protocol`.
 fn documented(protocol: Protocol) -> (&'static str, &'static str) {
@@ -474,6 +475,35 @@ async fn documented_rules_suffice(protocol: Protocol) {
     let got = waiter.await.unwrap().expect("waiter").expect("granted");
     assert!(plain_a.force_unlock().await.expect("force unlock"));
     drop(got);
+
+    if protocol == Protocol::Redisson {
+        // The read-write lock: two readers kept by the watchdog (their
+        // timeout keys renewed), a writer woken by the last release, a
+        // force-unlock of the write side.
+        let rw_a = a.read_write_lock("locks:acl-rw").unwrap();
+        let rw_b = b.read_write_lock("locks:acl-rw").unwrap();
+        let read = rw_a.read().lock().await.expect("read");
+        let again = read.reenter().await.expect("re-enter").expect("held");
+        let other = rw_b.read().lock().await.expect("read beside");
+        let writer = tokio::spawn({
+            let rw_b = rw_b.clone();
+            async move { rw_b.write().try_lock_for(Duration::from_secs(10)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        assert!(
+            read.is_held() && again.is_held() && other.is_held(),
+            "renewed"
+        );
+        assert!(rw_b.inspect().await.unwrap().holders.len() == 2);
+        again.unlock().await.expect("unlock");
+        read.unlock().await.expect("unlock");
+        other.unlock().await.expect("unlock");
+        let write = writer.await.unwrap().expect("writer").expect("granted");
+        assert!(rw_a.write().force_unlock().await.expect("force unlock"));
+        tokio::time::timeout(Duration::from_secs(2), write.lost())
+            .await
+            .expect("the writer learned of the force-unlock");
+    }
     a.flush().await;
     b.flush().await;
 
