@@ -128,7 +128,7 @@ fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
 }
 
 /// A holder's mode in JSON.
-fn mode(mode: HoldMode) -> &'static str {
+pub(crate) fn mode(mode: HoldMode) -> &'static str {
     match mode {
         HoldMode::Read => "read",
         HoldMode::Write => "write",
@@ -264,7 +264,7 @@ pub(crate) async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, Failure
 /// The lock `name` as a lock, or, under redisson when its hash is a
 /// read-write lock's (which a lock's inspect refuses as not a lock), as a
 /// read-write lock.
-async fn inspect_any(
+pub(crate) async fn inspect_any(
     client: &fairlock::LockClient,
     protocol: Protocol,
     name: &str,

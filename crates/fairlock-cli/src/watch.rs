@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, SystemTime};
 
-use fairlock::{LockClient, LockInfo};
+use fairlock::{HoldMode, LockClient, LockInfo};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -36,7 +36,8 @@ pub(crate) struct WatchArgs {
     count: Option<u64>,
 
     /// One JSON object per lock and refresh, on a line of its own:
-    /// {"time","name","protocol","locked","holder","holder_label","token",
+    /// {"time","name","protocol","locked","holder","holder_label",
+    /// "holders":[{"owner","label","count","mode"}],"token",
     /// "held_for_ms","held_for_exact","lease_ms","queue_length",
     /// "longest_wait_ms","longest_wait_exact","waiters":[{"owner","label"}]}
     /// (null where not applicable; labels are the clients' --label, HOST:PID
@@ -134,13 +135,14 @@ pub(crate) async fn run(cli: &Cli, args: &WatchArgs) -> Result<u8, Failure> {
         .iter()
         .map(|name| client.fair_lock(name))
         .collect::<Result<Vec<_>, _>>()?;
-    let result = watch(&client, &handles, args).await;
+    let result = watch(&client, cli.protocol, &handles, args).await;
     client.shutdown().await;
     result
 }
 
 async fn watch(
-    _client: &LockClient,
+    client: &LockClient,
+    protocol: fairlock::Protocol,
     handles: &[fairlock::FairLock],
     args: &WatchArgs,
 ) -> Result<u8, Failure> {
@@ -158,7 +160,8 @@ async fn watch(
         let first = refreshes == 0;
         let mut views = Vec::with_capacity(handles.len());
         for (handle, tracked) in handles.iter().zip(&mut tracked) {
-            let read = handle.inspect().await;
+            // A read-write lock's hash under redisson is read as one.
+            let read = crate::inspect::inspect_any(client, protocol, handle.name()).await;
             let now = Instant::now();
             let result = read
                 .map(|info| tracked.update(&info, now, first))
@@ -243,12 +246,26 @@ fn to_text(view: &View) -> String {
     let info = &shown.info;
     let mut line = format!("{}: ", view.name);
     match info.holders.first() {
-        Some(holder) => {
-            line += &format!(
-                "held by {}{}",
-                holder.owner,
-                crate::inspect::on(&holder.label)
-            );
+        Some(_) => {
+            // Every holder: one for a lock, the writer and the readers of
+            // a read-write lock (each with its mode).
+            let holders: Vec<String> = info
+                .holders
+                .iter()
+                .map(|holder| {
+                    let mode = match holder.mode {
+                        HoldMode::Read => " (read)",
+                        HoldMode::Write => " (write)",
+                        _ => "",
+                    };
+                    format!(
+                        "{}{}{mode}",
+                        holder.owner,
+                        crate::inspect::on(&holder.label)
+                    )
+                })
+                .collect();
+            line += &format!("held by {}", holders.join(", "));
             if let Some(held) = shown.held_for {
                 line += &format!(" for {}", age(held));
             }
@@ -298,6 +315,7 @@ fn to_json(time: &str, view: &View) -> Value {
         "locked": info.is_locked(),
         "holder": info.holders.first().map(|h| h.owner.clone()),
         "holder_label": info.holders.first().and_then(|h| h.label.clone()),
+        "holders": info.holders.iter().map(|h| json!({"owner": h.owner, "label": h.label, "count": h.count, "mode": crate::inspect::mode(h.mode)})).collect::<Vec<_>>(),
         "token": info.token,
         "held_for_ms": shown.held_for.map(|(d, _)| millis(d)),
         "held_for_exact": shown.held_for.map(|(_, exact)| exact),

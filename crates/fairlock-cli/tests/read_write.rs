@@ -152,3 +152,37 @@ fn bad_combinations_are_usage_errors() {
         stderr(&out)
     );
 }
+
+/// `watch` shows every holder of a read-write lock with its mode.
+#[test]
+fn watch_shows_every_reader() {
+    let server = RedisServer::start();
+    let client = library(&server);
+    let rw = client.read_write_lock("shared").unwrap();
+    let first = rw.read().lock().unwrap();
+    let second = std::thread::spawn({
+        let rw = rw.clone();
+        move || rw.read().lock().unwrap()
+    })
+    .join()
+    .unwrap();
+
+    let out =
+        run(fairlock(&server, Protocol::Redisson)
+            .args(["watch", "shared", "--count", "1", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let view: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let holders = view["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 2, "{view}");
+    assert!(
+        holders
+            .iter()
+            .all(|h| h["mode"] == "read" && h["label"] == "library:1"),
+        "{view}"
+    );
+    let out = run(fairlock(&server, Protocol::Redisson).args(["watch", "shared", "--count", "1"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches(" (read)").count(), 2, "{text}");
+    first.unlock().unwrap();
+    second.unlock().unwrap();
+}
