@@ -26,6 +26,24 @@ async fn woken_by_messages_only(server: &RedisServer) -> LockClient {
     .await
 }
 
+/// The guard a spawned acquisition gets within 5 s (with
+/// [`woken_by_messages_only`], only a release's message makes it in time).
+async fn granted(
+    task: tokio::task::JoinHandle<fairlock::Result<fairlock::LockGuard>>,
+    what: &str,
+) -> fairlock::LockGuard {
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap_or_else(|_| panic!("not granted within 5 s: {what}"))
+        .unwrap()
+        .unwrap()
+}
+
+/// Whether `key` exists.
+fn exists(server: &RedisServer, key: &str) -> bool {
+    server.cmd::<i64>(&["EXISTS", key]) == 1
+}
+
 /// The timeout key of read hold `n` of `owner` on lock `name` (no braces).
 fn timeout_key(name: &str, owner: &str, n: u32) -> String {
     format!("{{{name}}}:{owner}:rwlock_timeout:{n}")
@@ -252,11 +270,7 @@ async fn readers_share_and_a_writer_is_alone() {
     assert!(!writer.is_finished(), "one reader is still in");
     second.unlock().await.unwrap();
     // Woken by the release's message, long before its 20 s poll.
-    let write = tokio::time::timeout(Duration::from_secs(5), writer)
-        .await
-        .expect("the writer is woken by the last reader's release")
-        .unwrap()
-        .unwrap();
+    let write = granted(writer, "the writer is woken by the last reader's release").await;
     assert!(rw.write().is_locked().await.unwrap());
     assert!(!rw.read().is_locked().await.unwrap());
     assert!(
@@ -274,11 +288,7 @@ async fn readers_share_and_a_writer_is_alone() {
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     write.unlock().await.unwrap();
-    let read = tokio::time::timeout(Duration::from_secs(5), reader)
-        .await
-        .expect("the reader is woken by the writer's release")
-        .unwrap()
-        .unwrap();
+    let read = granted(reader, "the reader is woken by the writer's release").await;
     read.unlock().await.unwrap();
     assert!(lock_keys(&server).is_empty());
 }
@@ -299,19 +309,10 @@ async fn each_side_reenters() {
         hash(&server, "again"),
         pairs(&[("mode", "read"), (&o, "2")])
     );
-    assert_eq!(
-        server.cmd::<i64>(&["EXISTS", &timeout_key("again", &o, 2)]),
-        1
-    );
+    assert!(exists(&server, &timeout_key("again", &o, 2)));
     again.unlock().await.unwrap();
-    assert_eq!(
-        server.cmd::<i64>(&["EXISTS", &timeout_key("again", &o, 2)]),
-        0
-    );
-    assert_eq!(
-        server.cmd::<i64>(&["EXISTS", &timeout_key("again", &o, 1)]),
-        1
-    );
+    assert!(!exists(&server, &timeout_key("again", &o, 2)));
+    assert!(exists(&server, &timeout_key("again", &o, 1)));
     read.unlock().await.unwrap();
 
     let write = rw.write().lock().await.unwrap();
@@ -538,11 +539,7 @@ async fn a_java_client_shares_the_lock() {
     };
     assert_eq!(java.read_release(&server, "mixed"), Some(0));
     read.unlock().await.unwrap();
-    let write = tokio::time::timeout(Duration::from_secs(5), writer)
-        .await
-        .expect("woken")
-        .unwrap()
-        .unwrap();
+    let write = granted(writer, "woken").await;
     // A Java reader and writer are kept out by the Rust writer.
     assert!(java.read(&server, "mixed").is_some());
     assert!(other.write(&server, "mixed").is_some());
@@ -557,11 +554,7 @@ async fn a_java_client_shares_the_lock() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!reader.is_finished(), "the Java writer holds it");
     assert_eq!(other.write_release(&server, "mixed"), Some(1));
-    let read = tokio::time::timeout(Duration::from_secs(5), reader)
-        .await
-        .expect("woken by the Java writer's release")
-        .unwrap()
-        .unwrap();
+    let read = granted(reader, "woken by the Java writer's release").await;
     // The Rust reader's timeout key is what a Java release looks at: a Java
     // reader that leaves keeps the lock for it, with its lease.
     assert_eq!(java.read(&server, "mixed"), None);
@@ -935,11 +928,7 @@ async fn a_cluster_serves_it_from_one_slot() {
         );
         again.unlock().await.unwrap();
         read.unlock().await.unwrap();
-        let write = tokio::time::timeout(Duration::from_secs(5), writer)
-            .await
-            .expect("woken by the last reader's SPUBLISH")
-            .unwrap()
-            .unwrap();
+        let write = granted(writer, "woken by the last reader's SPUBLISH").await;
         write.unlock().await.unwrap();
         assert_eq!(node.cmd::<i64>(&["EXISTS", name]), 0, "{name}");
     }

@@ -80,3 +80,40 @@ local function granted(count)
   end
   return {2, count}
 end
+
+-- The start of both acquires: the lock's state (or NOTALOCK, returned as
+-- the reply), and the lost-reply check: `owner` (a reader, or the writer
+-- 'OWNER:write') holding one more than `base`, the count it had before
+-- this acquisition, means an earlier attempt of this acquisition took it
+-- and its reply was lost: answered as taken, not counted again. Returns
+-- (reply) when the script is done, else (nil, state).
+local function acquire_start(owner, base, labels, label, lease)
+  local state, bad = rw_state(KEYS[1])
+  if bad then
+    return bad
+  end
+  local held = state.counts[owner]
+  if held and held == tonumber(base) + 1 then
+    write_label(labels, owner, label, lease)
+    return granted(held)
+  end
+  return nil, state
+end
+
+-- The start of both releases: a retried request's cached answer, the
+-- lock's state (or NOTALOCK), -2 when nobody holds it. Returns (reply)
+-- when the script is done, else (nil, state).
+local function release_start(cache)
+  local cached = redis.call('get', cache)
+  if cached then
+    return tonumber(cached)
+  end
+  local state, bad = rw_state(KEYS[1])
+  if bad then
+    return bad
+  end
+  if not state.mode then
+    return -2
+  end
+  return nil, state
+end

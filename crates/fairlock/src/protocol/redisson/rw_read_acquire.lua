@@ -14,14 +14,9 @@
 -- read hold gets its own timeout key with the hold's lease; the hash lives
 -- at least as long as the longest of them.
 local lease, owner = ARGV[1], ARGV[2]
-local state, bad = rw_state(KEYS[1])
-if bad then
-  return bad
-end
-local held = state.counts[owner]
-if held and held == tonumber(ARGV[3]) + 1 then
-  write_label(KEYS[2], owner, ARGV[4], lease)
-  return granted(held)
+local reply, state = acquire_start(owner, ARGV[3], KEYS[2], ARGV[4], lease)
+if reply then
+  return reply
 end
 if not state.mode or state.mode == 'read' or state.counts[owner .. ':write'] then
   local count

@@ -12,17 +12,10 @@
 -- read mode: in write mode the writer's lease stays as it is). When only
 -- holds of readers whose timeout keys expired are left (crashed readers),
 -- or nothing, the lock is deleted and '0' published.
-local cached = redis.call('get', KEYS[3])
-if cached then
-  return tonumber(cached)
-end
 local owner = ARGV[1]
-local state, bad = rw_state(KEYS[1])
-if bad then
-  return bad
-end
-if not state.mode then
-  return -2
+local reply, state = release_start(KEYS[3])
+if reply then
+  return reply
 end
 local held = state.counts[owner]
 if not held then

@@ -7,15 +7,11 @@
 -- owner holds a read hold and no write hold: it would wait for itself
 -- forever (an upgrade; Redisson lets it hang, issue 4796).
 local lease, writer = ARGV[1], ARGV[2]
-local state, bad = rw_state(KEYS[1])
-if bad then
-  return bad
+local reply, state = acquire_start(writer, ARGV[3], KEYS[2], ARGV[4], lease)
+if reply then
+  return reply
 end
 local held = state.counts[writer]
-if held and held == tonumber(ARGV[3]) + 1 then
-  write_label(KEYS[2], writer, ARGV[4], lease)
-  return granted(held)
-end
 if not state.mode then
   redis.call('hset', KEYS[1], 'mode', 'write', writer, 1)
   redis.call('pexpire', KEYS[1], lease)

@@ -9,17 +9,10 @@
 -- writer also reads (a downgrade; nothing is published, as Redisson
 -- publishes nothing), else deletes it and publishes '1' (every waiter of
 -- every client retries: several readers may enter).
-local cached = redis.call('get', KEYS[3])
-if cached then
-  return tonumber(cached)
-end
 local writer = ARGV[1]
-local state, bad = rw_state(KEYS[1])
-if bad then
-  return bad
-end
-if not state.mode then
-  return -2
+local reply, state = release_start(KEYS[3])
+if reply then
+  return reply
 end
 local held = state.counts[writer]
 if state.mode ~= 'write' or not held then
