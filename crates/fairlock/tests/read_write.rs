@@ -933,3 +933,67 @@ async fn a_cluster_serves_it_from_one_slot() {
         assert_eq!(node.cmd::<i64>(&["EXISTS", name]), 0, "{name}");
     }
 }
+
+/// Through Sentinel the lock is the master's: readers share, a writer is
+/// woken by the last release, and with `min_replicas` each acquisition is
+/// acknowledged by the replica (its proof: the owner's field, `OWNER:write`
+/// for the writer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_serves_it_with_replica_acknowledgement() {
+    let deployment = support::Sentinel::start_with(1, 1);
+    let config = fairlock::ClientConfig::from_url(&deployment.url())
+        .unwrap()
+        .protocol(Protocol::Redisson)
+        .waiter_ttl(Duration::from_secs(60))
+        .min_replicas(1, Duration::from_secs(5));
+    let client = LockClient::with_config(config).await.unwrap();
+    let rw = client.read_write_lock("sentinel-rw").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let other = rw.read().lock().await.unwrap();
+    let writer = {
+        let rw = rw.clone();
+        tokio::spawn(async move { rw.write().lock().await })
+    };
+    let replica = &deployment.replicas()[0];
+    eventually(Duration::from_secs(5), "the readers on the replica", || {
+        hash(replica, "sentinel-rw").len() == 3
+    })
+    .await;
+    read.unlock().await.unwrap();
+    other.unlock().await.unwrap();
+    let write = granted(writer, "the writer is woken by the last reader").await;
+    let writer_field = write.owner().to_string();
+    assert!(
+        hash(deployment.master(), "sentinel-rw")
+            .iter()
+            .any(|(f, _)| *f == writer_field)
+    );
+    write.unlock().await.unwrap();
+}
+
+/// `shutdown()` releases every read and write hold the client still has
+/// (a writer that also reads: both), so the lock is free at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_both_sides() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("closing").unwrap();
+    let write = rw.write().lock().await.unwrap();
+    let read = rw
+        .read()
+        .acquire(AcquireOptions::new().owner(write.owner().clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    let other = client
+        .read_write_lock("closing-2")
+        .unwrap()
+        .read()
+        .lock()
+        .await
+        .unwrap();
+    client.shutdown().await;
+    assert!(!read.is_held() && !write.is_held() && !other.is_held());
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+    drop((read, write, other));
+}
