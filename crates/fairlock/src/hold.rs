@@ -346,7 +346,7 @@ impl Hold {
     ) -> ArmedHold {
         let state = shared.core().watchdog().register(NewHold {
             lock: &shared.lock,
-            owner: owner.as_str(),
+            owner: &owner,
             token,
             expires,
             kind,
@@ -411,8 +411,8 @@ impl Hold {
 
     fn unregister(&self) {
         self.shared.core().watchdog().unregister(
-            self.shared.protocol().lock_key(),
-            self.owner.as_str(),
+            &self.shared.lock,
+            &self.owner,
             &self.state,
             self.lease.is_watchdog(),
         );

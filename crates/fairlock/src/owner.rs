@@ -26,11 +26,6 @@ impl Owner {
         }
     }
 
-    /// An owner id read back from the registry of holds.
-    pub(crate) fn from_raw(id: &str) -> Self {
-        Self { id: id.into() }
-    }
-
     /// The owner as stored in Redis: `CLIENT_UUID:N`.
     pub fn as_str(&self) -> &str {
         &self.id

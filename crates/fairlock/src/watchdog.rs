@@ -33,6 +33,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::events::{Event, LostCause, Recorder};
+use crate::owner::Owner;
 use crate::protocol::{Dialect, HoldRef, ProtocolLock, RENEW_BATCH, Renewal};
 use crate::stats::HeldLock;
 use crate::transport::Connection;
@@ -117,8 +118,41 @@ impl HeldState {
     }
 }
 
-/// (lock key, owner).
-type Key = (String, String);
+/// A registry key: (lock key, owner), compared and hashed by those two
+/// strings, but held as the lock and the owner the hold has already (two
+/// reference counts): registering and unregistering a hold allocate no
+/// key (two `String`s per lookup cost about 700 instructions per lock +
+/// unlock, docs/performance.md).
+#[derive(Clone)]
+struct Key {
+    lock: Arc<ProtocolLock>,
+    owner: Owner,
+}
+
+impl Key {
+    fn lock_key(&self) -> &str {
+        self.lock.lock_key()
+    }
+
+    fn owner(&self) -> &str {
+        self.owner.as_str()
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.lock_key() == other.lock_key() && self.owner() == other.owner()
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.lock_key().hash(state);
+        self.owner().hash(state);
+    }
+}
 
 struct Entry {
     /// The lock it holds, for renewals and for `shutdown`.
@@ -180,7 +214,7 @@ pub(crate) enum HoldKind {
 /// One hold to register.
 pub(crate) struct NewHold<'a> {
     pub(crate) lock: &'a Arc<ProtocolLock>,
-    pub(crate) owner: &'a str,
+    pub(crate) owner: &'a Owner,
     pub(crate) token: Option<u64>,
     pub(crate) expires: Instant,
     pub(crate) kind: HoldKind,
@@ -191,7 +225,7 @@ pub(crate) struct NewHold<'a> {
 /// A hold still registered, for [`Watchdog::drain`].
 pub(crate) struct Registered {
     pub(crate) lock: Arc<ProtocolLock>,
-    pub(crate) owner: String,
+    pub(crate) owner: Owner,
     pub(crate) token: Option<u64>,
     pub(crate) holds: usize,
 }
@@ -221,8 +255,8 @@ impl Revocations {
             return false;
         };
         if let Some(key) = key {
-            for ((held_key, _), entry) in locked(&entries).iter_mut() {
-                if held_key == key {
+            for (held, entry) in locked(&entries).iter_mut() {
+                if held.lock_key() == key {
                     entry.revoked = true;
                 }
             }
@@ -292,7 +326,10 @@ impl Watchdog {
     /// Register one hold; returns the state its guard shares.
     pub(crate) fn register(&self, hold: NewHold<'_>) -> Arc<HeldState> {
         let mut entries = locked(&self.entries);
-        let key = (hold.lock.lock_key().to_owned(), hold.owner.to_owned());
+        let key = Key {
+            lock: Arc::clone(hold.lock),
+            owner: hold.owner.clone(),
+        };
         if let Some(entry) = entries.get_mut(&key) {
             let stale = hold.kind == HoldKind::Fresh
                 || entry.state.status().lost
@@ -307,10 +344,11 @@ impl Watchdog {
             }
             // An older acquisition of this owner is over (lost, or replaced
             // by this one): retire its guards before they act on the new hold.
+            let owner = hold.owner.as_str();
             entry
                 .state
-                .mark_lost(entry.lock.name(), hold.owner, LostCause::Retired);
-            entry.ended(hold.owner, &self.events);
+                .mark_lost(entry.lock.name(), owner, LostCause::Retired);
+            entry.ended(owner, &self.events);
             entries.remove(&key);
         }
         let state = HeldState::new(hold.expires, Arc::clone(&self.events));
@@ -338,13 +376,16 @@ impl Watchdog {
     /// replaced by a newer acquisition is left alone.
     pub(crate) fn unregister(
         &self,
-        lock_key: &str,
-        owner: &str,
+        lock: &Arc<ProtocolLock>,
+        owner: &Owner,
         state: &Arc<HeldState>,
         renew: bool,
     ) {
         let mut entries = locked(&self.entries);
-        let key = (lock_key.to_owned(), owner.to_owned());
+        let key = Key {
+            lock: Arc::clone(lock),
+            owner: owner.clone(),
+        };
         if let Some(entry) = entries
             .get_mut(&key)
             .filter(|e| Arc::ptr_eq(&e.state, state))
@@ -354,7 +395,7 @@ impl Watchdog {
                 entry.renewed = entry.renewed.saturating_sub(1);
             }
             if entry.holds == 0 {
-                entry.ended(owner, &self.events);
+                entry.ended(owner.as_str(), &self.events);
                 entries.remove(&key);
             }
         }
@@ -373,9 +414,9 @@ impl Watchdog {
     pub(crate) fn drain(&self) -> Vec<Registered> {
         locked(&self.entries)
             .drain()
-            .map(|((_, owner), entry)| {
+            .map(|(Key { owner, .. }, entry)| {
                 // Silently: the caller releases it.
-                entry.ended(&owner, &self.events);
+                entry.ended(owner.as_str(), &self.events);
                 entry.state.status.send_modify(|status| status.lost = true);
                 Registered {
                     lock: entry.lock,
@@ -393,8 +434,8 @@ impl Drop for Watchdog {
     /// registered (forgotten ones are not) end here for the counts and
     /// gauges.
     fn drop(&mut self) {
-        for ((_, owner), entry) in locked(&self.entries).drain() {
-            entry.ended(&owner, &self.events);
+        for (key, entry) in locked(&self.entries).drain() {
+            entry.ended(key.owner(), &self.events);
         }
     }
 }
@@ -404,9 +445,9 @@ impl Watchdog {
     pub(crate) fn snapshot(&self) -> Vec<HeldLock> {
         let mut held: Vec<HeldLock> = locked(&self.entries)
             .iter()
-            .map(|((_, owner), entry)| HeldLock {
+            .map(|(key, entry)| HeldLock {
                 name: entry.lock.name().to_owned(),
-                owner: owner.clone(),
+                owner: key.owner().to_owned(),
                 holds: entry.holds,
                 held_for: entry.since.elapsed(),
                 token: entry.token,
@@ -508,9 +549,10 @@ async fn run(
             .collect();
         // One script call may only touch keys of one group (one hash slot
         // on a cluster, where other calls fail with CROSSSLOT).
-        batch.sort_by_key(|((key, _), ..)| conn.key_group(key));
-        let groups =
-            batch.chunk_by(|((a, _), ..), ((b, _), ..)| conn.key_group(a) == conn.key_group(b));
+        batch.sort_by_key(|(key, ..)| conn.key_group(key.lock_key()));
+        let groups = batch.chunk_by(|(a, ..), (b, ..)| {
+            conn.key_group(a.lock_key()) == conn.key_group(b.lock_key())
+        });
         // Every batch is sent at once and each answer is handled as it
         // comes: a node that does not answer costs its own batches one
         // response timeout each, in parallel, and never delays the batches
@@ -524,7 +566,7 @@ async fn run(
                 async move {
                     let holds: Vec<HoldRef<'_>> = chunk
                         .iter()
-                        .map(|((k, o), token, ..)| (k.as_str(), o.as_str(), *token))
+                        .map(|(key, token, ..)| (key.lock_key(), key.owner(), *token))
                         .collect();
                     let sent_at = Instant::now();
                     let mut result = dialect.renew(conn, &holds, renewal).await;
@@ -543,13 +585,13 @@ async fn run(
                     if let (Ok(_), Some((wanted, timeout)), Some(_), Some(first)) =
                         (&result, min_replicas, renewal, chunk.first())
                     {
-                        let ((key, _), _, _, lock) = first;
+                        let (key, _, _, lock) = first;
                         let proofs: Vec<_> = chunk
                             .iter()
-                            .map(|((_, owner), token, _, lock)| lock.hold_proof(owner, *token))
+                            .map(|(key, token, _, lock)| lock.hold_proof(key.owner(), *token))
                             .collect();
                         let synced = conn
-                            .sync_replicas(lock.name(), key, wanted, timeout, &proofs)
+                            .sync_replicas(lock.name(), key.lock_key(), wanted, timeout, &proofs)
                             .await;
                         // Acknowledged by the replicas of another server than
                         // the one renewed (a failover in between): counts as
@@ -604,8 +646,8 @@ async fn run(
                             } else {
                                 LostCause::Expired
                             };
-                            entry.state.mark_lost(entry.lock.name(), &key.1, cause);
-                            entry.ended(&key.1, &events);
+                            entry.state.mark_lost(entry.lock.name(), key.owner(), cause);
+                            entry.ended(key.owner(), &events);
                             map.remove(key);
                         } else {
                             entry.server_changes = changes;
@@ -625,10 +667,10 @@ async fn run(
                                         if Instant::now() >= entry.state.status().expires {
                                             entry.state.mark_lost(
                                                 entry.lock.name(),
-                                                &key.1,
+                                                key.owner(),
                                                 LostCause::RenewalsFailed,
                                             );
-                                            entry.ended(&key.1, &events);
+                                            entry.ended(key.owner(), &events);
                                             map.remove(key);
                                         }
                                         continue;
@@ -659,16 +701,16 @@ async fn run(
                         }
                         events.record(Event::RenewalFailed {
                             lock: entry.lock.name(),
-                            owner: &key.1,
+                            owner: key.owner(),
                             error: &err,
                         });
                         if now >= entry.state.status().expires {
                             entry.state.mark_lost(
                                 entry.lock.name(),
-                                &key.1,
+                                key.owner(),
                                 LostCause::RenewalsFailed,
                             );
-                            entry.ended(&key.1, &events);
+                            entry.ended(key.owner(), &events);
                             map.remove(key);
                         }
                     }
