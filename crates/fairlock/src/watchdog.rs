@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::events::{Event, LostCause, Recorder};
@@ -55,19 +55,84 @@ impl HoldStatus {
 }
 
 /// The lost-lock signal shared by the guards of one hold.
+///
+/// A status under a mutex and one [`Notify`] rather than a `watch`
+/// channel: a `watch` channel wakes its eight internal `Notify`s on every
+/// change and when it closes, and every hold made and dropped one (about
+/// 500 instructions per lock + unlock, docs/performance.md).
 #[derive(Debug)]
 pub(crate) struct HeldState {
-    status: watch::Sender<HoldStatus>,
+    signal: Arc<Signal>,
     /// Where its loss is recorded.
     events: Arc<Recorder>,
+}
+
+/// What [`lost`](Signal::lost) futures wait on: they hold this, not the
+/// [`HeldState`], so that they never keep a hold's state alive.
+#[derive(Debug)]
+pub(crate) struct Signal {
+    state: Mutex<Watched>,
+    /// Woken after every change of `state`.
+    changed: Notify,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Watched {
+    status: HoldStatus,
+    /// Every holder of the [`HeldState`] (guards, the registry, a claim)
+    /// is gone: the hold is over, its `lost()` futures resolve (as a
+    /// `watch` receiver's did when its sender was dropped).
+    closed: bool,
+}
+
+impl Signal {
+    fn read(&self) -> Watched {
+        *locked(&self.state)
+    }
+
+    /// Change the state with `change` (`true`: it changed), then wake the
+    /// waiters if it did. The waiters read the new state under the lock,
+    /// so a wait that registered before its read misses no change.
+    fn update(&self, change: impl FnOnce(&mut Watched) -> bool) {
+        let changed = change(&mut locked(&self.state));
+        if changed {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Resolves once the hold is lost or may be (see
+    /// [`LockGuard::lost`](crate::LockGuard::lost)), or is over.
+    pub(crate) async fn lost(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the read: a change made after it wakes
+            // this wait.
+            changed.as_mut().enable();
+            let now = self.read();
+            if now.closed || !now.status.is_held() {
+                return;
+            }
+            tokio::select! {
+                () = changed => {}
+                () = tokio::time::sleep_until(now.status.expires) => {}
+            }
+        }
+    }
 }
 
 impl HeldState {
     pub(crate) fn new(expires: Instant, events: Arc<Recorder>) -> Arc<Self> {
         Arc::new(Self {
-            status: watch::Sender::new(HoldStatus {
-                lost: false,
-                expires,
+            signal: Arc::new(Signal {
+                state: Mutex::new(Watched {
+                    status: HoldStatus {
+                        lost: false,
+                        expires,
+                    },
+                    closed: false,
+                }),
+                changed: Notify::new(),
             }),
             events,
         })
@@ -75,10 +140,11 @@ impl HeldState {
 
     /// The hold is known lost: its guards see it at once.
     pub(crate) fn mark_lost(&self, lock: &str, owner: &str, cause: LostCause) {
-        // Counted before `lost()` futures wake, so that code woken by one
-        // sees the loss in the statistics.
-        self.status.send_if_modified(|status| {
-            let newly = !std::mem::replace(&mut status.lost, true);
+        // Counted before `lost()` futures wake (and under the lock, before
+        // anyone reads the loss), so that code woken by one sees the loss
+        // in the statistics.
+        self.signal.update(|state| {
+            let newly = !std::mem::replace(&mut state.status.lost, true);
             if newly {
                 self.events.record(Event::Lost { lock, owner, cause });
             }
@@ -86,13 +152,20 @@ impl HeldState {
         });
     }
 
+    /// Known lost without a record (drained at shutdown: the caller
+    /// releases it).
+    fn mark_lost_silently(&self) {
+        self.signal
+            .update(|state| !std::mem::replace(&mut state.status.lost, true));
+    }
+
     /// The server acknowledged by the replicas keeps the hold only until
     /// `until`: never believe it longer.
     pub(crate) fn cap(&self, until: Instant) {
-        self.status.send_if_modified(|status| {
-            let earlier = until < status.expires;
+        self.signal.update(|state| {
+            let earlier = until < state.status.expires;
             if earlier {
-                status.expires = until;
+                state.status.expires = until;
             }
             earlier
         });
@@ -100,21 +173,31 @@ impl HeldState {
 
     /// A renewal confirmed the lease until `expires`.
     pub(crate) fn extend(&self, expires: Instant) {
-        self.status.send_if_modified(|status| {
-            let later = expires > status.expires;
+        self.signal.update(|state| {
+            let later = expires > state.status.expires;
             if later {
-                status.expires = expires;
+                state.status.expires = expires;
             }
             later
         });
     }
 
     pub(crate) fn status(&self) -> HoldStatus {
-        *self.status.borrow()
+        self.signal.read().status
     }
 
-    pub(crate) fn subscribe(&self) -> watch::Receiver<HoldStatus> {
-        self.status.subscribe()
+    /// What `lost()` waits on.
+    pub(crate) fn signal(&self) -> Arc<Signal> {
+        Arc::clone(&self.signal)
+    }
+}
+
+impl Drop for HeldState {
+    fn drop(&mut self) {
+        self.signal.update(|state| {
+            state.closed = true;
+            true
+        });
     }
 }
 
@@ -417,7 +500,7 @@ impl Watchdog {
             .map(|(Key { owner, .. }, entry)| {
                 // Silently: the caller releases it.
                 entry.ended(owner.as_str(), &self.events);
-                entry.state.status.send_modify(|status| status.lost = true);
+                entry.state.mark_lost_silently();
                 Registered {
                     lock: entry.lock,
                     owner,
