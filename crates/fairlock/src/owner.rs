@@ -21,9 +21,14 @@ pub struct Owner {
 
 impl Owner {
     pub(crate) fn new(client_id: &str, number: u64) -> Self {
-        Self {
-            id: crate::name::joined(client_id, &number.to_string()).into(),
-        }
+        // The number on the stack, the id in one buffer sized at once (a
+        // `to_string` and a `joined` cost two more allocations).
+        let number = crate::protocol::Decimal::new(number);
+        let mut id = String::with_capacity(client_id.len() + 1 + number.len());
+        id.push_str(client_id);
+        id.push(':');
+        id.push_str(&number);
+        Self { id: id.into() }
     }
 
     /// The owner as stored in Redis: `CLIENT_UUID:N`.
