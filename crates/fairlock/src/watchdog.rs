@@ -24,6 +24,7 @@
 //! release or renew anything) and starts from its own lease.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry as Slot;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -413,7 +414,10 @@ impl Watchdog {
             lock: Arc::clone(hold.lock),
             owner: hold.owner.clone(),
         };
-        if let Some(entry) = entries.get_mut(&key) {
+        // One lookup (the key hashed once) for the check and the insert.
+        let mut slot = entries.entry(key);
+        if let Slot::Occupied(held) = &mut slot {
+            let entry = held.get_mut();
             let stale = hold.kind == HoldKind::Fresh
                 || entry.state.status().lost
                 || (hold.token.is_some() && entry.token != hold.token);
@@ -432,26 +436,31 @@ impl Watchdog {
                 .state
                 .mark_lost(entry.lock.name(), owner, LostCause::Retired);
             entry.ended(owner, &self.events);
-            entries.remove(&key);
         }
         let state = HeldState::new(hold.expires, Arc::clone(&self.events));
         self.events.record(Event::HoldStarted {
             lock: hold.lock.name(),
         });
-        entries.insert(
-            key,
-            Entry {
-                lock: Arc::clone(hold.lock),
-                token: hold.token,
-                holds: 1,
-                renewed: usize::from(hold.renew),
-                state: Arc::clone(&state),
-                since: Instant::now(),
-                server_changes: self.conn.server_changes(),
-                revoked: false,
-                failing: false,
-            },
-        );
+        let entry = Entry {
+            lock: Arc::clone(hold.lock),
+            token: hold.token,
+            holds: 1,
+            renewed: usize::from(hold.renew),
+            state: Arc::clone(&state),
+            since: Instant::now(),
+            server_changes: self.conn.server_changes(),
+            revoked: false,
+            failing: false,
+        };
+        match slot {
+            // The retired entry's place (its key is equal to this one's).
+            Slot::Occupied(mut held) => {
+                held.insert(entry);
+            }
+            Slot::Vacant(free) => {
+                free.insert(entry);
+            }
+        }
         state
     }
 
@@ -469,18 +478,21 @@ impl Watchdog {
             lock: Arc::clone(lock),
             owner: owner.clone(),
         };
-        if let Some(entry) = entries
-            .get_mut(&key)
-            .filter(|e| Arc::ptr_eq(&e.state, state))
-        {
-            entry.holds = entry.holds.saturating_sub(1);
-            if renew {
-                entry.renewed = entry.renewed.saturating_sub(1);
-            }
-            if entry.holds == 0 {
-                entry.ended(owner.as_str(), &self.events);
-                entries.remove(&key);
-            }
+        // One lookup (the key hashed once) for the update and the removal.
+        let Slot::Occupied(mut held) = entries.entry(key) else {
+            return;
+        };
+        if !Arc::ptr_eq(&held.get().state, state) {
+            return;
+        }
+        let entry = held.get_mut();
+        entry.holds = entry.holds.saturating_sub(1);
+        if renew {
+            entry.renewed = entry.renewed.saturating_sub(1);
+        }
+        if entry.holds == 0 {
+            entry.ended(owner.as_str(), &self.events);
+            held.remove();
         }
     }
 
