@@ -416,7 +416,9 @@ impl Progress {
 /// counts as cancelled.
 pub(crate) struct AcquireRecord {
     recorder: Arc<Recorder>,
-    lock: String,
+    /// The lock's name, kept only when its metrics carry it (a copy per
+    /// acquisition otherwise for nothing).
+    lock: Option<Box<str>>,
     fair: bool,
     started: Instant,
     span: Span,
@@ -443,7 +445,7 @@ impl AcquireRecord {
         recorder.meters.waiting(1.0);
         Self {
             recorder: Arc::clone(recorder),
-            lock: lock.to_owned(),
+            lock: recorder.meters.labels_locks().then(|| lock.into()),
             fair,
             started,
             span,
@@ -505,7 +507,8 @@ impl AcquireRecord {
         add_time(&c.wait_nanos, waited);
         let meters = &recorder.meters;
         meters.waiting(-1.0);
-        meters.acquisition(&self.lock, self.fair, outcome.label(), waited);
+        let lock = self.lock.as_deref().unwrap_or_default();
+        meters.acquisition(lock, self.fair, outcome.label(), waited);
         let span = &self.span;
         span.record("outcome", outcome.label());
         span.record(
@@ -523,7 +526,7 @@ impl AcquireRecord {
                     Handoff::Woken => "woken",
                 };
                 span.record("handoff", how);
-                meters.handoff(&self.lock, how, latency);
+                meters.handoff(lock, how, latency);
             }
         }
         debug!(parent: span, outcome = outcome.label(), ?waited, "acquisition finished");

@@ -133,6 +133,12 @@ impl Meters {
         self.lock_label.value(lock)
     }
 
+    /// Whether metrics are written with a `lock` label (else the lock's
+    /// name passed to them is not read).
+    pub(crate) fn labels_locks(&self) -> bool {
+        self.enabled && !matches!(self.lock_label, LockLabel::Off)
+    }
+
     fn kind(fair: bool) -> (&'static str, &'static str) {
         ("kind", if fair { "fair" } else { "nonfair" })
     }
@@ -262,6 +268,10 @@ impl Meters {
             lock_label,
             enabled,
         }
+    }
+    #[inline(always)]
+    pub(crate) fn labels_locks(&self) -> bool {
+        false
     }
     #[inline(always)]
     pub(crate) fn acquisition(&self, _: &str, _: bool, _: &'static str, _: Duration) {}
