@@ -339,8 +339,18 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) const ALL: [Outcome; 5] = [
+        Outcome::Immediate,
+        Outcome::AfterWait,
+        Outcome::TimedOut,
+        Outcome::Cancelled,
+        Outcome::Error,
+    ];
+
     /// The `outcome` label and span field.
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Outcome::Immediate => "immediate",
             Outcome::AfterWait => "after_wait",
