@@ -243,54 +243,15 @@ pub(crate) async fn acquire(
         };
         match acquired {
             // Shut down meanwhile: the hold must not outlive `shutdown`.
+            // (Boxed, as the replica check below: rare paths, kept out of
+            // this future, which every acquisition moves whole.)
             Some(mut hold) if core.is_closed() => {
                 hold.disarm();
-                let _ = hold.get().release().await;
+                let _ = Box::pin(hold.get().release()).await;
                 Err(Error::Closed)
             }
-            // Replica acknowledgement asked for: undo the acquisition when
-            // too few replicas have it. Dropping this future meanwhile drops
-            // the armed hold, which releases it in the background.
-            Some(mut hold) if core.config().min_replicas.is_some() => {
-                let hold_ref = hold.get();
-                let synced = acquisition
-                    .shared
-                    .sync_replicas("acquisition", Some((hold_ref.owner(), hold_ref.token())))
-                    .await;
-                // The replicas acknowledged what the server of *now* has: if
-                // it changed since the attempt that made the grant (a
-                // failover), the grant may be lost with the old master, and
-                // the acknowledgement says nothing about it.
-                let changed = acquisition.shared.conn().server_changes()
-                    != acquisition.sent_changes.load(Ordering::SeqCst);
-                let synced = match synced {
-                    Ok(_) if changed => Err(Error::ReplicasNotSynced {
-                        name: acquisition.name().to_owned(),
-                        what: "acquisition",
-                        wanted: core.config().min_replicas.map_or(0, |(n, _)| n),
-                        acked: 0,
-                        timeout: core
-                            .config()
-                            .min_replicas
-                            .map_or_else(Duration::default, |(_, t)| t),
-                    }),
-                    synced => synced,
-                };
-                match synced {
-                    Ok(held_until) => {
-                        // Believed no longer than the acknowledged server
-                        // keeps it.
-                        if let Some(held_until) = held_until {
-                            hold.get().state().cap(held_until);
-                        }
-                        Ok(Some(hold))
-                    }
-                    Err(err) => {
-                        hold.disarm();
-                        let _ = hold.get().release_unsynced().await;
-                        Err(err)
-                    }
-                }
+            Some(hold) if core.config().min_replicas.is_some() => {
+                Box::pin(confirm_replicas(&acquisition, hold)).await
             }
             other => Ok(other),
         }
@@ -301,4 +262,53 @@ pub(crate) async fn acquire(
         Err(err) => record.finish(Err(err)),
     }
     acquired
+}
+
+/// With [`min_replicas`](crate::ClientConfig::min_replicas): undo the
+/// acquisition of `hold` when too few replicas have it. Dropping this
+/// future meanwhile drops the armed hold, which releases it in the
+/// background.
+async fn confirm_replicas(
+    acquisition: &Acquisition,
+    mut hold: ArmedHold,
+) -> Result<Option<ArmedHold>> {
+    let core = acquisition.shared.core();
+    let hold_ref = hold.get();
+    let synced = acquisition
+        .shared
+        .sync_replicas("acquisition", Some((hold_ref.owner(), hold_ref.token())))
+        .await;
+    // The replicas acknowledged what the server of *now* has: if it changed
+    // since the attempt that made the grant (a failover), the grant may be
+    // lost with the old master, and the acknowledgement says nothing about
+    // it.
+    let changed = acquisition.shared.conn().server_changes()
+        != acquisition.sent_changes.load(Ordering::SeqCst);
+    let synced = match synced {
+        Ok(_) if changed => Err(Error::ReplicasNotSynced {
+            name: acquisition.name().to_owned(),
+            what: "acquisition",
+            wanted: core.config().min_replicas.map_or(0, |(n, _)| n),
+            acked: 0,
+            timeout: core
+                .config()
+                .min_replicas
+                .map_or_else(Duration::default, |(_, t)| t),
+        }),
+        synced => synced,
+    };
+    match synced {
+        Ok(held_until) => {
+            // Believed no longer than the acknowledged server keeps it.
+            if let Some(held_until) = held_until {
+                hold.get().state().cap(held_until);
+            }
+            Ok(Some(hold))
+        }
+        Err(err) => {
+            hold.disarm();
+            let _ = hold.get().release_unsynced().await;
+            Err(err)
+        }
+    }
 }
