@@ -243,7 +243,10 @@ pub(crate) fn new_request_id() -> String {
     // Written into a buffer and copied once: `to_string` goes through the
     // formatting machinery (about 250 instructions per id).
     let mut id = [0; uuid::fmt::Simple::LENGTH];
-    uuid::Uuid::new_v4().simple().encode_lower(&mut id).to_owned()
+    uuid::Uuid::new_v4()
+        .simple()
+        .encode_lower(&mut id)
+        .to_owned()
 }
 
 /// One release request, for [`LockShared::release_once`].

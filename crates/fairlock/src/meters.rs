@@ -124,11 +124,8 @@ pub(crate) struct Meters {
 
 /// Where the facade's macros put what they register: this module, at INFO.
 #[cfg(feature = "metrics")]
-static METADATA: ::metrics::Metadata<'static> = ::metrics::Metadata::new(
-    module_path!(),
-    ::metrics::Level::INFO,
-    Some(module_path!()),
-);
+static METADATA: ::metrics::Metadata<'static> =
+    ::metrics::Metadata::new(module_path!(), ::metrics::Level::INFO, Some(module_path!()));
 
 /// The keys (names and labels) of the metrics written on every acquisition
 /// and release, built once per client when they carry no `lock` label (the

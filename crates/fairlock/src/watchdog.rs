@@ -814,3 +814,57 @@ async fn run(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meters::LockLabel;
+
+    fn state(expires_in: Duration) -> Arc<HeldState> {
+        let events = Recorder::new("native", LockLabel::Off, false, "test");
+        HeldState::new(Instant::now() + expires_in, events)
+    }
+
+    /// Whether `lost` has resolved after the runtime ran everything ready.
+    async fn resolved(lost: &mut std::pin::Pin<Box<impl Future<Output = ()>>>) -> bool {
+        tokio::time::timeout(Duration::from_millis(1), lost.as_mut())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lost_resolves_on_a_loss_an_end_or_the_lease_and_not_before() {
+        // Pending while held; resolves when marked lost.
+        let held = state(Duration::from_secs(30));
+        let signal = held.signal();
+        let mut lost = Box::pin(async move { signal.lost().await });
+        assert!(!resolved(&mut lost).await, "held: pending");
+        held.extend(Instant::now() + Duration::from_secs(60));
+        assert!(!resolved(&mut lost).await, "a renewal does not resolve it");
+        held.mark_lost("lock", "owner", LostCause::TakenOver);
+        assert!(resolved(&mut lost).await, "lost: resolves");
+
+        // Lost before the wait began: resolves at once.
+        let signal = held.signal();
+        let mut late = Box::pin(async move { signal.lost().await });
+        assert!(resolved(&mut late).await, "lost before the wait");
+
+        // Every holder of the state gone (the hold is over): resolves.
+        let held = state(Duration::from_secs(30));
+        let signal = held.signal();
+        let mut ended = Box::pin(async move { signal.lost().await });
+        assert!(!resolved(&mut ended).await);
+        drop(held);
+        assert!(resolved(&mut ended).await, "the hold's state dropped");
+
+        // The confirmed lease runs out: resolves then, not before.
+        let held = state(Duration::from_secs(30));
+        let signal = held.signal();
+        let mut expiring = Box::pin(async move { signal.lost().await });
+        tokio::time::advance(Duration::from_secs(29)).await;
+        assert!(!resolved(&mut expiring).await, "within the lease");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(resolved(&mut expiring).await, "past the lease");
+        drop(held);
+    }
+}

@@ -188,7 +188,13 @@ impl NativeLock {
         _wait: Option<Duration>,
         nonce: &str,
     ) -> Result<bool> {
-        let args: [&str; 5] = [owner, &self.waiter_ttl_ms, &self.keys.channel, nonce, self.kind()];
+        let args: [&str; 5] = [
+            owner,
+            &self.waiter_ttl_ms,
+            &self.keys.channel,
+            nonce,
+            self.kind(),
+        ];
         let reply: i64 = conn
             .script(&GIVE_UP, &self.name, &self.keys(), &args)
             .await?;
@@ -221,7 +227,12 @@ impl NativeLock {
     }
 
     pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
-        let args: [&str; 4] = [&self.waiter_ttl_ms, &self.keys.channel, REVOKED_PREFIX, self.kind()];
+        let args: [&str; 4] = [
+            &self.waiter_ttl_ms,
+            &self.keys.channel,
+            REVOKED_PREFIX,
+            self.kind(),
+        ];
         let reply: i64 = conn
             .script(&FORCE_RELEASE, &self.name, &self.keys(), &args)
             .await?;

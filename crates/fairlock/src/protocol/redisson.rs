@@ -189,8 +189,7 @@ impl RedissonLock {
             let keys = &all[..if with_labels { 2 } else { 1 }];
             let lease = ms(lease);
             let args: [&str; 4] = [&lease, owner, reconcile, &self.label];
-            conn.script(&NONFAIR_ACQUIRE, &self.name, keys, &args)
-                .await
+            conn.script(&NONFAIR_ACQUIRE, &self.name, keys, &args).await
         }
     }
 
