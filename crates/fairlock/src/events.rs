@@ -340,8 +340,8 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Every outcome.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) const ALL: [Outcome; 5] = [
+    #[cfg(test)]
+    const ALL: [Outcome; 5] = [
         Outcome::Immediate,
         Outcome::AfterWait,
         Outcome::TimedOut,
@@ -349,8 +349,9 @@ impl Outcome {
         Outcome::Error,
     ];
 
-    /// The `outcome` label and span field.
-    pub(crate) fn label(self) -> &'static str {
+    /// The `outcome` label and span field (all of them in
+    /// [`meters::OUTCOMES`](crate::meters::OUTCOMES)).
+    fn label(self) -> &'static str {
         match self {
             Outcome::Immediate => "immediate",
             Outcome::AfterWait => "after_wait",
@@ -704,5 +705,15 @@ pub(crate) fn record(event: Event<'_>) {
                  still holds it: set maxmemory-policy noeviction on servers that hold locks"
             ),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_meters_know_every_outcome_label() {
+        assert_eq!(Outcome::ALL.map(Outcome::label), crate::meters::OUTCOMES);
     }
 }

@@ -89,6 +89,12 @@ pub(crate) mod names {
     pub(crate) const WAITING: &str = "fairlock_waiting_tasks";
 }
 
+/// Every `outcome` label of an acquisition, as `events::Outcome::label`
+/// writes them (a test there checks it).
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) const OUTCOMES: [&str; 5] =
+    ["immediate", "after_wait", "timed_out", "cancelled", "error"];
+
 /// The labels of one lock-scoped metric: `protocol`, the given ones, and
 /// `lock` when the user opted in.
 #[cfg(feature = "metrics")]
@@ -153,13 +159,12 @@ struct HotKeys {
 #[cfg(feature = "metrics")]
 impl HotKeys {
     fn new(protocol: &'static str) -> Self {
-        use crate::events::Outcome;
         let key = |name: &'static str, more: &[(&'static str, &'static str)]| {
             ::metrics::Key::from_parts(name, labels(protocol, more, None))
         };
         let mut acquisitions = Vec::new();
         for fair in [true, false] {
-            for outcome in Outcome::ALL.map(Outcome::label) {
+            for outcome in OUTCOMES {
                 let more = [Meters::kind(fair), ("outcome", outcome)];
                 acquisitions.push((
                     fair,

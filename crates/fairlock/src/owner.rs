@@ -23,7 +23,7 @@ impl Owner {
     pub(crate) fn new(client_id: &str, number: u64) -> Self {
         // The number on the stack, the id in one buffer sized at once (a
         // `to_string` and a `joined` cost two more allocations).
-        let number = crate::protocol::Decimal::new(number);
+        let number = crate::decimal::Decimal::new(number);
         let mut id = String::with_capacity(client_id.len() + 1 + number.len());
         id.push_str(client_id);
         id.push(':');

@@ -128,22 +128,3 @@ fn labels_by_client() {
     assert_eq!(labels.of("odd-one-out:1"), None);
     assert_eq!(labels.of(""), None);
 }
-
-proptest! {
-    /// The scripts' numbers written on the stack read as `Display` writes them.
-    #[test]
-    fn decimal_writes_numbers_as_display_does(n in any::<u64>(), m in any::<i64>()) {
-        prop_assert_eq!(&*super::Decimal::new(n), n.to_string());
-        prop_assert_eq!(&*super::Decimal::signed(m), m.to_string());
-    }
-}
-
-#[test]
-fn decimal_writes_the_extremes() {
-    for n in [0, 9, 10, u64::MAX] {
-        assert_eq!(&*super::Decimal::new(n), n.to_string());
-    }
-    for m in [0, -1, i64::MIN, i64::MAX] {
-        assert_eq!(&*super::Decimal::signed(m), m.to_string());
-    }
-}

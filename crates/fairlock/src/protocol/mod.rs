@@ -48,6 +48,7 @@ mod model_tests;
 
 use std::time::Duration;
 
+use crate::decimal::Decimal;
 use crate::error::Result;
 use crate::transport::{Connection, Script};
 use native::NativeLock;
@@ -465,51 +466,6 @@ fn ms(duration: Duration) -> Decimal {
     // As u64 (584 million years of milliseconds): a u128 costs several
     // times as much to write.
     Decimal::new(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// A number written in decimal, on the stack: the scripts' numeric
-/// arguments (leases, ttls, counts, tokens, times) without a `String` and
-/// the formatting machinery each (about 600 instructions per lock + unlock,
-/// docs/performance.md). Dereferences to the `&str` a script call takes.
-pub(crate) struct Decimal {
-    /// The digits end the buffer (a sign before them); `start` is the first.
-    digits: [u8; 20],
-    start: usize,
-}
-
-impl Decimal {
-    pub(crate) fn new(mut n: u64) -> Self {
-        let mut digits = [0; 20];
-        let mut start = digits.len();
-        loop {
-            start -= 1;
-            // n % 10 < 10: the cast is exact.
-            digits[start] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                return Self { digits, start };
-            }
-        }
-    }
-
-    /// A signed number (19 digits and a sign fill the 20 bytes).
-    pub(crate) fn signed(n: i64) -> Self {
-        let mut written = Self::new(n.unsigned_abs());
-        if n < 0 {
-            written.start -= 1;
-            written.digits[written.start] = b'-';
-        }
-        written
-    }
-}
-
-impl std::ops::Deref for Decimal {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        // ASCII digits and a sign only.
-        std::str::from_utf8(&self.digits[self.start..]).unwrap_or_default()
-    }
 }
 
 /// A script reply this version does not understand.

@@ -9,9 +9,10 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use super::{
-    Acquire, AcquireArgs, Decimal, Grant, Holder, LockInfo, Protocol, ProtocolSettings,
-    REVOKED_PREFIX, Release, Scope, ms, refresh_interval, unexpected,
+    Acquire, AcquireArgs, Grant, Holder, LockInfo, Protocol, ProtocolSettings, REVOKED_PREFIX,
+    Release, Scope, ms, refresh_interval, unexpected,
 };
+use crate::decimal::Decimal;
 use crate::error::Result;
 use crate::name::RedissonKeys;
 use crate::transport::{Connection, Script};
