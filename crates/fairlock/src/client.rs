@@ -172,7 +172,7 @@ impl LockClient {
         let holds = core.watchdog().drain();
         let releases = holds.into_iter().map(|hold| async move {
             let shared = LockShared::new(Arc::clone(core), hold.lock);
-            let owner = Owner::from_raw(&hold.owner);
+            let owner = hold.owner;
             let lease = core.config().lease;
             // One release per hold this client made, and no more: the
             // server's count can include holds of a forgotten guard.

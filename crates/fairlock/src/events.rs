@@ -339,7 +339,18 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
-    /// The `outcome` label and span field.
+    /// Every outcome.
+    #[cfg(test)]
+    const ALL: [Outcome; 5] = [
+        Outcome::Immediate,
+        Outcome::AfterWait,
+        Outcome::TimedOut,
+        Outcome::Cancelled,
+        Outcome::Error,
+    ];
+
+    /// The `outcome` label and span field (all of them in
+    /// [`meters::OUTCOMES`](crate::meters::OUTCOMES)).
     fn label(self) -> &'static str {
         match self {
             Outcome::Immediate => "immediate",
@@ -416,7 +427,9 @@ impl Progress {
 /// counts as cancelled.
 pub(crate) struct AcquireRecord {
     recorder: Arc<Recorder>,
-    lock: String,
+    /// The lock's name, kept only when its metrics carry it (a copy per
+    /// acquisition otherwise for nothing).
+    lock: Option<Box<str>>,
     fair: bool,
     started: Instant,
     span: Span,
@@ -443,7 +456,7 @@ impl AcquireRecord {
         recorder.meters.waiting(1.0);
         Self {
             recorder: Arc::clone(recorder),
-            lock: lock.to_owned(),
+            lock: recorder.meters.labels_locks().then(|| lock.into()),
             fair,
             started,
             span,
@@ -505,7 +518,8 @@ impl AcquireRecord {
         add_time(&c.wait_nanos, waited);
         let meters = &recorder.meters;
         meters.waiting(-1.0);
-        meters.acquisition(&self.lock, self.fair, outcome.label(), waited);
+        let lock = self.lock.as_deref().unwrap_or_default();
+        meters.acquisition(lock, self.fair, outcome.label(), waited);
         let span = &self.span;
         span.record("outcome", outcome.label());
         span.record(
@@ -523,7 +537,7 @@ impl AcquireRecord {
                     Handoff::Woken => "woken",
                 };
                 span.record("handoff", how);
-                meters.handoff(&self.lock, how, latency);
+                meters.handoff(lock, how, latency);
             }
         }
         debug!(parent: span, outcome = outcome.label(), ?waited, "acquisition finished");
@@ -691,5 +705,15 @@ pub(crate) fn record(event: Event<'_>) {
                  still holds it: set maxmemory-policy noeviction on servers that hold locks"
             ),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_meters_know_every_outcome_label() {
+        assert_eq!(Outcome::ALL.map(Outcome::label), crate::meters::OUTCOMES);
     }
 }

@@ -76,23 +76,8 @@ impl LockGuard {
     /// # Cancel safety
     /// Dropping it has no effect.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut status = self.held().state().subscribe();
-        async move {
-            loop {
-                let now = *status.borrow_and_update();
-                if !now.is_held() {
-                    return;
-                }
-                tokio::select! {
-                    changed = status.changed() => {
-                        if changed.is_err() {
-                            return;
-                        }
-                    }
-                    () = tokio::time::sleep_until(now.expires) => {}
-                }
-            }
-        }
+        let signal = self.held().state().signal();
+        async move { signal.lost().await }
     }
 
     /// Acquire the lock once more as the same owner: while this guard holds

@@ -240,7 +240,13 @@ impl LockShared {
 /// A fresh id for one release request (32 hex digits, Redisson's format),
 /// also used as an acquisition's secret.
 pub(crate) fn new_request_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+    // Written into a buffer and copied once: `to_string` goes through the
+    // formatting machinery (about 250 instructions per id).
+    let mut id = [0; uuid::fmt::Simple::LENGTH];
+    uuid::Uuid::new_v4()
+        .simple()
+        .encode_lower(&mut id)
+        .to_owned()
 }
 
 /// One release request, for [`LockShared::release_once`].
@@ -306,7 +312,7 @@ impl Lease {
     }
 }
 
-/// [`Hold::ended`]: the hold goes on.
+/// [`PendingClaim::ended`]: the hold goes on.
 const HELD: u8 = 0;
 /// Released (or being released, or drained at shutdown).
 const RELEASED: u8 = 1;
@@ -324,9 +330,6 @@ pub(crate) struct Hold {
     lease: Lease,
     token: Option<u64>,
     state: Arc<HeldState>,
-    /// [`HELD`], [`RELEASED`] (a claim still to come or in flight then no
-    /// longer matters) or [`FORGOTTEN`] (a claim is made now).
-    ended: Arc<AtomicU8>,
     /// A handed-over grant's claim (see [`PendingClaim`]).
     claim: Option<Arc<PendingClaim>>,
 }
@@ -346,13 +349,12 @@ impl Hold {
     ) -> ArmedHold {
         let state = shared.core().watchdog().register(NewHold {
             lock: &shared.lock,
-            owner: owner.as_str(),
+            owner: &owner,
             token,
             expires,
             kind,
             renew: lease.is_watchdog(),
         });
-        let ended = Arc::new(AtomicU8::new(HELD));
         let claim = claim.then(|| {
             Arc::new(PendingClaim {
                 shared: Arc::clone(&shared),
@@ -360,7 +362,7 @@ impl Hold {
                 lease: lease.duration(),
                 token,
                 state: Arc::clone(&state),
-                ended: Arc::clone(&ended),
+                ended: AtomicU8::new(HELD),
                 until: Mutex::new(Some(expires)),
                 now: tokio::sync::Notify::new(),
             })
@@ -374,7 +376,6 @@ impl Hold {
             lease,
             token,
             state,
-            ended,
             claim,
         };
         DisarmOnDrop::new(hold, Hold::release_in_background)
@@ -402,8 +403,8 @@ impl Hold {
 
     /// The watchdog stops renewing this hold; a claim in flight stops.
     pub(crate) fn stop_renewing(&self) {
-        self.ended.store(RELEASED, Ordering::SeqCst);
         if let Some(claim) = &self.claim {
+            claim.ended.store(RELEASED, Ordering::SeqCst);
             claim.now.notify_one();
         }
         self.unregister();
@@ -411,8 +412,8 @@ impl Hold {
 
     fn unregister(&self) {
         self.shared.core().watchdog().unregister(
-            self.shared.protocol().lock_key(),
-            self.owner.as_str(),
+            &self.shared.lock,
+            &self.owner,
             &self.state,
             self.lease.is_watchdog(),
         );
@@ -504,7 +505,9 @@ impl Hold {
     /// stops renewing it, and a handed-over grant not claimed yet is claimed
     /// now, so that it lasts the lease as documented.
     pub(crate) fn forget(&self) {
-        self.ended.store(FORGOTTEN, Ordering::SeqCst);
+        if let Some(claim) = &self.claim {
+            claim.ended.store(FORGOTTEN, Ordering::SeqCst);
+        }
         self.unregister();
         // Claimed from here, as tracked clean-up work (which shutdown waits
         // for), not by the deferred task, which shutdown may stop first.
@@ -531,7 +534,11 @@ struct PendingClaim {
     lease: Duration,
     token: Option<u64>,
     state: Arc<HeldState>,
-    ended: Arc<AtomicU8>,
+    /// [`HELD`], [`RELEASED`] (a claim still to come or in flight then no
+    /// longer matters) or [`FORGOTTEN`] (a claim is made now). Here, not
+    /// in the [`Hold`]: a hold without a claim needs none (one allocation
+    /// less per acquisition).
+    ended: AtomicU8,
     /// The grant's end until the claim started: taken by whoever starts it
     /// (the deferred task, or `forget`), exactly once.
     until: Mutex<Option<Instant>>,

@@ -201,6 +201,7 @@ pub mod blocking;
 mod client;
 mod config;
 mod core;
+mod decimal;
 mod disarm;
 mod error;
 mod events;

@@ -89,6 +89,12 @@ pub(crate) mod names {
     pub(crate) const WAITING: &str = "fairlock_waiting_tasks";
 }
 
+/// Every `outcome` label of an acquisition, as `events::Outcome::label`
+/// writes them (a test there checks it).
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) const OUTCOMES: [&str; 5] =
+    ["immediate", "after_wait", "timed_out", "cancelled", "error"];
+
 /// The labels of one lock-scoped metric: `protocol`, the given ones, and
 /// `lock` when the user opted in.
 #[cfg(feature = "metrics")]
@@ -117,20 +123,122 @@ pub(crate) struct Meters {
     /// `ClientConfig::metrics`: off, every call returns at once.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     enabled: bool,
+    /// The keys of the metrics every lock + unlock writes, built once.
+    #[cfg(feature = "metrics")]
+    hot: Option<HotKeys>,
+}
+
+/// Where the facade's macros put what they register: this module, at INFO.
+#[cfg(feature = "metrics")]
+static METADATA: ::metrics::Metadata<'static> =
+    ::metrics::Metadata::new(module_path!(), ::metrics::Level::INFO, Some(module_path!()));
+
+/// The keys (names and labels) of the metrics written on every acquisition
+/// and release, built once per client when they carry no `lock` label (the
+/// default; a `lock` label takes a key per lock name, built per write as
+/// before). Building a key per write (its labels, its hash) cost about
+/// 3,500 instructions per lock + unlock with no recorder installed. The
+/// recorder is still asked for the metric at every write (as the macros
+/// do), so a recorder installed later, or a local one, sees every write.
+#[cfg(feature = "metrics")]
+struct HotKeys {
+    waiting: ::metrics::Key,
+    held: ::metrics::Key,
+    attempts: ::metrics::Key,
+    hold: ::metrics::Key,
+    /// (fair, outcome, acquisitions counter, wait histogram).
+    acquisitions: Vec<(bool, &'static str, ::metrics::Key, ::metrics::Key)>,
+    /// (how, releases counter).
+    releases: Vec<(&'static str, ::metrics::Key)>,
+    /// (result, renewals counter).
+    renewals: Vec<(&'static str, ::metrics::Key)>,
+    /// (handoff, handoffs counter, latency histogram).
+    handoffs: Vec<(&'static str, ::metrics::Key, ::metrics::Key)>,
+}
+
+#[cfg(feature = "metrics")]
+impl HotKeys {
+    fn new(protocol: &'static str) -> Self {
+        let key = |name: &'static str, more: &[(&'static str, &'static str)]| {
+            ::metrics::Key::from_parts(name, labels(protocol, more, None))
+        };
+        let mut acquisitions = Vec::new();
+        for fair in [true, false] {
+            for outcome in OUTCOMES {
+                let more = [Meters::kind(fair), ("outcome", outcome)];
+                acquisitions.push((
+                    fair,
+                    outcome,
+                    key(names::ACQUISITIONS, &more),
+                    key(names::WAIT, &more),
+                ));
+            }
+        }
+        let releases = ["unlock", "drop", "shutdown"]
+            .map(|how| (how, key(names::RELEASES, &[("how", how)])))
+            .into();
+        let renewals = ["ok", "failed"]
+            .map(|result| (result, key(names::RENEWALS, &[("result", result)])))
+            .into();
+        let handoffs = ["direct", "woken"]
+            .map(|how| {
+                let more = [("handoff", how)];
+                (
+                    how,
+                    key(names::HANDOFFS, &more),
+                    key(names::HANDOFF_LATENCY, &more),
+                )
+            })
+            .into();
+        Self {
+            waiting: key(names::WAITING, &[]),
+            held: key(names::HELD, &[]),
+            attempts: key(names::ATTEMPTS, &[]),
+            hold: key(names::HOLD, &[]),
+            acquisitions,
+            releases,
+            renewals,
+            handoffs,
+        }
+    }
+}
+
+/// The recorder of now's counter, gauge or histogram for `key`.
+#[cfg(feature = "metrics")]
+fn counter(key: &::metrics::Key) -> ::metrics::Counter {
+    ::metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA))
+}
+
+#[cfg(feature = "metrics")]
+fn gauge(key: &::metrics::Key) -> ::metrics::Gauge {
+    ::metrics::with_recorder(|recorder| recorder.register_gauge(key, &METADATA))
+}
+
+#[cfg(feature = "metrics")]
+fn histogram(key: &::metrics::Key) -> ::metrics::Histogram {
+    ::metrics::with_recorder(|recorder| recorder.register_histogram(key, &METADATA))
 }
 
 #[cfg(feature = "metrics")]
 impl Meters {
     pub(crate) fn new(protocol: &'static str, lock_label: LockLabel, enabled: bool) -> Self {
+        let hot = (enabled && matches!(lock_label, LockLabel::Off)).then(|| HotKeys::new(protocol));
         Self {
             protocol,
             lock_label,
             enabled,
+            hot,
         }
     }
 
     fn lock(&self, lock: &str) -> Option<String> {
         self.lock_label.value(lock)
+    }
+
+    /// Whether metrics are written with a `lock` label (else the lock's
+    /// name passed to them is not read).
+    pub(crate) fn labels_locks(&self) -> bool {
+        self.enabled && !matches!(self.lock_label, LockLabel::Off)
     }
 
     fn kind(fair: bool) -> (&'static str, &'static str) {
@@ -147,6 +255,16 @@ impl Meters {
         if !self.enabled {
             return;
         }
+        let cached = self.hot.as_ref().and_then(|hot| {
+            hot.acquisitions
+                .iter()
+                .find(|(f, o, ..)| *f == fair && *o == outcome)
+        });
+        if let Some((.., count, waited)) = cached {
+            counter(count).increment(1);
+            histogram(waited).record(wait.as_secs_f64());
+            return;
+        }
         let labels = labels(
             self.protocol,
             &[Self::kind(fair), ("outcome", outcome)],
@@ -160,12 +278,25 @@ impl Meters {
         if !self.enabled {
             return;
         }
+        if let Some(hot) = &self.hot {
+            counter(&hot.attempts).increment(1);
+            return;
+        }
         let labels = labels(self.protocol, &[], self.lock(lock));
         ::metrics::counter!(names::ATTEMPTS, labels).increment(1);
     }
 
     pub(crate) fn handoff(&self, lock: &str, kind: &'static str, latency: Duration) {
         if !self.enabled {
+            return;
+        }
+        let cached = self
+            .hot
+            .as_ref()
+            .and_then(|hot| hot.handoffs.iter().find(|(how, ..)| *how == kind));
+        if let Some((_, count, latency_key)) = cached {
+            counter(count).increment(1);
+            histogram(latency_key).record(latency.as_secs_f64());
             return;
         }
         let labels = labels(self.protocol, &[("handoff", kind)], self.lock(lock));
@@ -177,6 +308,10 @@ impl Meters {
         if !self.enabled {
             return;
         }
+        if let Some(hot) = &self.hot {
+            gauge(&hot.waiting).increment(delta);
+            return;
+        }
         ::metrics::gauge!(names::WAITING, "protocol" => self.protocol).increment(delta);
     }
 
@@ -184,11 +319,20 @@ impl Meters {
         if !self.enabled {
             return;
         }
+        if let Some(hot) = &self.hot {
+            gauge(&hot.held).increment(1.0);
+            return;
+        }
         ::metrics::gauge!(names::HELD, "protocol" => self.protocol).increment(1.0);
     }
 
     pub(crate) fn hold_ended(&self, lock: &str, held_for: Duration) {
         if !self.enabled {
+            return;
+        }
+        if let Some(hot) = &self.hot {
+            gauge(&hot.held).decrement(1.0);
+            histogram(&hot.hold).record(held_for.as_secs_f64());
             return;
         }
         ::metrics::gauge!(names::HELD, "protocol" => self.protocol).decrement(1.0);
@@ -200,12 +344,28 @@ impl Meters {
         if !self.enabled {
             return;
         }
+        let cached = self
+            .hot
+            .as_ref()
+            .and_then(|hot| hot.releases.iter().find(|(h, _)| *h == how));
+        if let Some((_, key)) = cached {
+            counter(key).increment(1);
+            return;
+        }
         let labels = labels(self.protocol, &[("how", how)], self.lock(lock));
         ::metrics::counter!(names::RELEASES, labels).increment(1);
     }
 
     pub(crate) fn renewal(&self, lock: &str, result: &'static str) {
         if !self.enabled {
+            return;
+        }
+        let cached = self
+            .hot
+            .as_ref()
+            .and_then(|hot| hot.renewals.iter().find(|(r, _)| *r == result));
+        if let Some((_, key)) = cached {
+            counter(key).increment(1);
             return;
         }
         let labels = labels(self.protocol, &[("result", result)], self.lock(lock));
@@ -262,6 +422,10 @@ impl Meters {
             lock_label,
             enabled,
         }
+    }
+    #[inline(always)]
+    pub(crate) fn labels_locks(&self) -> bool {
+        false
     }
     #[inline(always)]
     pub(crate) fn acquisition(&self, _: &str, _: bool, _: &'static str, _: Duration) {}

@@ -21,13 +21,13 @@ pub struct Owner {
 
 impl Owner {
     pub(crate) fn new(client_id: &str, number: u64) -> Self {
-        Self {
-            id: crate::name::joined(client_id, &number.to_string()).into(),
-        }
-    }
-
-    /// An owner id read back from the registry of holds.
-    pub(crate) fn from_raw(id: &str) -> Self {
+        // The number on the stack, the id in one buffer sized at once (a
+        // `to_string` and a `joined` cost two more allocations).
+        let number = crate::decimal::Decimal::new(number);
+        let mut id = String::with_capacity(client_id.len() + 1 + number.len());
+        id.push_str(client_id);
+        id.push(':');
+        id.push_str(&number);
         Self { id: id.into() }
     }
 

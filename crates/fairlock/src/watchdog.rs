@@ -24,15 +24,17 @@
 //! release or renew anything) and starts from its own lease.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry as Slot;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::events::{Event, LostCause, Recorder};
+use crate::owner::Owner;
 use crate::protocol::{Dialect, HoldRef, ProtocolLock, RENEW_BATCH, Renewal};
 use crate::stats::HeldLock;
 use crate::transport::Connection;
@@ -54,19 +56,84 @@ impl HoldStatus {
 }
 
 /// The lost-lock signal shared by the guards of one hold.
+///
+/// A status under a mutex and one [`Notify`] rather than a `watch`
+/// channel: a `watch` channel wakes its eight internal `Notify`s on every
+/// change and when it closes, and every hold made and dropped one (about
+/// 500 instructions per lock + unlock, docs/performance.md).
 #[derive(Debug)]
 pub(crate) struct HeldState {
-    status: watch::Sender<HoldStatus>,
+    signal: Arc<Signal>,
     /// Where its loss is recorded.
     events: Arc<Recorder>,
+}
+
+/// What [`lost`](Signal::lost) futures wait on: they hold this, not the
+/// [`HeldState`], so that they never keep a hold's state alive.
+#[derive(Debug)]
+pub(crate) struct Signal {
+    state: Mutex<Watched>,
+    /// Woken after every change of `state`.
+    changed: Notify,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Watched {
+    status: HoldStatus,
+    /// Every holder of the [`HeldState`] (guards, the registry, a claim)
+    /// is gone: the hold is over, its `lost()` futures resolve (as a
+    /// `watch` receiver's did when its sender was dropped).
+    closed: bool,
+}
+
+impl Signal {
+    fn read(&self) -> Watched {
+        *locked(&self.state)
+    }
+
+    /// Change the state with `change` (`true`: it changed), then wake the
+    /// waiters if it did. The waiters read the new state under the lock,
+    /// so a wait that registered before its read misses no change.
+    fn update(&self, change: impl FnOnce(&mut Watched) -> bool) {
+        let changed = change(&mut locked(&self.state));
+        if changed {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Resolves once the hold is lost or may be (see
+    /// [`LockGuard::lost`](crate::LockGuard::lost)), or is over.
+    pub(crate) async fn lost(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the read: a change made after it wakes
+            // this wait.
+            changed.as_mut().enable();
+            let now = self.read();
+            if now.closed || !now.status.is_held() {
+                return;
+            }
+            tokio::select! {
+                () = changed => {}
+                () = tokio::time::sleep_until(now.status.expires) => {}
+            }
+        }
+    }
 }
 
 impl HeldState {
     pub(crate) fn new(expires: Instant, events: Arc<Recorder>) -> Arc<Self> {
         Arc::new(Self {
-            status: watch::Sender::new(HoldStatus {
-                lost: false,
-                expires,
+            signal: Arc::new(Signal {
+                state: Mutex::new(Watched {
+                    status: HoldStatus {
+                        lost: false,
+                        expires,
+                    },
+                    closed: false,
+                }),
+                changed: Notify::new(),
             }),
             events,
         })
@@ -74,10 +141,11 @@ impl HeldState {
 
     /// The hold is known lost: its guards see it at once.
     pub(crate) fn mark_lost(&self, lock: &str, owner: &str, cause: LostCause) {
-        // Counted before `lost()` futures wake, so that code woken by one
-        // sees the loss in the statistics.
-        self.status.send_if_modified(|status| {
-            let newly = !std::mem::replace(&mut status.lost, true);
+        // Counted before `lost()` futures wake (and under the lock, before
+        // anyone reads the loss), so that code woken by one sees the loss
+        // in the statistics.
+        self.signal.update(|state| {
+            let newly = !std::mem::replace(&mut state.status.lost, true);
             if newly {
                 self.events.record(Event::Lost { lock, owner, cause });
             }
@@ -85,13 +153,20 @@ impl HeldState {
         });
     }
 
+    /// Known lost without a record (drained at shutdown: the caller
+    /// releases it).
+    fn mark_lost_silently(&self) {
+        self.signal
+            .update(|state| !std::mem::replace(&mut state.status.lost, true));
+    }
+
     /// The server acknowledged by the replicas keeps the hold only until
     /// `until`: never believe it longer.
     pub(crate) fn cap(&self, until: Instant) {
-        self.status.send_if_modified(|status| {
-            let earlier = until < status.expires;
+        self.signal.update(|state| {
+            let earlier = until < state.status.expires;
             if earlier {
-                status.expires = until;
+                state.status.expires = until;
             }
             earlier
         });
@@ -99,26 +174,69 @@ impl HeldState {
 
     /// A renewal confirmed the lease until `expires`.
     pub(crate) fn extend(&self, expires: Instant) {
-        self.status.send_if_modified(|status| {
-            let later = expires > status.expires;
+        self.signal.update(|state| {
+            let later = expires > state.status.expires;
             if later {
-                status.expires = expires;
+                state.status.expires = expires;
             }
             later
         });
     }
 
     pub(crate) fn status(&self) -> HoldStatus {
-        *self.status.borrow()
+        self.signal.read().status
     }
 
-    pub(crate) fn subscribe(&self) -> watch::Receiver<HoldStatus> {
-        self.status.subscribe()
+    /// What `lost()` waits on.
+    pub(crate) fn signal(&self) -> Arc<Signal> {
+        Arc::clone(&self.signal)
     }
 }
 
-/// (lock key, owner).
-type Key = (String, String);
+impl Drop for HeldState {
+    fn drop(&mut self) {
+        self.signal.update(|state| {
+            state.closed = true;
+            true
+        });
+    }
+}
+
+/// A registry key: (lock key, owner), compared and hashed by those two
+/// strings, but held as the lock and the owner the hold has already (two
+/// reference counts): registering and unregistering a hold allocate no
+/// key (two `String`s per lookup cost about 700 instructions per lock +
+/// unlock, docs/performance.md).
+#[derive(Clone)]
+struct Key {
+    lock: Arc<ProtocolLock>,
+    owner: Owner,
+}
+
+impl Key {
+    fn lock_key(&self) -> &str {
+        self.lock.lock_key()
+    }
+
+    fn owner(&self) -> &str {
+        self.owner.as_str()
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.lock_key() == other.lock_key() && self.owner() == other.owner()
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.lock_key().hash(state);
+        self.owner().hash(state);
+    }
+}
 
 struct Entry {
     /// The lock it holds, for renewals and for `shutdown`.
@@ -180,7 +298,7 @@ pub(crate) enum HoldKind {
 /// One hold to register.
 pub(crate) struct NewHold<'a> {
     pub(crate) lock: &'a Arc<ProtocolLock>,
-    pub(crate) owner: &'a str,
+    pub(crate) owner: &'a Owner,
     pub(crate) token: Option<u64>,
     pub(crate) expires: Instant,
     pub(crate) kind: HoldKind,
@@ -191,7 +309,7 @@ pub(crate) struct NewHold<'a> {
 /// A hold still registered, for [`Watchdog::drain`].
 pub(crate) struct Registered {
     pub(crate) lock: Arc<ProtocolLock>,
-    pub(crate) owner: String,
+    pub(crate) owner: Owner,
     pub(crate) token: Option<u64>,
     pub(crate) holds: usize,
 }
@@ -221,8 +339,8 @@ impl Revocations {
             return false;
         };
         if let Some(key) = key {
-            for ((held_key, _), entry) in locked(&entries).iter_mut() {
-                if held_key == key {
+            for (held, entry) in locked(&entries).iter_mut() {
+                if held.lock_key() == key {
                     entry.revoked = true;
                 }
             }
@@ -292,8 +410,14 @@ impl Watchdog {
     /// Register one hold; returns the state its guard shares.
     pub(crate) fn register(&self, hold: NewHold<'_>) -> Arc<HeldState> {
         let mut entries = locked(&self.entries);
-        let key = (hold.lock.lock_key().to_owned(), hold.owner.to_owned());
-        if let Some(entry) = entries.get_mut(&key) {
+        let key = Key {
+            lock: Arc::clone(hold.lock),
+            owner: hold.owner.clone(),
+        };
+        // One lookup (the key hashed once) for the check and the insert.
+        let mut slot = entries.entry(key);
+        if let Slot::Occupied(held) = &mut slot {
+            let entry = held.get_mut();
             let stale = hold.kind == HoldKind::Fresh
                 || entry.state.status().lost
                 || (hold.token.is_some() && entry.token != hold.token);
@@ -307,30 +431,36 @@ impl Watchdog {
             }
             // An older acquisition of this owner is over (lost, or replaced
             // by this one): retire its guards before they act on the new hold.
+            let owner = hold.owner.as_str();
             entry
                 .state
-                .mark_lost(entry.lock.name(), hold.owner, LostCause::Retired);
-            entry.ended(hold.owner, &self.events);
-            entries.remove(&key);
+                .mark_lost(entry.lock.name(), owner, LostCause::Retired);
+            entry.ended(owner, &self.events);
         }
         let state = HeldState::new(hold.expires, Arc::clone(&self.events));
         self.events.record(Event::HoldStarted {
             lock: hold.lock.name(),
         });
-        entries.insert(
-            key,
-            Entry {
-                lock: Arc::clone(hold.lock),
-                token: hold.token,
-                holds: 1,
-                renewed: usize::from(hold.renew),
-                state: Arc::clone(&state),
-                since: Instant::now(),
-                server_changes: self.conn.server_changes(),
-                revoked: false,
-                failing: false,
-            },
-        );
+        let entry = Entry {
+            lock: Arc::clone(hold.lock),
+            token: hold.token,
+            holds: 1,
+            renewed: usize::from(hold.renew),
+            state: Arc::clone(&state),
+            since: Instant::now(),
+            server_changes: self.conn.server_changes(),
+            revoked: false,
+            failing: false,
+        };
+        match slot {
+            // The retired entry's place (its key is equal to this one's).
+            Slot::Occupied(mut held) => {
+                held.insert(entry);
+            }
+            Slot::Vacant(free) => {
+                free.insert(entry);
+            }
+        }
         state
     }
 
@@ -338,25 +468,31 @@ impl Watchdog {
     /// replaced by a newer acquisition is left alone.
     pub(crate) fn unregister(
         &self,
-        lock_key: &str,
-        owner: &str,
+        lock: &Arc<ProtocolLock>,
+        owner: &Owner,
         state: &Arc<HeldState>,
         renew: bool,
     ) {
         let mut entries = locked(&self.entries);
-        let key = (lock_key.to_owned(), owner.to_owned());
-        if let Some(entry) = entries
-            .get_mut(&key)
-            .filter(|e| Arc::ptr_eq(&e.state, state))
-        {
-            entry.holds = entry.holds.saturating_sub(1);
-            if renew {
-                entry.renewed = entry.renewed.saturating_sub(1);
-            }
-            if entry.holds == 0 {
-                entry.ended(owner, &self.events);
-                entries.remove(&key);
-            }
+        let key = Key {
+            lock: Arc::clone(lock),
+            owner: owner.clone(),
+        };
+        // One lookup (the key hashed once) for the update and the removal.
+        let Slot::Occupied(mut held) = entries.entry(key) else {
+            return;
+        };
+        if !Arc::ptr_eq(&held.get().state, state) {
+            return;
+        }
+        let entry = held.get_mut();
+        entry.holds = entry.holds.saturating_sub(1);
+        if renew {
+            entry.renewed = entry.renewed.saturating_sub(1);
+        }
+        if entry.holds == 0 {
+            entry.ended(owner.as_str(), &self.events);
+            held.remove();
         }
     }
 
@@ -373,10 +509,10 @@ impl Watchdog {
     pub(crate) fn drain(&self) -> Vec<Registered> {
         locked(&self.entries)
             .drain()
-            .map(|((_, owner), entry)| {
+            .map(|(Key { owner, .. }, entry)| {
                 // Silently: the caller releases it.
-                entry.ended(&owner, &self.events);
-                entry.state.status.send_modify(|status| status.lost = true);
+                entry.ended(owner.as_str(), &self.events);
+                entry.state.mark_lost_silently();
                 Registered {
                     lock: entry.lock,
                     owner,
@@ -393,8 +529,8 @@ impl Drop for Watchdog {
     /// registered (forgotten ones are not) end here for the counts and
     /// gauges.
     fn drop(&mut self) {
-        for ((_, owner), entry) in locked(&self.entries).drain() {
-            entry.ended(&owner, &self.events);
+        for (key, entry) in locked(&self.entries).drain() {
+            entry.ended(key.owner(), &self.events);
         }
     }
 }
@@ -404,9 +540,9 @@ impl Watchdog {
     pub(crate) fn snapshot(&self) -> Vec<HeldLock> {
         let mut held: Vec<HeldLock> = locked(&self.entries)
             .iter()
-            .map(|((_, owner), entry)| HeldLock {
+            .map(|(key, entry)| HeldLock {
                 name: entry.lock.name().to_owned(),
-                owner: owner.clone(),
+                owner: key.owner().to_owned(),
                 holds: entry.holds,
                 held_for: entry.since.elapsed(),
                 token: entry.token,
@@ -508,9 +644,10 @@ async fn run(
             .collect();
         // One script call may only touch keys of one group (one hash slot
         // on a cluster, where other calls fail with CROSSSLOT).
-        batch.sort_by_key(|((key, _), ..)| conn.key_group(key));
-        let groups =
-            batch.chunk_by(|((a, _), ..), ((b, _), ..)| conn.key_group(a) == conn.key_group(b));
+        batch.sort_by_key(|(key, ..)| conn.key_group(key.lock_key()));
+        let groups = batch.chunk_by(|(a, ..), (b, ..)| {
+            conn.key_group(a.lock_key()) == conn.key_group(b.lock_key())
+        });
         // Every batch is sent at once and each answer is handled as it
         // comes: a node that does not answer costs its own batches one
         // response timeout each, in parallel, and never delays the batches
@@ -524,7 +661,7 @@ async fn run(
                 async move {
                     let holds: Vec<HoldRef<'_>> = chunk
                         .iter()
-                        .map(|((k, o), token, ..)| (k.as_str(), o.as_str(), *token))
+                        .map(|(key, token, ..)| (key.lock_key(), key.owner(), *token))
                         .collect();
                     let sent_at = Instant::now();
                     let mut result = dialect.renew(conn, &holds, renewal).await;
@@ -543,13 +680,13 @@ async fn run(
                     if let (Ok(_), Some((wanted, timeout)), Some(_), Some(first)) =
                         (&result, min_replicas, renewal, chunk.first())
                     {
-                        let ((key, _), _, _, lock) = first;
+                        let (key, _, _, lock) = first;
                         let proofs: Vec<_> = chunk
                             .iter()
-                            .map(|((_, owner), token, _, lock)| lock.hold_proof(owner, *token))
+                            .map(|(key, token, _, lock)| lock.hold_proof(key.owner(), *token))
                             .collect();
                         let synced = conn
-                            .sync_replicas(lock.name(), key, wanted, timeout, &proofs)
+                            .sync_replicas(lock.name(), key.lock_key(), wanted, timeout, &proofs)
                             .await;
                         // Acknowledged by the replicas of another server than
                         // the one renewed (a failover in between): counts as
@@ -604,8 +741,8 @@ async fn run(
                             } else {
                                 LostCause::Expired
                             };
-                            entry.state.mark_lost(entry.lock.name(), &key.1, cause);
-                            entry.ended(&key.1, &events);
+                            entry.state.mark_lost(entry.lock.name(), key.owner(), cause);
+                            entry.ended(key.owner(), &events);
                             map.remove(key);
                         } else {
                             entry.server_changes = changes;
@@ -625,10 +762,10 @@ async fn run(
                                         if Instant::now() >= entry.state.status().expires {
                                             entry.state.mark_lost(
                                                 entry.lock.name(),
-                                                &key.1,
+                                                key.owner(),
                                                 LostCause::RenewalsFailed,
                                             );
-                                            entry.ended(&key.1, &events);
+                                            entry.ended(key.owner(), &events);
                                             map.remove(key);
                                         }
                                         continue;
@@ -659,21 +796,75 @@ async fn run(
                         }
                         events.record(Event::RenewalFailed {
                             lock: entry.lock.name(),
-                            owner: &key.1,
+                            owner: key.owner(),
                             error: &err,
                         });
                         if now >= entry.state.status().expires {
                             entry.state.mark_lost(
                                 entry.lock.name(),
-                                &key.1,
+                                key.owner(),
                                 LostCause::RenewalsFailed,
                             );
-                            entry.ended(&key.1, &events);
+                            entry.ended(key.owner(), &events);
                             map.remove(key);
                         }
                     }
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meters::LockLabel;
+
+    fn state(expires_in: Duration) -> Arc<HeldState> {
+        let events = Recorder::new("native", LockLabel::Off, false, "test");
+        HeldState::new(Instant::now() + expires_in, events)
+    }
+
+    /// Whether `lost` has resolved after the runtime ran everything ready.
+    async fn resolved(lost: &mut std::pin::Pin<Box<impl Future<Output = ()>>>) -> bool {
+        tokio::time::timeout(Duration::from_millis(1), lost.as_mut())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lost_resolves_on_a_loss_an_end_or_the_lease_and_not_before() {
+        // Pending while held; resolves when marked lost.
+        let held = state(Duration::from_secs(30));
+        let signal = held.signal();
+        let mut lost = Box::pin(async move { signal.lost().await });
+        assert!(!resolved(&mut lost).await, "held: pending");
+        held.extend(Instant::now() + Duration::from_secs(60));
+        assert!(!resolved(&mut lost).await, "a renewal does not resolve it");
+        held.mark_lost("lock", "owner", LostCause::TakenOver);
+        assert!(resolved(&mut lost).await, "lost: resolves");
+
+        // Lost before the wait began: resolves at once.
+        let signal = held.signal();
+        let mut late = Box::pin(async move { signal.lost().await });
+        assert!(resolved(&mut late).await, "lost before the wait");
+
+        // Every holder of the state gone (the hold is over): resolves.
+        let held = state(Duration::from_secs(30));
+        let signal = held.signal();
+        let mut ended = Box::pin(async move { signal.lost().await });
+        assert!(!resolved(&mut ended).await);
+        drop(held);
+        assert!(resolved(&mut ended).await, "the hold's state dropped");
+
+        // The confirmed lease runs out: resolves then, not before.
+        let held = state(Duration::from_secs(30));
+        let signal = held.signal();
+        let mut expiring = Box::pin(async move { signal.lost().await });
+        tokio::time::advance(Duration::from_secs(29)).await;
+        assert!(!resolved(&mut expiring).await, "within the lease");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(resolved(&mut expiring).await, "past the lease");
+        drop(held);
     }
 }

@@ -211,7 +211,13 @@ pub(crate) async fn acquire(
         }
     };
     let span = record.span();
-    let owner = plan.owner(&shared).instrument(span.clone()).await;
+    // The futures run in the span are pinned where they are made and the
+    // span wraps a reference to them: moved into `Instrumented`, each was
+    // copied whole (the acquisition's is several kilobytes: about 1,000
+    // instructions per lock + unlock, docs/performance.md).
+    let owner = std::pin::pin!(plan.owner(&shared))
+        .instrument(span.clone())
+        .await;
     let (owner, base, turn) = match owner {
         Ok(Some(owner)) => owner,
         Ok(None) => {
@@ -235,69 +241,79 @@ pub(crate) async fn acquire(
         progress: record.progress(),
         sent_changes: AtomicU64::new(0),
     });
-    let acquired = async move {
+    let acquired = std::pin::pin!(async move {
         let acquired = match plan.budget {
             Budget::Once => attempt::once(&acquisition, plan.reenter_only).await?,
             Budget::Until(deadline) => wait::until(&acquisition, deadline).await?,
         };
         match acquired {
             // Shut down meanwhile: the hold must not outlive `shutdown`.
+            // (Boxed, as the replica check below: rare paths, kept out of
+            // this future, which every acquisition moves whole.)
             Some(mut hold) if core.is_closed() => {
                 hold.disarm();
-                let _ = hold.get().release().await;
+                let _ = Box::pin(hold.get().release()).await;
                 Err(Error::Closed)
             }
-            // Replica acknowledgement asked for: undo the acquisition when
-            // too few replicas have it. Dropping this future meanwhile drops
-            // the armed hold, which releases it in the background.
-            Some(mut hold) if core.config().min_replicas.is_some() => {
-                let hold_ref = hold.get();
-                let synced = acquisition
-                    .shared
-                    .sync_replicas("acquisition", Some((hold_ref.owner(), hold_ref.token())))
-                    .await;
-                // The replicas acknowledged what the server of *now* has: if
-                // it changed since the attempt that made the grant (a
-                // failover), the grant may be lost with the old master, and
-                // the acknowledgement says nothing about it.
-                let changed = acquisition.shared.conn().server_changes()
-                    != acquisition.sent_changes.load(Ordering::SeqCst);
-                let synced = match synced {
-                    Ok(_) if changed => Err(Error::ReplicasNotSynced {
-                        name: acquisition.name().to_owned(),
-                        what: "acquisition",
-                        wanted: core.config().min_replicas.map_or(0, |(n, _)| n),
-                        acked: 0,
-                        timeout: core
-                            .config()
-                            .min_replicas
-                            .map_or_else(Duration::default, |(_, t)| t),
-                    }),
-                    synced => synced,
-                };
-                match synced {
-                    Ok(held_until) => {
-                        // Believed no longer than the acknowledged server
-                        // keeps it.
-                        if let Some(held_until) = held_until {
-                            hold.get().state().cap(held_until);
-                        }
-                        Ok(Some(hold))
-                    }
-                    Err(err) => {
-                        hold.disarm();
-                        let _ = hold.get().release_unsynced().await;
-                        Err(err)
-                    }
-                }
+            Some(hold) if core.config().min_replicas.is_some() => {
+                Box::pin(confirm_replicas(&acquisition, hold)).await
             }
             other => Ok(other),
         }
-    };
+    });
     let acquired = acquired.instrument(span).await;
     match &acquired {
         Ok(hold) => record.finish(Ok(hold.as_ref().map(|hold| hold.get().token()))),
         Err(err) => record.finish(Err(err)),
     }
     acquired
+}
+
+/// With [`min_replicas`](crate::ClientConfig::min_replicas): undo the
+/// acquisition of `hold` when too few replicas have it. Dropping this
+/// future meanwhile drops the armed hold, which releases it in the
+/// background.
+async fn confirm_replicas(
+    acquisition: &Acquisition,
+    mut hold: ArmedHold,
+) -> Result<Option<ArmedHold>> {
+    let core = acquisition.shared.core();
+    let hold_ref = hold.get();
+    let synced = acquisition
+        .shared
+        .sync_replicas("acquisition", Some((hold_ref.owner(), hold_ref.token())))
+        .await;
+    // The replicas acknowledged what the server of *now* has: if it changed
+    // since the attempt that made the grant (a failover), the grant may be
+    // lost with the old master, and the acknowledgement says nothing about
+    // it.
+    let changed = acquisition.shared.conn().server_changes()
+        != acquisition.sent_changes.load(Ordering::SeqCst);
+    let synced = match synced {
+        Ok(_) if changed => Err(Error::ReplicasNotSynced {
+            name: acquisition.name().to_owned(),
+            what: "acquisition",
+            wanted: core.config().min_replicas.map_or(0, |(n, _)| n),
+            acked: 0,
+            timeout: core
+                .config()
+                .min_replicas
+                .map_or_else(Duration::default, |(_, t)| t),
+        }),
+        synced => synced,
+    };
+    match synced {
+        Ok(held_until) => {
+            // Believed no longer than the acknowledged server keeps it.
+            if let Some(held_until) = held_until {
+                hold.get().state().cap(held_until);
+            }
+            Ok(Some(hold))
+        }
+        Err(err) => {
+            hold.disarm();
+            let _ = hold.get().release_unsynced().await;
+            Err(err)
+        }
+    }
 }

@@ -48,6 +48,7 @@ mod model_tests;
 
 use std::time::Duration;
 
+use crate::decimal::Decimal;
 use crate::error::Result;
 use crate::kind::LockKind;
 use crate::transport::{Connection, Script};
@@ -214,7 +215,7 @@ impl Dialect {
             Protocol::Native => &native::RENEW,
         };
         let mut args = Vec::with_capacity(2 * batch.len() + 2);
-        args.push(lease.map(ms).unwrap_or_default());
+        args.push(lease.map(|lease| ms(lease).to_string()).unwrap_or_default());
         args.push(self.settings.label.to_string());
         for (_, owner, token) in batch {
             args.push((*owner).to_owned());
@@ -511,12 +512,10 @@ pub(crate) fn refresh_interval(waiter_ttl: Duration) -> Duration {
 }
 
 /// A duration as whole milliseconds, for a script argument.
-fn ms(duration: Duration) -> String {
-    // As u64 (584 million years of milliseconds): formatting a u128 costs
-    // several times as much.
-    u64::try_from(duration.as_millis())
-        .unwrap_or(u64::MAX)
-        .to_string()
+fn ms(duration: Duration) -> Decimal {
+    // As u64 (584 million years of milliseconds): a u128 costs several
+    // times as much to write.
+    Decimal::new(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A script reply this version does not understand.

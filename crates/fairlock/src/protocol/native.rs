@@ -11,6 +11,7 @@ use super::{
     Acquire, AcquireArgs, Grant, Holder, LockInfo, Protocol, ProtocolSettings, REVOKED_PREFIX,
     Release, Scope, ms, refresh_interval, unexpected,
 };
+use crate::decimal::Decimal;
 use crate::error::Result;
 use crate::name::NativeKeys;
 use crate::transport::{Connection, Script};
@@ -91,7 +92,10 @@ pub(crate) struct NativeLock {
     pub(crate) fair: bool,
     keys: NativeKeys,
     waiter_ttl: Duration,
-    release_cache: Duration,
+    /// `waiter_ttl` and the release cache's lifetime in milliseconds, as
+    /// the scripts take them: written once, not on every call.
+    waiter_ttl_ms: Box<str>,
+    release_cache_ms: Box<str>,
     /// The client's label, written next to the lock (see `label.rs`).
     label: std::sync::Arc<str>,
 }
@@ -103,7 +107,8 @@ impl NativeLock {
             fair,
             keys: NativeKeys::new(name),
             waiter_ttl: settings.waiter_ttl,
-            release_cache: settings.release_cache,
+            waiter_ttl_ms: (*ms(settings.waiter_ttl)).into(),
+            release_cache_ms: (*ms(settings.release_cache)).into(),
             label: std::sync::Arc::clone(&settings.label),
         }
     }
@@ -159,11 +164,11 @@ impl NativeLock {
         args: &AcquireArgs<'_>,
     ) -> Result<Acquire> {
         let waiter_ttl = self.waiter_ttl;
-        let (lease, ttl, base) = (ms(args.lease), ms(waiter_ttl), args.base.to_string());
+        let (lease, base) = (ms(args.lease), Decimal::new(args.base.into()));
         let script_args: [&str; 9] = [
             args.owner,
             &lease,
-            &ttl,
+            &self.waiter_ttl_ms,
             &self.keys.channel,
             self.kind(),
             if args.queue { "queue" } else { "once" },
@@ -184,8 +189,13 @@ impl NativeLock {
         _wait: Option<Duration>,
         nonce: &str,
     ) -> Result<bool> {
-        let ttl = ms(self.waiter_ttl);
-        let args: [&str; 5] = [owner, &ttl, &self.keys.channel, nonce, self.kind()];
+        let args: [&str; 5] = [
+            owner,
+            &self.waiter_ttl_ms,
+            &self.keys.channel,
+            nonce,
+            self.kind(),
+        ];
         let reply: i64 = conn
             .script(&GIVE_UP, &self.name, &self.keys(), &args)
             .await?;
@@ -203,14 +213,13 @@ impl NativeLock {
         let cache = crate::name::joined(&self.keys.release_cache, request);
         let [k1, k2, k3, k4, k5] = self.keys();
         let keys = [k1, k2, k3, k4, k5, &cache];
-        let (ttl, cache_ttl) = (ms(self.waiter_ttl), ms(self.release_cache));
-        let token = scope.token.map(|t| t.to_string()).unwrap_or_default();
+        let token = scope.token.map(Decimal::new);
         let args: [&str; 7] = [
             owner,
-            &ttl,
+            &self.waiter_ttl_ms,
             &self.keys.channel,
-            &cache_ttl,
-            &token,
+            &self.release_cache_ms,
+            token.as_deref().unwrap_or_default(),
             scope.nonce.unwrap_or_default(),
             self.kind(),
         ];
@@ -219,8 +228,12 @@ impl NativeLock {
     }
 
     pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
-        let ttl = ms(self.waiter_ttl);
-        let args: [&str; 4] = [&ttl, &self.keys.channel, REVOKED_PREFIX, self.kind()];
+        let args: [&str; 4] = [
+            &self.waiter_ttl_ms,
+            &self.keys.channel,
+            REVOKED_PREFIX,
+            self.kind(),
+        ];
         let reply: i64 = conn
             .script(&FORCE_RELEASE, &self.name, &self.keys(), &args)
             .await?;

@@ -14,6 +14,7 @@ use super::{
     Acquire, AcquireArgs, Grant, Holder, LockInfo, Protocol, ProtocolSettings, REVOKED_PREFIX,
     Release, Scope, ms, refresh_interval, unexpected,
 };
+use crate::decimal::Decimal;
 use crate::error::Result;
 use crate::name::RedissonKeys;
 use crate::transport::{Connection, Script};
@@ -41,7 +42,10 @@ pub(crate) struct RedissonLock {
     waiter_slot: Duration,
     /// Bounds the pause between attempts (see [`max_pause`](Self::max_pause)).
     waiter_ttl: Duration,
-    release_cache: Duration,
+    /// `waiter_ttl` and the release cache's lifetime in milliseconds, as
+    /// the scripts take them: written once, not on every call.
+    waiter_ttl_ms: Box<str>,
+    release_cache_ms: Box<str>,
     /// Test hook: shifts this client's clock (see `ClientConfig::clock_offset_ms`).
     clock_offset_ms: i64,
     /// The client's label, written to fairlock's own labels key of the
@@ -67,7 +71,8 @@ impl RedissonLock {
             keys: RedissonKeys::new(name),
             waiter_slot: settings.waiter_slot,
             waiter_ttl: settings.waiter_ttl,
-            release_cache: settings.release_cache,
+            waiter_ttl_ms: (*ms(settings.waiter_ttl)).into(),
+            release_cache_ms: (*ms(settings.release_cache)).into(),
             clock_offset_ms: settings.clock_offset_ms,
             label: std::sync::Arc::clone(&settings.label),
             settings_labels: settings.labels.clone(),
@@ -129,7 +134,7 @@ impl RedissonLock {
             wait, queue, base, ..
         } = *args;
         let slot = self.slot(wait);
-        let reconcile = base.to_string();
+        let reconcile = Decimal::new(base.into());
         let with_labels = self.settings_labels.usable();
         let reply = self
             .acquire_call(conn, args, slot, &reconcile, with_labels)
@@ -159,16 +164,18 @@ impl RedissonLock {
             queue,
             ..
         } = *args;
-        let labels = with_labels.then_some(self.keys.labels.as_str());
+        // The labels key last, when used: the keys are a prefix of these
+        // (an array, not a `Vec` per call).
+        let labels = &self.keys.labels;
         if self.fair {
-            let mut keys = vec![
+            let all = [
                 self.keys.lock.as_str(),
                 &self.keys.queue,
                 &self.keys.timeouts,
+                labels,
             ];
-            keys.extend(labels);
-            let (lease, slot, now) = (ms(lease), ms(slot), self.now_ms().to_string());
-            let ttl = ms(self.waiter_ttl);
+            let keys = &all[..if with_labels { 4 } else { 3 }];
+            let (lease, slot, now) = (ms(lease), ms(slot), Decimal::signed(self.now_ms()));
             let args: [&str; 8] = [
                 &lease,
                 owner,
@@ -177,16 +184,15 @@ impl RedissonLock {
                 if queue { "queue" } else { "once" },
                 reconcile,
                 &self.label,
-                &ttl,
+                &self.waiter_ttl_ms,
             ];
-            conn.script(&FAIR_ACQUIRE, &self.name, &keys, &args).await
+            conn.script(&FAIR_ACQUIRE, &self.name, keys, &args).await
         } else {
-            let mut keys = vec![self.keys.lock.as_str()];
-            keys.extend(labels);
+            let all = [self.keys.lock.as_str(), labels];
+            let keys = &all[..if with_labels { 2 } else { 1 }];
             let lease = ms(lease);
             let args: [&str; 4] = [&lease, owner, reconcile, &self.label];
-            conn.script(&NONFAIR_ACQUIRE, &self.name, &keys, &args)
-                .await
+            conn.script(&NONFAIR_ACQUIRE, &self.name, keys, &args).await
         }
     }
 
@@ -227,7 +233,6 @@ impl RedissonLock {
         request: &str,
         _scope: &Scope<'_>,
     ) -> Result<Release> {
-        let cache_ttl = self.release_cache;
         let cache = self.keys.unlock_latch(request);
         let reply: i64 = if self.fair {
             let keys = [
@@ -237,13 +242,13 @@ impl RedissonLock {
                 &self.keys.channel,
                 &cache,
             ];
-            let (lease, now, cache_ttl) = (ms(lease), self.now_ms().to_string(), ms(cache_ttl));
-            let args: [&str; 4] = [owner, &lease, &now, &cache_ttl];
+            let (lease, now) = (ms(lease), Decimal::signed(self.now_ms()));
+            let args: [&str; 4] = [owner, &lease, &now, &self.release_cache_ms];
             conn.script(&FAIR_RELEASE, &self.name, &keys, &args).await?
         } else {
             let keys = [self.keys.lock.as_str(), &self.keys.channel, &cache];
-            let (lease, cache_ttl) = (ms(lease), ms(cache_ttl));
-            let args: [&str; 3] = [owner, &lease, &cache_ttl];
+            let lease = ms(lease);
+            let args: [&str; 3] = [owner, &lease, &self.release_cache_ms];
             conn.script(&NONFAIR_RELEASE, &self.name, &keys, &args)
                 .await?
         };
@@ -259,7 +264,7 @@ impl RedissonLock {
                 &self.keys.timeouts,
                 &self.keys.channel,
             ];
-            let now = self.now_ms().to_string();
+            let now = Decimal::signed(self.now_ms());
             let args: [&str; 2] = [&now, REVOKED_PREFIX];
             conn.script(&FAIR_FORCE_RELEASE, &self.name, &keys, &args)
                 .await?
