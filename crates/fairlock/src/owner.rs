@@ -31,6 +31,12 @@ impl Owner {
         Self { id: id.into() }
     }
 
+    /// An owner id as a lock stores it (a read-write lock's writer is
+    /// `CLIENT_UUID:N:write`, see `ProtocolLock::hold_owner`).
+    pub(crate) fn from_raw(id: &str) -> Self {
+        Self { id: id.into() }
+    }
+
     /// The owner as stored in Redis: `CLIENT_UUID:N`.
     pub fn as_str(&self) -> &str {
         &self.id
