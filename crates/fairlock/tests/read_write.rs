@@ -944,3 +944,77 @@ async fn a_cluster_serves_it_from_one_slot() {
         assert_eq!(node.cmd::<i64>(&["EXISTS", name]), 0, "{name}");
     }
 }
+
+/// One owner's read holds with different leases, released in another order
+/// than taken (guards are independent: any may go first): the release
+/// deletes the timeout key of the last hold taken, so the holds left must
+/// not be cut to the lease of the hold released. A long hold that is still
+/// held keeps a writer out for its whole lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_a_short_read_hold_first_keeps_the_longer_ones_lease() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("order").unwrap();
+    let owner = client.new_owner();
+    let short = rw
+        .read()
+        .acquire(
+            AcquireOptions::new()
+                .owner(owner.clone())
+                .lease(Duration::from_millis(1500)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let long = rw
+        .read()
+        .acquire(
+            AcquireOptions::new()
+                .owner(owner.clone())
+                .lease(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    short.unlock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(long.is_held(), "a 60 s hold");
+    let writer = rw.write().try_lock().await.unwrap();
+    assert!(
+        writer.is_none(),
+        "a writer got in beside a reader that still holds its 60 s lease: {:?}",
+        hash(&server, "order")
+    );
+    long.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+}
+
+/// The same with the watchdog: a read hold renewed by the watchdog and a
+/// re-entry with a long explicit lease; the watchdog's hold goes first and
+/// the explicit one must keep its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_the_watchdog_read_hold_first_keeps_an_explicit_lease() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(900);
+    let client = support::client_with(&server, Protocol::Redisson, |c| c.lease(lease)).await;
+    let rw = client.read_write_lock("order-w").unwrap();
+    let renewed = rw.read().lock().await.unwrap();
+    let explicit = rw
+        .read()
+        .acquire(
+            AcquireOptions::new()
+                .owner(renewed.owner().clone())
+                .lease(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    renewed.unlock().await.unwrap();
+    tokio::time::sleep(lease * 3).await;
+    assert!(explicit.is_held(), "a 60 s hold");
+    assert!(
+        rw.write().try_lock().await.unwrap().is_none(),
+        "a writer got in beside a reader that still holds its 60 s lease"
+    );
+    explicit.unlock().await.unwrap();
+}
