@@ -597,7 +597,7 @@ async fn a_crashed_readers_hold_ends_with_its_timeout_key() {
 }
 
 /// The watchdog renews a read hold's timeout keys with the hash, and finds
-/// a hold whose timeout key is gone lost (another reader's release may
+/// a hold whose timeout keys are gone lost (another reader's release may
 /// delete the lock at any time then).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_renews_read_holds_and_their_timeout_keys() {
@@ -627,9 +627,11 @@ async fn the_watchdog_renews_read_holds_and_their_timeout_keys() {
         assert_eq!(server.cmd::<i64>(&["EXISTS", &key]), 1, "{key} was renewed");
     }
 
-    // One of its timeout keys expires (a pause longer than its lease, say):
-    // the hold is lost, and the next renewal says so.
-    let _: i64 = server.cmd(&["DEL", &timeout_key("renewed", &o, 2)]);
+    // Its timeout keys expire (a pause longer than its lease, say): the
+    // hold is lost, and the next renewal says so.
+    for n in [1, 2] {
+        let _: i64 = server.cmd(&["DEL", &timeout_key("renewed", &o, n)]);
+    }
     tokio::time::timeout(Duration::from_secs(10), read.lost())
         .await
         .expect("a read hold without its timeout key is lost");
@@ -1017,4 +1019,38 @@ async fn releasing_the_watchdog_read_hold_first_keeps_an_explicit_lease() {
         "a writer got in beside a reader that still holds its 60 s lease"
     );
     explicit.unlock().await.unwrap();
+}
+
+/// A re-entry of a read hold with a shorter explicit lease runs out (its
+/// timeout key expires) while the owner's hold renewed by the watchdog is
+/// still held: that hold is not lost (the owner's other timeout key keeps
+/// the lock), and stays held after the short guard's release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_read_reentry_running_out_does_not_lose_the_renewed_hold() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(1500);
+    let client = support::client_with(&server, Protocol::Redisson, |c| c.lease(lease)).await;
+    let rw = client.read_write_lock("short").unwrap();
+    let renewed = rw.read().lock().await.unwrap();
+    let short = rw
+        .read()
+        .acquire(
+            AcquireOptions::new()
+                .owner(renewed.owner().clone())
+                .lease(Duration::from_millis(100)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(lease * 2).await;
+    assert!(
+        renewed.is_held(),
+        "the watchdog's hold was found lost when the short re-entry ran out"
+    );
+    short.unlock().await.unwrap();
+    tokio::time::sleep(lease * 2).await;
+    assert!(renewed.is_held());
+    assert!(rw.write().try_lock().await.unwrap().is_none());
+    renewed.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
 }
