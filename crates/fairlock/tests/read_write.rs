@@ -1054,3 +1054,33 @@ async fn a_short_read_reentry_running_out_does_not_lose_the_renewed_hold() {
     renewed.unlock().await.unwrap();
     assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
 }
+
+/// A hold count far beyond any real one (application data or a hostile
+/// client's HSET on a read-write lock) is refused as not a lock: no script
+/// loops over a timeout key per hold it claims (a release that did would
+/// run for ages after its first write, which SCRIPT KILL cannot stop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_hold_count_is_refused_not_looped_over() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("huge").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let _: i64 = server.cmd(&["HSET", "huge", "intruder:1", "9007199254740991"]);
+    let released = tokio::time::timeout(Duration::from_secs(3), read.unlock()).await;
+    assert!(
+        matches!(released, Ok(Err(Error::NotALock { .. }))),
+        "{released:?}"
+    );
+    assert_eq!(server.cmd::<String>(&["PING"]), "PONG");
+
+    // As many read holds as a lock may count: a reader finds it busy (one
+    // more would make the lock one that is refused), nothing is written.
+    let _: i64 = server.cmd(&["DEL", "huge"]);
+    let _: i64 = server.cmd(&["HSET", "huge", "mode", "read", "crowd:1", "100000"]);
+    let _: i64 = server.cmd(&["PEXPIRE", "huge", "60000"]);
+    assert!(rw.read().try_lock().await.unwrap().is_none(), "full");
+    assert_eq!(
+        hash(&server, "huge"),
+        pairs(&[("mode", "read"), ("crowd:1", "100000")])
+    );
+}

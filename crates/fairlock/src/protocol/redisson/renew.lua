@@ -31,6 +31,10 @@ for i = 1, n do
     -- written again with the lease, so that whichever key a release
     -- leaves on top covers the holds still renewed.
     local count = counter(redis.call('hget', key, owner)) or 0
+    if count > MAX_READ_HOLDS then
+      -- Not a count fairlock or Redisson wrote: not ours.
+      count = 0
+    end
     local prefix = key
     if not string.find(key, '{', 1, true) then
       prefix = '{' .. key .. '}'

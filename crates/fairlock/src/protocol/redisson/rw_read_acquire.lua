@@ -23,6 +23,11 @@ if held and held == tonumber(ARGV[3]) + 1 then
   write_label(KEYS[2], owner, ARGV[4], lease)
   return granted(held)
 end
+-- As many read holds as a lock may count (MAX_READ_HOLDS): busy until
+-- some go.
+if state.reads >= MAX_READ_HOLDS then
+  return {3, math.max(0, redis.call('pttl', KEYS[1]))}
+end
 if not state.mode or state.mode == 'read' or state.counts[owner .. ':write'] then
   local count
   if state.mode then
