@@ -1084,3 +1084,45 @@ async fn a_huge_hold_count_is_refused_not_looped_over() {
         pairs(&[("mode", "read"), ("crowd:1", "100000")])
     );
 }
+
+/// Shutdown releases every read-write hold: a downgrade's write and read
+/// holds and a re-entered read hold (watchdog and explicit leases), and
+/// the waiting writer of another client gets the lock at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_both_sides_of_a_downgrade() {
+    let server = RedisServer::start();
+    let client = woken_by_messages_only(&server).await;
+    let rw = client.read_write_lock("down").unwrap();
+    let write = rw.write().lock().await.unwrap();
+    let read = rw
+        .read()
+        .acquire(
+            AcquireOptions::new()
+                .owner(write.owner().clone())
+                .lease(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let again = read.reenter().await.unwrap().unwrap();
+    let other = woken_by_messages_only(&server).await;
+    let waiter = {
+        let rw = other.read_write_lock("down").unwrap();
+        tokio::spawn(async move { rw.write().lock().await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished());
+    client.shutdown().await;
+    let w = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken by the release")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        hash(&server, "down"),
+        pairs(&[("mode", "write"), (w.owner().as_str(), "1")])
+    );
+    assert!(!write.is_held() && !read.is_held() && !again.is_held());
+    w.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+}
