@@ -1126,3 +1126,35 @@ async fn shutdown_releases_both_sides_of_a_downgrade() {
     w.unlock().await.unwrap();
     assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
 }
+
+/// A write guard's owner (`OWNER:write`) names its owner to any lock of
+/// the client: a plain lock (fair or not) taken with it stores the owner
+/// itself, which its own scripts accept, so it re-enters and releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_guards_owner_takes_a_plain_lock_as_its_owner() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let write = client
+        .read_write_lock("rw")
+        .unwrap()
+        .write()
+        .lock()
+        .await
+        .unwrap();
+    let plain = client.lock("plain").unwrap();
+    let fair = client.fair_lock("fair").unwrap();
+    for handle in [&*plain, &*fair] {
+        let guard = handle
+            .acquire(AcquireOptions::new().owner(write.owner().clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        let again = guard.reenter().await.unwrap().expect("re-entered");
+        assert_eq!(handle.hold_count(write.owner()).await.unwrap(), 2);
+        again.unlock().await.unwrap();
+        guard.unlock().await.unwrap();
+        assert!(!handle.is_locked().await.unwrap());
+    }
+    write.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+}
