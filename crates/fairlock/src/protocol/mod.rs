@@ -355,7 +355,10 @@ impl ProtocolLock {
     pub(crate) fn hold_owner(&self, owner: crate::owner::Owner) -> crate::owner::Owner {
         match self {
             ProtocolLock::RedissonRw(lock) => lock.hold_owner(owner),
-            _ => match owner.as_str().strip_suffix(redisson::read_write::WRITE_SUFFIX) {
+            _ => match owner
+                .as_str()
+                .strip_suffix(redisson::read_write::WRITE_SUFFIX)
+            {
                 Some(base) => crate::owner::Owner::from_raw(base),
                 None => owner,
             },
