@@ -318,6 +318,7 @@ impl FairLock {
     /// Read-only; safe to drop.
     pub async fn queue_position(&self, owner: &Owner) -> Result<Option<(u64, u64)>> {
         let shared = &self.handle.shared;
+        let owner = self.handle.hold_owner(owner);
         let (position, waiting) = shared
             .protocol()
             .queue_position(shared.conn(), owner.as_str())

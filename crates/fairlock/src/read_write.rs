@@ -38,7 +38,8 @@ use crate::protocol::LockInfo;
 /// - **Owners.** The writer's owner id is its owner's with `:write`
 ///   appended (`CLIENT_UUID:N:write`, Redisson's field name): a write
 ///   guard's [`owner`](crate::LockGuard::owner) reads that way, and either
-///   form names the same owner to either side.
+///   form names the same owner to either side, and to any other lock of
+///   the client (which stores the owner itself).
 ///
 /// # Under `redisson`
 /// Redisson's `RReadWriteLock`, byte for byte (the hash under the name with

@@ -590,7 +590,7 @@ async fn a_crashed_readers_hold_ends_with_its_timeout_key() {
 }
 
 /// The watchdog renews a read hold's timeout keys with the hash, and finds
-/// a hold whose timeout key is gone lost (another reader's release may
+/// a hold whose timeout keys are gone lost (another reader's release may
 /// delete the lock at any time then).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_renews_read_holds_and_their_timeout_keys() {
@@ -620,9 +620,11 @@ async fn the_watchdog_renews_read_holds_and_their_timeout_keys() {
         assert_eq!(server.cmd::<i64>(&["EXISTS", &key]), 1, "{key} was renewed");
     }
 
-    // One of its timeout keys expires (a pause longer than its lease, say):
-    // the hold is lost, and the next renewal says so.
-    let _: i64 = server.cmd(&["DEL", &timeout_key("renewed", &o, 2)]);
+    // Its timeout keys expire (a pause longer than its lease, say): the
+    // hold is lost, and the next renewal says so.
+    for n in [1, 2] {
+        let _: i64 = server.cmd(&["DEL", &timeout_key("renewed", &o, n)]);
+    }
     tokio::time::timeout(Duration::from_secs(10), read.lost())
         .await
         .expect("a read hold without its timeout key is lost");
@@ -971,29 +973,214 @@ async fn sentinel_serves_it_with_replica_acknowledgement() {
     write.unlock().await.unwrap();
 }
 
-/// `shutdown()` releases every read and write hold the client still has
-/// (a writer that also reads: both), so the lock is free at once.
+/// One owner's read holds with different leases, released in another order
+/// than taken (guards are independent: any may go first): the release
+/// deletes the timeout key of the last hold taken, so the holds left must
+/// not be cut to the lease of the hold released. A long hold that is still
+/// held keeps a writer out for its whole lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_releases_both_sides() {
+async fn releasing_a_short_read_hold_first_keeps_the_longer_ones_lease() {
     let server = RedisServer::start();
     let client = redisson(&server).await;
-    let rw = client.read_write_lock("closing").unwrap();
+    let rw = client.read_write_lock("order").unwrap();
+    let owner = client.new_owner();
+    let short = rw
+        .read()
+        .acquire(
+            AcquireOptions::new()
+                .owner(owner.clone())
+                .lease(Duration::from_millis(1500)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let long = rw
+        .read()
+        .acquire(
+            AcquireOptions::new()
+                .owner(owner.clone())
+                .lease(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    short.unlock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(long.is_held(), "a 60 s hold");
+    let writer = rw.write().try_lock().await.unwrap();
+    assert!(
+        writer.is_none(),
+        "a writer got in beside a reader that still holds its 60 s lease: {:?}",
+        hash(&server, "order")
+    );
+    long.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+}
+
+/// The same with the watchdog: a read hold renewed by the watchdog and a
+/// re-entry with a long explicit lease; the watchdog's hold goes first and
+/// the explicit one must keep its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_the_watchdog_read_hold_first_keeps_an_explicit_lease() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(900);
+    let client = support::client_with(&server, Protocol::Redisson, |c| c.lease(lease)).await;
+    let rw = client.read_write_lock("order-w").unwrap();
+    let renewed = rw.read().lock().await.unwrap();
+    let explicit = rw
+        .read()
+        .acquire(
+            AcquireOptions::new()
+                .owner(renewed.owner().clone())
+                .lease(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    renewed.unlock().await.unwrap();
+    tokio::time::sleep(lease * 3).await;
+    assert!(explicit.is_held(), "a 60 s hold");
+    assert!(
+        rw.write().try_lock().await.unwrap().is_none(),
+        "a writer got in beside a reader that still holds its 60 s lease"
+    );
+    explicit.unlock().await.unwrap();
+}
+
+/// A re-entry of a read hold with a shorter explicit lease runs out (its
+/// timeout key expires) while the owner's hold renewed by the watchdog is
+/// still held: that hold is not lost (the owner's other timeout key keeps
+/// the lock), and stays held after the short guard's release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_read_reentry_running_out_does_not_lose_the_renewed_hold() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(1500);
+    let client = support::client_with(&server, Protocol::Redisson, |c| c.lease(lease)).await;
+    let rw = client.read_write_lock("short").unwrap();
+    let renewed = rw.read().lock().await.unwrap();
+    let short = rw
+        .read()
+        .acquire(
+            AcquireOptions::new()
+                .owner(renewed.owner().clone())
+                .lease(Duration::from_millis(100)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(lease * 2).await;
+    assert!(
+        renewed.is_held(),
+        "the watchdog's hold was found lost when the short re-entry ran out"
+    );
+    short.unlock().await.unwrap();
+    tokio::time::sleep(lease * 2).await;
+    assert!(renewed.is_held());
+    assert!(rw.write().try_lock().await.unwrap().is_none());
+    renewed.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+}
+
+/// A hold count far beyond any real one (application data or a hostile
+/// client's HSET on a read-write lock) is refused as not a lock: no script
+/// loops over a timeout key per hold it claims (a release that did would
+/// run for ages after its first write, which SCRIPT KILL cannot stop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_hold_count_is_refused_not_looped_over() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let rw = client.read_write_lock("huge").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let _: i64 = server.cmd(&["HSET", "huge", "intruder:1", "9007199254740991"]);
+    let released = tokio::time::timeout(Duration::from_secs(3), read.unlock()).await;
+    assert!(
+        matches!(released, Ok(Err(Error::NotALock { .. }))),
+        "{released:?}"
+    );
+    assert_eq!(server.cmd::<String>(&["PING"]), "PONG");
+
+    // As many read holds as a lock may count: a reader finds it busy (one
+    // more would make the lock one that is refused), nothing is written.
+    let _: i64 = server.cmd(&["DEL", "huge"]);
+    let _: i64 = server.cmd(&["HSET", "huge", "mode", "read", "crowd:1", "100000"]);
+    let _: i64 = server.cmd(&["PEXPIRE", "huge", "60000"]);
+    assert!(rw.read().try_lock().await.unwrap().is_none(), "full");
+    assert_eq!(
+        hash(&server, "huge"),
+        pairs(&[("mode", "read"), ("crowd:1", "100000")])
+    );
+}
+
+/// Shutdown releases every read-write hold: a downgrade's write and read
+/// holds and a re-entered read hold (watchdog and explicit leases), and
+/// the waiting writer of another client gets the lock at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_both_sides_of_a_downgrade() {
+    let server = RedisServer::start();
+    let client = woken_by_messages_only(&server).await;
+    let rw = client.read_write_lock("down").unwrap();
     let write = rw.write().lock().await.unwrap();
     let read = rw
         .read()
-        .acquire(AcquireOptions::new().owner(write.owner().clone()))
+        .acquire(
+            AcquireOptions::new()
+                .owner(write.owner().clone())
+                .lease(Duration::from_secs(60)),
+        )
         .await
         .unwrap()
         .unwrap();
-    let other = client
-        .read_write_lock("closing-2")
+    let again = read.reenter().await.unwrap().unwrap();
+    let other = woken_by_messages_only(&server).await;
+    let waiter = {
+        let rw = other.read_write_lock("down").unwrap();
+        tokio::spawn(async move { rw.write().lock().await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished());
+    client.shutdown().await;
+    let w = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken by the release")
         .unwrap()
-        .read()
+        .unwrap();
+    assert_eq!(
+        hash(&server, "down"),
+        pairs(&[("mode", "write"), (w.owner().as_str(), "1")])
+    );
+    assert!(!write.is_held() && !read.is_held() && !again.is_held());
+    w.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+}
+
+/// A write guard's owner (`OWNER:write`) names its owner to any lock of
+/// the client: a plain lock (fair or not) taken with it stores the owner
+/// itself, which its own scripts accept, so it re-enters and releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_guards_owner_takes_a_plain_lock_as_its_owner() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let write = client
+        .read_write_lock("rw")
+        .unwrap()
+        .write()
         .lock()
         .await
         .unwrap();
-    client.shutdown().await;
-    assert!(!read.is_held() && !write.is_held() && !other.is_held());
+    let plain = client.lock("plain").unwrap();
+    let fair = client.fair_lock("fair").unwrap();
+    for handle in [&*plain, &*fair] {
+        let guard = handle
+            .acquire(AcquireOptions::new().owner(write.owner().clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        let again = guard.reenter().await.unwrap().expect("re-entered");
+        assert_eq!(handle.hold_count(write.owner()).await.unwrap(), 2);
+        again.unlock().await.unwrap();
+        guard.unlock().await.unwrap();
+        assert!(!handle.is_locked().await.unwrap());
+    }
+    write.unlock().await.unwrap();
     assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
-    drop((read, write, other));
 }

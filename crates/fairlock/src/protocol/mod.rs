@@ -350,11 +350,19 @@ impl ProtocolLock {
 
     /// The owner id under which `owner`'s holds of this lock are stored
     /// (a read-write lock's writer is `OWNER:write`, as in Redisson's
-    /// hash); every other lock stores the owner as it is.
+    /// hash); every other lock stores the owner itself, also when it is
+    /// named by a write guard's id (`OWNER:write`: a lock's scripts refuse
+    /// a holder field of that form as not a lock's).
     pub(crate) fn hold_owner(&self, owner: crate::owner::Owner) -> crate::owner::Owner {
         match self {
             ProtocolLock::RedissonRw(lock) => lock.hold_owner(owner),
-            _ => owner,
+            _ => match owner
+                .as_str()
+                .strip_suffix(redisson::read_write::WRITE_SUFFIX)
+            {
+                Some(base) => crate::owner::Owner::from_raw(base),
+                None => owner,
+            },
         }
     }
 

@@ -57,7 +57,7 @@ static FORCE_RELEASE: LazyLock<Script> = rw_script!("rw_force_release.lua");
 static INSPECT: LazyLock<Script> = rw_script!("rw_inspect.lua");
 
 /// The suffix of a writer's field (and owner id) in the lock hash.
-const WRITE_SUFFIX: &str = ":write";
+pub(crate) const WRITE_SUFFIX: &str = ":write";
 
 /// Which side of a read-write lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 -- N = (#ARGV - 2) / 2
 -- Returns one integer per lock: 1 held (renewed); lost: 0 the key is gone,
 -- 2 another owner holds it (or the key holds another type, or, for a read
--- hold of a read-write lock, one of its timeout keys expired).
+-- hold of a read-write lock, every one of its timeout keys expired).
 -- A read-write lock's writer is the owner 'CLIENT:THREAD:write' (its field);
 -- a reader is 'CLIENT:THREAD', told from a plain lock's owner by the hash's
 -- 'mode' field (see rw_prelude.lua).
@@ -22,24 +22,38 @@ for i = 1, n do
   local held = redis.pcall('hexists', key, owner)
   if held == 1 and string.sub(owner, -6) ~= ':write' and redis.call('hexists', key, 'mode') == 1 then
     -- A read hold of a read-write lock: its leases are its timeout keys
-    -- ('{NAME}:OWNER:rwlock_timeout:1..count'), extended with the hash. A
-    -- key that expired means that hold's lease ran out: any release of
-    -- another reader may now delete the lock, so the hold is lost.
+    -- ('{NAME}:OWNER:rwlock_timeout:1..count'), extended with the hash.
+    -- When all of them expired, the hold's lease ran out: any release of
+    -- another reader may now delete the lock, so the hold is lost. While
+    -- one lives, no release deletes the lock (a release counts every key
+    -- of every reader): the hold is held, and a key that expired (an
+    -- owner's re-entry with a shorter explicit lease that ran out) is
+    -- written again with the lease, so that whichever key a release
+    -- leaves on top covers the holds still renewed.
     local count = counter(redis.call('hget', key, owner)) or 0
+    if count > MAX_READ_HOLDS then
+      -- Not a count fairlock or Redisson wrote: not ours.
+      count = 0
+    end
     local prefix = key
     if not string.find(key, '{', 1, true) then
       prefix = '{' .. key .. '}'
     end
-    local timeouts = {}
+    local timeouts, alive = {}, 0
     for n = 1, count do
       timeouts[n] = prefix .. ':' .. owner .. ':rwlock_timeout:' .. n
-      if redis.call('exists', timeouts[n]) == 0 then
-        held = 0
-      end
+      alive = alive + redis.call('exists', timeouts[n])
+    end
+    if alive == 0 then
+      held = 0
     end
     if held == 1 and lease ~= '' then
       for _, timeout in ipairs(timeouts) do
-        redis.call('pexpire', timeout, lease, 'gt')
+        if redis.call('pttl', timeout) == -2 then
+          redis.call('set', timeout, 1, 'px', lease)
+        else
+          redis.call('pexpire', timeout, lease, 'gt')
+        end
       end
     end
   end

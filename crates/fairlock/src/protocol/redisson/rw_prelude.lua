@@ -30,13 +30,14 @@ end
 
 -- The lock's state from one HGETALL (a read: a key of another type fails
 -- here, before anything is written): {mode = 'read'|'write'|nil, counts =
--- field -> count, holders = number of owner fields}. Anything that is not
+-- field -> count, holders = number of owner fields, reads = the read holds
+-- of all owners}. Anything that is not
 -- a read-write lock as Redisson writes it (a plain lock's hash, application
 -- data, counts that are not positive integers, a lock without a TTL) is
 -- refused as the second value (NOTALOCK), before any write.
 local function rw_state(key)
   local fields = redis.call('hgetall', key)
-  local state = {counts = {}, holders = 0}
+  local state = {counts = {}, holders = 0, reads = 0}
   if #fields == 0 then
     return state
   end
@@ -55,7 +56,13 @@ local function rw_state(key)
       end
       state.counts[field] = count
       state.holders = state.holders + 1
+      if not is_writer(field) then
+        state.reads = state.reads + count
+      end
     end
+  end
+  if state.reads > MAX_READ_HOLDS then
+    return nil, not_a_lock(1, 'a Redisson read-write lock counts at most ' .. MAX_READ_HOLDS .. ' read holds')
   end
   if not state.mode then
     return nil, not_a_lock(1, 'a Redisson read-write lock hash has a mode field')

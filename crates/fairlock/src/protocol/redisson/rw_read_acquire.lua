@@ -14,9 +14,14 @@
 -- read hold gets its own timeout key with the hold's lease; the hash lives
 -- at least as long as the longest of them.
 local lease, owner = ARGV[1], ARGV[2]
-local reply, state = acquire_start(owner, ARGV[3], KEYS[2], ARGV[4], lease)
-if reply then
-  return reply
+local done, state = acquire_start(owner, ARGV[3], KEYS[2], ARGV[4], lease)
+if done then
+  return done
+end
+-- As many read holds as a lock may count (MAX_READ_HOLDS): busy until
+-- some go.
+if state.reads >= MAX_READ_HOLDS then
+  return {3, math.max(0, redis.call('pttl', KEYS[1]))}
 end
 if not state.mode or state.mode == 'read' or state.counts[owner .. ':write'] then
   local count

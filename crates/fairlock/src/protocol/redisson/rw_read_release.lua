@@ -13,9 +13,9 @@
 -- holds of readers whose timeout keys expired are left (crashed readers),
 -- or nothing, the lock is deleted and '0' published.
 local owner = ARGV[1]
-local reply, state = release_start(KEYS[3])
-if reply then
-  return reply
+local done, state = release_start(KEYS[3])
+if done then
+  return done
 end
 local held = state.counts[owner]
 if not held then
@@ -36,7 +36,22 @@ else
   redis.call('hdel', KEYS[1], owner)
   state.counts[owner] = nil
 end
-redis.call('del', timeout_key(prefix, owner, held))
+-- Holds go last-in first-out by key, not by guard: the hold released may
+-- be any of the owner's, and the key deleted is always the last one's. So
+-- the key left on top takes over the deleted key's lease when that is the
+-- longer: the owner's keys keep covering the longest lease of the holds
+-- still held (else a short hold released first would leave a longer one
+-- with the short one's lease, and another release, or the hash's expiry,
+-- would free the lock under it).
+local top = timeout_key(prefix, owner, held)
+if left > 0 then
+  local gone = redis.call('pttl', top)
+  local below = timeout_key(prefix, owner, left)
+  if gone > 0 and redis.call('pttl', below) < gone then
+    redis.call('set', below, 1, 'px', gone)
+  end
+end
+redis.call('del', top)
 local longest, others = -3, false
 for field, count in pairs(state.counts) do
   others = true

@@ -7,9 +7,9 @@
 -- owner holds a read hold and no write hold: it would wait for itself
 -- forever (an upgrade; Redisson lets it hang, issue 4796).
 local lease, writer = ARGV[1], ARGV[2]
-local reply, state = acquire_start(writer, ARGV[3], KEYS[2], ARGV[4], lease)
-if reply then
-  return reply
+local done, state = acquire_start(writer, ARGV[3], KEYS[2], ARGV[4], lease)
+if done then
+  return done
 end
 local held = state.counts[writer]
 if not state.mode then

@@ -10,9 +10,9 @@
 -- publishes nothing), else deletes it and publishes '1' (every waiter of
 -- every client retries: several readers may enter).
 local writer = ARGV[1]
-local reply, state = release_start(KEYS[3])
-if reply then
-  return reply
+local done, state = release_start(KEYS[3])
+if done then
+  return done
 end
 local held = state.counts[writer]
 if state.mode ~= 'write' or not held then
