@@ -39,6 +39,19 @@ async fn granted(
         .unwrap()
 }
 
+/// One more read hold of `owner` on `rw`, with an explicit `lease`.
+async fn read_again(
+    rw: &fairlock::ReadWriteLock,
+    owner: &fairlock::Owner,
+    lease: Duration,
+) -> fairlock::LockGuard {
+    rw.read()
+        .acquire(AcquireOptions::new().owner(owner.clone()).lease(lease))
+        .await
+        .unwrap()
+        .expect("a read hold")
+}
+
 /// Whether `key` exists.
 fn exists(server: &RedisServer, key: &str) -> bool {
     server.cmd::<i64>(&["EXISTS", key]) == 1
@@ -984,26 +997,8 @@ async fn releasing_a_short_read_hold_first_keeps_the_longer_ones_lease() {
     let client = redisson(&server).await;
     let rw = client.read_write_lock("order").unwrap();
     let owner = client.new_owner();
-    let short = rw
-        .read()
-        .acquire(
-            AcquireOptions::new()
-                .owner(owner.clone())
-                .lease(Duration::from_millis(1500)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    let long = rw
-        .read()
-        .acquire(
-            AcquireOptions::new()
-                .owner(owner.clone())
-                .lease(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let short = read_again(&rw, &owner, Duration::from_millis(1500)).await;
+    let long = read_again(&rw, &owner, Duration::from_secs(60)).await;
     short.unlock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(long.is_held(), "a 60 s hold");
@@ -1027,16 +1022,7 @@ async fn releasing_the_watchdog_read_hold_first_keeps_an_explicit_lease() {
     let client = support::client_with(&server, Protocol::Redisson, |c| c.lease(lease)).await;
     let rw = client.read_write_lock("order-w").unwrap();
     let renewed = rw.read().lock().await.unwrap();
-    let explicit = rw
-        .read()
-        .acquire(
-            AcquireOptions::new()
-                .owner(renewed.owner().clone())
-                .lease(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let explicit = read_again(&rw, renewed.owner(), Duration::from_secs(60)).await;
     renewed.unlock().await.unwrap();
     tokio::time::sleep(lease * 3).await;
     assert!(explicit.is_held(), "a 60 s hold");
@@ -1058,16 +1044,7 @@ async fn a_short_read_reentry_running_out_does_not_lose_the_renewed_hold() {
     let client = support::client_with(&server, Protocol::Redisson, |c| c.lease(lease)).await;
     let rw = client.read_write_lock("short").unwrap();
     let renewed = rw.read().lock().await.unwrap();
-    let short = rw
-        .read()
-        .acquire(
-            AcquireOptions::new()
-                .owner(renewed.owner().clone())
-                .lease(Duration::from_millis(100)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let short = read_again(&rw, renewed.owner(), Duration::from_millis(100)).await;
     tokio::time::sleep(lease * 2).await;
     assert!(
         renewed.is_held(),
@@ -1120,16 +1097,7 @@ async fn shutdown_releases_both_sides_of_a_downgrade() {
     let client = woken_by_messages_only(&server).await;
     let rw = client.read_write_lock("down").unwrap();
     let write = rw.write().lock().await.unwrap();
-    let read = rw
-        .read()
-        .acquire(
-            AcquireOptions::new()
-                .owner(write.owner().clone())
-                .lease(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let read = read_again(&rw, write.owner(), Duration::from_secs(60)).await;
     let again = read.reenter().await.unwrap().unwrap();
     let other = woken_by_messages_only(&server).await;
     let waiter = {
