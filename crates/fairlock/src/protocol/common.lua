@@ -32,15 +32,6 @@ local function counter(text)
   return nil
 end
 
--- The most read holds a Redisson read-write lock may count, all its owners
--- together. Each hold has a timeout key, and a read release (and a read
--- hold's renewal) visits them one by one: a count far beyond any real one
--- (application data, a hostile HSET) must not make a script loop for ages
--- after its first write, where SCRIPT KILL can no longer stop it. 100 000
--- PTTLs take about 0.1 s. A lock that claims more is not a lock (NOTALOCK);
--- a reader that would go beyond it finds the lock busy.
-local MAX_READ_HOLDS = 100000
-
 -- fairlock's client labels (who holds or waits, for `inspect`): a hash of
 -- client id -> label next to the lock, in its slot. Best effort and apart
 -- from the lock: a key of another type, or a command an ACL refuses, is

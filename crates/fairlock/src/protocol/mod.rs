@@ -140,6 +140,22 @@ pub(crate) struct ProtocolSettings {
 pub(crate) struct LabelsAccess(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
 impl LabelsAccess {
+    /// `call(true)`, passing the labels keys, while they are usable; when
+    /// the server refuses them (`NOPERM`: the call did nothing), labels are
+    /// given up and `call(false)` is sent once more without them. Every
+    /// script call that may pass a labels key goes through here.
+    pub(crate) async fn call<T, F, Fut>(&self, call: F) -> Result<T>
+    where
+        F: Fn(bool) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let with = self.usable();
+        match call(with).await {
+            Err(err) if with && self.refused_by(&err) => call(false).await,
+            reply => reply,
+        }
+    }
+
     pub(crate) fn usable(&self) -> bool {
         !self.0.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -230,18 +246,24 @@ impl Dialect {
                 Protocol::Native => crate::name::NativeKeys::labels_of(key),
             })
             .collect();
-        let locks = batch.iter().map(|(key, _, _)| *key);
-        let keys: Vec<&str> = match self.settings.labels.usable() {
-            true => locks.chain(labels.iter().map(String::as_str)).collect(),
-            false => locks.collect(),
-        };
+        let keys: Vec<&str> = batch
+            .iter()
+            .map(|(key, _, _)| *key)
+            .chain(labels.iter().map(String::as_str))
+            .collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let reply: Vec<i64> = match conn.script(script, "", &keys, &args).await {
-            Err(err) if keys.len() > batch.len() && self.settings.labels.refused_by(&err) => {
-                conn.script(script, "", &keys[..batch.len()], &args).await?
-            }
-            reply => reply?,
-        };
+        let reply: Vec<i64> = self
+            .settings
+            .labels
+            .call(|with| {
+                let keys = if with {
+                    &keys[..]
+                } else {
+                    &keys[..batch.len()]
+                };
+                conn.script(script, "", keys, &args)
+            })
+            .await?;
         if reply.len() != batch.len() {
             return Err(unexpected("renew", reply));
         }

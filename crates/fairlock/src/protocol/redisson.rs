@@ -28,7 +28,20 @@ static NONFAIR_ACQUIRE: LazyLock<Script> = protocol_script!("redisson", "nonfair
 static NONFAIR_RELEASE: LazyLock<Script> = protocol_script!("redisson", "nonfair_release.lua");
 static NONFAIR_FORCE_RELEASE: LazyLock<Script> =
     protocol_script!("redisson", "nonfair_force_release.lua");
-pub(crate) static RENEW: LazyLock<Script> = protocol_script!("redisson", "renew.lua");
+/// The watchdog's renewal of every redisson hold: a plain lock's, and both
+/// sides of a read-write lock's (a read hold's timeout keys with the
+/// helpers of `rw_prelude.lua`, hence that prelude instead of this
+/// protocol's).
+pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "redisson/renew.lua",
+        concat!(
+            include_str!("common.lua"),
+            include_str!("redisson/rw_prelude.lua"),
+            include_str!("redisson/renew.lua")
+        ),
+    )
+});
 static INSPECT: LazyLock<Script> = protocol_script!("redisson", "inspect.lua");
 static FAIR_POSITION: LazyLock<Script> = protocol_script!("redisson", "fair_position.lua");
 
@@ -135,17 +148,11 @@ impl RedissonLock {
         } = *args;
         let slot = self.slot(wait);
         let reconcile = Decimal::new(base.into());
-        let with_labels = self.settings_labels.usable();
+        let reconcile = &reconcile;
         let reply = self
-            .acquire_call(conn, args, slot, &reconcile, with_labels)
-            .await;
-        let reply = match reply {
-            Err(err) if with_labels && self.settings_labels.refused_by(&err) => {
-                self.acquire_call(conn, args, slot, &reconcile, false)
-                    .await?
-            }
-            reply => reply?,
-        };
+            .settings_labels
+            .call(|with| self.acquire_call(conn, args, slot, reconcile, with))
+            .await?;
         decode_acquire(self.fair, queue, &reply)
     }
 
@@ -305,16 +312,10 @@ impl RedissonLock {
             &self.keys.labels,
         ];
         type Reply = (Vec<String>, i64, Vec<String>, Vec<String>, Vec<String>);
-        let with_labels = if self.settings_labels.usable() { 4 } else { 3 };
-        let reply = conn
-            .script(&INSPECT, &self.name, &keys[..with_labels], &[])
-            .await;
-        let (fields, pttl, queue, deadlines, labels): Reply = match reply {
-            Err(err) if with_labels == 4 && self.settings_labels.refused_by(&err) => {
-                conn.script(&INSPECT, &self.name, &keys[..3], &[]).await?
-            }
-            reply => reply?,
-        };
+        let (fields, pttl, queue, deadlines, labels): Reply = self
+            .settings_labels
+            .call(|with| conn.script(&INSPECT, &self.name, &keys[..if with { 4 } else { 3 }], &[]))
+            .await?;
         let labels = super::Labels::from_fields(&labels);
         let mut holders = Vec::new();
         for pair in fields.chunks(2) {

@@ -27,6 +27,7 @@ use super::super::{
     Acquire, AcquireArgs, Grant, HoldMode, Holder, LockInfo, Protocol, ProtocolSettings,
     REVOKED_PREFIX, Release, Scope, ms, refresh_interval, unexpected,
 };
+use crate::decimal::Decimal;
 use crate::error::{Error, Result};
 use crate::name::RedissonKeys;
 use crate::owner::Owner;
@@ -94,7 +95,9 @@ pub(crate) struct RedissonRwLock {
     /// fairlock's labels key (never a Redisson key).
     labels: String,
     waiter_ttl: Duration,
-    release_cache: Duration,
+    /// The release cache's lifetime in milliseconds, as the scripts take
+    /// it: written once, not on every call.
+    release_cache_ms: Box<str>,
     label: std::sync::Arc<str>,
     settings_labels: super::super::LabelsAccess,
 }
@@ -110,7 +113,7 @@ impl RedissonRwLock {
             unlock_latch: crate::name::prefixed("redisson_unlock_latch", name),
             labels: RedissonKeys::labels_of(name),
             waiter_ttl: settings.waiter_ttl,
-            release_cache: settings.release_cache,
+            release_cache_ms: (*ms(settings.release_cache)).into(),
             label: std::sync::Arc::clone(&settings.label),
             settings_labels: settings.labels.clone(),
         }
@@ -163,13 +166,10 @@ impl RedissonRwLock {
         conn: &Connection,
         args: &AcquireArgs<'_>,
     ) -> Result<Acquire> {
-        let with_labels = self.settings_labels.usable();
-        let reply = match self.acquire_call(conn, args, with_labels).await {
-            Err(err) if with_labels && self.settings_labels.refused_by(&err) => {
-                self.acquire_call(conn, args, false).await?
-            }
-            reply => reply?,
-        };
+        let reply = self
+            .settings_labels
+            .call(|with| self.acquire_call(conn, args, with))
+            .await?;
         let ttl = |v: i64| Duration::from_millis(v.max(0).unsigned_abs());
         match reply[..] {
             [1, _] => Ok(Acquire::Acquired { token: None }),
@@ -197,17 +197,16 @@ impl RedissonRwLock {
         args: &AcquireArgs<'_>,
         with_labels: bool,
     ) -> Result<Vec<i64>> {
-        let mut keys = vec![self.lock.as_str()];
-        if with_labels {
-            keys.push(&self.labels);
-        }
-        let (lease, base) = (ms(args.lease), args.base.to_string());
+        // The labels key last, when used: the keys are a prefix of these.
+        let all = [self.lock.as_str(), &self.labels];
+        let keys = &all[..if with_labels { 2 } else { 1 }];
+        let (lease, base) = (ms(args.lease), Decimal::new(args.base.into()));
         let argv: [&str; 4] = [&lease, args.owner, &base, &self.label];
         let script = match self.mode {
             RwMode::Read => &READ_ACQUIRE,
             RwMode::Write => &WRITE_ACQUIRE,
         };
-        conn.script(script, &self.name, &keys, &argv).await
+        conn.script(script, &self.name, keys, &argv).await
     }
 
     /// No queue to leave.
@@ -233,10 +232,10 @@ impl RedissonRwLock {
     ) -> Result<Release> {
         let cache = crate::name::joined(&self.unlock_latch, request);
         let keys = [self.lock.as_str(), &self.channel, &cache];
-        let cache_ttl = ms(self.release_cache);
+        let cache_ttl = &*self.release_cache_ms;
         let reply: i64 = match self.mode {
             RwMode::Read => {
-                conn.script(&READ_RELEASE, &self.name, &keys, &[owner, &cache_ttl])
+                conn.script(&READ_RELEASE, &self.name, &keys, &[owner, cache_ttl])
                     .await?
             }
             RwMode::Write => {
@@ -245,7 +244,7 @@ impl RedissonRwLock {
                     &WRITE_RELEASE,
                     &self.name,
                     &keys,
-                    &[owner, &lease, &cache_ttl],
+                    &[owner, &lease, cache_ttl],
                 )
                 .await?
             }
@@ -281,17 +280,11 @@ impl RedissonRwLock {
     /// hold counts.
     pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {
         let keys = [self.lock.as_str(), &self.labels];
-        let with_labels = if self.settings_labels.usable() { 2 } else { 1 };
         type Reply = (Vec<String>, i64, Vec<String>);
-        let (fields, pttl, labels): Reply = match conn
-            .script(&INSPECT, &self.name, &keys[..with_labels], &[])
-            .await
-        {
-            Err(err) if with_labels == 2 && self.settings_labels.refused_by(&err) => {
-                conn.script(&INSPECT, &self.name, &keys[..1], &[]).await?
-            }
-            reply => reply?,
-        };
+        let (fields, pttl, labels): Reply = self
+            .settings_labels
+            .call(|with| conn.script(&INSPECT, &self.name, &keys[..if with { 2 } else { 1 }], &[]))
+            .await?;
         let labels = super::super::Labels::from_fields(&labels);
         let mut holders = Vec::new();
         for pair in fields.chunks(2) {

@@ -20,7 +20,7 @@ for i = 1, n do
   -- Only a hash with this owner's own field is renewed (owner ids are
   -- random per client): data that is not its lock is "not ours" (2).
   local held = redis.pcall('hexists', key, owner)
-  if held == 1 and string.sub(owner, -6) ~= ':write' and redis.call('hexists', key, 'mode') == 1 then
+  if held == 1 and not is_writer(owner) and redis.call('hexists', key, 'mode') == 1 then
     -- A read hold of a read-write lock: its leases are its timeout keys
     -- ('{NAME}:OWNER:rwlock_timeout:1..count'), extended with the hash.
     -- When all of them expired, the hold's lease ran out: any release of
@@ -35,21 +35,21 @@ for i = 1, n do
       -- Not a count fairlock or Redisson wrote: not ours.
       count = 0
     end
-    local prefix = key
-    if not string.find(key, '{', 1, true) then
-      prefix = '{' .. key .. '}'
+    local prefix = timeout_prefix(key)
+    -- One PTTL per key tells both whether it lives (-2: gone) and, below,
+    -- whether to extend it or write it again.
+    local timeouts, left, alive = {}, {}, false
+    for k = 1, count do
+      timeouts[k] = timeout_key(prefix, owner, k)
+      left[k] = redis.call('pttl', timeouts[k])
+      alive = alive or left[k] ~= -2
     end
-    local timeouts, alive = {}, 0
-    for n = 1, count do
-      timeouts[n] = prefix .. ':' .. owner .. ':rwlock_timeout:' .. n
-      alive = alive + redis.call('exists', timeouts[n])
-    end
-    if alive == 0 then
+    if not alive then
       held = 0
     end
     if held == 1 and lease ~= '' then
-      for _, timeout in ipairs(timeouts) do
-        if redis.call('pttl', timeout) == -2 then
+      for k, timeout in ipairs(timeouts) do
+        if left[k] == -2 then
           redis.call('set', timeout, 1, 'px', lease)
         else
           redis.call('pexpire', timeout, lease, 'gt')

@@ -6,10 +6,8 @@
 -- The read holds' timeout keys are left to expire, as Redisson leaves them
 -- (each lives its hold's lease at most; no lock decision counts a key
 -- whose field is gone).
-local err = wrong_type(KEYS[1], 'hash')
-if err then
-  return err
-end
+-- rw_state's HGETALL is the first touch: another type fails there,
+-- before anything is written.
 local state, bad = rw_state(KEYS[1])
 if bad then
   return bad

@@ -3,10 +3,8 @@
 -- KEYS[1] lock hash, KEYS[2] fairlock's client labels of the lock (optional)
 -- Returns {the hash (HGETALL), its pttl, labels (HGETALL; empty when the
 -- key holds another type)}.
-local err = wrong_type(KEYS[1], 'hash')
-if err then
-  return err
-end
+-- rw_state's HGETALL is the first touch: another type fails there,
+-- before anything is written.
 local _, bad = rw_state(KEYS[1])
 if bad then
   return bad

@@ -1,5 +1,6 @@
 -- fairlock prelude of the redisson read-write lock scripts (Redisson's
--- RReadWriteLock), prepended after common.lua.
+-- RReadWriteLock), prepended after common.lua; also of renew.lua, which
+-- renews read holds' timeout keys with its helpers.
 --
 -- The lock is one hash under the name itself: field 'mode' ('read' or
 -- 'write'), one field per reading owner ('CLIENT:THREAD' -> its read hold
@@ -8,6 +9,15 @@
 -- it). Each read hold N of an owner has its own string key
 -- '{NAME}:OWNER:rwlock_timeout:N' with that hold's lease, so that a reader
 -- that crashed stops counting once its keys expired.
+
+-- The most read holds a Redisson read-write lock may count, all its owners
+-- together. Each hold has a timeout key, and a read release (and a read
+-- hold's renewal) visits them one by one: a count far beyond any real one
+-- (application data, a hostile HSET) must not make a script loop for ages
+-- after its first write, where SCRIPT KILL can no longer stop it. 100 000
+-- PTTLs take about 0.1 s. A lock that claims more is not a lock (NOTALOCK);
+-- a reader that would go beyond it finds the lock busy.
+local MAX_READ_HOLDS = 100000
 
 -- The prefix of every timeout key of lock `key`: '{NAME}', or the name as it
 -- is when it already holds a '{' (its own hash tag then decides the slot).
