@@ -53,11 +53,12 @@ async fn client(master: &RedisServer, waiter_ttl: Duration) -> LockClient {
 /// whole lease. The claim is now relied on only once acknowledged: with the
 /// replica frozen, the holder believes the grant and no longer.
 ///
-/// The grant lasts 3 s, so its claim is sent 1 s after it: well after the
-/// grant's own `WAIT` (at most 500 ms) returned and the replica was frozen,
-/// even on a loaded machine. A grant whose `WAIT` a loaded machine's
-/// replica missed is undone (the waiter gets `ReplicasNotSynced`): the
-/// handoff is made again, up to 20 times.
+/// The grant lasts 3 s, so its claim is sent 1 s after it: after the
+/// grant's own `WAIT` (at most 500 ms) returned and the replica was frozen.
+/// A handoff is made again, up to 20 times in all, when a loaded machine
+/// spoils it: a grant whose `WAIT` the replica missed is undone (the waiter
+/// gets `ReplicasNotSynced`), and a grant the master shows claimed by the
+/// time the replica froze may have had its claim acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unacknowledged_claim_is_not_believed_past_the_grant() {
     let (master, replica) = master_and_replica().await;
@@ -72,8 +73,11 @@ async fn an_unacknowledged_claim_is_not_believed_past_the_grant() {
     .await;
     let waiter = client(&master, waiter_ttl).await;
     let name = "claim-acked";
+    let (lock_key, _, _) = support::lock_keys(Protocol::Native, name);
     let mut attempt = 1;
-    let guard = loop {
+    let (guard, granted, frozen) = loop {
+        assert!(attempt <= 20, "no handoff left unclaimed in 20 tries");
+        attempt += 1;
         let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
         let waiting = tokio::spawn({
             let lock = waiter.fair_lock(name).unwrap();
@@ -85,19 +89,31 @@ async fn an_unacknowledged_claim_is_not_believed_past_the_grant() {
         .await;
         held.unlock().await.unwrap();
         // Handed over (the grant lasts the waiter ttl) and acknowledged.
-        match waiting.await.unwrap() {
-            Ok(guard) => break guard,
-            Err(err @ fairlock::Error::ReplicasNotSynced { .. }) if attempt < 20 => {
+        let guard = match waiting.await.unwrap() {
+            Ok(guard) => guard,
+            Err(err @ fairlock::Error::ReplicasNotSynced { .. }) => {
                 eprintln!("handoff {attempt} not acknowledged, made again: {err}");
-                attempt += 1;
+                continue;
             }
             Err(err) => panic!("handoff {attempt}: {err:?}"),
+        };
+        let granted = Instant::now();
+        // From now on the replica acknowledges nothing: it will miss the
+        // claim, provided none was made yet. A loaded machine can delay
+        // this test past the deferred claim (a third of the grant's life),
+        // or deliver the wake-up so late that the waiter's own attempt
+        // claimed the grant: such a claim may be acknowledged, and then
+        // rightly believed. The master says which: `claimed` is 0 until
+        // the claim.
+        let frozen = replica.pause();
+        let claimed: String = master.cmd(&["HGET", &lock_key, "claimed"]);
+        if claimed == "0" {
+            break (guard, granted, frozen);
         }
+        eprintln!("handoff {attempt} claimed before the replica froze, made again");
+        drop(frozen);
+        guard.unlock().await.unwrap();
     };
-    let granted = Instant::now();
-    // From now on the replica acknowledges nothing: it will miss the claim
-    // (sent a third of the grant's life after it).
-    let frozen = replica.pause();
     // Past the grant's end: the claim was made on the master but never
     // acknowledged, so the holder must not believe it.
     tokio::time::sleep(waiter_ttl + Duration::from_millis(300)).await;
