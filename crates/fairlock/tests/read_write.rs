@@ -1058,6 +1058,44 @@ async fn a_short_read_reentry_running_out_does_not_lose_the_renewed_hold() {
     assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
 }
 
+/// The same with the short re-entry taken first: its timeout key is the
+/// owner's first, below the renewed hold's. When it runs out, the renewed
+/// hold lives on its own key; the short guard's release then deletes the
+/// top key (the renewed hold's: holds go last-in first-out by key), whose
+/// lease the key below must take over, although that key had expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_read_hold_taken_first_running_out_does_not_lose_the_renewed_hold() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(1500);
+    let client = support::client_with(&server, Protocol::Redisson, |c| c.lease(lease)).await;
+    let rw = client.read_write_lock("short-first").unwrap();
+    let owner = client.new_owner();
+    let short = read_again(&rw, &owner, Duration::from_millis(100)).await;
+    let renewed = rw
+        .read()
+        .acquire(AcquireOptions::new().owner(owner.clone()))
+        .await
+        .unwrap()
+        .expect("a read hold");
+    let first = timeout_key("short-first", owner.as_str(), 1);
+    eventually(
+        Duration::from_secs(5),
+        "the short hold's key to expire",
+        || !exists(&server, &first),
+    )
+    .await;
+    assert!(renewed.is_held());
+    short.unlock().await.unwrap();
+    tokio::time::sleep(lease * 2).await;
+    assert!(
+        renewed.is_held(),
+        "the renewed hold was lost when the short one's release deleted the top key"
+    );
+    assert!(rw.write().try_lock().await.unwrap().is_none());
+    renewed.unlock().await.unwrap();
+    assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+}
+
 /// A hold count far beyond any real one (application data or a hostile
 /// client's HSET on a read-write lock) is refused as not a lock: no script
 /// loops over a timeout key per hold it claims (a release that did would

@@ -26,34 +26,29 @@ for i = 1, n do
     -- When all of them expired, the hold's lease ran out: any release of
     -- another reader may now delete the lock, so the hold is lost. While
     -- one lives, no release deletes the lock (a release counts every key
-    -- of every reader): the hold is held, and a key that expired (an
-    -- owner's re-entry with a shorter explicit lease that ran out) is
-    -- written again with the lease, so that whichever key a release
-    -- leaves on top covers the holds still renewed.
+    -- of every reader): the hold is held, and its live keys are extended.
+    -- A key that expired (an owner's re-entry with a shorter explicit
+    -- lease that ran out) stays gone: only this owner's own release can
+    -- remove the key above it, and that release hands the removed key's
+    -- lease down to the key below (rw_read_release.lua).
     local count = counter(redis.call('hget', key, owner)) or 0
     if count > MAX_READ_HOLDS then
       -- Not a count fairlock or Redisson wrote: not ours.
       count = 0
     end
     local prefix = timeout_prefix(key)
-    -- One PTTL per key tells both whether it lives (-2: gone) and, below,
-    -- whether to extend it or write it again.
-    local timeouts, left, alive = {}, {}, false
+    local alive = {}
     for k = 1, count do
-      timeouts[k] = timeout_key(prefix, owner, k)
-      left[k] = redis.call('pttl', timeouts[k])
-      alive = alive or left[k] ~= -2
+      local timeout = timeout_key(prefix, owner, k)
+      if redis.call('pttl', timeout) ~= -2 then
+        alive[#alive + 1] = timeout
+      end
     end
-    if not alive then
+    if #alive == 0 then
       held = 0
-    end
-    if held == 1 and lease ~= '' then
-      for k, timeout in ipairs(timeouts) do
-        if left[k] == -2 then
-          redis.call('set', timeout, 1, 'px', lease)
-        else
-          redis.call('pexpire', timeout, lease, 'gt')
-        end
+    elseif lease ~= '' then
+      for _, timeout in ipairs(alive) do
+        redis.call('pexpire', timeout, lease, 'gt')
       end
     end
   end
