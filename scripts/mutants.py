@@ -26,10 +26,14 @@ import sys
 SUITE = [
     "reentry", "force_unlock", "replicas", "native", "fair_lock", "lease",
     "handoff", "release", "wakeups", "shutdown", "expiry", "cancel", "network",
-    "faults", "bad_data",
+    "faults", "bad_data", "read_write",
 ]
 
 NATIVE = "crates/fairlock/src/protocol/native/"
+REDISSON = "crates/fairlock/src/protocol/redisson/"
+# The model variant of a mutant of code the model does not describe (the
+# redisson read-write lock: the weighted model is the native engine's).
+NOT_MODELLED = "-"
 SRC = "crates/fairlock/src/"
 
 
@@ -37,7 +41,7 @@ class Mutant:
     def __init__(self, name, model, what, first, edits, protocols=("native",)):
         self.name = name
         # The model variant that models the same mistake abstractly.
-        self.model = model
+        self.model = model  # or NOT_MODELLED
         self.what = what
         # The protocols whose torture runs the mutated code.
         self.protocols = list(protocols)
@@ -168,6 +172,34 @@ MUTANTS = [
           "let turn = shared.core().owner_turn(lock_key, &owner).await?;",
           "let turn = shared.core().owner_turn(shared.core().new_owner().as_str(), &owner).await?;")],
         protocols=("native", "redisson"),
+    ),
+    Mutant(
+        "rw_reader_beside_writer", NOT_MODELLED,
+        "a reader is admitted while another owner writes (redisson rw_read_acquire.lua)",
+        ["read_write"],
+        [(REDISSON + "rw_read_acquire.lua",
+          "state.mode == 'read' or state.counts[owner .. ':write'] then",
+          "state.mode == 'read' or state.mode == 'write' then")],
+        protocols=("redisson",),
+    ),
+    Mutant(
+        "rw_writer_beside_readers", NOT_MODELLED,
+        "a writer is admitted while readers hold the lock (redisson rw_write_acquire.lua)",
+        ["read_write"],
+        [(REDISSON + "rw_write_acquire.lua",
+          "if state.mode == 'write' and held then",
+          "if state.mode == 'read' or held then")],
+        protocols=("redisson",),
+    ),
+    Mutant(
+        "rw_release_cuts_lease", NOT_MODELLED,
+        "a read release leaves the owner's holds with the released one's shorter lease "
+        "(redisson rw_read_release.lua)",
+        ["read_write"],
+        [(REDISSON + "rw_read_release.lua",
+          "if gone > 0 and redis.call('pttl', below) < gone then",
+          "if false then")],
+        protocols=("redisson",),
     ),
 ]
 

@@ -94,6 +94,33 @@ pub(crate) struct Hold {
     /// overtaking a waiter ahead of it is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) lease_ms: Option<u64>,
+    /// The side of a read-write lock the hold is on; absent: a lock's
+    /// exclusive hold. Read holds of different owners may intersect; a
+    /// write hold intersects nobody else's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) mode: Option<Side>,
+}
+
+/// The side of a read-write lock a hold is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Side {
+    Read,
+    Write,
+}
+
+impl Hold {
+    /// Whether the hold is a read hold (shared with other readers).
+    fn reads(&self) -> bool {
+        self.mode == Some(Side::Read)
+    }
+}
+
+/// The party an owner id names: a read-write lock's writer is its owner's
+/// id with `:write` appended (Redisson's field), and a writer that also
+/// reads (a downgrade) is one party with its read holds.
+fn party(owner: &str) -> &str {
+    owner.strip_suffix(":write").unwrap_or(owner)
 }
 
 /// One record of a worker's history: one line of JSON, tagged by `kind`:
@@ -318,6 +345,13 @@ pub(crate) struct Report {
     pub(crate) strict_order: bool,
     pub(crate) token_violations: usize,
     pub(crate) liveness_violations: usize,
+    /// Read holds and write holds of read-write locks (valid ones).
+    pub(crate) read_holds: usize,
+    pub(crate) write_holds: usize,
+    /// Read holds that began while another party's read hold was open:
+    /// the sharing a read-write lock exists for, seen happening (none in a
+    /// run with readers says the readers never met, not that they may).
+    pub(crate) shared_reads: usize,
     pub(crate) examples: Vec<String>,
     /// The first overlap counted as a violation: the lock, when the
     /// earlier of the two holds started, when the overlap ended (µs), so
@@ -860,7 +894,10 @@ impl Revocations {
 /// time: each valid hold starts no earlier than every earlier valid hold of
 /// another owner ended (starting at the very moment it ended is fine).
 /// Holds of one owner may intersect (re-entries, one owner shared by
-/// several tasks). Holds told they lost the lock are left out. An overlap
+/// several tasks, a read-write lock's writer and its own read holds: a
+/// downgrade), and so may read holds of a read-write lock: a write hold
+/// intersects no other owner's hold. Holds told they lost the lock are left
+/// out. An overlap
 /// that a failover or a force-unlock explains is counted apart: a
 /// force-unlock explains it when it revoked one of the two holds and the
 /// other began after the force-unlock began (the revoked holder had not
@@ -875,10 +912,15 @@ fn check_overlaps(
     report: &mut Report,
 ) {
     // Valid holds that may still intersect a later one: (end, start, owner,
-    // token).
-    let mut open: Vec<(u64, u64, &str, Option<u64>)> = Vec::new();
+    // token, whether it reads).
+    let mut open: Vec<(u64, u64, &str, Option<u64>, bool)> = Vec::new();
     for hold in holds.iter().filter(|h| h.valid) {
         open.retain(|(end, ..)| *end > hold.start);
+        match hold.mode {
+            Some(Side::Read) => report.read_holds += 1,
+            Some(Side::Write) => report.write_holds += 1,
+            None => {}
+        }
         // Either the earlier hold was revoked and this one began after its
         // force-unlock began, or this one was (it proceeded late, its start
         // read after the other's) and it was granted first: a revocation
@@ -898,16 +940,29 @@ fn check_overlaps(
                     hold.start >= *from && hold.start <= from.saturating_add(REVOCATION_WINDOW_US)
                 })
         };
-        let others = || open.iter().filter(|(_, _, owner, _)| *owner != hold.owner);
+        // Another party's holds, but for readers beside a reader.
+        let party = party(&hold.owner);
+        let others = || {
+            open.iter()
+                .filter(|(_, _, owner, ..)| self::party(owner) != party)
+                .filter(|(.., reads)| !(*reads && hold.reads()))
+        };
+        if hold.reads()
+            && open
+                .iter()
+                .any(|(_, _, owner, _, reads)| *reads && self::party(owner) != party)
+        {
+            report.shared_reads += 1;
+        }
         let unexplained = others()
-            .filter(|(_, start, owner, token)| {
+            .filter(|(_, start, owner, token, _)| {
                 !failovers.excuse(lock, (owner, *start), (&hold.owner, hold.start))
                     && !explained_by_revocation(*start, owner, *token)
             })
             .max_by_key(|(end, ..)| *end)
             .copied();
         let earlier = unexplained.or_else(|| others().max_by_key(|(end, ..)| *end).copied());
-        if let Some((end, start, owner, token)) = earlier {
+        if let Some((end, start, owner, token, _)) = earlier {
             let at = format!(
                 "{lock}: {} started at {} before {owner} ended at {end}",
                 hold.owner, hold.start
@@ -933,7 +988,7 @@ fn check_overlaps(
                 report.example(at);
             }
         }
-        open.push((hold.end, hold.start, &hold.owner, hold.token));
+        open.push((hold.end, hold.start, &hold.owner, hold.token, hold.reads()));
     }
 }
 
@@ -1515,6 +1570,7 @@ pub(crate) mod tests {
             combo: String::new(),
             reentry: false,
             lease_ms: None,
+            mode: None,
         })
     }
 
@@ -2343,6 +2399,84 @@ pub(crate) mod tests {
         assert_eq!(longest_stall(&events, 0, 100), (70, 30));
         assert_eq!(longest_stall(&events, 0, 40), (20, 10));
         assert_eq!(longest_stall(&[], 5, 9), (4, 5));
+    }
+
+    /// A hold on `side` of a read-write lock.
+    fn side(owner: &str, side: Side, start: u64, end: u64) -> Event {
+        let Event::Hold(mut hold) = hold(owner, 0, 0, start, end) else {
+            unreachable!("hold() makes a hold")
+        };
+        hold.token = None;
+        hold.mode = Some(side);
+        Event::Hold(hold)
+    }
+
+    fn overlaps_of(events: &[Event]) -> Report {
+        let mut report = Report::default();
+        check_overlaps(
+            "l",
+            &holds(events),
+            &Failovers::default(),
+            &HashMap::new(),
+            &mut report,
+        );
+        report
+    }
+
+    #[test]
+    fn readers_share_and_a_writer_overlaps_nobody() {
+        // Readers a and b at once, then c writes while b still reads.
+        let report = overlaps_of(&[
+            side("a", Side::Read, 10, 100),
+            side("b", Side::Read, 20, 200),
+            side("c:write", Side::Write, 150, 160),
+        ]);
+        assert_eq!(
+            (
+                report.overlaps,
+                report.shared_reads,
+                report.read_holds,
+                report.write_holds
+            ),
+            (1, 1, 2, 1),
+            "{report:?}"
+        );
+        assert_eq!(
+            report.examples[0],
+            "l: c:write started at 150 before b ended at 200"
+        );
+        // A reader that begins inside a write hold.
+        let report = overlaps_of(&[
+            side("c:write", Side::Write, 10, 100),
+            side("a", Side::Read, 50, 60),
+        ]);
+        assert_eq!((report.overlaps, report.shared_reads), (1, 0), "{report:?}");
+        // Two writers.
+        let report = overlaps_of(&[
+            side("c:write", Side::Write, 10, 100),
+            side("d:write", Side::Write, 50, 60),
+        ]);
+        assert_eq!(report.overlaps, 1, "{report:?}");
+    }
+
+    #[test]
+    fn a_writer_reading_beside_its_own_write_hold_is_one_party() {
+        // The downgrade: c writes, reads, releases the write hold, reads on.
+        let report = overlaps_of(&[
+            side("c:write", Side::Write, 10, 100),
+            side("c", Side::Read, 50, 300),
+            // Another reader once the write hold ended.
+            side("a", Side::Read, 100, 200),
+        ]);
+        assert_eq!((report.overlaps, report.shared_reads), (0, 1), "{report:?}");
+        // Another owner's reader during the write hold is not excused by
+        // the writer's own read hold.
+        let report = overlaps_of(&[
+            side("c:write", Side::Write, 10, 100),
+            side("c", Side::Read, 50, 300),
+            side("a", Side::Read, 60, 200),
+        ]);
+        assert_eq!(report.overlaps, 1, "{report:?}");
     }
 
     #[test]
@@ -3184,6 +3318,7 @@ mod adversary2 {
             combo: String::new(),
             reentry: false,
             lease_ms: None,
+            mode: None,
         })
     }
 
@@ -3235,6 +3370,7 @@ mod adversary2 {
                 combo: String::new(),
                 reentry: false,
                 lease_ms: None,
+                mode: None,
             }),
             force_unlock(20, 25),
             // Served in the reverse of arrival order, long after the
@@ -3279,6 +3415,7 @@ mod adversary2 {
             combo: String::new(),
             reentry: false,
             lease_ms: None,
+            mode: None,
         })
     }
 
@@ -3302,6 +3439,7 @@ mod adversary2 {
                 combo: String::new(),
                 reentry: false,
                 lease_ms: None,
+                mode: None,
             }),
             // Queued before the force-unlock; all three hold at once from
             // 40 ms on, and say so at their end. (A native token is at

@@ -108,6 +108,10 @@ fn torture_quick_redisson() {
     // waiter blocks the fair queue for its slot (2 s here), so 15 s give
     // 60 to 130 holds depending on when the faults fall.
     assert!(number_after(&summary, "operations:") > 30, "{summary}");
+    // The read-write lock ran beside the locks, both sides (else the
+    // verdict would be inconclusive, exit 2).
+    assert!(number_after(&summary, "read-write lock:") > 0, "{summary}");
+    assert!(number_after(&summary, "holds),") > 0, "{summary}");
 }
 
 /// Redisson's default slot (300 s): a killed waiter blocks the line for

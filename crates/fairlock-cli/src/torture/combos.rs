@@ -128,6 +128,7 @@ impl Round<'_> {
             combo: which.to_owned(),
             reentry,
             lease_ms: None,
+            mode: None,
         }))
     }
 
@@ -260,6 +261,7 @@ impl Round<'_> {
                         combo: combo::SHARED_OWNER.to_owned(),
                         reentry: true,
                         lease_ms: None,
+                        mode: None,
                     };
                     let released = guard.unlock().await.is_ok();
                     Ok((Some(Event::Hold(hold)), released))

@@ -60,6 +60,8 @@ pub(crate) use workload::{WorkerArgs, worker};
 
 const FAIR: &str = "torture-fair";
 const PLAIN: &str = "torture-plain";
+/// The read-write lock, under the protocols that have one.
+const RW: &str = "torture-rw";
 const MAX_HOLD_MS: u64 = 15;
 
 #[derive(clap::Args, Debug)]
@@ -244,6 +246,12 @@ struct Plan {
 }
 
 impl Plan {
+    /// Whether the workers take the read-write lock [`RW`] too: under the
+    /// protocols that have one.
+    fn read_write(&self) -> bool {
+        self.protocol == Protocol::Redisson
+    }
+
     fn new(cli: &Cli, args: &TortureArgs) -> Self {
         let settings = cli.settings(&args.settings);
         let lease = lease(&settings);
@@ -394,9 +402,10 @@ pub(crate) async fn run(cli: &Cli, args: &TortureArgs) -> Result<u8, Failure> {
         return result;
     }
     if plan.topology == Topology::Cluster {
-        let cluster = tokio::task::spawn_blocking(|| {
+        let read_write = plan.read_write();
+        let cluster = tokio::task::spawn_blocking(move || {
             let cluster = PrivateCluster::start()?;
-            let locks = spread_locks(&cluster)?;
+            let locks = spread_locks(&cluster, read_write)?;
             Ok::<_, String>((cluster, locks))
         })
         .await

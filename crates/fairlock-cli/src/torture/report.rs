@@ -179,6 +179,13 @@ pub(super) fn check(
     if report.fifo_pairs_checked == 0 {
         inconclusive.push("no queue-order pair was checked".to_owned());
     }
+    if plan.read_write() && (report.read_holds == 0 || report.write_holds == 0) {
+        inconclusive.push(format!(
+            "the read-write lock had {} read holds and {} write holds: a writer's \
+             exclusion was not checked against readers",
+            report.read_holds, report.write_holds
+        ));
+    }
     for (name, tally) in &tallies {
         if tally.checked == 0 {
             inconclusive.push(format!("{name} drawn {} times, checked none", tally.drawn));
@@ -313,6 +320,12 @@ pub(super) fn print_summary(
         },
         report.liveness_violations
     );
+    if plan.read_write() {
+        println!(
+            "read-write lock: {} read holds ({} began beside another reader's), {} write holds",
+            report.read_holds, report.shared_reads, report.write_holds
+        );
+    }
     if !report.strict_order {
         println!(
             "waiters overtaken after their deadline had passed (Redisson's rule, not counted as violations): {}",

@@ -12,7 +12,7 @@ use crate::private_sentinel::PrivateSentinel;
 use crate::torture_proxy::FaultProxy;
 use crate::{Cli, Failure, exit};
 
-use super::{FAIR, PLAIN, Plan, raw_connection};
+use super::{FAIR, PLAIN, Plan, RW, raw_connection};
 
 /// The private deployment a run uses besides its URL, and the locks it
 /// takes.
@@ -41,7 +41,10 @@ impl Default for Deployment {
 /// each lock, [`PLAIN`] included. A lock's keys share the hash tag of its
 /// name under both protocols (Redisson's lock key is the bare name, of
 /// the same slot).
-pub(super) fn spread_locks(cluster: &PrivateCluster) -> Result<Deployment, String> {
+pub(super) fn spread_locks(
+    cluster: &PrivateCluster,
+    read_write: bool,
+) -> Result<Deployment, String> {
     let masters = cluster.masters()?;
     let mut served = std::collections::HashSet::new();
     let mut fair = Vec::new();
@@ -62,6 +65,9 @@ pub(super) fn spread_locks(cluster: &PrivateCluster) -> Result<Deployment, Strin
         }
     }
     slots.push((PLAIN.to_owned(), cluster.slot_of(&format!("{{{PLAIN}}}"))?));
+    if read_write {
+        slots.push((RW.to_owned(), cluster.slot_of(&format!("{{{RW}}}"))?));
+    }
     Ok(Deployment {
         fair_locks: fair,
         slots,
@@ -170,6 +176,11 @@ pub(super) async fn prepare(
     };
     for key in fair_locks.iter().map(String::as_str).chain([PLAIN]) {
         let _ = observer.fair_lock(key)?.force_unlock().await;
+    }
+    if plan.read_write() {
+        let rw = observer.read_write_lock(RW)?;
+        let _ = rw.read().force_unlock().await;
+        let _ = rw.write().force_unlock().await;
     }
     Ok(Stage {
         url,

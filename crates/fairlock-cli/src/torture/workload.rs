@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{AcquireOptions, ClientConfig, LockClient, Owner};
+use fairlock::{AcquireOptions, ClientConfig, LockClient, LockGuard, Owner};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use redis::aio::ConnectionManager;
@@ -15,12 +15,12 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::task::JoinHandle;
 
-use crate::history::{Event, Hold, combo};
+use crate::history::{Event, Hold, Side, combo};
 use crate::{Cli, Failure, LockSettings, duration, exit, failure};
 
 use super::combos::Round;
 use super::stage::Stage;
-use super::{FAIR, MAX_HOLD_MS, PLAIN, Plan, Rng, StopSignals, server_time_us};
+use super::{FAIR, MAX_HOLD_MS, PLAIN, Plan, RW, Rng, StopSignals, server_time_us};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct WorkerArgs {
@@ -43,12 +43,18 @@ pub(crate) struct WorkerArgs {
     /// Replicas that must acknowledge every acquisition and release.
     #[arg(long, default_value_t = 0)]
     min_replicas: u32,
+    /// Take the read-write lock [`RW`] too (see [`read_write_round`]).
+    #[arg(long)]
+    read_write: bool,
     #[command(flatten)]
     settings: LockSettings,
 }
 
 /// How often a round draws a combination (percent), when any is enabled.
 const COMBINATION_PERCENT: u64 = 40;
+/// How often an ordinary round takes the read-write lock (percent), when
+/// the protocol has one.
+const READ_WRITE_PERCENT: u64 = 20;
 /// How long a worker with `--min-replicas` waits for the replicas.
 const REPLICA_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long workers get, after the run, to release their locks and exit.
@@ -115,6 +121,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     let fair_locks: Arc<[String]> = args.fair_locks.clone().into();
     let combos: Arc<[String]> = args.combos.clone().into();
     let protocol = cli.protocol;
+    let read_write = args.read_write;
     let mut tasks = Vec::new();
     for t in 0..args.tasks {
         let fair_locks = Arc::clone(&fair_locks);
@@ -144,6 +151,9 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
                 // waiter leaves its queue): the run ends on time.
                 let round = async {
                     match &drawn {
+                        None if read_write && rng.below(100) < READ_WRITE_PERCENT => {
+                            read_write_round(&client, &mut conn, &mut rng).await
+                        }
                         None => one_round(&client, &mut conn, &mut rng, &owner, &fair_locks)
                             .await
                             .map(|event| vec![event]),
@@ -254,9 +264,102 @@ pub(super) async fn one_round(
         combo: String::new(),
         reentry: false,
         lease_ms: None,
+        mode: None,
     });
     let _ = guard.unlock().await;
     Ok(event)
+}
+
+/// A round on the read-write lock [`RW`]: a read hold (6 in 10), a write
+/// hold (3 in 10), or a downgrade (1 in 10): a write hold whose owner takes
+/// the read side too, releases the write hold and reads on, so that other
+/// readers may join it. One event per hold, with its side; a wait that
+/// fails or is cancelled (15 in 100, at a random moment) is a
+/// [`Event::NoGrant`].
+async fn read_write_round(
+    client: &LockClient,
+    conn: &mut ConnectionManager,
+    rng: &mut Rng,
+) -> Result<Vec<Event>, Failure> {
+    let Ok(rw) = client.read_write_lock(RW) else {
+        return Ok(Vec::new());
+    };
+    let draw = rng.below(10);
+    let (handle, side) = if draw < 6 {
+        (rw.read(), Side::Read)
+    } else {
+        (rw.write(), Side::Write)
+    };
+    let owner = client.new_owner();
+    let requested = server_time_us(conn).await?;
+    let opts = options(rng).owner(owner.clone());
+    let cancel = rng.below(100) < 15;
+    let limit = Duration::from_millis(rng.below(50));
+    let acquire = handle.acquire(opts);
+    let outcome = if cancel {
+        tokio::time::timeout(limit, acquire)
+            .await
+            .unwrap_or(Ok(None))
+    } else {
+        acquire.await
+    };
+    let no_grant = |outcome: &str| {
+        Ok(vec![Event::NoGrant {
+            lock: RW.into(),
+            outcome: outcome.into(),
+        }])
+    };
+    let guard = match outcome {
+        Ok(Some(guard)) => guard,
+        Ok(None) if cancel => return no_grant("cancelled"),
+        Ok(None) => return no_grant("timeout"),
+        Err(_) => return no_grant("error"),
+    };
+    let hold = |guard: &LockGuard, requested: u64, start: u64, end: u64, side: Side| {
+        Event::Hold(Hold {
+            lock: RW.into(),
+            owner: guard.owner().to_string(),
+            token: guard.token(),
+            requested,
+            start,
+            end,
+            valid: guard.is_held(),
+            combo: String::new(),
+            reentry: false,
+            lease_ms: None,
+            mode: Some(side),
+        })
+    };
+    let start = server_time_us(conn).await?;
+    tokio::time::sleep(Duration::from_millis(rng.below(MAX_HOLD_MS))).await;
+    let mut events = Vec::new();
+    if draw == 9 {
+        // The downgrade: the writer reads too, then lets the write hold go.
+        let asked = server_time_us(conn).await?;
+        let read = rw.read().acquire(AcquireOptions::new().owner(owner)).await;
+        let read_start = server_time_us(conn).await?;
+        let write_end = server_time_us(conn).await?;
+        events.push(hold(&guard, requested, start, write_end, side));
+        let _ = guard.unlock().await;
+        let Ok(Some(read)) = read else {
+            return Ok(events);
+        };
+        tokio::time::sleep(Duration::from_millis(rng.below(MAX_HOLD_MS))).await;
+        let end = server_time_us(conn).await?;
+        // A read hold of an owner that held the write side: a re-entry of
+        // that owner, not a grant.
+        let mut event = hold(&read, asked, read_start, end, Side::Read);
+        if let Event::Hold(h) = &mut event {
+            h.reentry = true;
+        }
+        events.push(event);
+        let _ = read.unlock().await;
+        return Ok(events);
+    }
+    let end = server_time_us(conn).await?;
+    events.push(hold(&guard, requested, start, end, side));
+    let _ = guard.unlock().await;
+    Ok(events)
 }
 
 pub(super) fn options(rng: &mut Rng) -> AcquireOptions {
@@ -401,6 +504,7 @@ impl<'a> Workers<'a> {
             .args(["--clock", self.clock])
             .args(["--fair-locks", &self.fair_locks])
             .args(["--combos", &self.plan.worker_combos().join(",")])
+            .args(self.plan.read_write().then_some("--read-write"))
             // Under Sentinel, failovers at handoffs meet clients that wait
             // for a replica after each acquisition and release (half the
             // workers).
