@@ -26,7 +26,7 @@ import sys
 SUITE = [
     "reentry", "force_unlock", "replicas", "native", "fair_lock", "lease",
     "handoff", "release", "wakeups", "shutdown", "expiry", "cancel", "network",
-    "faults", "bad_data", "read_write",
+    "faults", "bad_data", "read_write", "read_write_native",
 ]
 
 NATIVE = "crates/fairlock/src/protocol/native/"
@@ -172,6 +172,46 @@ MUTANTS = [
           "let turn = shared.core().owner_turn(lock_key, &owner).await?;",
           "let turn = shared.core().owner_turn(shared.core().new_owner().as_str(), &owner).await?;")],
         protocols=("native", "redisson"),
+    ),
+    Mutant(
+        "native_rw_reader_beside_writer", "weighted:admit_past_capacity",
+        "a reader is admitted beside another owner's write hold (native rw_prelude.lua fits)",
+        ["read_write_native"],
+        [(NATIVE + "rw_prelude.lua",
+          "return writer == nil or writer == id .. ':write'",
+          "return true")],
+    ),
+    Mutant(
+        "native_rw_ignores_line", "weighted:fast_path_ignores_line",
+        "a request that fits is granted at once while others wait (native rw_acquire.lua)",
+        ["read_write_native"],
+        [(NATIVE + "rw_acquire.lua",
+          "if fits(id, n, writer) and (downgrade or not first_live(now)) then",
+          "if fits(id, n, writer) then")],
+    ),
+    Mutant(
+        "native_rw_reclaims_live", "weighted:reclaim_live",
+        "the reclaim drops a holder whose score passed although its key lives (native rw_prelude.lua)",
+        ["read_write_native"],
+        [(NATIVE + "rw_prelude.lua",
+          "    if left == -2 then\n      redis.call('zrem', KEYS[1], id)",
+          "    if left == -2 or left > 0 then\n      redis.call('zrem', KEYS[1], id)")],
+    ),
+    Mutant(
+        "native_rw_no_admit_on_release", "weighted:no_admit_on_release",
+        "a release does not admit the line; waiters get in on their own retry (native rw_prelude.lua)",
+        ["read_write_native"],
+        [(NATIVE + "rw_prelude.lua",
+          "  reclaim(now)\n  admit(channel_prefix, default_ttl, now, now_us)\n  if redis.call('zcard'",
+          "  reclaim(now)\n  if redis.call('zcard'")],
+    ),
+    Mutant(
+        "native_rw_token_reused", "weighted:token_reused",
+        "a read-write grant reuses the last fencing token (native rw_prelude.lua grant)",
+        ["read_write_native"],
+        [(NATIVE + "rw_prelude.lua",
+          "  local token = next_counter('token', now_us)\n  local key = hold_key(id)",
+          "  local token = math.max(meta.token, 1)\n  local key = hold_key(id)")],
     ),
     Mutant(
         "rw_reader_beside_writer", NOT_MODELLED,

@@ -261,9 +261,10 @@ pub(crate) async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, Failure
     Ok(0)
 }
 
-/// The lock `name` as a lock, or, under redisson when its hash is a
-/// read-write lock's (which a lock's inspect refuses as not a lock), as a
-/// read-write lock.
+/// The lock `name` as a lock, or as a read-write lock: under redisson when
+/// its hash is a read-write lock's (which a lock's inspect refuses as not a
+/// lock); under native, where the two are different objects, when the lock
+/// is free and nobody waits for it but the read-write lock is in use.
 pub(crate) async fn inspect_any(
     client: &fairlock::LockClient,
     protocol: Protocol,
@@ -274,6 +275,12 @@ pub(crate) async fn inspect_any(
             match client.read_write_lock(name)?.inspect().await {
                 Ok(info) => Ok(info),
                 Err(_) => Err(err),
+            }
+        }
+        Ok(info) if protocol == Protocol::Native && !info.is_locked() && info.queue.is_empty() => {
+            match client.read_write_lock(name)?.inspect().await {
+                Ok(rw) if rw.is_locked() || !rw.queue.is_empty() => Ok(rw),
+                _ => Ok(info),
             }
         }
         info => info,

@@ -1,6 +1,6 @@
 //! The read-write lock from the command line: `exec --read` / `--write`,
 //! `inspect` of a read-write lock, `force-unlock --read` / `--write`
-//! (redisson protocol), and the native protocol saying it has none yet.
+//! (redisson protocol), and the native protocol's fair read-write lock.
 
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -127,8 +127,7 @@ fn force_unlock_takes_a_side() {
     );
 }
 
-/// The flags exclude each other, and the native protocol has no
-/// read-write lock yet: a usage error that says so.
+/// The flags exclude each other: a usage error.
 #[test]
 fn bad_combinations_are_usage_errors() {
     let server = RedisServer::start();
@@ -144,13 +143,29 @@ fn bad_combinations_are_usage_errors() {
         "true",
     ]));
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
-    let out = run(fairlock(&server, Protocol::Native).args(["exec", "x", "--read", "--", "true"]));
-    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("redisson protocol only"),
-        "{}",
-        stderr(&out)
-    );
+}
+
+/// Under native, `exec --read` and `--write` take the fair read-write
+/// lock, and `inspect` shows it while it is held.
+#[test]
+fn native_exec_takes_the_fair_read_write_lock() {
+    let server = RedisServer::start();
+    for side in ["--read", "--write"] {
+        let out = run(fairlock(&server, Protocol::Native)
+            .args(["exec", "n", side, "--", "sh", "-c", "exit 3"]));
+        assert_eq!(out.status.code(), Some(3), "{side}: {}", stderr(&out));
+    }
+    let config = fairlock::ClientConfig::from_url(&server.url())
+        .unwrap()
+        .protocol(Protocol::Native);
+    let client = fairlock::blocking::LockClient::with_config(config).unwrap();
+    let rw = client.read_write_lock("n").unwrap();
+    let read = rw.read().lock().unwrap();
+    let out = run(fairlock(&server, Protocol::Native).args(["inspect", "n", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("\"mode\":\"read\""), "{text}");
+    drop(read);
 }
 
 /// `watch` shows every holder of a read-write lock with its mode.

@@ -96,19 +96,18 @@ impl LockClient {
         if self.core.dialect().protocol() == crate::Protocol::Redisson {
             name::validate_redisson(name)?;
         }
-        LockHandle::new(&self.core, name, kind)
+        Ok(LockHandle::new(&self.core, name, kind))
     }
 
     /// The read-write lock `name`: many readers at once, or one writer.
-    /// Under the `redisson` protocol it is Redisson's `RReadWriteLock`
-    /// (`redisson.getReadWriteLock(name)`), byte for byte, so Java services
-    /// share it; see [`ReadWriteLock`] for its rules.
+    /// Under the `native` protocol it is fair (first come, first served
+    /// across readers and writers); under `redisson` it is Redisson's
+    /// `RReadWriteLock` (`redisson.getReadWriteLock(name)`), byte for byte,
+    /// so Java services share it. See [`ReadWriteLock`] for its rules.
     ///
     /// # Errors
     /// [`Error::InvalidName`](crate::Error::InvalidName), as for
-    /// [`fair_lock`](Self::fair_lock);
-    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) under the
-    /// `native` protocol, whose read-write lock is not built yet.
+    /// [`fair_lock`](Self::fair_lock).
     pub fn read_write_lock(&self, name: &str) -> Result<ReadWriteLock> {
         Ok(ReadWriteLock::new(
             self.handle(name, LockKind::Read)?,

@@ -38,14 +38,11 @@ impl std::fmt::Debug for LockHandle {
 
 impl LockHandle {
     /// A handle on `name` (already validated).
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] for a kind the client's protocol lacks.
-    pub(crate) fn new(core: &Arc<ClientCore>, name: &str, kind: LockKind) -> Result<Self> {
-        let lock = core.dialect().lock(name, kind)?;
-        Ok(Self {
+    pub(crate) fn new(core: &Arc<ClientCore>, name: &str, kind: LockKind) -> Self {
+        let lock = core.dialect().lock(name, kind);
+        Self {
             shared: LockShared::new(Arc::clone(core), Arc::new(lock)),
-        })
+        }
     }
 
     /// The lock name.

@@ -216,9 +216,14 @@ pub(crate) struct NativeKeys {
 
 impl NativeKeys {
     /// The labels key of the lock whose lock key is `lock_key`
-    /// (`fairlock:{NAME}:lock`).
+    /// (`fairlock:{NAME}:lock`, or a read-write lock's
+    /// `fairlock:{NAME}:rw:holders`): `fairlock:{NAME}:labels`, shared by
+    /// the lock and the read-write lock of one name (client id -> label).
     pub(crate) fn labels_of(lock_key: &str) -> String {
-        let base = lock_key.strip_suffix("lock").unwrap_or(lock_key);
+        let base = lock_key
+            .strip_suffix(NativeRwKeys::HOLDERS_SUFFIX)
+            .or_else(|| lock_key.strip_suffix("lock"))
+            .unwrap_or(lock_key);
         format!("{base}labels")
     }
 
@@ -240,6 +245,58 @@ impl NativeKeys {
 
     pub(crate) fn lock(&self) -> &str {
         &self.all[0]
+    }
+}
+
+/// The keys of one read-write lock under the `native` protocol:
+/// `fairlock:{NAME}:rw:...` (see `protocol/native/rw_prelude.lua`). Apart
+/// from the lock's of the same name: the two are different objects.
+#[derive(Debug, Clone)]
+pub(crate) struct NativeRwKeys {
+    /// KEYS[1..5] of every script: holders, queue, liveness, meta, waiter
+    /// records.
+    pub(crate) all: [String; 5],
+    /// Prefix of each holder's own key; its holder id is appended.
+    pub(crate) hold: String,
+    /// Channel prefix: each waiter listens on `...:wake:ID`.
+    pub(crate) channel: String,
+    /// Prefix of the release result cache; `:REQUEST` is appended per call.
+    pub(crate) release_cache: String,
+    /// The labels, shared with the lock of the same name.
+    pub(crate) labels: String,
+}
+
+impl NativeRwKeys {
+    /// How the holders set's key ends (what the renewal script and
+    /// [`NativeKeys::labels_of`] recognise a read-write hold by).
+    pub(crate) const HOLDERS_SUFFIX: &'static str = "rw:holders";
+
+    pub(crate) fn new(name: &str) -> Self {
+        let key = |suffix: &str| format!("fairlock:{{{name}}}:{suffix}");
+        Self {
+            all: [
+                key(Self::HOLDERS_SUFFIX),
+                key("rw:queue"),
+                key("rw:alive"),
+                key("rw:meta"),
+                key("rw:leases"),
+            ],
+            hold: key("rw:hold"),
+            channel: key("rw:wake"),
+            release_cache: key("rw:release"),
+            labels: key("labels"),
+        }
+    }
+
+    /// The holders set: the key every hold of the lock is registered and
+    /// renewed under.
+    pub(crate) fn holders(&self) -> &str {
+        &self.all[0]
+    }
+
+    /// The key of holder `id`'s hold.
+    pub(crate) fn hold_of(&self, id: &str) -> String {
+        joined(&self.hold, id)
     }
 }
 
@@ -265,6 +322,25 @@ mod tests {
         let k = RedissonKeys::new("job{7}");
         assert_eq!(k.queue, "redisson_lock_queue:job{7}");
         assert_eq!(k.channel, "redisson_lock__channel:job{7}");
+    }
+
+    #[test]
+    fn native_read_write_keys_are_apart_from_the_locks() {
+        let k = NativeRwKeys::new("orders");
+        assert_eq!(k.holders(), "fairlock:{orders}:rw:holders");
+        assert_eq!(
+            k.hold_of("u:1:write"),
+            "fairlock:{orders}:rw:hold:u:1:write"
+        );
+        assert_eq!(k.channel, "fairlock:{orders}:rw:wake");
+        // The labels are the lock's, also as the renewal finds them.
+        assert_eq!(
+            NativeKeys::labels_of(k.holders()),
+            "fairlock:{orders}:labels"
+        );
+        assert_eq!(k.labels, NativeKeys::new("orders").labels);
+        let lock = NativeKeys::new("orders");
+        assert!(k.all.iter().all(|key| !lock.all.contains(key)));
     }
 
     #[test]

@@ -56,9 +56,20 @@ use crate::protocol::LockInfo;
 /// one read hold never shortens the lease of a writer that also reads.
 ///
 /// # Under `native`
-/// Not built yet: [`LockClient::read_write_lock`](crate::LockClient::read_write_lock)
-/// answers [`Error::InvalidConfig`](crate::Error::InvalidConfig) (the fair
-/// design is in `docs/kinds.md`).
+/// **Fair**: one line for both sides, first come, first served. A reader
+/// that comes while a writer waits queues behind it (no writer starves);
+/// the readers queued together behind a writer are admitted together when
+/// it leaves; a writer waits only for those who came before it. Every
+/// acquisition gets a fencing token ([`LockGuard::token`](crate::LockGuard::token)),
+/// strictly increasing across both sides. A release hands the lock to the
+/// next reader group or writer directly (each is told by a signed grant
+/// message, as the lock's waiters are), a crashed holder stops counting
+/// when its lease ends and a dead waiter when its waiter ttl does, and
+/// every key expires on its own. The downgrade passes the line: the
+/// writer's own read request is granted at once (queueing it behind the
+/// waiters its write hold keeps out would deadlock). The read-write lock
+/// and the lock of one name are two objects (their keys differ). Keys and
+/// rules: `docs/read-write-lock.md`.
 #[derive(Clone, Debug)]
 pub struct ReadWriteLock {
     read: LockHandle,

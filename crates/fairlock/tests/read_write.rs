@@ -4,7 +4,7 @@
 //! (readers share, a writer is alone, re-entry, downgrade, no upgrade),
 //! what a Java client sharing it sees (a stand-in that runs Redisson's
 //! steps), bad data, the watchdog, force-unlock and inspect. The native
-//! protocol has no read-write lock yet: it says so.
+//! protocol's fair read-write lock: `read_write_native.rs`.
 
 use std::time::Duration;
 
@@ -829,22 +829,6 @@ fn the_blocking_api_keys_holds_on_the_thread() {
     })
     .join()
     .unwrap();
-}
-
-/// The native protocol's read-write lock is not built yet: a clear error,
-/// not a silent other lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn native_says_it_has_no_read_write_lock_yet() {
-    let server = RedisServer::start();
-    let client = support::client(&server, Protocol::Native).await;
-    let err = client.read_write_lock("rw").expect_err("not built");
-    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
-    assert!(err.to_string().contains("redisson protocol only"), "{err}");
-    assert!(client.handle("rw", LockKind::Write).is_err());
-    eventually(Duration::from_secs(1), "nothing written", || {
-        server.cmd::<Vec<String>>(&["KEYS", "*"]).is_empty()
-    })
-    .await;
 }
 
 /// A read acquisition whose reply is lost (the connection cut while the

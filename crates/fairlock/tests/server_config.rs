@@ -476,10 +476,11 @@ async fn documented_rules_suffice(protocol: Protocol) {
     assert!(plain_a.force_unlock().await.expect("force unlock"));
     drop(got);
 
-    if protocol == Protocol::Redisson {
+    {
         // The read-write lock: two readers kept by the watchdog (their
-        // timeout keys renewed), a writer woken by the last release, a
-        // force-unlock of the write side.
+        // timeout keys renewed under redisson, their hold keys and the
+        // holders set under native), a writer woken (native: admitted) by
+        // the last release, a force-unlock of the write side.
         let rw_a = a.read_write_lock("locks:acl-rw").unwrap();
         let rw_b = b.read_write_lock("locks:acl-rw").unwrap();
         let read = rw_a.read().lock().await.expect("read");

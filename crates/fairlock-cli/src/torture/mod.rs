@@ -246,10 +246,10 @@ struct Plan {
 }
 
 impl Plan {
-    /// Whether the workers take the read-write lock [`RW`] too: under the
-    /// protocols that have one.
+    /// Whether the workers take the read-write lock [`RW`] too (both
+    /// protocols have one).
     fn read_write(&self) -> bool {
-        self.protocol == Protocol::Redisson
+        matches!(self.protocol, Protocol::Redisson | Protocol::Native)
     }
 
     fn new(cli: &Cli, args: &TortureArgs) -> Self {

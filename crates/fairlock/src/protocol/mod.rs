@@ -40,6 +40,7 @@ macro_rules! protocol_script {
 
 pub(crate) mod native;
 pub(crate) mod redisson;
+pub(crate) mod side;
 
 #[cfg(test)]
 mod decode_tests;
@@ -53,8 +54,10 @@ use crate::error::Result;
 use crate::kind::LockKind;
 use crate::transport::{Connection, Script};
 use native::NativeLock;
+use native::read_write::NativeRwLock;
 use redisson::RedissonLock;
-use redisson::read_write::{RedissonRwLock, RwMode};
+use redisson::read_write::RedissonRwLock;
+use side::RwMode;
 
 /// The wire protocol a client speaks.
 ///
@@ -190,32 +193,26 @@ impl Dialect {
     }
 
     /// The lock `name` (already validated) of `kind`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for a
-    /// read-write lock under `native`, which does not have one yet.
-    pub(crate) fn lock(&self, name: &str, kind: LockKind) -> Result<ProtocolLock> {
+    pub(crate) fn lock(&self, name: &str, kind: LockKind) -> ProtocolLock {
         let settings = &self.settings;
-        Ok(match (settings.protocol, kind) {
+        let side = match kind {
+            LockKind::Read => RwMode::Read,
+            _ => RwMode::Write,
+        };
+        match (settings.protocol, kind) {
             (Protocol::Redisson, LockKind::Fair | LockKind::NonFair) => {
                 ProtocolLock::Redisson(RedissonLock::new(name, kind == LockKind::Fair, settings))
             }
             (Protocol::Native, LockKind::Fair | LockKind::NonFair) => {
                 ProtocolLock::Native(NativeLock::new(name, kind == LockKind::Fair, settings))
             }
-            (Protocol::Redisson, LockKind::Read) => {
-                ProtocolLock::RedissonRw(RedissonRwLock::new(name, RwMode::Read, settings))
-            }
-            (Protocol::Redisson, LockKind::Write) => {
-                ProtocolLock::RedissonRw(RedissonRwLock::new(name, RwMode::Write, settings))
+            (Protocol::Redisson, LockKind::Read | LockKind::Write) => {
+                ProtocolLock::RedissonRw(RedissonRwLock::new(name, side, settings))
             }
             (Protocol::Native, LockKind::Read | LockKind::Write) => {
-                return Err(crate::Error::InvalidConfig(format!(
-                    "lock {name:?}: the read-write lock is available under the redisson protocol \
-                     only so far (the native protocol's fair read-write lock is not built yet)"
-                )));
+                ProtocolLock::NativeRw(NativeRwLock::new(name, side, settings))
             }
-        })
+        }
     }
 
     /// Renew (with `Some(lease)`) or only check (`None`) a batch of holds.
@@ -338,6 +335,8 @@ pub(crate) enum ProtocolLock {
     Native(NativeLock),
     /// One side of a Redisson read-write lock.
     RedissonRw(RedissonRwLock),
+    /// One side of a native (fair) read-write lock.
+    NativeRw(NativeRwLock),
 }
 
 /// Forward a call to the protocol's lock object.
@@ -347,6 +346,7 @@ macro_rules! dispatch {
             ProtocolLock::Redisson($lock) => $call,
             ProtocolLock::Native($lock) => $call,
             ProtocolLock::RedissonRw($lock) => $call,
+            ProtocolLock::NativeRw($lock) => $call,
         }
     };
 }
@@ -364,7 +364,8 @@ impl ProtocolLock {
     pub(crate) fn kind(&self) -> LockKind {
         match self {
             ProtocolLock::RedissonRw(lock) if lock.mode == RwMode::Read => LockKind::Read,
-            ProtocolLock::RedissonRw(_) => LockKind::Write,
+            ProtocolLock::NativeRw(lock) if lock.mode == RwMode::Read => LockKind::Read,
+            ProtocolLock::RedissonRw(_) | ProtocolLock::NativeRw(_) => LockKind::Write,
             _ if self.fair() => LockKind::Fair,
             _ => LockKind::NonFair,
         }
@@ -378,10 +379,8 @@ impl ProtocolLock {
     pub(crate) fn hold_owner(&self, owner: crate::owner::Owner) -> crate::owner::Owner {
         match self {
             ProtocolLock::RedissonRw(lock) => lock.hold_owner(owner),
-            _ => match owner
-                .as_str()
-                .strip_suffix(redisson::read_write::WRITE_SUFFIX)
-            {
+            ProtocolLock::NativeRw(lock) => lock.hold_owner(owner),
+            _ => match owner.as_str().strip_suffix(side::WRITE_SUFFIX) {
                 Some(base) => crate::owner::Owner::from_raw(base),
                 None => owner,
             },
@@ -395,7 +394,7 @@ impl ProtocolLock {
     /// the owner's count only: the undo compares the count with the one
     /// read before the attempt.
     pub(crate) fn records_acquisitions(&self) -> bool {
-        matches!(self, ProtocolLock::Native(_))
+        matches!(self, ProtocolLock::Native(_) | ProtocolLock::NativeRw(_))
     }
 
     /// The key the watchdog renews and `is_locked` looks at.
@@ -410,6 +409,9 @@ impl ProtocolLock {
         owner: &str,
         token: Option<u64>,
     ) -> crate::transport::HoldProof {
+        if let ProtocolLock::NativeRw(lock) = self {
+            return lock.hold_proof(owner, token);
+        }
         let key = self.lock_key().to_owned();
         match (self, token) {
             (ProtocolLock::Native(_), Some(token)) => crate::transport::HoldProof {
@@ -422,13 +424,14 @@ impl ProtocolLock {
                 field: "owner".to_owned(),
                 value: Some(owner.to_owned()),
             },
-            (ProtocolLock::Redisson(_) | ProtocolLock::RedissonRw(_), _) => {
-                crate::transport::HoldProof {
-                    key,
-                    field: owner.to_owned(),
-                    value: None,
-                }
-            }
+            (
+                ProtocolLock::Redisson(_) | ProtocolLock::RedissonRw(_) | ProtocolLock::NativeRw(_),
+                _,
+            ) => crate::transport::HoldProof {
+                key,
+                field: owner.to_owned(),
+                value: None,
+            },
         }
     }
 
@@ -518,8 +521,10 @@ impl ProtocolLock {
     /// `true` when somebody holds the lock (a read-write lock's side:
     /// when the lock is held in that side's mode).
     pub(crate) async fn is_locked(&self, conn: &Connection) -> Result<bool> {
-        if let ProtocolLock::RedissonRw(lock) = self {
-            return lock.is_locked(conn).await;
+        match self {
+            ProtocolLock::RedissonRw(lock) => return lock.is_locked(conn).await,
+            ProtocolLock::NativeRw(lock) => return lock.is_locked(conn).await,
+            _ => {}
         }
         let n: i64 = conn
             .command(self.name(), "EXISTS", self.lock_key(), &[])
@@ -529,6 +534,9 @@ impl ProtocolLock {
 
     /// Time until the holder's lease runs out; `None` when free.
     pub(crate) async fn remaining_lease(&self, conn: &Connection) -> Result<Option<Duration>> {
+        if let ProtocolLock::NativeRw(lock) = self {
+            return lock.remaining_lease(conn).await;
+        }
         let pttl: i64 = conn
             .command(self.name(), "PTTL", self.lock_key(), &[])
             .await?;

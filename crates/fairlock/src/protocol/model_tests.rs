@@ -247,8 +247,7 @@ fn run_case(
             label: "model:1".into(),
             labels: Default::default(),
         })
-        .lock("m", crate::LockKind::Fair)
-        .expect("a fair lock");
+        .lock("m", crate::LockKind::Fair);
         let mut model = Model::default();
         let mut last_token = 0u64;
         // Each owner's current waiting acquisition; a new one starts once

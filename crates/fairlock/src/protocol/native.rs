@@ -4,6 +4,8 @@
 //! `waiter_ttl`, O(log N) scripts, direct handoff, fencing tokens. The
 //! scripts, keys and invariants are described in `docs/native-protocol.md`.
 
+pub(crate) mod read_write;
+
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -22,7 +24,7 @@ static GIVE_UP: LazyLock<Script> = protocol_script!("native", "give_up.lua");
 static FORCE_RELEASE: LazyLock<Script> = protocol_script!("native", "force_release.lua");
 pub(crate) static RENEW: LazyLock<Script> = protocol_script!("native", "renew.lua");
 static INSPECT: LazyLock<Script> = protocol_script!("native", "inspect.lua");
-static POSITION: LazyLock<Script> = protocol_script!("native", "position.lua");
+pub(crate) static POSITION: LazyLock<Script> = protocol_script!("native", "position.lua");
 
 /// The prefix of a grant message: `grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC`.
 pub(crate) const GRANT_PREFIX: &str = "grant:";

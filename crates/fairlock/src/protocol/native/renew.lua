@@ -13,6 +13,13 @@ local n = (#ARGV - 2) / 2
 for i = 1, n do
   local key = KEYS[i]
   local owner, token = ARGV[2 * i + 1], ARGV[2 * i + 2]
+  -- A read-write lock's hold (rw_prelude.lua): named by the holders set,
+  -- kept in its own key, which the set must outlive.
+  local holders
+  if string.sub(key, -11) == ':rw:holders' then
+    holders = key
+    key = string.sub(key, 1, -8) .. 'hold:' .. owner
+  end
   -- pcall: a key of another type means the lock is not ours.
   local fields = redis.pcall('hmget', key, 'owner', 'token')
   if type(fields) == 'table' and fields[1] == owner and (token == '' or fields[2] == token) then
@@ -21,6 +28,9 @@ for i = 1, n do
       -- GT: a renewal never shortens what a longer hold of the same owner
       -- (a re-entry with a longer explicit lease) was given.
       redis.call('pexpire', key, lease, 'gt')
+      if holders then
+        redis.call('pexpire', holders, lease, 'gt')
+      end
       write_label(KEYS[n + i], owner, label, lease)
     end
     renewed[i] = 1

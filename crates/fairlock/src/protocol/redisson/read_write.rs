@@ -23,6 +23,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use super::super::side::{RwMode, WRITE_SUFFIX};
 use super::super::{
     Acquire, AcquireArgs, Grant, HoldMode, Holder, LockInfo, Protocol, ProtocolSettings,
     REVOKED_PREFIX, Release, Scope, ms, refresh_interval, unexpected,
@@ -56,28 +57,6 @@ static READ_RELEASE: LazyLock<Script> = rw_script!("rw_read_release.lua");
 static WRITE_RELEASE: LazyLock<Script> = rw_script!("rw_write_release.lua");
 static FORCE_RELEASE: LazyLock<Script> = rw_script!("rw_force_release.lua");
 static INSPECT: LazyLock<Script> = rw_script!("rw_inspect.lua");
-
-/// The suffix of a writer's field (and owner id) in the lock hash.
-pub(crate) const WRITE_SUFFIX: &str = ":write";
-
-/// Which side of a read-write lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RwMode {
-    /// Shared with other readers.
-    Read,
-    /// Alone.
-    Write,
-}
-
-impl RwMode {
-    /// The value of the hash's `mode` field while this side holds it.
-    fn as_str(self) -> &'static str {
-        match self {
-            RwMode::Read => "read",
-            RwMode::Write => "write",
-        }
-    }
-}
 
 /// One side of a read-write lock under the redisson protocol.
 #[derive(Debug, Clone)]
@@ -123,16 +102,10 @@ impl RedissonRwLock {
         &self.lock
     }
 
-    /// The owner id this side stores: the owner itself for a reader,
-    /// `OWNER:write` for the writer (Redisson's field names). Either form
-    /// may be given: an owner read back from a write guard reads as itself.
+    /// The owner id this side stores (Redisson's field names, see
+    /// [`RwMode::hold_owner`]).
     pub(crate) fn hold_owner(&self, owner: Owner) -> Owner {
-        let base = owner.as_str().strip_suffix(WRITE_SUFFIX);
-        match (self.mode, base) {
-            (RwMode::Read, None) | (RwMode::Write, Some(_)) => owner,
-            (RwMode::Read, Some(base)) => Owner::from_raw(base),
-            (RwMode::Write, None) => Owner::from_raw(&crate::name::joined(owner.as_str(), "write")),
-        }
+        self.mode.hold_owner(owner)
     }
 
     /// A lost message costs at most the waiter ttl refresh interval, as for

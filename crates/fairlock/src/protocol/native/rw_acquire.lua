@@ -1,0 +1,97 @@
+-- Native read-write lock: acquire a side, re-enter it, claim a grant, or
+-- wait in line (and keep the place alive, as the lock's waiters do).
+-- KEYS[1..5] see rw_prelude.lua, KEYS[6] (optional) the labels
+-- ARGV[1] holder id (OWNER for the read side, OWNER:write for the write
+-- side), ARGV[2] lease ms, ARGV[3] waiter ttl ms, ARGV[4] channel prefix,
+-- ARGV[5] 'queue' (wait in line) or 'once', ARGV[6] the id's hold count
+-- before this acquisition, ARGV[7] the acquisition's secret, ARGV[8] this
+-- client's label
+-- Returns {1, token} acquired (or claimed a grant made while it waited),
+-- {2, count, token} re-entered, {3, ms until the soonest holder's lease
+-- may end (-1: none), position, server ms} waiting, {4} busy (mode
+-- 'once'), {5} refused: the owner reads and asks to write (it would wait
+-- for itself).
+--
+-- Fair: a request is granted at once only when it fits and nobody live
+-- waits, or when it is the writer's own read request (a downgrade, which
+-- must not queue behind the waiters its write hold keeps out).
+-- Cost: O(log N) in the waiters and holders, plus the grants an expired
+-- holder's reclaim makes (each once) and dead waiters dropped (each once).
+local id, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local queue, base, nonce = ARGV[5] == 'queue', tonumber(ARGV[6]), ARGV[7]
+-- Reads first: bad data is refused before anything is written.
+local err = rw_check_types() or read_meta()
+if err then
+  return err
+end
+local _, bad = hold_of(id)
+if bad then
+  return bad
+end
+if is_write(id) then
+  local reading, bad_read = hold_of(string.sub(id, 1, -7))
+  if bad_read then
+    return bad_read
+  end
+  if reading.owner then
+    return {5}
+  end
+end
+
+local now, now_us = server_now()
+purge_dead(now)
+-- Holders whose lease ended make room: the line's head goes first (it may
+-- be this very waiter, whose grant is then claimed below).
+reclaim(now)
+admit(prefix, waiter_ttl, now, now_us)
+
+local mine = hold_of(id)
+if mine.owner then
+  local token, count = counter(mine.token), counter(mine.count)
+  -- As the lock's acquire: this acquisition's own hold (a grant made to
+  -- it, or an attempt whose reply was lost) is claimed, not counted again.
+  local claim = mine.nonce == nonce or count == base + 1 or base == 0
+  if claim then
+    leave_queue(id)
+    redis.call('hset', hold_key(id), 'claimed', 1)
+  else
+    count = redis.call('hincrby', hold_key(id), 'count', 1)
+    redis.call('hset', hold_key(id), 'nonce', nonce, 'claimed', 1)
+  end
+  -- GT: never shortens what another hold of this id was given.
+  redis.call('pexpire', hold_key(id), lease, 'gt')
+  redis.call('zadd', KEYS[1], 'gt', now + lease, id)
+  keep(KEYS[1], lease)
+  write_label(KEYS[6], id, ARGV[8], lease)
+  if count == 1 then
+    return {1, token}
+  end
+  return {2, count, token}
+end
+
+local n, writer = holders_state()
+local downgrade = not is_write(id) and writer == id .. ':write'
+if fits(id, n, writer) and (downgrade or not first_live(now)) then
+  leave_queue(id)
+  write_label(KEYS[6], id, ARGV[8], lease)
+  return {1, grant(id, lease, now, now_us, 1, nonce)}
+end
+
+if not queue then
+  return {4}
+end
+if not redis.call('zscore', KEYS[2], id) then
+  redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), id)
+  redis.call('hset', KEYS[5], id, decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. nonce)
+  keep(KEYS[5], waiter_ttl)
+end
+redis.call('zadd', KEYS[3], now + waiter_ttl, id)
+keep_line(waiter_ttl)
+keep(KEYS[4], waiter_ttl + META_GRACE_MS)
+write_label(KEYS[6], id, ARGV[8], waiter_ttl)
+local soonest = redis.call('zrange', KEYS[1], 0, 0, 'withscores')[2]
+local wait = -1
+if soonest then
+  wait = math.max(0, tonumber(soonest) - now)
+end
+return {3, wait, redis.call('zrank', KEYS[2], id) + 1, now}

@@ -1,0 +1,388 @@
+//! The native protocol's read-write lock: fair (first come, first served
+//! across readers and writers), a fencing token per acquisition, direct
+//! handoff to the next reader group or writer, downgrade without upgrade,
+//! crashed holders and dead waiters passed over within their bounds, every
+//! key expiring on its own, and bad data refused and left alone.
+//!
+//! Waiters here try again only every 20 s (a third of a 60 s waiter ttl)
+//! unless a test says otherwise: a waiter that gets in within a few seconds
+//! was admitted by a release, and told by its grant message.
+
+use std::time::Duration;
+
+use fairlock::{AcquireOptions, Error, HoldMode, LockClient, LockGuard, Protocol};
+use fairlock_test_support as support;
+use support::{RedisServer, eventually};
+use tokio::task::JoinHandle;
+
+/// A client whose waiters retry only every 20 s without a message.
+async fn client(server: &RedisServer) -> LockClient {
+    support::client_with(server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(60))
+    })
+    .await
+}
+
+type Waiting = JoinHandle<fairlock::Result<LockGuard>>;
+
+/// A read (`write == false`) or write acquisition of `rw` in a task.
+fn ask(rw: &fairlock::ReadWriteLock, write: bool) -> Waiting {
+    let rw = rw.clone();
+    tokio::spawn(async move {
+        if write {
+            rw.write().lock().await
+        } else {
+            rw.read().lock().await
+        }
+    })
+}
+
+/// `what` queued: the line has `len` waiters.
+async fn queued(server: &RedisServer, name: &str, len: usize, what: &str) {
+    let key = format!("fairlock:{{{name}}}:rw:queue");
+    eventually(Duration::from_secs(5), what, || {
+        server.cmd::<usize>(&["ZCARD", &key]) == len
+    })
+    .await;
+}
+
+/// The guard `task` gets within 5 s.
+async fn granted(task: Waiting, what: &str) -> LockGuard {
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap_or_else(|_| panic!("not granted within 5 s: {what}"))
+        .unwrap()
+        .unwrap()
+}
+
+/// Every key of the read-write lock `name` that exists.
+fn keys_of(server: &RedisServer, name: &str) -> Vec<String> {
+    let mut keys: Vec<String> = server.cmd(&["KEYS", &format!("fairlock:{{{name}}}:rw:*")]);
+    keys.sort();
+    keys
+}
+
+/// Nothing held, nobody in line, and every key left (the counters, the
+/// release results kept for retries) expiring on its own.
+fn left_clean(server: &RedisServer, name: &str) {
+    let keys = keys_of(server, name);
+    for key in &keys {
+        assert!(
+            key.ends_with(":rw:meta") || key.contains(":rw:release:"),
+            "{key} is left: {keys:?}"
+        );
+        let ttl: i64 = server.cmd(&["PTTL", key]);
+        assert!(ttl > 0, "{key} has no TTL");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_and_a_writer_is_alone() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("shared").unwrap();
+    let first = rw.read().lock().await.unwrap();
+    let second = rw.read().try_lock().await.unwrap().expect("readers share");
+    assert!(first.token().is_some() && second.token() > first.token());
+    assert!(rw.write().try_lock().await.unwrap().is_none());
+    assert!(rw.read().is_locked().await.unwrap());
+    assert!(!rw.write().is_locked().await.unwrap());
+
+    let writer = ask(&rw, true);
+    queued(&server, "shared", 1, "the writer queued").await;
+    first.unlock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!writer.is_finished(), "one reader is still in");
+    let second_token = second.token();
+    second.unlock().await.unwrap();
+    let write = granted(writer, "the last reader's release admits the writer").await;
+    assert!(write.token() > second_token);
+    assert!(rw.write().is_locked().await.unwrap());
+    assert!(rw.read().try_lock().await.unwrap().is_none());
+    assert!(rw.write().try_lock().await.unwrap().is_none());
+    write.unlock().await.unwrap();
+    left_clean(&server, "shared");
+}
+
+/// First come, first served across both sides: a reader that comes while
+/// a writer waits queues behind it (no writer starves), and the readers
+/// queued together behind a writer are admitted together when it leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_queue_behind_a_waiting_writer_and_go_in_together() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("fifo").unwrap();
+    let reading = rw.read().lock().await.unwrap();
+    let writer = ask(&rw, true);
+    queued(&server, "fifo", 1, "the writer queued").await;
+    assert!(
+        rw.read().try_lock().await.unwrap().is_none(),
+        "a reader does not pass the waiting writer"
+    );
+    let late: Vec<Waiting> = (0..3).map(|_| ask(&rw, false)).collect();
+    queued(&server, "fifo", 4, "three readers queued behind it").await;
+    reading.unlock().await.unwrap();
+    let write = granted(writer, "the writer, first in line").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        late.iter().all(|t| !t.is_finished()),
+        "readers wait for the writer"
+    );
+    let write_token = write.token();
+    write.unlock().await.unwrap();
+    let mut readers = Vec::new();
+    for task in late {
+        readers.push(granted(task, "the readers behind the writer, together").await);
+    }
+    let info = rw.read().inspect().await.unwrap();
+    assert_eq!(info.holders.len(), 3, "{info:?}");
+    assert!(info.holders.iter().all(|h| h.mode == HoldMode::Read));
+    assert!(readers.iter().all(|r| r.token() > write_token));
+    for reader in readers {
+        reader.unlock().await.unwrap();
+    }
+}
+
+/// A writer waits only for those who came before it: a group of readers
+/// admitted by one writer's release, the second writer after them, and a
+/// reader that came after the second writer after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_waits_only_for_those_before_it() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("order").unwrap();
+    let first = rw.write().lock().await.unwrap();
+    let r1 = ask(&rw, false);
+    queued(&server, "order", 1, "r1").await;
+    let r2 = ask(&rw, false);
+    queued(&server, "order", 2, "r2").await;
+    let w2 = ask(&rw, true);
+    queued(&server, "order", 3, "w2").await;
+    let r3 = ask(&rw, false);
+    queued(&server, "order", 4, "r3").await;
+    first.unlock().await.unwrap();
+    let r1 = granted(r1, "r1").await;
+    let r2 = granted(r2, "r2 with r1").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!w2.is_finished() && !r3.is_finished());
+    r1.unlock().await.unwrap();
+    r2.unlock().await.unwrap();
+    let w2 = granted(w2, "w2 once the readers before it left").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!r3.is_finished(), "r3 came after w2");
+    w2.unlock().await.unwrap();
+    granted(r3, "r3 last").await.unlock().await.unwrap();
+}
+
+/// Re-entry on each side keeps the token; a downgrade (the writer reads,
+/// then lets the write hold go) keeps the read hold and admits the readers
+/// queued behind; an upgrade is refused at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentry_downgrade_and_no_upgrade() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("modes").unwrap();
+
+    let write = rw.write().lock().await.unwrap();
+    let again = write.reenter().await.unwrap().unwrap();
+    assert_eq!(again.token(), write.token());
+    assert_eq!(rw.write().hold_count(write.owner()).await.unwrap(), 2);
+    again.unlock().await.unwrap();
+    let waiting = ask(&rw, false);
+    queued(&server, "modes", 1, "a reader waits for the writer").await;
+    // The downgrade: the writer's owner reads at once, past the waiter.
+    let owner = fairlock::Owner::clone(write.owner());
+    let read = rw
+        .read()
+        .acquire(AcquireOptions::new().owner(owner.clone()))
+        .await
+        .unwrap()
+        .expect("the writer reads");
+    assert!(read.token() > write.token());
+    write.unlock().await.unwrap();
+    let other = granted(waiting, "the reader behind the downgraded writer").await;
+    assert!(read.is_held() && other.is_held());
+
+    // The upgrade: refused, nothing changed.
+    let err = rw
+        .write()
+        .acquire(AcquireOptions::new().owner(owner))
+        .await
+        .expect_err("an upgrade would wait for itself");
+    assert!(matches!(err, Error::WouldDeadlock { .. }), "{err:?}");
+    assert_eq!(rw.read().inspect().await.unwrap().holders.len(), 2);
+    read.unlock().await.unwrap();
+    other.unlock().await.unwrap();
+}
+
+/// A reader that crashed (its guard never released, its lease short) stops
+/// counting when its lease ends: the writer waiting behind it gets in then,
+/// woken by its own retry (no release tells it), within its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_readers_lease_ends_and_the_writer_gets_in() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let rw = client.read_write_lock("crash").unwrap();
+    let lease = Duration::from_millis(800);
+    let crashed = rw
+        .read()
+        .acquire(AcquireOptions::new().lease(lease))
+        .await
+        .unwrap()
+        .unwrap();
+    std::mem::forget(crashed);
+    let started = std::time::Instant::now();
+    let writer = ask(&rw, true);
+    let write = tokio::time::timeout(Duration::from_secs(10), writer)
+        .await
+        .expect("the writer got in")
+        .unwrap()
+        .unwrap();
+    // The lease (0.8 s), then at most a retry interval (1 s) late.
+    assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
+    write.unlock().await.unwrap();
+}
+
+/// The watchdog renews read holds past their lease: a writer stays out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_keeps_readers_in() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(600);
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.lease(lease).waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let rw = client.read_write_lock("renewed").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    tokio::time::sleep(lease * 4).await;
+    assert!(read.is_held());
+    assert!(rw.write().try_lock().await.unwrap().is_none());
+    let writer = ask(&rw, true);
+    tokio::time::sleep(lease * 3).await;
+    assert!(
+        !writer.is_finished(),
+        "a renewed reader keeps the writer out"
+    );
+    read.unlock().await.unwrap();
+    granted(writer, "after the reader's release")
+        .await
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// A waiting writer that gives up (cancelled) leaves the line, and the
+/// readers queued behind it go in at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_gives_up_lets_the_readers_behind_it_in() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("leave").unwrap();
+    let reading = rw.read().lock().await.unwrap();
+    let writer = ask(&rw, true);
+    queued(&server, "leave", 1, "the writer queued").await;
+    let reader = ask(&rw, false);
+    queued(&server, "leave", 2, "a reader behind it").await;
+    writer.abort();
+    let _ = writer.await;
+    let read = granted(reader, "the reader, once the writer left").await;
+    read.unlock().await.unwrap();
+    reading.unlock().await.unwrap();
+    client.flush().await;
+    left_clean(&server, "leave");
+}
+
+/// Force-unlock of one side removes its holders (their guards hear it) and
+/// admits the line's head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_of_a_side_revokes_it_and_admits_the_next() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("forced").unwrap();
+    let a = rw.read().lock().await.unwrap();
+    let b = rw.read().lock().await.unwrap();
+    let writer = ask(&rw, true);
+    queued(&server, "forced", 1, "the writer queued").await;
+    assert!(!rw.write().force_unlock().await.unwrap(), "nobody writes");
+    assert!(rw.read().force_unlock().await.unwrap());
+    let write = granted(writer, "the writer after the readers were removed").await;
+    for guard in [&a, &b] {
+        tokio::time::timeout(Duration::from_secs(5), guard.lost())
+            .await
+            .expect("a revoked reader hears it");
+    }
+    assert!(rw.write().force_unlock().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(5), write.lost())
+        .await
+        .expect("the revoked writer hears it");
+}
+
+/// Other data under the lock's keys is refused, typed, and left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_data_under_its_keys_is_refused_and_left_alone() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("data").unwrap();
+    server.cmd::<()>(&["SET", "fairlock:{data}:rw:holders", "app"]);
+    let err = rw.read().try_lock().await.expect_err("a string");
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert_eq!(
+        server.cmd::<String>(&["GET", "fairlock:{data}:rw:holders"]),
+        "app"
+    );
+    server.cmd::<()>(&["DEL", "fairlock:{data}:rw:holders"]);
+
+    // A hash at the key the next read hold of an owner would use.
+    let owner = client.new_owner();
+    let key = format!("fairlock:{{data}}:rw:hold:{}", owner.as_str());
+    server.cmd::<()>(&["HSET", &key, "app", "1"]);
+    let err = rw
+        .read()
+        .acquire(AcquireOptions::new().owner(owner))
+        .await
+        .expect_err("not a hold");
+    assert!(matches!(err, Error::NotALock { .. }), "{err:?}");
+    assert_eq!(
+        server.cmd::<Vec<String>>(&["HGETALL", &key]),
+        vec!["app".to_owned(), "1".to_owned()]
+    );
+}
+
+/// The lock and the read-write lock of one name are two objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_of_the_same_name_is_another_object() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.fair_lock("same").unwrap().lock().await.unwrap();
+    let rw = client.read_write_lock("same").unwrap();
+    let write = rw.write().try_lock().await.unwrap().expect("apart");
+    write.unlock().await.unwrap();
+    lock.unlock().await.unwrap();
+}
+
+/// The blocking API, keyed on the calling thread: a thread's read hold
+/// and its re-entry.
+#[test]
+fn the_blocking_api_reads_and_writes() {
+    let server = RedisServer::start();
+    let config = fairlock::ClientConfig::from_url(&server.url())
+        .unwrap()
+        .protocol(Protocol::Native);
+    let client = fairlock::blocking::LockClient::with_config(config).unwrap();
+    let rw = client.read_write_lock("blocking").unwrap();
+    let read = rw.read().lock().unwrap();
+    let again = rw.read().lock().unwrap();
+    assert_eq!(rw.read().hold_count_current_thread().unwrap(), 2);
+    // The thread reads: its write request is an upgrade.
+    assert!(matches!(
+        rw.write().try_lock(),
+        Err(Error::WouldDeadlock { .. })
+    ));
+    drop(again);
+    drop(read);
+    let write = rw.write().try_lock().unwrap().expect("free");
+    drop(write);
+}
