@@ -68,6 +68,23 @@ fn a_short_run_measures_every_implementation_in_every_scenario() {
     for implementation in ["native-fair", "redisson-fair"] {
         assert!(seen.contains(&("queue".to_owned(), implementation.to_owned())));
     }
+    // The read-write scenario: each lock did reads and writes, and its
+    // flag and counter checks passed (else the run would have failed).
+    let read_write = report["read_write"].as_array().unwrap();
+    let names: BTreeSet<&str> = read_write
+        .iter()
+        .map(|r| r["implementation"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        BTreeSet::from(["native-rw", "redisson-rw", "rds_lock"])
+    );
+    for result in read_write {
+        let round = &result["rounds"][0];
+        assert!(round["reads"].as_u64().unwrap() > 0, "{result}");
+        assert!(round["writes"].as_u64().unwrap() > 0, "{result}");
+        assert!(result["write_wait"]["p99_ms"].as_f64().is_some());
+    }
     let chart = std::fs::read_to_string(&svg).expect("the chart");
     assert!(
         chart.contains("<svg"),

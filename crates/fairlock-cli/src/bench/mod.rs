@@ -6,6 +6,7 @@
 
 mod chart;
 mod measure;
+mod read_write;
 mod report;
 mod scenario;
 mod subject;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use crate::private_redis::PrivateRedis;
 use crate::{Cli, Failure, duration, exit};
 
+use read_write::{RwSample, RwSubject};
 use scenario::{Sample, Workload};
 use subject::Subject;
 
@@ -35,6 +37,9 @@ pub(crate) enum Which {
     Handoff,
     /// Redis time per handoff with --waiters waiters in line (fair locks).
     Queue,
+    /// --workers tasks sharing one client take a read-write lock, one in
+    /// four writing: fairlock's under both protocols and rds_lock.
+    ReadWrite,
 }
 
 #[derive(clap::Args, Debug)]
@@ -167,6 +172,15 @@ pub(crate) struct Results {
     /// PING round trips per round: (count, cost).
     pub(crate) ping: Vec<Sample>,
     pub(crate) series: Vec<Series>,
+    /// The read-write scenario: per worker count, each lock's rounds.
+    pub(crate) read_write: Vec<RwSeries>,
+}
+
+/// Every round of one read-write lock with one number of workers.
+pub(crate) struct RwSeries {
+    pub(crate) workers: usize,
+    pub(crate) subject: RwSubject,
+    pub(crate) samples: Vec<RwSample>,
 }
 
 pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
@@ -221,6 +235,20 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
                     })
             })
             .collect(),
+        read_write: if matches!(args.scenario, Which::All | Which::ReadWrite) {
+            args.workers
+                .iter()
+                .flat_map(|&n| {
+                    RwSubject::ALL.into_iter().map(move |subject| RwSeries {
+                        workers: usize::from(n),
+                        subject,
+                        samples: Vec::new(),
+                    })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
     };
     if !args.json {
         eprintln!(
@@ -276,6 +304,38 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
                         ),
                     )
                 })?;
+            measure::delete_keys(&mut admin, &name).await?;
+            series.samples.push(sample);
+        }
+        for series in &mut results.read_write {
+            let name = format!(
+                "{run_id}-read-write-{}-{}-{round}",
+                series.workers,
+                series.subject.key()
+            );
+            if !args.json {
+                eprintln!(
+                    "round {round}/{}: read-write, {} workers: {}",
+                    args.rounds,
+                    series.workers,
+                    series.subject.label()
+                );
+            }
+            let sample = read_write::run(
+                series.subject,
+                &url,
+                &name,
+                series.workers,
+                args.duration,
+                &mut admin,
+            )
+            .await
+            .map_err(|f| {
+                Failure::new(
+                    f.code,
+                    format!("{} (read-write): {}", series.subject.label(), f.message),
+                )
+            })?;
             measure::delete_keys(&mut admin, &name).await?;
             series.samples.push(sample);
         }

@@ -343,6 +343,7 @@ pub(crate) fn table(results: &Results) -> String {
             );
         }
     }
+    out.push_str(&super::read_write::table(&results.read_write));
     out
 }
 
@@ -511,6 +512,7 @@ pub(crate) fn json(results: &Results) -> Value {
             "rounds": results.ping.iter().map(sample_json).collect::<Vec<_>>(),
         },
         "results": results_json,
+        "read_write": super::read_write::json(&results.read_write),
         "metrics_cost": metrics_costs(results)
             .iter()
             .map(|cost| json!({
