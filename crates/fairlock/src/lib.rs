@@ -216,6 +216,7 @@ mod owner;
 mod protocol;
 mod read_write;
 mod retry;
+mod semaphore;
 mod settings;
 mod stats;
 mod transport;
@@ -235,6 +236,9 @@ pub use name::MAX_NAME_LEN;
 pub use owner::Owner;
 pub use protocol::{HoldMode, Holder, LockInfo, Protocol, QueuedWaiter};
 pub use read_write::ReadWriteLock;
+pub use semaphore::{
+    CountedPermits, CountingSemaphore, PermitLease, Permits, Semaphore, SemaphoreInfo, TakenPermit,
+};
 pub use stats::{HeldLock, Statistics, Status};
 
 /// The README's examples, compiled as doctests.
