@@ -663,7 +663,9 @@ impl std::fmt::Debug for Permits {
 }
 
 /// The watchdog of one guard's permits: every renew interval (a third of
-/// the lease), extend them to now + lease; stop when the guard is gone.
+/// the lease), extend them to now + lease; stop when the guard is gone or
+/// the client shuts down. One task per guard (not the client's batched
+/// lock watchdog, whose registry is keyed by lock and owner).
 async fn renew(shared: Arc<Shared>, ids: Vec<String>, state: Weak<HeldState>) {
     let core = &shared.core;
     let (lease, interval) = (core.config().lease, core.config().get_renew_interval());
@@ -671,8 +673,14 @@ async fn renew(shared: Arc<Shared>, ids: Vec<String>, state: Weak<HeldState>) {
     let name = shared.object.name.as_str();
     let owner = permits_owner(&ids);
     let mut pause = interval;
+    let closing = core.closing();
     loop {
-        tokio::time::sleep(pause).await;
+        // A client shut down renews nothing more: its permits end with
+        // their lease, unless their guard gives them back first.
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = closing.cancelled() => return,
+        }
         let Some(state) = state.upgrade() else {
             return;
         };
