@@ -956,6 +956,8 @@ impl CountedPermits {
 
     /// How many permits this guard holds.
     pub fn permits(&self) -> u32 {
-        self.permits.as_ref().map_or(0, crate::CountedPermits::permits)
+        self.permits
+            .as_ref()
+            .map_or(0, crate::CountedPermits::permits)
     }
 }

@@ -149,7 +149,11 @@ impl LockClient {
     /// As [`semaphore`](Self::semaphore).
     pub fn counting_semaphore(&self, name: &str, permits: u32) -> Result<CountingSemaphore> {
         self.semaphore_name(name, "counting semaphore")?;
-        Ok(CountingSemaphore::new(Arc::clone(&self.core), name, permits))
+        Ok(CountingSemaphore::new(
+            Arc::clone(&self.core),
+            name,
+            permits,
+        ))
     }
 
     /// Check a semaphore's name, and that the protocol has semaphores.

@@ -410,9 +410,16 @@ impl Semaphore {
             .permits
             .into_iter()
             .map(|(id, score)| {
-                let remaining_lease = (score != NOEXP)
-                    .then(|| Duration::from_millis(score.saturating_sub(now).max(0).unsigned_abs()));
-                (score, TakenPermit { id, remaining_lease })
+                let remaining_lease = (score != NOEXP).then(|| {
+                    Duration::from_millis(score.saturating_sub(now).max(0).unsigned_abs())
+                });
+                (
+                    score,
+                    TakenPermit {
+                        id,
+                        remaining_lease,
+                    },
+                )
             })
             .collect();
         taken.sort_by_key(|(score, _)| *score);
@@ -823,10 +830,7 @@ impl CountingSemaphore {
             let (reply, taken) = tokio::sync::oneshot::channel();
             let background = Arc::clone(shared);
             shared.core.spawn_cleanup(async move {
-                let result = background
-                    .object
-                    .acquire(background.core.conn(), n)
-                    .await;
+                let result = background.object.acquire(background.core.conn(), n).await;
                 // The caller is gone: give back what it took.
                 if let Err(Ok(None)) = reply.send(result) {
                     release_counted(&background, n, "undo of a cancelled acquire").await;

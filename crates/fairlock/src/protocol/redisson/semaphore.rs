@@ -156,7 +156,9 @@ impl ExpirableSemaphore {
         let mut args: Vec<&str> = Vec::with_capacity(4 + ids.len());
         args.extend([&*n, &*expiry, &*now, &*self.init]);
         args.extend(ids.iter().map(String::as_str));
-        let reply: Vec<i64> = conn.script(&ACQUIRE, &self.name, &self.keys(), &args).await?;
+        let reply: Vec<i64> = conn
+            .script(&ACQUIRE, &self.name, &self.keys(), &args)
+            .await?;
         match reply[..] {
             [1] => Ok(SemAcquire::Taken),
             [2, at] => Ok(SemAcquire::Busy {
@@ -178,7 +180,9 @@ impl ExpirableSemaphore {
         let mut args: Vec<&str> = Vec::with_capacity(1 + ids.len());
         args.push(&now);
         args.extend(ids.iter().map(String::as_str));
-        let reply: Vec<i64> = conn.script(&RELEASE, &self.name, &self.keys(), &args).await?;
+        let reply: Vec<i64> = conn
+            .script(&RELEASE, &self.name, &self.keys(), &args)
+            .await?;
         match reply[..] {
             [released, lost] if released >= 0 && lost >= 0 => Ok(SemRelease {
                 released: released as u64,
@@ -254,10 +258,7 @@ impl CountingSemaphore {
     pub(crate) fn new(name: &str, permits: u32) -> Self {
         Self {
             name: name.to_owned(),
-            keys: [
-                name.to_owned(),
-                crate::name::prefixed("redisson_sc", name),
-            ],
+            keys: [name.to_owned(), crate::name::prefixed("redisson_sc", name)],
             init: (*Decimal::new(permits.into())).into(),
         }
     }
@@ -275,7 +276,12 @@ impl CountingSemaphore {
     pub(crate) async fn acquire(&self, conn: &Connection, n: u32) -> Result<Option<i64>> {
         let n = Decimal::new(n.into());
         let reply: Vec<i64> = conn
-            .script(&COUNTER_ACQUIRE, &self.name, &self.keys(), &[&n, &self.init])
+            .script(
+                &COUNTER_ACQUIRE,
+                &self.name,
+                &self.keys(),
+                &[&n, &self.init],
+            )
             .await?;
         match reply[..] {
             [1] => Ok(None),
