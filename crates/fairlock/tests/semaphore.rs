@@ -837,8 +837,15 @@ async fn cancelled_acquisitions_leave_nothing_taken() {
         let _ = tokio::time::timeout(cut, sem.acquire(1 + (i % 2) as u32)).await;
         let _ = tokio::time::timeout(cut, plain.acquire(1 + (i % 2) as u32)).await;
     }
+    // Every attempt's permits are back at once (not after their 30 s
+    // lease): the undo gave exactly them back.
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 2);
+    assert!(taken(&server, "cancel").is_empty());
+    assert_eq!(plain.available().await.unwrap(), 2);
+
     // A wait dropped while waiting.
-    let held = sem.acquire(2).await.unwrap();
+    let held = sem.try_acquire(2).await.unwrap().expect("all back");
     assert!(
         tokio::time::timeout(Duration::from_millis(200), sem.acquire(1))
             .await
@@ -901,4 +908,34 @@ async fn native_says_it_has_no_semaphore_yet() {
         assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
         assert!(err.to_string().contains("redisson protocol only"), "{err}");
     }
+}
+
+/// A reclaim announces the permits it gives back (Redisson's waiters, in
+/// other processes, wait for that message): the new count, once, and only
+/// when it is above 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reclaim_announces_the_permits_it_gives_back() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    let sem = client.semaphore("reclaimed", 2).unwrap();
+    assert_eq!(sem.available().await.unwrap(), 2);
+    let mut listener = Listener::new(&server, "redisson_sc:{reclaimed}");
+    let ids = [java::new_id(), java::new_id()];
+    let expiry = now_ms() + 100;
+    assert_eq!(
+        java::acquire(&server, "reclaimed", &ids, Some(expiry)).as_deref(),
+        Some("OK")
+    );
+    eventually(Duration::from_secs(5), "the Java lease ended", || {
+        now_ms() > expiry
+    })
+    .await;
+    assert!(listener.drain(&server).is_empty());
+    assert_eq!(sem.available().await.unwrap(), 2, "reclaimed");
+    assert_eq!(listener.drain(&server), ["2"]);
+    assert_eq!(sem.available().await.unwrap(), 2);
+    assert!(
+        listener.drain(&server).is_empty(),
+        "nothing more to reclaim"
+    );
 }
