@@ -451,7 +451,7 @@ async fn a_java_client_shares_the_expirable_semaphore() {
     // Java takes one (no lease), we take the other; both are out.
     let java_id = java::new_id();
     assert_eq!(
-        java::acquire(&server, "mixed", &[java_id.clone()], None).as_deref(),
+        java::acquire(&server, "mixed", std::slice::from_ref(&java_id), None).as_deref(),
         Some("OK")
     );
     let ours = sem.try_acquire(1).await.unwrap().expect("one left");
@@ -498,7 +498,7 @@ async fn a_java_client_shares_the_expirable_semaphore() {
         java::acquire(
             &server,
             "mixed",
-            &[java_again.clone()],
+            std::slice::from_ref(&java_again),
             Some(now_ms() + 300)
         )
         .as_deref(),
