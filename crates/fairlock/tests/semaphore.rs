@@ -939,3 +939,54 @@ async fn a_reclaim_announces_the_permits_it_gives_back() {
         "nothing more to reclaim"
     );
 }
+
+/// On a Redis Cluster every key of a semaphore is in the slot of its name
+/// (with or without a hash tag of its own), releases announce themselves
+/// with sharded pub/sub (`SPUBLISH`, Redisson's choice on Redis 7: a waiter
+/// that polls only every 20 s is woken at once), and the watchdog renews
+/// permits on the slot's master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_serves_it_from_one_slot() {
+    let cluster = support::Cluster::start();
+    let lease = Duration::from_millis(900);
+    let client = support::cluster_client_with(&cluster, Protocol::Redisson, |c| {
+        c.waiter_ttl(Duration::from_secs(60)).lease(lease)
+    })
+    .await;
+    for name in ["quota", "tenant-{7}-quota"] {
+        let sem = client.semaphore(name, 2).unwrap();
+        let both = sem.acquire(2).await.unwrap();
+        let waiter = {
+            let sem = sem.clone();
+            tokio::spawn(async move { sem.acquire(1).await })
+        };
+        // Renewed past several leases.
+        tokio::time::sleep(lease * 3).await;
+        assert!(both.is_held(), "{name}");
+        let node = cluster.node_for_key(name);
+        let taken_key = if name.contains('{') {
+            format!("{name}:timeout")
+        } else {
+            format!("{{{name}}}:timeout")
+        };
+        let channel = if name.contains('{') {
+            format!("redisson_sc:{name}")
+        } else {
+            format!("redisson_sc:{{{name}}}")
+        };
+        for key in [&taken_key, &channel] {
+            assert_eq!(cluster.slot_of(key), cluster.slot_of(name), "{key}");
+        }
+        assert_eq!(node.cmd::<i64>(&["ZCARD", &taken_key]), 2, "{name}");
+        assert_eq!(node.cmd::<String>(&["GET", name]), "0", "{name}");
+        assert!(!waiter.is_finished(), "{name}: nothing free");
+        both.release().await.unwrap();
+        let one = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken by the release's SPUBLISH")
+            .unwrap()
+            .unwrap();
+        one.release().await.unwrap();
+        assert_eq!(sem.available().await.unwrap(), 2, "{name}");
+    }
+}
