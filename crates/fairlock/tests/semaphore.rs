@@ -955,30 +955,38 @@ async fn a_cluster_serves_it_from_one_slot() {
     .await;
     for name in ["quota", "tenant-{7}-quota"] {
         let sem = client.semaphore(name, 2).unwrap();
-        let both = sem.acquire(2).await.unwrap();
-        let waiter = {
-            let sem = sem.clone();
-            tokio::spawn(async move { sem.acquire(1).await })
-        };
-        // Renewed past several leases.
-        tokio::time::sleep(lease * 3).await;
-        assert!(both.is_held(), "{name}");
         let node = cluster.node_for_key(name);
-        let taken_key = if name.contains('{') {
-            format!("{name}:timeout")
+        let (taken_key, channel) = if name.contains('{') {
+            (format!("{name}:timeout"), format!("redisson_sc:{name}"))
         } else {
-            format!("{{{name}}}:timeout")
-        };
-        let channel = if name.contains('{') {
-            format!("redisson_sc:{name}")
-        } else {
-            format!("redisson_sc:{{{name}}}")
+            (
+                format!("{{{name}}}:timeout"),
+                format!("redisson_sc:{{{name}}}"),
+            )
         };
         for key in [&taken_key, &channel] {
             assert_eq!(cluster.slot_of(key), cluster.slot_of(name), "{key}");
         }
+        // Renewed past several leases.
+        let both = sem.acquire(2).await.unwrap();
+        tokio::time::sleep(lease * 3).await;
+        assert!(both.is_held(), "{name}");
         assert_eq!(node.cmd::<i64>(&["ZCARD", &taken_key]), 2, "{name}");
         assert_eq!(node.cmd::<String>(&["GET", name]), "0", "{name}");
+        both.release().await.unwrap();
+
+        // Held without a lease, nothing tells a waiter when to try again
+        // but the release's message (its polls are 20 s apart).
+        let both = sem
+            .acquire_with(2, None, PermitLease::Unbounded)
+            .await
+            .unwrap()
+            .unwrap();
+        let waiter = {
+            let sem = sem.clone();
+            tokio::spawn(async move { sem.acquire(1).await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(!waiter.is_finished(), "{name}: nothing free");
         both.release().await.unwrap();
         let one = tokio::time::timeout(Duration::from_secs(5), waiter)
