@@ -998,3 +998,44 @@ async fn a_cluster_serves_it_from_one_slot() {
         assert_eq!(sem.available().await.unwrap(), 2, "{name}");
     }
 }
+
+/// An acquisition whose reply is lost (the connection cut while the
+/// script's answer is held) is sent again with the same ids, which the
+/// script recognises as taken: the permits are counted once, and after the
+/// guard's release (or the undo, when the retry fails too) all are back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_acquire_reply_is_neither_counted_twice_nor_leaked() {
+    let server = RedisServer::start();
+    let proxy = support::proxy::Proxy::start(server.port());
+    let config = fairlock::ClientConfig::from_url(&proxy.url())
+        .unwrap()
+        .protocol(Protocol::Redisson)
+        .response_timeout(Duration::from_secs(20));
+    let client = LockClient::with_config(config).await.unwrap();
+    let sem = client.semaphore("lost", 3).unwrap();
+    // The scripts are loaded now (a first call is answered NOSCRIPT).
+    sem.acquire(1).await.unwrap().release().await.unwrap();
+
+    proxy.hold_script_replies();
+    let taking = tokio::spawn({
+        let sem = sem.clone();
+        async move { sem.acquire(2).await }
+    });
+    eventually(Duration::from_secs(10), "the acquisition ran", || {
+        server.cmd::<i64>(&["ZCARD", "{lost}:timeout"]) == 2
+    })
+    .await;
+    proxy.cut_all();
+    proxy.pass();
+    match taking.await.unwrap() {
+        Ok(permits) => {
+            assert_eq!(count(&server, "lost").as_deref(), Some("1"), "counted once");
+            assert_eq!(taken(&server, "lost").len(), 2);
+            permits.release().await.unwrap();
+        }
+        Err(err) => assert!(err.is_connection(), "{err:?}"),
+    }
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 3, "every permit back");
+    assert!(taken(&server, "lost").is_empty());
+}
