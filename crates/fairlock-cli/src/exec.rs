@@ -57,7 +57,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use fairlock::{AcquireOptions, FairLock, LockClient, LockGuard, LockHandle, Owner};
+use fairlock::{AcquireOptions, FairLock, LockClient, LockGuard, LockHandle, Owner, Permits};
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -80,20 +80,37 @@ pub(crate) struct ExecArgs {
     wait: Option<Duration>,
 
     /// Use the non-fair lock (Redisson's getLock) instead of the fair one.
-    #[arg(long, conflicts_with_all = ["read", "write"])]
+    #[arg(long, conflicts_with_all = ["read", "write", "semaphore"])]
     nonfair: bool,
 
     /// Take the read side of the read-write lock NAME (Redisson's
     /// getReadWriteLock(NAME).readLock(); redisson protocol): CMD runs
     /// beside other readers, never beside a writer.
-    #[arg(long, conflicts_with = "write")]
+    #[arg(long, conflicts_with_all = ["write", "semaphore"])]
     read: bool,
 
     /// Take the write side of the read-write lock NAME (Redisson's
     /// getReadWriteLock(NAME).writeLock(); redisson protocol): CMD runs
     /// alone.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "semaphore")]
     write: bool,
+
+    /// Take permits of the semaphore NAME instead of a lock (Redisson's
+    /// getPermitExpirableSemaphore(NAME); redisson protocol): CMD runs
+    /// while at most --permits permits are out, across all clients. The
+    /// permits have the watchdog's lease: a fairlock that dies gives them
+    /// back when it ends. CMD gets their ids in FAIRLOCK_PERMITS.
+    #[arg(long, requires = "permits")]
+    semaphore: bool,
+
+    /// The semaphore's total, set when it does not exist yet (an existing
+    /// semaphore keeps its own).
+    #[arg(long, value_name = "N", requires = "semaphore")]
+    permits: Option<u32>,
+
+    /// How many permits CMD takes (default 1).
+    #[arg(long, value_name = "K", default_value_t = 1, requires = "semaphore")]
+    take: u32,
 
     /// When the lock is lost while CMD runs: `kill` stops CMD's process group
     /// (SIGTERM, then SIGKILL) and exits 71; `ignore` lets it run on.
@@ -214,6 +231,17 @@ impl Progress {
         }
     }
 
+    /// A semaphore has no queue either: say once that we wait.
+    fn permits(&mut self, take: u32) {
+        if !self.line.shown() {
+            let line = format!(
+                "waiting for {take} permit(s) of {} (no queue position)",
+                self.name
+            );
+            self.show(&line);
+        }
+    }
+
     fn show(&mut self, line: &str) {
         self.line.show(line);
     }
@@ -243,7 +271,76 @@ pub(crate) async fn run(cli: &Cli, args: &ExecArgs) -> Result<u8, Failure> {
     result
 }
 
+/// What CMD runs under: a hold of a lock, or a semaphore's permits.
+enum Held {
+    Lock(LockGuard),
+    Permits(Permits),
+}
+
+impl Held {
+    fn lost(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        match self {
+            Held::Lock(guard) => Box::pin(guard.lost()),
+            Held::Permits(permits) => Box::pin(permits.lost()),
+        }
+    }
+
+    async fn release(self) -> fairlock::Result<()> {
+        match self {
+            Held::Lock(guard) => guard.unlock().await,
+            Held::Permits(permits) => permits.release().await,
+        }
+    }
+}
+
+/// Wait for `take` permits of the semaphore NAME, then run CMD.
+async fn run_with_permits(
+    client: &LockClient,
+    args: &ExecArgs,
+    permits: u32,
+) -> Result<u8, Failure> {
+    let semaphore = client.semaphore(&args.name, permits)?;
+    let mut signals = Signals::install()?;
+    let mut progress = Progress {
+        name: args.name.clone(),
+        line: LiveLine::stderr(),
+        last: None,
+    };
+    let taken = {
+        let acquire = semaphore.acquire_with(args.take, args.wait, fairlock::PermitLease::Watchdog);
+        tokio::pin!(acquire);
+        let mut look =
+            tokio::time::interval_at(tokio::time::Instant::now() + FIRST_LOOK, LOOK_EVERY);
+        loop {
+            tokio::select! {
+                result = &mut acquire => break result,
+                _ = look.tick() => progress.permits(args.take),
+                sig = signals.recv() => {
+                    // Dropping the acquire future leaves no permit taken.
+                    progress.clear();
+                    eprintln!("fairlock: {sig} while waiting for {}; giving up", args.name);
+                    return Ok(128 + sig as u8);
+                }
+            }
+        }
+    };
+    progress.clear();
+    let Some(taken) = taken? else {
+        eprintln!(
+            "fairlock: {} permits of {} not acquired within {}",
+            args.take,
+            args.name,
+            duration::format(args.wait.unwrap_or_default())
+        );
+        return Ok(exit::TIMEOUT);
+    };
+    run_locked(Held::Permits(taken), args, &mut signals).await
+}
+
 async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
+    if let (true, Some(permits)) = (args.semaphore, args.permits) {
+        return run_with_permits(client, args, permits).await;
+    }
     // The fair lock has a queue in which to show our place.
     let (handle, fair): (LockHandle, Option<FairLock>) = if args.nonfair {
         (client.lock(&args.name)?.into(), None)
@@ -306,20 +403,16 @@ async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
         );
         return Ok(exit::TIMEOUT);
     };
-    run_locked(guard, args, &mut signals).await
+    run_locked(Held::Lock(guard), args, &mut signals).await
 }
 
 /// Run CMD while `guard` holds the lock; CMD's whole process group is gone
 /// before the lock is let go.
-async fn run_locked(
-    guard: LockGuard,
-    args: &ExecArgs,
-    signals: &mut Signals,
-) -> Result<u8, Failure> {
+async fn run_locked(guard: Held, args: &ExecArgs, signals: &mut Signals) -> Result<u8, Failure> {
     let (mut group, mut sentinel) = match Group::start().await {
         Ok(started) => started,
         Err(failure) => {
-            let _ = guard.unlock().await;
+            let _ = guard.release().await;
             return Err(failure);
         }
     };
@@ -327,18 +420,30 @@ async fn run_locked(
     command
         .args(&args.command[1..])
         .env("FAIRLOCK_NAME", &args.name)
-        .env("FAIRLOCK_OWNER", guard.owner().as_str())
         .process_group(group.id.as_raw());
-    match guard.token() {
-        Some(token) => command.env("FAIRLOCK_TOKEN", token.to_string()),
-        None => command.env_remove("FAIRLOCK_TOKEN"),
-    };
+    match &guard {
+        Held::Lock(guard) => {
+            command
+                .env("FAIRLOCK_OWNER", guard.owner().as_str())
+                .env_remove("FAIRLOCK_PERMITS");
+            match guard.token() {
+                Some(token) => command.env("FAIRLOCK_TOKEN", token.to_string()),
+                None => command.env_remove("FAIRLOCK_TOKEN"),
+            };
+        }
+        Held::Permits(permits) => {
+            command
+                .env("FAIRLOCK_PERMITS", permits.ids().join(","))
+                .env_remove("FAIRLOCK_OWNER")
+                .env_remove("FAIRLOCK_TOKEN");
+        }
+    }
     let pid = match command.spawn() {
         // `watch` reaps it, not std.
         Ok(child) => Pid::from_raw(child.id() as i32),
         Err(err) => {
             drop(group);
-            let _ = guard.unlock().await;
+            let _ = guard.release().await;
             // 127: the shell's code for a command that cannot be found.
             eprintln!("fairlock: cannot run {:?}: {err}", args.command[0]);
             return Ok(if err.kind() == std::io::ErrorKind::NotFound {
@@ -390,7 +495,7 @@ async fn run_locked(
             }
         }
     };
-    Ok(match guard.unlock().await {
+    Ok(match guard.release().await {
         Ok(()) => code,
         Err(err) if err.is_lock_lost() => {
             eprintln!(

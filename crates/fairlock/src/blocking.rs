@@ -167,6 +167,31 @@ impl LockClient {
         })
     }
 
+    /// The semaphore `name` with `permits` permits in all; see
+    /// [`crate::Semaphore`] for its rules.
+    ///
+    /// # Errors
+    /// As [`crate::LockClient::semaphore`].
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
+        Ok(Semaphore {
+            semaphore: self.client.semaphore(name, permits)?,
+            runtime: Arc::clone(&self.runtime),
+        })
+    }
+
+    /// The plain semaphore `name` with `permits` permits in all; see
+    /// [`crate::CountingSemaphore`] (a holder that dies never gives its
+    /// permits back).
+    ///
+    /// # Errors
+    /// As [`crate::LockClient::counting_semaphore`].
+    pub fn counting_semaphore(&self, name: &str, permits: u32) -> Result<CountingSemaphore> {
+        Ok(CountingSemaphore {
+            semaphore: self.client.counting_semaphore(name, permits)?,
+            runtime: Arc::clone(&self.runtime),
+        })
+    }
+
     /// What this client has done since it connected; see
     /// [`LockClient::statistics`](crate::LockClient::statistics).
     pub fn statistics(&self) -> crate::Statistics {
@@ -654,5 +679,285 @@ impl Lost {
 impl std::fmt::Debug for Lost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lost").finish_non_exhaustive()
+    }
+}
+
+/// A blocking semaphore with leased permits (see [`crate::Semaphore`]).
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+/// let quota = client.semaphore("api-quota", 8)?;
+/// let permits = quota.acquire(2)?;
+/// // ... at most 8 permits out across all clients ...
+/// permits.release()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    semaphore: crate::Semaphore,
+    runtime: Arc<OwnedRuntime>,
+}
+
+impl Semaphore {
+    fn permits(&self, permits: crate::Permits) -> Permits {
+        Permits {
+            permits: Some(permits),
+            runtime: Arc::clone(&self.runtime),
+        }
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        self.semaphore.name()
+    }
+
+    /// Take `n` permits, waiting as long as it takes.
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::acquire`].
+    pub fn acquire(&self, n: u32) -> Result<Permits> {
+        let permits = block_on(&self.runtime, self.semaphore.acquire(n))??;
+        Ok(self.permits(permits))
+    }
+
+    /// Take `n` permits if they are free now.
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::acquire`].
+    pub fn try_acquire(&self, n: u32) -> Result<Option<Permits>> {
+        let permits = block_on(&self.runtime, self.semaphore.try_acquire(n))??;
+        Ok(permits.map(|p| self.permits(p)))
+    }
+
+    /// Take `n` permits, waiting at most `wait`.
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::try_acquire_for`].
+    pub fn try_acquire_for(&self, n: u32, wait: Duration) -> Result<Option<Permits>> {
+        let permits = block_on(&self.runtime, self.semaphore.try_acquire_for(n, wait))??;
+        Ok(permits.map(|p| self.permits(p)))
+    }
+
+    /// Take `n` permits with `lease`, waiting at most `wait` (`None`: as
+    /// long as it takes).
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::acquire_with`].
+    pub fn acquire_with(
+        &self,
+        n: u32,
+        wait: Option<Duration>,
+        lease: crate::PermitLease,
+    ) -> Result<Option<Permits>> {
+        let permits = block_on(&self.runtime, self.semaphore.acquire_with(n, wait, lease))??;
+        Ok(permits.map(|p| self.permits(p)))
+    }
+
+    /// The permits free to take now.
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::available`].
+    pub fn available(&self) -> Result<i64> {
+        block_on(&self.runtime, self.semaphore.available())?
+    }
+
+    /// Every permit at one instant.
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::inspect`].
+    pub fn inspect(&self) -> Result<crate::SemaphoreInfo> {
+        block_on(&self.runtime, self.semaphore.inspect())?
+    }
+
+    /// Make the total `permits`.
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::set_permits`].
+    pub fn set_permits(&self, permits: u32) -> Result<()> {
+        block_on(&self.runtime, self.semaphore.set_permits(permits))?
+    }
+
+    /// The async semaphore behind this one.
+    pub fn as_async(&self) -> &crate::Semaphore {
+        &self.semaphore
+    }
+}
+
+/// Blocking permits of a [`Semaphore`]: dropping the guard gives them back
+/// before it returns (in the background inside an async context).
+#[must_use = "dropping the guard gives the permits back right away"]
+#[derive(Debug)]
+pub struct Permits {
+    permits: Option<crate::Permits>,
+    runtime: Arc<OwnedRuntime>,
+}
+
+impl Drop for Permits {
+    fn drop(&mut self) {
+        if let Some(permits) = self.permits.take() {
+            if !in_async_context() {
+                let name = permits.name().to_owned();
+                if let Ok(Err(err)) = block_on(&self.runtime, permits.release()) {
+                    crate::events::record(crate::events::Event::CleanupFailed {
+                        lock: &name,
+                        owner: &Owner::from_raw("permits"),
+                        what: "release on drop",
+                        error: &err,
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Permits {
+    fn held(&self) -> &crate::Permits {
+        match &self.permits {
+            Some(permits) => permits,
+            None => unreachable!("a blocking guard is emptied only as it goes"),
+        }
+    }
+
+    /// Give the permits back.
+    ///
+    /// # Errors
+    /// As [`crate::Permits::release`].
+    pub fn release(mut self) -> Result<()> {
+        match self.permits.take() {
+            Some(permits) => block_on(&self.runtime, permits.release())?,
+            None => Ok(()),
+        }
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        self.held().name()
+    }
+
+    /// The permit ids (32 hex digits each).
+    pub fn ids(&self) -> &[String] {
+        self.held().ids()
+    }
+
+    /// `false` once a permit is known lost; never blocks.
+    pub fn is_held(&self) -> bool {
+        self.held().is_held()
+    }
+
+    /// Block until a permit is lost, for at most `timeout`: `true` when one
+    /// was (or already is).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] inside an async runtime.
+    pub fn wait_lost(&self, timeout: Duration) -> Result<bool> {
+        let lost = self.held().lost();
+        let waited = block_on(&self.runtime, async {
+            tokio::time::timeout(timeout, lost).await
+        })?;
+        Ok(waited.is_ok())
+    }
+}
+
+/// A blocking plain semaphore (see [`crate::CountingSemaphore`]).
+#[derive(Clone, Debug)]
+pub struct CountingSemaphore {
+    semaphore: crate::CountingSemaphore,
+    runtime: Arc<OwnedRuntime>,
+}
+
+impl CountingSemaphore {
+    fn permits(&self, permits: crate::CountedPermits) -> CountedPermits {
+        CountedPermits {
+            permits: Some(permits),
+            runtime: Arc::clone(&self.runtime),
+        }
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        self.semaphore.name()
+    }
+
+    /// Take `n` permits, waiting as long as it takes.
+    ///
+    /// # Errors
+    /// As [`crate::CountingSemaphore::acquire`].
+    pub fn acquire(&self, n: u32) -> Result<CountedPermits> {
+        let permits = block_on(&self.runtime, self.semaphore.acquire(n))??;
+        Ok(self.permits(permits))
+    }
+
+    /// Take `n` permits if they are free now.
+    ///
+    /// # Errors
+    /// As [`crate::CountingSemaphore::acquire`].
+    pub fn try_acquire(&self, n: u32) -> Result<Option<CountedPermits>> {
+        let permits = block_on(&self.runtime, self.semaphore.try_acquire(n))??;
+        Ok(permits.map(|p| self.permits(p)))
+    }
+
+    /// Take `n` permits, waiting at most `wait`.
+    ///
+    /// # Errors
+    /// As [`crate::CountingSemaphore::try_acquire_for`].
+    pub fn try_acquire_for(&self, n: u32, wait: Duration) -> Result<Option<CountedPermits>> {
+        let permits = block_on(&self.runtime, self.semaphore.try_acquire_for(n, wait))??;
+        Ok(permits.map(|p| self.permits(p)))
+    }
+
+    /// The permits free to take now.
+    ///
+    /// # Errors
+    /// As [`crate::CountingSemaphore::available`].
+    pub fn available(&self) -> Result<i64> {
+        block_on(&self.runtime, self.semaphore.available())?
+    }
+}
+
+/// Blocking permits of a [`CountingSemaphore`]: dropping the guard gives
+/// them back before it returns.
+#[must_use = "dropping the guard gives the permits back right away"]
+#[derive(Debug)]
+pub struct CountedPermits {
+    permits: Option<crate::CountedPermits>,
+    runtime: Arc<OwnedRuntime>,
+}
+
+impl Drop for CountedPermits {
+    fn drop(&mut self) {
+        if let Some(permits) = self.permits.take() {
+            if !in_async_context() {
+                let name = permits.name().to_owned();
+                if let Ok(Err(err)) = block_on(&self.runtime, permits.release()) {
+                    crate::events::record(crate::events::Event::CleanupFailed {
+                        lock: &name,
+                        owner: &Owner::from_raw("permits"),
+                        what: "release on drop",
+                        error: &err,
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl CountedPermits {
+    /// Give the permits back.
+    ///
+    /// # Errors
+    /// As [`crate::CountedPermits::release`].
+    pub fn release(mut self) -> Result<()> {
+        match self.permits.take() {
+            Some(permits) => block_on(&self.runtime, permits.release())?,
+            None => Ok(()),
+        }
+    }
+
+    /// How many permits this guard holds.
+    pub fn permits(&self) -> u32 {
+        self.permits
+            .as_ref()
+            .map_or(0, crate::CountedPermits::permits)
     }
 }

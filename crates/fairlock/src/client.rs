@@ -13,6 +13,7 @@ use crate::name;
 use crate::owner::Owner;
 use crate::protocol::Release;
 use crate::read_write::ReadWriteLock;
+use crate::semaphore::{CountingSemaphore, Semaphore};
 use crate::stats::{Statistics, Status};
 
 /// A connection to Redis for taking distributed locks.
@@ -113,6 +114,57 @@ impl LockClient {
             self.handle(name, LockKind::Read)?,
             self.handle(name, LockKind::Write)?,
         ))
+    }
+
+    /// The semaphore `name` with `permits` permits in all: Redisson's
+    /// `RPermitExpirableSemaphore` (`redisson.getPermitExpirableSemaphore(name)`),
+    /// byte for byte, so Java services share it. Each permit has a lease, so
+    /// a holder that dies gives its permits back when the lease ends; see
+    /// [`Semaphore`] for its rules.
+    ///
+    /// `permits` initialises the semaphore when it does not exist yet (at the
+    /// first call that reaches Redis; Redisson's `trySetPermits`): an
+    /// existing one keeps its total ([`Semaphore::set_permits`] changes it).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName), as for
+    /// [`fair_lock`](Self::fair_lock);
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) under the
+    /// `native` protocol, whose semaphore is not built yet.
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
+        self.semaphore_name(name, "semaphore")?;
+        Ok(Semaphore::new(Arc::clone(&self.core), name, permits))
+    }
+
+    /// The plain semaphore `name` with `permits` permits in all: Redisson's
+    /// `RSemaphore` (`redisson.getSemaphore(name)`), byte for byte. Nothing
+    /// records who holds its permits, so **a holder that dies never gives
+    /// them back**: prefer [`semaphore`](Self::semaphore) unless Java
+    /// services already use an `RSemaphore` of that name. `permits`
+    /// initialises it when it does not exist yet, as for
+    /// [`semaphore`](Self::semaphore).
+    ///
+    /// # Errors
+    /// As [`semaphore`](Self::semaphore).
+    pub fn counting_semaphore(&self, name: &str, permits: u32) -> Result<CountingSemaphore> {
+        self.semaphore_name(name, "counting semaphore")?;
+        Ok(CountingSemaphore::new(
+            Arc::clone(&self.core),
+            name,
+            permits,
+        ))
+    }
+
+    /// Check a semaphore's name, and that the protocol has semaphores.
+    fn semaphore_name(&self, name: &str, kind: &str) -> Result<()> {
+        name::validate(name)?;
+        if self.core.dialect().protocol() != crate::Protocol::Redisson {
+            return Err(crate::Error::InvalidConfig(format!(
+                "{kind} {name:?}: semaphores are available under the redisson protocol only so \
+                 far (the native protocol's fair semaphore is not built yet)"
+            )));
+        }
+        name::validate_redisson(name)
     }
 
     /// A new owner id, unique within this client (`CLIENT_UUID:N`).

@@ -47,6 +47,16 @@
 //! The two protocols never exclude each other, even on the same name: all
 //! clients of one lock must use the same protocol.
 //!
+//! # Read-write locks and semaphores
+//!
+//! Under the `redisson` protocol, [`LockClient::read_write_lock`] is
+//! Redisson's `RReadWriteLock` ([`ReadWriteLock`]), [`LockClient::semaphore`]
+//! its `RPermitExpirableSemaphore` ([`Semaphore`]: permits with leases, given
+//! back when a holder dies) and [`LockClient::counting_semaphore`] its
+//! `RSemaphore` ([`CountingSemaphore`]: a bare counter), each byte for byte.
+//! None of them is fair (Redisson's have no queue). Under `native` they are
+//! not built yet.
+//!
 //! # Fencing tokens
 //!
 //! Under `native`, every acquisition (not re-entry) carries a 64-bit token,
@@ -216,6 +226,7 @@ mod owner;
 mod protocol;
 mod read_write;
 mod retry;
+mod semaphore;
 mod settings;
 mod stats;
 mod transport;
@@ -235,6 +246,9 @@ pub use name::MAX_NAME_LEN;
 pub use owner::Owner;
 pub use protocol::{HoldMode, Holder, LockInfo, Protocol, QueuedWaiter};
 pub use read_write::ReadWriteLock;
+pub use semaphore::{
+    CountedPermits, CountingSemaphore, PermitLease, Permits, Semaphore, SemaphoreInfo, TakenPermit,
+};
 pub use stats::{HeldLock, Statistics, Status};
 
 /// The README's examples, compiled as doctests.

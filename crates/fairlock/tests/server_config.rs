@@ -208,11 +208,12 @@ const REDISSON_RULES: &str = "-@all +ping +time +evalsha +script|load \
     +exists +pttl +hget +type +get +set +del +pexpire \
     +hset +hexists +hincrby +hgetall +hkeys +hlen +hdel \
     +lindex +lpop +rpush +lrange +lrem +lpos +llen \
-    +zadd +zrem +zrange +zscore +zincrby \
+    +zadd +zrem +zrange +zscore +zincrby +zrangebyscore +zcard +incrby +decrby \
     ~locks:* ~redisson_lock_queue:* ~redisson_lock_timeout:* \
     ~redisson_unlock_latch:* ~redisson_lock__channel:* ~fairlock:replica-sync:* ~fairlock:labels:* \
-    ~{locks:* ~redisson_rwlock:* \
-    &redisson_lock__channel:* &fairlock:revoked:* &fairlock:replica-sync &redisson_rwlock:*";
+    ~{locks:* ~redisson_rwlock:* ~redisson_sc:* \
+    &redisson_lock__channel:* &fairlock:revoked:* &fairlock:replica-sync &redisson_rwlock:* \
+    &redisson_sc:*";
 
 /// The documented user name and rules of `protocol`.
 fn documented(protocol: Protocol) -> (&'static str, &'static str) {
@@ -504,6 +505,29 @@ async fn documented_rules_suffice(protocol: Protocol) {
         tokio::time::timeout(Duration::from_secs(2), write.lost())
             .await
             .expect("the writer learned of the force-unlock");
+
+        // The semaphores: permits kept by their watchdog, a waiter woken
+        // by a release, inspect, a new total; the plain kind's permits.
+        let sem_a = a.semaphore("locks:acl-sem", 2).unwrap();
+        let sem_b = b.semaphore("locks:acl-sem", 2).unwrap();
+        let both = sem_a.acquire(2).await.expect("acquire");
+        let waiter = tokio::spawn({
+            let sem_b = sem_b.clone();
+            async move { sem_b.try_acquire_for(1, Duration::from_secs(10)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        assert!(both.is_held(), "renewed");
+        assert_eq!(sem_b.inspect().await.unwrap().taken.len(), 2);
+        both.release().await.expect("release");
+        let one = waiter.await.unwrap().expect("waiter").expect("granted");
+        sem_b.set_permits(3).await.expect("set permits");
+        assert_eq!(sem_a.available().await.unwrap(), 2);
+        one.release().await.expect("release");
+        let plain = a.counting_semaphore("locks:acl-plain-sem", 1).unwrap();
+        let taken = plain.acquire(1).await.expect("acquire");
+        assert!(plain.try_acquire(1).await.unwrap().is_none());
+        taken.release().await.expect("release");
+        assert_eq!(plain.available().await.unwrap(), 1);
     }
     a.flush().await;
     b.flush().await;

@@ -6,6 +6,7 @@
 //! own, so that "released" and "was not held" are told apart.
 
 pub(crate) mod read_write;
+pub(crate) mod semaphore;
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -69,7 +70,7 @@ pub(crate) struct RedissonLock {
 }
 
 /// Milliseconds since the Unix epoch on this machine's clock.
-fn wall_clock_ms() -> i64 {
+pub(crate) fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
