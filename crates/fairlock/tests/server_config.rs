@@ -505,9 +505,11 @@ async fn documented_rules_suffice(protocol: Protocol) {
         tokio::time::timeout(Duration::from_secs(2), write.lost())
             .await
             .expect("the writer learned of the force-unlock");
-
-        // The semaphores: permits kept by their watchdog, a waiter woken
-        // by a release, inspect, a new total; the plain kind's permits.
+    }
+    if protocol == Protocol::Redisson {
+        // The semaphores (redisson only so far): permits kept by their
+        // watchdog, a waiter woken by a release, inspect, a new total; the
+        // plain kind's permits.
         let sem_a = a.semaphore("locks:acl-sem", 2).unwrap();
         let sem_b = b.semaphore("locks:acl-sem", 2).unwrap();
         let both = sem_a.acquire(2).await.expect("acquire");
