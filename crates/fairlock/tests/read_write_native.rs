@@ -474,3 +474,37 @@ async fn a_hold_missing_from_the_holders_set_is_lost() {
     );
     write.unlock().await.unwrap();
 }
+
+/// More crashed readers than one script reclaims (64 per call): the writer
+/// behind them still gets in soon after their leases end, each call
+/// dropping the next 64.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_gets_in_past_more_crashed_readers_than_one_call_reclaims() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let rw = client.read_write_lock("crowd").unwrap();
+    let lease = Duration::from_millis(800);
+    for _ in 0..150 {
+        let crashed = rw
+            .read()
+            .acquire(AcquireOptions::new().lease(lease))
+            .await
+            .unwrap()
+            .unwrap();
+        std::mem::forget(crashed);
+    }
+    let started = std::time::Instant::now();
+    let write = tokio::time::timeout(Duration::from_secs(5), rw.write().lock())
+        .await
+        .expect("the writer got in")
+        .unwrap();
+    assert!(started.elapsed() >= lease / 2, "{:?}", started.elapsed());
+    let info = rw.write().inspect().await.unwrap();
+    assert_eq!(info.holders.len(), 1, "{info:?}");
+    write.unlock().await.unwrap();
+    client.flush().await;
+    left_clean(&server, "crowd");
+}
