@@ -73,8 +73,8 @@ MUTANTS = [
         "a renewal checks the owner only, not the token (renew.lua)",
         ["lease", "release", "handoff"],
         [(NATIVE + "renew.lua",
-          "fields[1] == owner and (token == '' or fields[2] == token) then",
-          "fields[1] == owner then")],
+          "fields[1] == owner and (token == '' or fields[2] == token)\n",
+          "fields[1] == owner\n")],
     ),
     Mutant(
         "renewal_shortens", "renewal_shortens",
@@ -204,6 +204,22 @@ MUTANTS = [
         [(NATIVE + "rw_prelude.lua",
           "  reclaim(now)\n  admit(channel_prefix, default_ttl, now, now_us)\n  if redis.call('zcard'",
           "  reclaim(now)\n  if redis.call('zcard'")],
+    ),
+    Mutant(
+        "native_rw_renews_unregistered", NOT_MODELLED,
+        "a renewal keeps a read-write hold the holders set no longer names (native renew.lua)",
+        ["read_write_native"],
+        [(NATIVE + "renew.lua",
+          "if ours and holders and type(redis.pcall('zscore', holders, owner)) ~= 'string' then",
+          "if false then")],
+    ),
+    Mutant(
+        "native_rw_downgraded_writer_refused", NOT_MODELLED,
+        "a writer that reads too is refused its own write side as an upgrade (native rw_acquire.lua)",
+        ["read_write_native"],
+        [(NATIVE + "rw_acquire.lua",
+          "if is_write(id) and not held.owner then",
+          "if is_write(id) then")],
     ),
     Mutant(
         "native_rw_token_reused", "weighted:token_reused",

@@ -386,3 +386,125 @@ fn the_blocking_api_reads_and_writes() {
     let write = rw.write().try_lock().unwrap().expect("free");
     drop(write);
 }
+
+/// A writer that downgraded (it reads too) still re-enters its write hold:
+/// it holds the write side, so asking for it again is a re-entry, not an
+/// upgrade (which would wait for itself). A retry of a write acquisition
+/// whose reply was lost, after the owner read in another task, is the same
+/// call: refused, its hold would be left with no guard until its lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgraded_writer_reenters_its_write_hold() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("rewrite").unwrap();
+    let write = rw.write().lock().await.unwrap();
+    let owner = fairlock::Owner::clone(write.owner());
+    let read = rw
+        .read()
+        .acquire(AcquireOptions::new().owner(owner.clone()))
+        .await
+        .unwrap()
+        .expect("the writer reads");
+    let again = write
+        .reenter()
+        .await
+        .expect("a re-entry of a held write side is no upgrade")
+        .expect("still held");
+    assert_eq!(again.token(), write.token());
+    let third = rw
+        .write()
+        .acquire(AcquireOptions::new().owner(owner.clone()))
+        .await
+        .expect("a re-entry by owner")
+        .expect("still held");
+    assert_eq!(rw.write().hold_count(&owner).await.unwrap(), 3);
+    for guard in [third, again, write] {
+        guard.unlock().await.unwrap();
+    }
+    // The write side is gone: now asking for it is an upgrade.
+    let err = rw
+        .write()
+        .acquire(AcquireOptions::new().owner(owner))
+        .await
+        .expect_err("an upgrade");
+    assert!(matches!(err, Error::WouldDeadlock { .. }), "{err:?}");
+    read.unlock().await.unwrap();
+    client.flush().await;
+    left_clean(&server, "rewrite");
+}
+
+/// A hold whose entry left the holders set (the set evicted under
+/// `maxmemory`, or deleted) no longer keeps a writer out: the writer that
+/// then gets in is alone only if the reader's guard hears that it lost its
+/// hold, at its next renewal, as a lock's holder hears that its lock key
+/// went. The renewal must not take the hold's own key, still there, for
+/// the hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_missing_from_the_holders_set_is_lost() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(600);
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.lease(lease).waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let rw = client.read_write_lock("evicted").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    // As an eviction would: the set goes, the hold's key stays.
+    server.cmd::<()>(&["DEL", "fairlock:{evicted}:rw:holders"]);
+    let write = rw
+        .write()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("nobody is registered as holding");
+    tokio::time::timeout(lease * 3, read.lost())
+        .await
+        .expect("the reader hears that its hold is gone");
+    assert!(!read.is_held() && write.is_held());
+    // Its orphaned key is not taken for a hold either: the owner's next
+    // read waits for the writer.
+    let owner = fairlock::Owner::clone(read.owner());
+    assert!(
+        rw.read()
+            .acquire(AcquireOptions::new().owner(owner).wait(Duration::ZERO))
+            .await
+            .unwrap()
+            .is_none(),
+        "no read beside the writer"
+    );
+    write.unlock().await.unwrap();
+}
+
+/// More crashed readers than one script reclaims (64 per call): the writer
+/// behind them still gets in soon after their leases end, each call
+/// dropping the next 64.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_gets_in_past_more_crashed_readers_than_one_call_reclaims() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let rw = client.read_write_lock("crowd").unwrap();
+    let lease = Duration::from_millis(800);
+    for _ in 0..150 {
+        let crashed = rw
+            .read()
+            .acquire(AcquireOptions::new().lease(lease))
+            .await
+            .unwrap()
+            .unwrap();
+        std::mem::forget(crashed);
+    }
+    let started = std::time::Instant::now();
+    let write = tokio::time::timeout(Duration::from_secs(5), rw.write().lock())
+        .await
+        .expect("the writer got in")
+        .unwrap();
+    assert!(started.elapsed() >= lease / 2, "{:?}", started.elapsed());
+    let info = rw.write().inspect().await.unwrap();
+    assert_eq!(info.holders.len(), 1, "{info:?}");
+    write.unlock().await.unwrap();
+    client.flush().await;
+    left_clean(&server, "crowd");
+}

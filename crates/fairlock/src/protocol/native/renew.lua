@@ -22,7 +22,13 @@ for i = 1, n do
   end
   -- pcall: a key of another type means the lock is not ours.
   local fields = redis.pcall('hmget', key, 'owner', 'token')
-  if type(fields) == 'table' and fields[1] == owner and (token == '' or fields[2] == token) then
+  local ours = type(fields) == 'table' and fields[1] == owner and (token == '' or fields[2] == token)
+  if ours and holders and type(redis.pcall('zscore', holders, owner)) ~= 'string' then
+    -- The hold's key without its entry in the holders set (the set evicted
+    -- or deleted): no script counts it any more and a writer may be in,
+    -- so it is gone, as a lock whose key went.
+    renewed[i] = 0
+  elseif ours then
     if lease ~= '' then
       redis.call('hset', key, 'claimed', 1)
       -- GT: a renewal never shortens what a longer hold of the same owner

@@ -9,8 +9,8 @@
 -- Returns {1, token} acquired (or claimed a grant made while it waited),
 -- {2, count, token} re-entered, {3, ms until the soonest holder's lease
 -- may end (-1: none), position, server ms} waiting, {4} busy (mode
--- 'once'), {5} refused: the owner reads and asks to write (it would wait
--- for itself).
+-- 'once'), {5} refused: the owner reads, does not write, and asks to write
+-- (it would wait for itself).
 --
 -- Fair: a request is granted at once only when it fits and nobody live
 -- waits, or when it is the writer's own read request (a downgrade, which
@@ -24,18 +24,32 @@ local err = rw_check_types() or read_meta()
 if err then
   return err
 end
-local _, bad = hold_of(id)
+local held, bad = hold_of(id)
 if bad then
   return bad
 end
-if is_write(id) then
+-- A hold key the holders set does not name was lost (see registered): it
+-- is deleted below, once every read is done, and this acquisition is a
+-- fresh one.
+local orphan = held.owner and not registered(id)
+if orphan then
+  held = {}
+end
+-- An upgrade only when the writer does not hold yet: a writer that also
+-- reads (a downgrade) re-enters or claims its own write hold, as a retry
+-- of its acquisition whose reply was lost does (refused, that hold would
+-- be left with no guard until its lease ends).
+if is_write(id) and not held.owner then
   local reading, bad_read = hold_of(string.sub(id, 1, -7))
   if bad_read then
     return bad_read
   end
-  if reading.owner then
+  if reading.owner and registered(string.sub(id, 1, -7)) then
     return {5}
   end
+end
+if orphan then
+  redis.call('del', hold_key(id))
 end
 
 local now, now_us = server_now()

@@ -60,6 +60,15 @@ local function hold_of(id)
   return hold
 end
 
+-- Whether the holders set names `id`. A hold key whose id it does not name
+-- is no hold (invariant 1 broken under it: the set evicted under
+-- maxmemory, or deleted): a writer may have been admitted since, so it is
+-- neither re-entered nor claimed, and its holder's renewal finds it gone
+-- (renew.lua).
+local function registered(id)
+  return redis.call('zscore', KEYS[1], id) ~= false
+end
+
 local function rw_check_types()
   return wrong_type(KEYS[1], 'zset') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
     or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
