@@ -508,3 +508,115 @@ async fn a_writer_gets_in_past_more_crashed_readers_than_one_call_reclaims() {
     client.flush().await;
     left_clean(&server, "crowd");
 }
+
+/// On a Redis Cluster every key of the lock is in the slot of its name
+/// (the hold keys the scripts build from the holders set's name too, with
+/// or without a hash tag of the name's own), the watchdog renews the hold
+/// keys on the slot's master, and a release admits the writer by its grant
+/// message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_serves_it_from_one_slot() {
+    let cluster = support::Cluster::start();
+    let lease = Duration::from_millis(900);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(60)).lease(lease)
+    })
+    .await;
+    for name in ["catalog", "tenant-{7}-catalog"] {
+        let rw = client.read_write_lock(name).unwrap();
+        let read = rw.read().lock().await.unwrap();
+        let other = rw.read().lock().await.unwrap();
+        let writer = ask(&rw, true);
+        let holders = format!("fairlock:{{{name}}}:rw:holders");
+        let node = cluster.node_for_key(&holders);
+        eventually(Duration::from_secs(5), "the writer queued", || {
+            node.cmd::<usize>(&["ZCARD", &format!("fairlock:{{{name}}}:rw:queue")]) == 1
+        })
+        .await;
+        // Renewed past several leases.
+        tokio::time::sleep(lease * 3).await;
+        assert!(read.is_held() && other.is_held(), "{name}");
+        for guard in [&read, &other] {
+            let key = format!("fairlock:{{{name}}}:rw:hold:{}", guard.owner());
+            assert_eq!(cluster.slot_of(&key), cluster.slot_of(&holders), "{key}");
+            assert_eq!(node.cmd::<i64>(&["EXISTS", &key]), 1, "{key} renewed");
+        }
+        assert!(
+            !writer.is_finished(),
+            "{name}: the readers keep the writer out"
+        );
+        let last = other.token();
+        read.unlock().await.unwrap();
+        other.unlock().await.unwrap();
+        let write = granted(writer, "admitted by the last reader's release").await;
+        assert!(write.token() > last);
+        write.unlock().await.unwrap();
+        assert_eq!(node.cmd::<i64>(&["EXISTS", &holders]), 0, "{name}");
+    }
+}
+
+/// Through Sentinel with `min_replicas`: each acquisition, a handed-over
+/// grant included, is acknowledged by the replica before its guard is
+/// returned (the proof: the hold key's token on the replica).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_serves_it_with_replica_acknowledgement() {
+    let deployment = support::Sentinel::start_with(1, 1);
+    let config = fairlock::ClientConfig::from_url(&deployment.url())
+        .unwrap()
+        .protocol(Protocol::Native)
+        .waiter_ttl(Duration::from_secs(60))
+        .min_replicas(1, Duration::from_secs(5));
+    let client = LockClient::with_config(config).await.unwrap();
+    let rw = client.read_write_lock("sentinel-rw").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let replica = &deployment.replicas()[0];
+    let key = format!("fairlock:{{sentinel-rw}}:rw:hold:{}", read.owner());
+    let token: String = replica.cmd(&["HGET", &key, "token"]);
+    assert_eq!(token, read.token().unwrap().to_string(), "on the replica");
+    let writer = ask(&rw, true);
+    eventually(Duration::from_secs(5), "the writer queued", || {
+        deployment
+            .master()
+            .cmd::<usize>(&["ZCARD", "fairlock:{sentinel-rw}:rw:queue"])
+            == 1
+    })
+    .await;
+    read.unlock().await.unwrap();
+    let write = granted(writer, "the writer is handed the lock").await;
+    // Acknowledged before the guard was returned: the grant is on the
+    // replica already (its claim comes later, a third into the grant).
+    let key = format!("fairlock:{{sentinel-rw}}:rw:hold:{}", write.owner());
+    let token: String = replica.cmd(&["HGET", &key, "token"]);
+    assert_eq!(
+        token,
+        write.token().unwrap().to_string(),
+        "the grant on the replica"
+    );
+    write.unlock().await.unwrap();
+
+    // A replica that acknowledges nothing: the acquisition is refused and
+    // undone, nothing is believed or left held.
+    let quick = LockClient::with_config(
+        fairlock::ClientConfig::from_url(&deployment.url())
+            .unwrap()
+            .protocol(Protocol::Native)
+            .min_replicas(1, Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    let frozen = replica.pause();
+    let err = quick
+        .read_write_lock("sentinel-rw")
+        .unwrap()
+        .read()
+        .try_lock()
+        .await
+        .expect_err("no replica acknowledged");
+    assert!(matches!(err, Error::ReplicasNotSynced { .. }), "{err:?}");
+    drop(frozen);
+    let holders: usize = deployment
+        .master()
+        .cmd(&["ZCARD", "fairlock:{sentinel-rw}:rw:holders"]);
+    assert_eq!(holders, 0, "the refused hold was undone");
+    quick.shutdown().await;
+}
