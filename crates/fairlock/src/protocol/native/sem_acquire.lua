@@ -27,13 +27,19 @@ local err = weighted_check_types() or read_meta() or sem_read(counter(ARGV[10]))
 if err then
   return err
 end
-local _, bad = hold_of(id)
+local held, bad = hold_of(id)
 if bad then
   return bad
 end
+if not held.owner and kind.never_fits(weight) then
+  -- Nothing is written (but its place in line, if the total was lowered
+  -- beneath its request while it waited).
+  leave_queue(id)
+  return {6, sem.capacity}
+end
 
 local now, now_us = server_now()
-if not sem.stored then
+if not sem.stored or sem.stale then
   sem_write()
   keep(KEYS[4], waiter_ttl + META_GRACE_MS)
 end
@@ -58,10 +64,6 @@ if mine.owner then
   return {1, counter(mine.token)}
 end
 
-if kind.never_fits(weight) then
-  leave_queue(id)
-  return {6, sem.capacity}
-end
 if kind.fits(id, weight) and not first_live(now) then
   leave_queue(id)
   write_label(KEYS[6], id, ARGV[8], lease)

@@ -8,7 +8,9 @@
 -- 'weight', and its queue record ends in ':wWEIGHT'.
 -- Meta (KEYS[4]) keeps, beside the counters, 'capacity' (the permits in
 -- all), 'used' (the sum of the holders' weights) and 'w:ID' per holder
--- (its weight, given back when it is reclaimed: its key is gone then).
+-- (its weight, given back when it is reclaimed: its key is gone then). The
+-- holders set may expire with the last hold keys while meta lives on (a
+-- waiter keeps it): an absent set means nothing is held (sem_read).
 -- Grants, claims and renewals keep meta at least as long as every hold
 -- key, plus META_GRACE_MS: a semaphore nobody holds or waits for forgets
 -- its capacity after that grace, and the next call's `permits` sets it.
@@ -47,12 +49,28 @@ local function sem_read(permits)
       end
     end
   end
+  if used > 0 and redis.call('exists', KEYS[1]) == 0 then
+    -- The holders set expired with the last hold keys (it outlives each
+    -- of them, invariant 1, and never loses an entry but in a script that
+    -- gives its weight back): nothing is held, whatever meta still says.
+    used = 0
+    sem.stale = true
+  end
   sem.used = used
   return false
 end
 
--- Store the capacity (when known) and `used` in meta.
+-- Store the capacity (when known) and `used` in meta (and drop the
+-- weights of holders that expired unseen, see sem_read).
 local function sem_write()
+  if sem.stale then
+    for _, field in ipairs(redis.call('hkeys', KEYS[4])) do
+      if string.sub(field, 1, 2) == 'w:' then
+        redis.call('hdel', KEYS[4], field)
+      end
+    end
+    sem.stale = false
+  end
   if sem.capacity then
     redis.call('hset', KEYS[4], 'capacity', decimal(sem.capacity), 'used', decimal(sem.used))
     sem.stored = true
