@@ -179,7 +179,9 @@ async fn a_group_is_admitted_by_one_release() {
 }
 
 /// Permits taken with a short lease by a holder that died (its guard
-/// forgotten) come back when the lease ends.
+/// forgotten) come back when the lease ends: beside a live holder (its
+/// hold keeps the holders set, the dead one is reclaimed from it), and
+/// alone (the holders set expires with the dead hold).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_holders_permits_come_back_after_its_lease() {
     let server = RedisServer::start();
@@ -187,25 +189,37 @@ async fn a_dead_holders_permits_come_back_after_its_lease() {
         c.waiter_ttl(Duration::from_secs(3))
     })
     .await;
-    let sem = client.semaphore("crash", 2).unwrap();
+    let sem = client.semaphore("crash", 3).unwrap();
     let lease = Duration::from_millis(800);
-    let crashed = sem
-        .acquire_with(2, None, PermitLease::Fixed(lease))
-        .await
-        .unwrap()
-        .unwrap();
-    std::mem::forget(crashed);
-    let started = std::time::Instant::now();
-    let waiter = ask(&sem, 2);
-    let permits = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("the dead holder's permits came back")
-        .unwrap()
-        .unwrap();
-    // The lease (0.8 s), then at most a retry interval (1 s) late.
-    assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
-    permits.release().await.unwrap();
-    assert_eq!(sem.available().await.unwrap(), 2);
+    for beside in [true, false] {
+        let live = if beside {
+            Some(sem.acquire(1).await.unwrap())
+        } else {
+            None
+        };
+        // Before the acquisition: its lease starts when the server grants it.
+        let started = std::time::Instant::now();
+        let crashed = sem
+            .acquire_with(2, None, PermitLease::Fixed(lease))
+            .await
+            .unwrap()
+            .unwrap();
+        std::mem::forget(crashed);
+        let waiter = ask(&sem, 2);
+        let permits = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the dead holder's permits came back")
+            .unwrap()
+            .unwrap();
+        // The lease (0.8 s), then at most a retry interval (1 s) late.
+        assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
+        permits.release().await.unwrap();
+        if let Some(live) = live {
+            assert!(live.is_held());
+            live.release().await.unwrap();
+        }
+        assert_eq!(sem.available().await.unwrap(), 3);
+    }
     left_clean(&server, "crash");
 }
 
