@@ -137,6 +137,9 @@ async fn a_large_request_at_the_head_is_not_overtaken() {
     );
     let small = ask(&sem, 1);
     queued(&server, "fifo", 2, "the request of 1 queued behind it").await;
+    // Another attempt runs the admission: it must not pass the head to
+    // grant the request of 1 behind it.
+    assert!(sem.try_acquire(1).await.unwrap().is_none());
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!small.is_finished(), "the request of 1 waits its turn");
     let info = sem.inspect().await.unwrap();
@@ -270,19 +273,26 @@ async fn cancellation_leaves_no_ghost_and_a_racing_grant_is_passed_on() {
     let next = granted(next, "the waiter behind the cancelled one").await;
 
     // A grant racing a cancellation: the release grants the permit to the
-    // head, which is cancelled at that moment. Whether it claimed the
-    // permit first (its guard is then dropped) or not (its give-up passes
-    // the grant on), the waiter behind it gets the permit.
-    let racer = ask(&sem, 1);
+    // head, whose grant message is late (2 s, through a proxy), and which
+    // is cancelled meanwhile: its give-up passes the grant it never
+    // claimed on to the waiter behind it, at once.
+    let proxy = support::proxy::Proxy::start(server.port());
+    let config = fairlock::ClientConfig::from_url(&proxy.url())
+        .unwrap()
+        .protocol(Protocol::Native)
+        .waiter_ttl(Duration::from_secs(60));
+    let slow = LockClient::with_config(config).await.unwrap();
+    proxy.delay_pubsub(Duration::from_secs(2));
+    let racer = ask(&slow.semaphore("cancel", 1).unwrap(), 1);
     queued(&server, "cancel", 1, "the racer queued").await;
     let last = ask(&sem, 1);
     queued(&server, "cancel", 2, "the last waiter queued").await;
     next.release().await.unwrap();
     racer.abort();
     let _ = racer.await;
-    let last = tokio::time::timeout(Duration::from_secs(5), last)
+    let last = tokio::time::timeout(Duration::from_millis(1500), last)
         .await
-        .expect("the grant is passed on")
+        .expect("the grant is passed on before the racer hears of it")
         .unwrap()
         .unwrap();
     let info = sem.inspect().await.unwrap();
@@ -290,6 +300,7 @@ async fn cancellation_leaves_no_ghost_and_a_racing_grant_is_passed_on() {
     assert_eq!(info.taken[0].id, last.ids()[0]);
     last.release().await.unwrap();
     client.flush().await;
+    slow.flush().await;
     assert_eq!(sem.available().await.unwrap(), 1);
     left_clean(&server, "cancel");
 }
