@@ -64,9 +64,10 @@ end
 -- weights of holders that expired unseen, see sem_read).
 local function sem_write()
   if sem.stale then
-    for _, field in ipairs(redis.call('hkeys', KEYS[4])) do
-      if string.sub(field, 1, 2) == 'w:' then
-        redis.call('hdel', KEYS[4], field)
+    local fields = redis.call('hgetall', KEYS[4])
+    for i = 1, #fields, 2 do
+      if string.sub(fields[i], 1, 2) == 'w:' then
+        redis.call('hdel', KEYS[4], fields[i])
       end
     end
     sem.stale = false
