@@ -191,17 +191,17 @@ MUTANTS = [
     ),
     Mutant(
         "native_rw_reclaims_live", "weighted:reclaim_live",
-        "the reclaim drops a holder whose score passed although its key lives (native rw_prelude.lua)",
+        "the reclaim drops a holder whose score passed although its key lives (native weighted_prelude.lua)",
         ["read_write_native"],
-        [(NATIVE + "rw_prelude.lua",
+        [(NATIVE + "weighted_prelude.lua",
           "    if left == -2 then\n      redis.call('zrem', KEYS[1], id)",
           "    if left == -2 or left > 0 then\n      redis.call('zrem', KEYS[1], id)")],
     ),
     Mutant(
         "native_rw_no_admit_on_release", "weighted:no_admit_on_release",
-        "a release does not admit the line; waiters get in on their own retry (native rw_prelude.lua)",
+        "a release does not admit the line; waiters get in on their own retry (native weighted_prelude.lua)",
         ["read_write_native"],
-        [(NATIVE + "rw_prelude.lua",
+        [(NATIVE + "weighted_prelude.lua",
           "  reclaim(now)\n  admit(channel_prefix, default_ttl, now, now_us)\n  if redis.call('zcard'",
           "  reclaim(now)\n  if redis.call('zcard'")],
     ),
@@ -223,11 +223,49 @@ MUTANTS = [
     ),
     Mutant(
         "native_rw_token_reused", "weighted:token_reused",
-        "a read-write grant reuses the last fencing token (native rw_prelude.lua grant)",
+        "a read-write grant reuses the last fencing token (native weighted_prelude.lua grant)",
         ["read_write_native"],
-        [(NATIVE + "rw_prelude.lua",
+        [(NATIVE + "weighted_prelude.lua",
           "  local token = next_counter('token', now_us)\n  local key = hold_key(id)",
           "  local token = math.max(meta.token, 1)\n  local key = hold_key(id)")],
+    ),
+    Mutant(
+        "native_sem_past_capacity", "weighted:admit_past_capacity",
+        "a semaphore's request is admitted past its capacity (native sem_prelude.lua fits)",
+        ["semaphore_native"],
+        [(NATIVE + "sem_prelude.lua",
+          "return sem.capacity ~= nil and sem.used + weight <= sem.capacity",
+          "return sem.capacity ~= nil")],
+    ),
+    Mutant(
+        "native_sem_overtake", "weighted:overtake",
+        "the admission passes a head that does not fit to a smaller request behind it "
+        "(native weighted_prelude.lua admit)",
+        ["semaphore_native"],
+        [(NATIVE + "weighted_prelude.lua",
+          "    elseif not kind.fits(head, weight) then\n      break\n",
+          "    elseif not kind.fits(head, weight) then\n"
+          "      for _, other in ipairs(redis.call('zrange', KEYS[2], 1, -1)) do\n"
+          "        local l2, t2, n2, w2 = waiter_of(other, default_ttl)\n"
+          "        if kind.fits(other, w2 or 1) then\n"
+          "          leave_queue(other)\n"
+          "          local e2 = math.max(1, math.min(l2, t2))\n"
+          "          local t = grant(other, e2, now, now_us, 0, n2, w2 or 1)\n"
+          "          local m = 'grant:' .. decimal(t) .. ':' .. decimal(now) .. ':' .. decimal(e2)\n"
+          "          redis.call('publish', channel_prefix .. ':' .. other,\n"
+          "            m .. ':' .. redis.sha1hex(n2 .. ':' .. m))\n"
+          "          break\n"
+          "        end\n"
+          "      end\n"
+          "      break\n")],
+    ),
+    Mutant(
+        "native_sem_ignores_line", "weighted:fast_path_ignores_line",
+        "a semaphore's request that fits is granted at once while others wait (native sem_acquire.lua)",
+        ["semaphore_native"],
+        [(NATIVE + "sem_acquire.lua",
+          "if kind.fits(id, weight) and not first_live(now) then",
+          "if kind.fits(id, weight) then")],
     ),
     Mutant(
         "rw_reader_beside_writer", NOT_MODELLED,

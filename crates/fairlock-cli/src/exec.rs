@@ -95,11 +95,14 @@ pub(crate) struct ExecArgs {
     #[arg(long, conflicts_with = "semaphore")]
     write: bool,
 
-    /// Take permits of the semaphore NAME instead of a lock (Redisson's
-    /// getPermitExpirableSemaphore(NAME); redisson protocol): CMD runs
-    /// while at most --permits permits are out, across all clients. The
-    /// permits have the watchdog's lease: a fairlock that dies gives them
-    /// back when it ends. CMD gets their ids in FAIRLOCK_PERMITS.
+    /// Take permits of the semaphore NAME instead of a lock (native: fair,
+    /// first come first served; redisson: Redisson's
+    /// getPermitExpirableSemaphore(NAME)): CMD runs while at most
+    /// --permits permits are out, across all clients. The permits have the
+    /// watchdog's lease: a fairlock that dies gives them back when it ends.
+    /// CMD gets their ids in FAIRLOCK_PERMITS (native: the acquisition's
+    /// owner id) and, under native, the acquisition's fencing token in
+    /// FAIRLOCK_TOKEN.
     #[arg(long, requires = "permits")]
     semaphore: bool,
 
@@ -434,8 +437,11 @@ async fn run_locked(guard: Held, args: &ExecArgs, signals: &mut Signals) -> Resu
         Held::Permits(permits) => {
             command
                 .env("FAIRLOCK_PERMITS", permits.ids().join(","))
-                .env_remove("FAIRLOCK_OWNER")
-                .env_remove("FAIRLOCK_TOKEN");
+                .env_remove("FAIRLOCK_OWNER");
+            match permits.token() {
+                Some(token) => command.env("FAIRLOCK_TOKEN", token.to_string()),
+                None => command.env_remove("FAIRLOCK_TOKEN"),
+            };
         }
     }
     let pid = match command.spawn() {

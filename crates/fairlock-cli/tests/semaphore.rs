@@ -1,7 +1,7 @@
 //! Semaphores from the command line: `exec NAME --semaphore --permits N
-//! [--take K]` (redisson protocol) runs CMD with K permits of NAME, gives
-//! up with 75 when they do not come in time, gives them back when CMD ends,
-//! and refuses bad counts and the native protocol.
+//! [--take K]` runs CMD with K permits of NAME, gives up with 75 when they
+//! do not come in time, gives them back when CMD ends, and refuses bad
+//! counts; under native CMD gets the acquisition's fencing token too.
 
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -138,9 +138,9 @@ fn exec_runs_the_command_with_permits() {
     assert_eq!(sem.available().unwrap(), 3, "given back after a signal");
 }
 
-/// Bad counts and the native protocol: usage errors (64), nothing taken.
+/// Bad counts: usage errors (64), nothing taken.
 #[test]
-fn exec_refuses_bad_counts_and_native() {
+fn exec_refuses_bad_counts() {
     let server = RedisServer::start();
     for take in ["0", "4"] {
         let out = run(fairlock(&server, Protocol::Redisson).args([
@@ -174,20 +174,49 @@ fn exec_refuses_bad_counts_and_native() {
         "--permits is required: {}",
         stderr(&out)
     );
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "{jobs}:timeout"]), 0);
+}
+
+/// Under native: the fair semaphore, with the acquisition's owner id in
+/// FAIRLOCK_PERMITS and its fencing token in FAIRLOCK_TOKEN; a take above
+/// the total is a usage error.
+#[test]
+fn exec_under_native_takes_the_fair_semaphore() {
+    let server = RedisServer::start();
     let out = run(fairlock(&server, Protocol::Native).args([
         "exec",
         "jobs",
         "--semaphore",
         "--permits",
         "3",
+        "--take",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$FAIRLOCK_PERMITS $FAIRLOCK_TOKEN\"",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let [owner, token] = stdout.split_whitespace().collect::<Vec<_>>()[..] else {
+        panic!("{stdout:?}");
+    };
+    assert!(owner.contains(':'), "{owner}");
+    assert!(token.parse::<u64>().is_ok(), "{token}");
+    let out = run(fairlock(&server, Protocol::Native).args([
+        "exec",
+        "jobs",
+        "--semaphore",
+        "--permits",
+        "3",
+        "--take",
+        "4",
         "--",
         "true",
     ]));
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("redisson protocol only"),
-        "{}",
-        stderr(&out)
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "fairlock:{jobs}:sem:holders"]),
+        0
     );
-    assert_eq!(server.cmd::<i64>(&["EXISTS", "{jobs}:timeout"]), 0);
 }

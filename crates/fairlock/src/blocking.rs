@@ -835,9 +835,14 @@ impl Permits {
         self.held().name()
     }
 
-    /// The permit ids (32 hex digits each).
+    /// The permit ids (see [`crate::Permits::ids`]).
     pub fn ids(&self) -> &[String] {
         self.held().ids()
+    }
+
+    /// The acquisition's fencing token (`native`; `None` under `redisson`).
+    pub fn token(&self) -> Option<u64> {
+        self.held().token()
     }
 
     /// `false` once a permit is known lost; never blocks.

@@ -116,11 +116,13 @@ impl LockClient {
         ))
     }
 
-    /// The semaphore `name` with `permits` permits in all: Redisson's
+    /// The semaphore `name` with `permits` permits in all. Each permit has
+    /// a lease, so a holder that dies gives its permits back when the lease
+    /// ends; see [`Semaphore`] for its rules. Under the `native` protocol it
+    /// is fair (first come, first served, a fencing token per acquisition,
+    /// keys `fairlock:{NAME}:sem:...`); under `redisson` it is Redisson's
     /// `RPermitExpirableSemaphore` (`redisson.getPermitExpirableSemaphore(name)`),
-    /// byte for byte, so Java services share it. Each permit has a lease, so
-    /// a holder that dies gives its permits back when the lease ends; see
-    /// [`Semaphore`] for its rules.
+    /// byte for byte, so Java services share it.
     ///
     /// `permits` initialises the semaphore when it does not exist yet (at the
     /// first call that reaches Redis; Redisson's `trySetPermits`): an
@@ -128,11 +130,12 @@ impl LockClient {
     ///
     /// # Errors
     /// [`Error::InvalidName`](crate::Error::InvalidName), as for
-    /// [`fair_lock`](Self::fair_lock);
-    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) under the
-    /// `native` protocol, whose semaphore is not built yet.
+    /// [`fair_lock`](Self::fair_lock).
     pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
-        self.semaphore_name(name, "semaphore")?;
+        name::validate(name)?;
+        if self.core.dialect().protocol() == crate::Protocol::Redisson {
+            name::validate_redisson(name)?;
+        }
         Ok(Semaphore::new(Arc::clone(&self.core), name, permits))
     }
 
@@ -145,7 +148,11 @@ impl LockClient {
     /// [`semaphore`](Self::semaphore).
     ///
     /// # Errors
-    /// As [`semaphore`](Self::semaphore).
+    /// As [`semaphore`](Self::semaphore), and
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) under the
+    /// `native` protocol: a semaphore without owners cannot give a dead
+    /// holder's permits back, so only Redisson's exists (use
+    /// [`semaphore`](Self::semaphore)).
     pub fn counting_semaphore(&self, name: &str, permits: u32) -> Result<CountingSemaphore> {
         self.semaphore_name(name, "counting semaphore")?;
         Ok(CountingSemaphore::new(
@@ -160,8 +167,9 @@ impl LockClient {
         name::validate(name)?;
         if self.core.dialect().protocol() != crate::Protocol::Redisson {
             return Err(crate::Error::InvalidConfig(format!(
-                "{kind} {name:?}: semaphores are available under the redisson protocol only so \
-                 far (the native protocol's fair semaphore is not built yet)"
+                "{kind} {name:?}: Redisson's plain semaphore (RSemaphore) exists under the \
+                 redisson protocol only; under native use LockClient::semaphore (fair, its \
+                 permits leased)"
             )));
         }
         name::validate_redisson(name)

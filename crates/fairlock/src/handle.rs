@@ -45,6 +45,25 @@ impl LockHandle {
         }
     }
 
+    /// A handle on the native semaphore `name` (already validated): its
+    /// permits are acquired as weighted holds (see [`crate::Semaphore`]).
+    pub(crate) fn native_semaphore(core: &Arc<ClientCore>, name: &str, permits: u32) -> Self {
+        let lock = core.dialect().native_semaphore(name, permits);
+        Self {
+            shared: LockShared::new(Arc::clone(core), Arc::new(lock)),
+        }
+    }
+
+    /// The protocol object behind the handle.
+    pub(crate) fn protocol_lock(&self) -> &crate::protocol::ProtocolLock {
+        self.shared.protocol()
+    }
+
+    /// The client behind the handle.
+    pub(crate) fn core(&self) -> &Arc<ClientCore> {
+        self.shared.core()
+    }
+
     /// The lock name.
     pub fn name(&self) -> &str {
         self.shared.name()

@@ -222,6 +222,7 @@ impl NativeKeys {
     pub(crate) fn labels_of(lock_key: &str) -> String {
         let base = lock_key
             .strip_suffix(NativeRwKeys::HOLDERS_SUFFIX)
+            .or_else(|| lock_key.strip_suffix(NativeRwKeys::SEM_HOLDERS_SUFFIX))
             .or_else(|| lock_key.strip_suffix("lock"))
             .unwrap_or(lock_key);
         format!("{base}labels")
@@ -248,9 +249,11 @@ impl NativeKeys {
     }
 }
 
-/// The keys of one read-write lock under the `native` protocol:
-/// `fairlock:{NAME}:rw:...` (see `protocol/native/rw_prelude.lua`). Apart
-/// from the lock's of the same name: the two are different objects.
+/// The keys of one object of the `native` protocol's weighted engine: a
+/// read-write lock's, `fairlock:{NAME}:rw:...`, or a semaphore's,
+/// `fairlock:{NAME}:sem:...` (see `protocol/native/weighted_prelude.lua`).
+/// Apart from the lock's of the same name, and from each other: they are
+/// different objects.
 #[derive(Debug, Clone)]
 pub(crate) struct NativeRwKeys {
     /// KEYS[1..5] of every script: holders, queue, liveness, meta, waiter
@@ -270,21 +273,33 @@ impl NativeRwKeys {
     /// How the holders set's key ends (what the renewal script and
     /// [`NativeKeys::labels_of`] recognise a read-write hold by).
     pub(crate) const HOLDERS_SUFFIX: &'static str = "rw:holders";
+    /// The same for a semaphore's hold.
+    pub(crate) const SEM_HOLDERS_SUFFIX: &'static str = "sem:holders";
 
+    /// A read-write lock's keys.
     pub(crate) fn new(name: &str) -> Self {
-        let key = |suffix: &str| format!("fairlock:{{{name}}}:{suffix}");
+        Self::of_kind(name, "rw")
+    }
+
+    /// A semaphore's keys.
+    pub(crate) fn semaphore(name: &str) -> Self {
+        Self::of_kind(name, "sem")
+    }
+
+    fn of_kind(name: &str, kind: &str) -> Self {
+        let key = |suffix: &str| format!("fairlock:{{{name}}}:{kind}:{suffix}");
         Self {
             all: [
-                key(Self::HOLDERS_SUFFIX),
-                key("rw:queue"),
-                key("rw:alive"),
-                key("rw:meta"),
-                key("rw:leases"),
+                key("holders"),
+                key("queue"),
+                key("alive"),
+                key("meta"),
+                key("leases"),
             ],
-            hold: key("rw:hold"),
-            channel: key("rw:wake"),
-            release_cache: key("rw:release"),
-            labels: key("labels"),
+            hold: key("hold"),
+            channel: key("wake"),
+            release_cache: key("release"),
+            labels: format!("fairlock:{{{name}}}:labels"),
         }
     }
 
@@ -341,6 +356,18 @@ mod tests {
         assert_eq!(k.labels, NativeKeys::new("orders").labels);
         let lock = NativeKeys::new("orders");
         assert!(k.all.iter().all(|key| !lock.all.contains(key)));
+        let sem = NativeRwKeys::semaphore("orders");
+        assert_eq!(sem.holders(), "fairlock:{orders}:sem:holders");
+        assert_eq!(sem.hold_of("u:1"), "fairlock:{orders}:sem:hold:u:1");
+        assert_eq!(
+            NativeKeys::labels_of(sem.holders()),
+            "fairlock:{orders}:labels"
+        );
+        assert!(
+            sem.all
+                .iter()
+                .all(|key| !k.all.contains(key) && !lock.all.contains(key))
+        );
     }
 
     #[test]

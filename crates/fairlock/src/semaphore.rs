@@ -12,15 +12,20 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::acquire::AcquireOptions;
 use crate::config::check_duration;
 use crate::core::ClientCore;
 use crate::disarm::DisarmOnDrop;
 use crate::error::{Error, Result};
 use crate::events::{self, Event, LostCause};
+use crate::guard::LockGuard;
+use crate::handle::LockHandle;
 use crate::owner::Owner;
+use crate::protocol::native::read_write::NativeRwLock;
 use crate::protocol::redisson::semaphore::{
     self as protocol, CountingSemaphore as CountingObject, ExpirableSemaphore, NOEXP, SemAcquire,
 };
+use crate::protocol::{ProtocolLock, QueuedWaiter};
 use crate::watchdog::HeldState;
 
 /// The shortest pause between two attempts of a waiter: a soonest lease
@@ -52,7 +57,10 @@ pub enum PermitLease {
     /// No lease at all (Redisson's `acquire()` without a lease): the
     /// permits are taken until released. **A holder that crashes loses
     /// them for good**: nothing but [`Semaphore::set_permits`] (or a
-    /// Redisson `addPermits`) gives them back.
+    /// Redisson `addPermits`) gives them back. Under `redisson` only: the
+    /// `native` semaphore refuses it with
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) (every one of
+    /// its holds ends with its lease).
     Unbounded,
 }
 
@@ -119,21 +127,24 @@ where
     }
 }
 
-/// The part of a semaphore its guards and background work share.
+/// The part of a Redisson semaphore its guards and background work share.
 struct Shared {
     core: Arc<ClientCore>,
     object: ExpirableSemaphore,
 }
 
-/// A semaphore whose permits have leases: Redisson's
+/// A semaphore whose permits have leases. Get one with
+/// [`LockClient::semaphore`](crate::LockClient::semaphore): under the
+/// `native` protocol it is fair (first come, first served, with a fencing
+/// token per acquisition); under `redisson` it is Redisson's
 /// `RPermitExpirableSemaphore` (`redisson.getPermitExpirableSemaphore(name)`),
-/// byte for byte, so Java services share it. Get one with
-/// [`LockClient::semaphore`](crate::LockClient::semaphore).
+/// byte for byte, so Java services share it.
 ///
 /// At most its total of permits are out at once. Each acquisition takes
-/// `n` permits, each with a random id, and returns a [`Permits`] guard
-/// that gives them back. A permit whose lease ends without a release (its
-/// holder died) comes back at the next call of any client, Java or Rust.
+/// `n` permits and returns a [`Permits`] guard that gives them back. The
+/// permits of a holder that died come back when their lease ends; a live
+/// holder's (renewed by the watchdog) never do. The page
+/// `docs/semaphore.md` has both protocols' guarantees side by side.
 ///
 /// ```no_run
 /// # async fn demo(client: fairlock::LockClient) -> fairlock::Result<()> {
@@ -152,7 +163,7 @@ struct Shared {
 /// # async fn call_the_api() {}
 /// ```
 ///
-/// # Rules
+/// # Under `redisson`
 /// - **Not fair.** There is no queue: whichever waiter's attempt reaches
 ///   Redis first after a release takes the permits, and a large request
 ///   may wait while small ones keep taking what comes back.
@@ -169,17 +180,41 @@ struct Shared {
 ///   client's waiter ttl (2 s by default) in case a message is lost.
 ///
 /// # Under `native`
-/// Not built yet: [`LockClient::semaphore`](crate::LockClient::semaphore)
-/// answers [`Error::InvalidConfig`](crate::Error::InvalidConfig).
+/// - **Fair (FIFO).** A request is granted at once only when its permits
+///   are free and nobody waits; otherwise it waits in line. A release (or
+///   a reclaim) hands the permits to the head of the line, then to the
+///   next while they fit: **a large request at the head is not overtaken**
+///   by small ones behind it, so permits may idle meanwhile.
+/// - **Fencing tokens**: each acquisition's [`Permits::token`], strictly
+///   increasing.
+/// - **Server time only**; a holder that crashed stops counting when its
+///   lease ends (the watchdog's 30 s by default, or the explicit one), a
+///   waiter that died when its waiter ttl does; every key expires on its
+///   own. The total is kept while the semaphore is used and 20 s after:
+///   a semaphore nobody held or waited for since then takes its total
+///   again from the next call's `permits`.
+/// - [`PermitLease::Unbounded`] is refused: every hold has a lease.
+/// - The semaphore and the lock of one name are two objects (their keys,
+///   `fairlock:{NAME}:sem:...`, differ).
 #[derive(Clone)]
 pub struct Semaphore {
-    shared: Arc<Shared>,
+    backend: Backend,
+}
+
+/// The protocol behind a semaphore.
+#[derive(Clone)]
+enum Backend {
+    Redisson(Arc<Shared>),
+    /// The native semaphore: each acquisition is a hold of the weighted
+    /// engine (a fresh owner weighing its permits), through the lock's
+    /// acquisition machinery (line, grant messages, watchdog, give-up).
+    Native(LockHandle),
 }
 
 impl std::fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Semaphore")
-            .field("name", &self.shared.object.name)
+            .field("name", &self.name())
             .finish_non_exhaustive()
     }
 }
@@ -190,9 +225,13 @@ impl std::fmt::Debug for Semaphore {
 pub struct TakenPermit {
     /// The permit id: 32 lowercase hex digits (Redisson shows it so).
     pub id: String,
-    /// Time until its lease ends, on this client's clock; `None` for a
-    /// permit taken without a lease.
+    /// Time until its lease ends (on this client's clock under
+    /// `redisson`); `None` for a permit taken without a lease.
     pub remaining_lease: Option<Duration>,
+    /// How many permits it stands for: 1 under `redisson` (each permit has
+    /// an id), the acquisition's `n` under `native` (one id per
+    /// acquisition, its owner id).
+    pub permits: u32,
 }
 
 /// A semaphore's state at one instant, from [`Semaphore::inspect`].
@@ -209,27 +248,39 @@ pub struct SemaphoreInfo {
     pub available: i64,
     /// Every taken permit, soonest lease end first.
     pub taken: Vec<TakenPermit>,
+    /// The requests waiting, first in line first (`native`; Redisson's
+    /// semaphore has no line).
+    pub queue: Vec<QueuedWaiter>,
 }
 
 impl Semaphore {
     pub(crate) fn new(core: Arc<ClientCore>, name: &str, permits: u32) -> Self {
+        if core.dialect().protocol() == crate::Protocol::Native {
+            return Self {
+                backend: Backend::Native(LockHandle::native_semaphore(&core, name, permits)),
+            };
+        }
         let object = ExpirableSemaphore::new(name, permits, core.config().clock_offset_ms);
         Self {
-            shared: Arc::new(Shared { core, object }),
+            backend: Backend::Redisson(Arc::new(Shared { core, object })),
         }
     }
 
     /// The semaphore's name.
     pub fn name(&self) -> &str {
-        &self.shared.object.name
+        match &self.backend {
+            Backend::Redisson(shared) => &shared.object.name,
+            Backend::Native(handle) => handle.name(),
+        }
     }
 
     /// Take `n` permits, waiting as long as it takes; leased with the
     /// watchdog ([`PermitLease::Watchdog`]).
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) when `n` is 0,
-    /// above 10,000, or above the semaphore's total (nothing is taken);
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) when `n` is 0
+    /// or above the semaphore's total (nothing is taken; under `redisson`
+    /// also above 10,000);
     /// [`Error::NotALock`](crate::Error::NotALock) or
     /// [`Error::WrongType`](crate::Error::WrongType) when the name's keys
     /// hold other data (nothing is written);
@@ -241,7 +292,9 @@ impl Semaphore {
     /// Dropping the future at any point leaves no permit taken: the ids of
     /// an attempt are chosen before it is sent, and an attempt whose reply
     /// was not read is undone in the background (exactly its ids are given
-    /// back, if it took them).
+    /// back, if it took them). Under `native` the waiter leaves the line,
+    /// and permits granted to it meanwhile are passed on, as a lock's
+    /// [`lock`](crate::LockHandle::lock) does.
     pub async fn acquire(&self, n: u32) -> Result<Permits> {
         match self.acquire_with(n, None, PermitLease::Watchdog).await? {
             Some(permits) => Ok(permits),
@@ -283,7 +336,9 @@ impl Semaphore {
     /// As [`try_acquire_for`](Self::try_acquire_for), and
     /// [`Error::InvalidDuration`](crate::Error::InvalidDuration) for a
     /// [`PermitLease::Fixed`] under 1 ms or above
-    /// [`MAX_DURATION`](crate::MAX_DURATION).
+    /// [`MAX_DURATION`](crate::MAX_DURATION);
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for
+    /// [`PermitLease::Unbounded`] under `native`.
     ///
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
@@ -293,7 +348,10 @@ impl Semaphore {
         wait: Option<Duration>,
         lease: PermitLease,
     ) -> Result<Option<Permits>> {
-        let shared = &self.shared;
+        let shared = match &self.backend {
+            Backend::Redisson(shared) => shared,
+            Backend::Native(handle) => return acquire_native(handle, n, wait, lease).await,
+        };
         protocol::check_count(self.name(), n)?;
         if let PermitLease::Fixed(lease) = lease {
             check_duration("lease", lease)?;
@@ -330,7 +388,7 @@ impl Semaphore {
                     // Believed no longer than the lease measured from when
                     // the attempt was sent.
                     let expires = local.map_or_else(far_future, |lease| sent_at + lease);
-                    Ok(Attempt::Done(Permits::new(
+                    Ok(Attempt::Done(Permits::redisson(
                         Arc::clone(shared),
                         ids,
                         expires,
@@ -381,7 +439,13 @@ impl Semaphore {
     /// # Cancel safety
     /// Safe to drop: the call only reclaims expired permits, as any call does.
     pub async fn available(&self) -> Result<i64> {
-        let shared = &self.shared;
+        let shared = match &self.backend {
+            Backend::Redisson(shared) => shared,
+            Backend::Native(handle) => {
+                let state = native_state(handle).await?;
+                return Ok(signed(state.capacity).saturating_sub(signed(state.used())));
+            }
+        };
         let state = shared
             .core
             .retry()
@@ -399,7 +463,10 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`available`](Self::available).
     pub async fn inspect(&self) -> Result<SemaphoreInfo> {
-        let shared = &self.shared;
+        let shared = match &self.backend {
+            Backend::Redisson(shared) => shared,
+            Backend::Native(handle) => return inspect_native(handle).await,
+        };
         let state = shared
             .core
             .retry()
@@ -418,6 +485,7 @@ impl Semaphore {
                     TakenPermit {
                         id,
                         remaining_lease,
+                        permits: 1,
                     },
                 )
             })
@@ -428,6 +496,7 @@ impl Semaphore {
             total: state.available.saturating_add_unsigned(state.taken),
             available: state.available,
             taken: taken.into_iter().map(|(_, permit)| permit).collect(),
+            queue: Vec::new(),
         })
     }
 
@@ -436,6 +505,10 @@ impl Semaphore {
     /// more than `permits` are taken (then nobody gets one until enough
     /// come back). An absent semaphore is created with `permits`.
     ///
+    /// Under `native` a raise admits the waiters that now fit, in line
+    /// order; a waiter that asks for more than the new total leaves the
+    /// line with [`Error::InvalidConfig`](crate::Error::InvalidConfig).
+    ///
     /// # Errors
     /// As [`available`](Self::available).
     ///
@@ -443,7 +516,16 @@ impl Semaphore {
     /// Dropping the future may or may not have changed the total; calling
     /// again with the same `permits` makes it so either way.
     pub async fn set_permits(&self, permits: u32) -> Result<()> {
-        let shared = &self.shared;
+        let shared = match &self.backend {
+            Backend::Redisson(shared) => shared,
+            Backend::Native(handle) => {
+                let (core, lock) = (handle.core(), native_object(handle)?);
+                core.retry()
+                    .run(|| lock.set_permits(core.conn(), permits))
+                    .await?;
+                return Ok(());
+            }
+        };
         shared
             .core
             .retry()
@@ -451,6 +533,87 @@ impl Semaphore {
             .await?;
         Ok(())
     }
+}
+
+/// The native semaphore behind `handle`.
+fn native_object(handle: &LockHandle) -> Result<&NativeRwLock> {
+    match handle.protocol_lock() {
+        ProtocolLock::NativeRw(lock) if lock.is_semaphore() => Ok(lock),
+        _ => Err(Error::Protocol(
+            "a native semaphore's handle is not one".into(),
+        )),
+    }
+}
+
+/// A native acquisition: one hold of a fresh owner weighing `n`.
+async fn acquire_native(
+    handle: &LockHandle,
+    n: u32,
+    wait: Option<Duration>,
+    lease: PermitLease,
+) -> Result<Option<Permits>> {
+    if n == 0 {
+        return Err(Error::InvalidConfig(format!(
+            "semaphore {:?}: cannot take 0 permits (ask for 1 or more)",
+            handle.name()
+        )));
+    }
+    let mut options = AcquireOptions::new().weight(n);
+    match lease {
+        PermitLease::Watchdog => {}
+        PermitLease::Fixed(lease) => options = options.lease(lease),
+        PermitLease::Unbounded => {
+            return Err(Error::InvalidConfig(format!(
+                "semaphore {:?}: permits without a lease are Redisson's only (under the \
+                 native protocol every hold has a lease: PermitLease::Watchdog or Fixed)",
+                handle.name()
+            )));
+        }
+    }
+    if let Some(wait) = wait {
+        options = options.wait(wait);
+    }
+    let guard = handle.acquire(options).await?;
+    Ok(guard.map(|guard| Permits {
+        inner: Inner::Native {
+            ids: vec![guard.owner().to_string()],
+            guard,
+            lease,
+        },
+    }))
+}
+
+/// A native semaphore's state, read once (retried).
+async fn native_state(
+    handle: &LockHandle,
+) -> Result<crate::protocol::native::read_write::SemState> {
+    let (core, lock) = (handle.core(), native_object(handle)?);
+    core.retry().run(|| lock.sem_state(core.conn())).await
+}
+
+async fn inspect_native(handle: &LockHandle) -> Result<SemaphoreInfo> {
+    let state = native_state(handle).await?;
+    let (total, used) = (signed(state.capacity), signed(state.used()));
+    let mut holds = state.holds;
+    holds.sort_by_key(|hold| hold.3);
+    Ok(SemaphoreInfo {
+        name: handle.name().to_owned(),
+        total,
+        available: total.saturating_sub(used),
+        taken: holds
+            .into_iter()
+            .map(|(id, weight, _, pttl)| TakenPermit {
+                id,
+                remaining_lease: Some(Duration::from_millis(pttl.max(0).unsigned_abs())),
+                permits: weight,
+            })
+            .collect(),
+        queue: state.queue,
+    })
+}
+
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Gives back, in the background, the permits of an attempt whose reply
@@ -517,20 +680,36 @@ fn millis(duration: Duration) -> i64 {
 ///   them gone (its lease ran out and somebody reclaimed it, or it was
 ///   removed by hand), or renewals failed until the lease ran out;
 /// - with a [`PermitLease::Fixed`] lease nothing renews them: they are
-///   believed until that lease ends.
+///   believed until that lease ends;
+/// - under `native` the permits are one hold of the semaphore, renewed by
+///   the client's watchdog as a lock's, with a fencing token
+///   ([`token`](Self::token)).
 ///
 /// `Send + Sync + 'static`.
 ///
 /// ```no_run
 /// # async fn demo(quota: fairlock::Semaphore) -> fairlock::Result<()> {
 /// let permits = quota.acquire(3).await?;
-/// assert_eq!(permits.ids().len(), 3);
+/// println!("{} permit ids, token {:?}", permits.ids().len(), permits.token());
 /// permits.release().await?;
 /// # Ok(()) }
 /// ```
 #[must_use = "dropping the guard gives the permits back right away"]
 pub struct Permits {
-    held: DisarmOnDrop<Held>,
+    inner: Inner,
+}
+
+/// A guard's permits under each protocol.
+enum Inner {
+    Redisson(DisarmOnDrop<Held>),
+    /// One hold of the native semaphore: the lock guard gives the watchdog,
+    /// `lost()` and the release on drop.
+    Native {
+        guard: LockGuard,
+        /// Its owner id, as [`Permits::ids`] shows it.
+        ids: Vec<String>,
+        lease: PermitLease,
+    },
 }
 
 struct Held {
@@ -557,7 +736,12 @@ impl Held {
 }
 
 impl Permits {
-    fn new(shared: Arc<Shared>, ids: Vec<String>, expires: Instant, lease: PermitLease) -> Self {
+    fn redisson(
+        shared: Arc<Shared>,
+        ids: Vec<String>,
+        expires: Instant,
+        lease: PermitLease,
+    ) -> Self {
         let core = &shared.core;
         let state = HeldState::new(expires, Arc::clone(core.events()));
         let renewal = (lease == PermitLease::Watchdog).then(|| {
@@ -569,7 +753,7 @@ impl Permits {
             task.abort_handle()
         });
         Self {
-            held: DisarmOnDrop::new(
+            inner: Inner::Redisson(DisarmOnDrop::new(
                 Held {
                     shared,
                     ids,
@@ -578,30 +762,54 @@ impl Permits {
                     renewal,
                 },
                 Held::release_in_background,
-            ),
+            )),
         }
     }
 
     /// The semaphore's name.
     pub fn name(&self) -> &str {
-        &self.held.get().shared.object.name
+        match &self.inner {
+            Inner::Redisson(held) => &held.get().shared.object.name,
+            Inner::Native { guard, .. } => guard.name(),
+        }
     }
 
-    /// The permit ids, 32 lowercase hex digits each (as Redisson shows
-    /// them; Redis holds the raw 16 bytes).
+    /// The permit ids: under `redisson` one per permit, 32 lowercase hex
+    /// digits each (as Redisson shows them; Redis holds the raw 16 bytes);
+    /// under `native` one for the whole acquisition, its owner id
+    /// (`CLIENT_UUID:N`).
     pub fn ids(&self) -> &[String] {
-        &self.held.get().ids
+        match &self.inner {
+            Inner::Redisson(held) => &held.get().ids,
+            Inner::Native { ids, .. } => ids,
+        }
     }
 
     /// How the permits are leased.
     pub fn lease(&self) -> PermitLease {
-        self.held.get().lease
+        match &self.inner {
+            Inner::Redisson(held) => held.get().lease,
+            Inner::Native { lease, .. } => *lease,
+        }
+    }
+
+    /// The fencing token of this acquisition (`native`): strictly greater
+    /// than every token granted before it, of the semaphore's every
+    /// acquisition. `None` under `redisson`, whose semaphore has none.
+    pub fn token(&self) -> Option<u64> {
+        match &self.inner {
+            Inner::Redisson(_) => None,
+            Inner::Native { guard, .. } => guard.token(),
+        }
     }
 
     /// `false` once a permit is known lost (see [`lost`](Self::lost)) or
     /// the lease last confirmed has passed without a renewal.
     pub fn is_held(&self) -> bool {
-        self.held.get().state.status().is_held()
+        match &self.inner {
+            Inner::Redisson(held) => held.get().state.status().is_held(),
+            Inner::Native { guard, .. } => guard.is_held(),
+        }
     }
 
     /// A future that resolves when a permit of this guard is lost or may
@@ -613,8 +821,15 @@ impl Permits {
     /// # Cancel safety
     /// Dropping it has no effect.
     pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let signal = self.held.get().state.signal();
-        async move { signal.lost().await }
+        let lost: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            match &self.inner {
+                Inner::Redisson(held) => {
+                    let signal = held.get().state.signal();
+                    Box::pin(async move { signal.lost().await })
+                }
+                Inner::Native { guard, .. } => Box::pin(guard.lost()),
+            };
+        lost
     }
 
     /// Give the permits back.
@@ -622,19 +837,24 @@ impl Permits {
     /// # Errors
     /// [`Error::LockLost`](crate::Error::LockLost) when some permit was no
     /// longer taken, or past its lease (it was reclaimed, or removed by
-    /// hand, and may be somebody else's now): the others are given back all
-    /// the same. [`Error::Connection`](crate::Error::Connection) when Redis
-    /// stayed unreachable for the retry budget (watchdog-leased permits
-    /// then come back when their lease ends). After a call that had to be
-    /// sent again, a permit the first sending gave back is not reported.
+    /// hand, and may be somebody else's now): under `redisson` the others
+    /// are given back all the same. [`Error::Connection`](crate::Error::Connection)
+    /// when Redis stayed unreachable for the retry budget (watchdog-leased
+    /// permits then come back when their lease ends). After a call that had
+    /// to be sent again, a permit the first sending gave back is not
+    /// reported.
     ///
     /// # Cancel safety
     /// Dropping the future does not stop the release: it is sent again from
-    /// the background (giving back the same ids twice gives them back once).
-    pub async fn release(mut self) -> Result<()> {
-        self.held.get_mut().stop_renewing();
-        let held = self.held.get();
-        let (shared, ids) = (Arc::clone(&held.shared), held.ids.clone());
+    /// the background (giving back the same permits twice gives them back
+    /// once).
+    pub async fn release(self) -> Result<()> {
+        let mut held = match self.inner {
+            Inner::Redisson(held) => held,
+            Inner::Native { guard, .. } => return guard.unlock().await,
+        };
+        held.get_mut().stop_renewing();
+        let (shared, ids) = (Arc::clone(&held.get().shared), held.get().ids.clone());
         // Armed until the reply is read: a dropped future leaves the guard
         // armed, and its drop sends the release again.
         let core = &shared.core;
@@ -646,7 +866,7 @@ impl Permits {
                 shared.object.release(core.conn(), &ids)
             })
             .await;
-        self.held.disarm();
+        held.disarm();
         let reply = reply?;
         if reply.lost > 0 && sent == 1 {
             return Err(Error::LockLost {
@@ -660,11 +880,11 @@ impl Permits {
 
 impl std::fmt::Debug for Permits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let held = self.held.get();
         f.debug_struct("Permits")
-            .field("name", &held.shared.object.name)
-            .field("ids", &held.ids)
-            .field("lease", &held.lease)
+            .field("name", &self.name())
+            .field("ids", &self.ids())
+            .field("lease", &self.lease())
+            .field("token", &self.token())
             .finish()
     }
 }

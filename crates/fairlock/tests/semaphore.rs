@@ -896,18 +896,21 @@ fn the_blocking_api_takes_and_gives_back() {
     assert_eq!(plain.available().unwrap(), 1);
 }
 
-/// The native protocol's semaphores are not built yet: a clear error.
+/// Under the native protocol the semaphore is the native one (its tests:
+/// `semaphore_native.rs`), and Redisson's plain semaphore is refused with
+/// a clear error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn native_says_it_has_no_semaphore_yet() {
+async fn native_has_its_own_semaphore_and_no_plain_one() {
     let server = RedisServer::start();
     let client = support::client(&server, Protocol::Native).await;
-    for err in [
-        client.semaphore("s", 1).expect_err("not built"),
-        client.counting_semaphore("s", 1).expect_err("not built"),
-    ] {
-        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
-        assert!(err.to_string().contains("redisson protocol only"), "{err}");
-    }
+    let permits = client.semaphore("s", 1).unwrap().acquire(1).await.unwrap();
+    assert!(permits.token().is_some(), "the native semaphore's");
+    permits.release().await.unwrap();
+    let err = client
+        .counting_semaphore("s", 1)
+        .expect_err("redisson's only");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains("redisson protocol only"), "{err}");
 }
 
 /// A reclaim announces the permits it gives back (Redisson's waiters, in

@@ -47,6 +47,8 @@ pub(super) struct Acquisition {
     /// This acquisition's secret: sent with its queue entry, it proves a
     /// grant message genuine (native).
     pub(super) nonce: String,
+    /// What it weighs (a native semaphore's permits; 1 otherwise).
+    pub(super) weight: u32,
     /// What its steps report (queued, handed over) for its record.
     pub(super) progress: Arc<Progress>,
     /// [`Connection::server_changes`](crate::transport::Connection::server_changes)
@@ -131,6 +133,7 @@ impl Acquisition {
             queue,
             base: self.base,
             nonce: &self.nonce,
+            weight: self.weight,
         };
         let shared = &self.shared;
         shared.protocol().acquire(shared.conn(), &args).await

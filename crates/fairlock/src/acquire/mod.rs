@@ -37,6 +37,9 @@ pub struct AcquireOptions {
     owner: Option<Owner>,
     /// Only a re-entry counts: a fresh grant is undone (`LockGuard::reenter`).
     reenter_only: bool,
+    /// What the acquisition weighs (a native semaphore's permits); `None`:
+    /// 1. Crate-private: only the semaphore sets it.
+    weight: Option<u32>,
 }
 
 impl AcquireOptions {
@@ -91,6 +94,12 @@ impl AcquireOptions {
         self.reenter_only = true;
         self
     }
+
+    /// Ask for `weight` (a native semaphore's permits).
+    pub(crate) fn weight(mut self, weight: u32) -> Self {
+        self.weight = Some(weight);
+        self
+    }
 }
 
 /// How long to wait.
@@ -111,6 +120,7 @@ struct Plan {
     started: Instant,
     owner: Option<Owner>,
     reenter_only: bool,
+    weight: u32,
 }
 
 impl Plan {
@@ -143,6 +153,7 @@ impl Plan {
                 .owner
                 .map(|owner| shared.protocol().hold_owner(owner)),
             reenter_only: options.reenter_only,
+            weight: options.weight.unwrap_or(1),
         })
     }
 
@@ -238,6 +249,7 @@ pub(crate) async fn acquire(
         base,
         turn,
         nonce: new_request_id(),
+        weight: plan.weight,
         progress: record.progress(),
         sent_changes: AtomicU64::new(0),
     });

@@ -215,6 +215,12 @@ impl Dialect {
         }
     }
 
+    /// The semaphore `name` (already validated) under the native protocol,
+    /// with `permits` in all when it has no total yet.
+    pub(crate) fn native_semaphore(&self, name: &str, permits: u32) -> ProtocolLock {
+        ProtocolLock::NativeRw(NativeRwLock::semaphore(name, permits, &self.settings))
+    }
+
     /// Renew (with `Some(lease)`) or only check (`None`) a batch of holds.
     /// Returns, per hold, what the server found.
     pub(crate) async fn renew(
@@ -306,6 +312,9 @@ pub(crate) struct AcquireArgs<'a> {
     /// This acquisition's secret (native): stored with its queue entry, it
     /// authenticates the grant message sent to it.
     pub(crate) nonce: &'a str,
+    /// What the acquisition weighs: the permits a native semaphore's
+    /// acquisition asks for; 1 for everything else (and unused there).
+    pub(crate) weight: u32,
 }
 
 /// Which acquisition a release acts on (native; Redisson has no way to tell).
@@ -335,7 +344,8 @@ pub(crate) enum ProtocolLock {
     Native(NativeLock),
     /// One side of a Redisson read-write lock.
     RedissonRw(RedissonRwLock),
-    /// One side of a native (fair) read-write lock.
+    /// One side of a native (fair) read-write lock, or a native (fair)
+    /// semaphore: the objects of the weighted engine.
     NativeRw(NativeRwLock),
 }
 
@@ -364,6 +374,9 @@ impl ProtocolLock {
     pub(crate) fn kind(&self) -> LockKind {
         match self {
             ProtocolLock::RedissonRw(lock) if lock.mode == RwMode::Read => LockKind::Read,
+            // A semaphore's permits are not a lock's kind: handed out in
+            // order, they are counted as a fair lock's holds.
+            ProtocolLock::NativeRw(lock) if lock.is_semaphore() => LockKind::Fair,
             ProtocolLock::NativeRw(lock) if lock.mode == RwMode::Read => LockKind::Read,
             ProtocolLock::RedissonRw(_) | ProtocolLock::NativeRw(_) => LockKind::Write,
             _ if self.fair() => LockKind::Fair,

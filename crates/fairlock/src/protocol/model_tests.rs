@@ -151,6 +151,7 @@ async fn step(lock: &ProtocolLock, conn: &Connection, model: &Model, op: Op, non
                 queue: matches!(op, Op::Queue(_)),
                 base,
                 nonce,
+                weight: 1,
             };
             let reply = lock.acquire(conn, &args).await.expect("acquire");
             assert!(!matches!(reply, Acquire::Busy) || !args.queue, "{reply:?}");

@@ -1,15 +1,17 @@
-//! The `native` protocol's read-write lock: fair (FIFO across readers and
-//! writers), with a fencing token per acquisition, direct handoff to the
-//! next reader group or writer, and every key expiring on its own (see
-//! `docs/read-write-lock.md` and the scripts' prelude,
-//! `native/rw_prelude.lua`).
+//! The `native` protocol's weighted engine: its read-write lock, fair
+//! (FIFO across readers and writers), and its semaphore, fair (FIFO across
+//! requests of any size); both with a fencing token per acquisition, direct
+//! handoff to the next waiters that fit, and every key expiring on its own
+//! (see `docs/read-write-lock.md`, `docs/semaphore.md` and the scripts'
+//! preludes, `native/weighted_prelude.lua`, `rw_prelude.lua` and
+//! `sem_prelude.lua`).
 //!
 //! Each holder has a key of its own shaped as the lock's hash (owner,
 //! count, token, claimed, nonce), whose TTL is its lease: the renewal, the
 //! claim of a grant, the replica acknowledgement of a hold and a release
 //! scoped to one acquisition work on it as on a lock. The holders set
-//! (`fairlock:{NAME}:rw:holders`) is the key both sides' holds are
-//! registered, renewed and revoked under.
+//! (`fairlock:{NAME}:rw:holders`, `fairlock:{NAME}:sem:holders`) is the key
+//! every hold of the object is registered, renewed and revoked under.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -25,17 +27,19 @@ use crate::name::NativeRwKeys;
 use crate::owner::Owner;
 use crate::transport::{Connection, HoldProof, Script};
 
-/// A read-write lock script: the common prelude, the native prelude, the
-/// read-write prelude, then the script itself.
-macro_rules! rw_script {
-    ($file:literal) => {
+/// A script of the weighted engine: the common prelude, the native
+/// prelude, the engine's, the object's (`$object`: the read-write lock's or
+/// the semaphore's), then the script itself.
+macro_rules! weighted_script {
+    ($object:literal, $name:literal, $file:literal) => {
         LazyLock::new(|| {
             Script::new(
-                concat!("native/", $file),
+                concat!("native/", $name),
                 concat!(
                     include_str!("../common.lua"),
                     include_str!("prelude.lua"),
-                    include_str!("rw_prelude.lua"),
+                    include_str!("weighted_prelude.lua"),
+                    include_str!($object),
                     include_str!($file)
                 ),
             )
@@ -43,19 +47,69 @@ macro_rules! rw_script {
     };
 }
 
+/// A read-write lock's script.
+macro_rules! rw_script {
+    ($file:literal) => {
+        weighted_script!("rw_prelude.lua", $file, $file)
+    };
+    ($name:literal, $file:literal) => {
+        weighted_script!("rw_prelude.lua", $name, $file)
+    };
+}
+
+/// A semaphore's script.
+macro_rules! sem_script {
+    ($file:literal) => {
+        weighted_script!("sem_prelude.lua", $file, $file)
+    };
+    ($name:literal, $file:literal) => {
+        weighted_script!("sem_prelude.lua", $name, $file)
+    };
+}
+
 static ACQUIRE: LazyLock<Script> = rw_script!("rw_acquire.lua");
-static RELEASE: LazyLock<Script> = rw_script!("rw_release.lua");
-static GIVE_UP: LazyLock<Script> = rw_script!("rw_give_up.lua");
+static RELEASE: LazyLock<Script> = rw_script!("rw_release.lua", "weighted_release.lua");
+static GIVE_UP: LazyLock<Script> = rw_script!("rw_give_up.lua", "weighted_give_up.lua");
 static FORCE_RELEASE: LazyLock<Script> = rw_script!("rw_force_release.lua");
 static INSPECT: LazyLock<Script> = rw_script!("rw_inspect.lua");
+static SEM_ACQUIRE: LazyLock<Script> = sem_script!("sem_acquire.lua");
+static SEM_RELEASE: LazyLock<Script> = sem_script!("sem_release.lua", "weighted_release.lua");
+static SEM_GIVE_UP: LazyLock<Script> = sem_script!("sem_give_up.lua", "weighted_give_up.lua");
+static SEM_FORCE_RELEASE: LazyLock<Script> = sem_script!("sem_force_release.lua");
+static SEM_INSPECT: LazyLock<Script> = sem_script!("sem_inspect.lua");
+static SEM_SET_PERMITS: LazyLock<Script> = sem_script!("sem_set_permits.lua");
 
-/// One side of a read-write lock under the native protocol.
+/// A native semaphore's state at one instant (`sem_inspect.lua`).
+#[derive(Debug, Clone)]
+pub(crate) struct SemState {
+    /// The permits in all (the stored capacity, or the one this handle
+    /// would set).
+    pub(crate) capacity: u64,
+    /// Each live hold: id, weight, token, ms left of its lease.
+    pub(crate) holds: Vec<(String, u32, u64, i64)>,
+    /// The line, first first.
+    pub(crate) queue: Vec<super::super::QueuedWaiter>,
+}
+
+impl SemState {
+    /// The permits the live holds take.
+    pub(crate) fn used(&self) -> u64 {
+        self.holds.iter().map(|hold| u64::from(hold.1)).sum()
+    }
+}
+
+/// One side of a read-write lock, or a semaphore, under the native
+/// protocol: an object of the weighted engine.
 #[derive(Debug, Clone)]
 pub(crate) struct NativeRwLock {
     pub(crate) name: String,
     /// Always fair.
     pub(crate) fair: bool,
+    /// The side, for a read-write lock (a semaphore's is `Write`, unused).
     pub(crate) mode: RwMode,
+    /// A semaphore: the capacity it gets when it has none yet. `None` for
+    /// a read-write lock.
+    permits: Option<u32>,
     keys: NativeRwKeys,
     waiter_ttl: Duration,
     /// As the scripts take them: written once, not on every call.
@@ -71,6 +125,7 @@ impl NativeRwLock {
             name: name.to_owned(),
             fair: true,
             mode,
+            permits: None,
             keys: NativeRwKeys::new(name),
             waiter_ttl: settings.waiter_ttl,
             waiter_ttl_ms: (*ms(settings.waiter_ttl)).into(),
@@ -80,14 +135,32 @@ impl NativeRwLock {
         }
     }
 
-    /// The holders set: every hold of the lock, both sides, is registered
-    /// under it.
+    /// The semaphore `name` under the native protocol, with `permits` in
+    /// all when it has no capacity yet.
+    pub(crate) fn semaphore(name: &str, permits: u32, settings: &ProtocolSettings) -> Self {
+        Self {
+            permits: Some(permits),
+            keys: NativeRwKeys::semaphore(name),
+            ..Self::new(name, RwMode::Write, settings)
+        }
+    }
+
+    /// Whether this is a semaphore (not a read-write lock's side).
+    pub(crate) fn is_semaphore(&self) -> bool {
+        self.permits.is_some()
+    }
+
+    /// The holders set: every hold of the object, both sides of a
+    /// read-write lock, is registered under it.
     pub(crate) fn lock_key(&self) -> &str {
         self.keys.holders()
     }
 
     /// The id under which this side stores `owner`'s holds.
     pub(crate) fn hold_owner(&self, owner: Owner) -> Owner {
+        if self.is_semaphore() {
+            return owner;
+        }
         self.mode.hold_owner(owner)
     }
 
@@ -150,6 +223,9 @@ impl NativeRwLock {
         conn: &Connection,
         args: &AcquireArgs<'_>,
     ) -> Result<Acquire> {
+        if let Some(permits) = self.permits {
+            return self.acquire_permits(conn, args, permits).await;
+        }
         let (lease, base) = (ms(args.lease), Decimal::new(args.base.into()));
         let argv: [&str; 8] = [
             args.owner,
@@ -181,6 +257,54 @@ impl NativeRwLock {
         super::decode_acquire(true, self.waiter_ttl, &reply)
     }
 
+    /// A semaphore's attempt: the lock's replies, and
+    /// [`Error::InvalidConfig`] for more permits than the semaphore has.
+    async fn acquire_permits(
+        &self,
+        conn: &Connection,
+        args: &AcquireArgs<'_>,
+        permits: u32,
+    ) -> Result<Acquire> {
+        let (lease, base) = (ms(args.lease), Decimal::new(args.base.into()));
+        let (weight, permits) = (
+            Decimal::new(args.weight.into()),
+            Decimal::new(permits.into()),
+        );
+        let argv: [&str; 10] = [
+            args.owner,
+            &lease,
+            &self.waiter_ttl_ms,
+            &self.keys.channel,
+            if args.queue { "queue" } else { "once" },
+            &base,
+            args.nonce,
+            &self.label,
+            &weight,
+            &permits,
+        ];
+        let [k1, k2, k3, k4, k5] = self.keys();
+        let all = [k1, k2, k3, k4, k5, &self.keys.labels];
+        let reply: Vec<i64> = self
+            .labels
+            .call(|with| {
+                let keys = if with { &all[..] } else { &all[..5] };
+                conn.script(&SEM_ACQUIRE, &self.name, keys, &argv)
+            })
+            .await?;
+        if let [6, capacity] = reply[..] {
+            return Err(Error::InvalidConfig(format!(
+                "semaphore {:?}: {} permits asked for, above its total of {capacity}",
+                self.name, args.weight
+            )));
+        }
+        super::decode_acquire(true, self.waiter_ttl, &reply)
+    }
+
+    /// The script of this object: the read-write lock's or the semaphore's.
+    fn script<'a>(&self, rw: &'a Script, sem: &'a Script) -> &'a Script {
+        if self.is_semaphore() { sem } else { rw }
+    }
+
     pub(crate) async fn give_up(
         &self,
         conn: &Connection,
@@ -189,9 +313,8 @@ impl NativeRwLock {
         nonce: &str,
     ) -> Result<bool> {
         let args: [&str; 4] = [id, &self.waiter_ttl_ms, &self.keys.channel, nonce];
-        let reply: i64 = conn
-            .script(&GIVE_UP, &self.name, &self.keys(), &args)
-            .await?;
+        let script = self.script(&GIVE_UP, &SEM_GIVE_UP);
+        let reply: i64 = conn.script(script, &self.name, &self.keys(), &args).await?;
         Ok(reply > 0)
     }
 
@@ -215,12 +338,21 @@ impl NativeRwLock {
             token.as_deref().unwrap_or_default(),
             scope.nonce.unwrap_or_default(),
         ];
-        let reply: i64 = conn.script(&RELEASE, &self.name, &keys, &args).await?;
-        Release::decode("native read-write release", reply)
+        let script = self.script(&RELEASE, &SEM_RELEASE);
+        let reply: i64 = conn.script(script, &self.name, &keys, &args).await?;
+        Release::decode("native weighted release", reply)
     }
 
-    /// Release every hold of this side. `true` when one was released.
+    /// Release every hold of this side (of a semaphore: every hold).
+    /// `true` when one was released.
     pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
+        if self.is_semaphore() {
+            let args: [&str; 3] = [&self.waiter_ttl_ms, &self.keys.channel, REVOKED_PREFIX];
+            let reply: i64 = conn
+                .script(&SEM_FORCE_RELEASE, &self.name, &self.keys(), &args)
+                .await?;
+            return Ok(reply > 0);
+        }
         let args: [&str; 4] = [
             &self.waiter_ttl_ms,
             &self.keys.channel,
@@ -240,9 +372,81 @@ impl NativeRwLock {
         super::super::decode_position("native position", &reply)
     }
 
+    /// A semaphore's holds, capacity and line at one instant.
+    pub(crate) async fn sem_state(&self, conn: &Connection) -> Result<SemState> {
+        type Reply = (Vec<String>, Vec<String>, Vec<String>, i64, Vec<String>, i64);
+        let [k1, k2, k3, k4, k5] = self.keys();
+        let all = [k1, k2, k3, k4, k5, &self.keys.labels];
+        let permits = Decimal::new(self.permits.unwrap_or(0).into());
+        let args: [&str; 1] = [&permits];
+        let (held, queue, alive, now, labels, capacity): Reply = self
+            .labels
+            .call(|with| {
+                let keys = &all[..if with { 6 } else { 5 }];
+                conn.script(&SEM_INSPECT, &self.name, keys, &args)
+            })
+            .await?;
+        let labels = super::super::Labels::from_fields(&labels);
+        let bad = || unexpected("native semaphore inspect", &held);
+        let mut holds = Vec::new();
+        for entry in held.chunks(4) {
+            let [id, weight, token, pttl] = entry else {
+                return Err(bad());
+            };
+            holds.push((
+                id.clone(),
+                weight.parse().map_err(|_| bad())?,
+                token.parse().map_err(|_| bad())?,
+                pttl.parse().map_err(|_| bad())?,
+            ));
+        }
+        Ok(SemState {
+            capacity: u64::try_from(capacity).map_err(|_| bad())?,
+            holds,
+            queue: super::super::waiters(queue, &alive, now, &labels),
+        })
+    }
+
+    /// Make a semaphore's capacity `permits`; the capacity before (`None`
+    /// when it had none stored).
+    pub(crate) async fn set_permits(&self, conn: &Connection, permits: u32) -> Result<Option<u64>> {
+        let permits = Decimal::new(permits.into());
+        let args: [&str; 3] = [&permits, &self.waiter_ttl_ms, &self.keys.channel];
+        let reply: Vec<i64> = conn
+            .script(&SEM_SET_PERMITS, &self.name, &self.keys(), &args)
+            .await?;
+        match reply[..] {
+            [before, _] => Ok(u64::try_from(before).ok()),
+            _ => Err(unexpected("native semaphore set permits", &reply)),
+        }
+    }
+
     /// Both sides and the line at one instant. The lease shown is the
     /// longest a holder has left, the token the newest holder's.
     pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {
+        if self.is_semaphore() {
+            let state = self.sem_state(conn).await?;
+            let longest = state.holds.iter().map(|hold| hold.3).max().unwrap_or(-2);
+            let newest = state.holds.iter().map(|hold| hold.2).max();
+            let holders = state
+                .holds
+                .into_iter()
+                .map(|(id, weight, _, _)| Holder {
+                    label: None,
+                    owner: id,
+                    count: weight,
+                    mode: HoldMode::Exclusive,
+                })
+                .collect();
+            return Ok(LockInfo::from_parts(
+                &self.name,
+                Protocol::Native,
+                holders,
+                longest,
+                newest,
+                state.queue,
+            ));
+        }
         type Reply = (Vec<String>, Vec<String>, Vec<String>, i64, Vec<String>);
         let [k1, k2, k3, k4, k5] = self.keys();
         let all = [k1, k2, k3, k4, k5, &self.keys.labels];
@@ -287,6 +491,9 @@ impl NativeRwLock {
     /// Whether this side holds the lock: a writer, or any reader.
     pub(crate) async fn is_locked(&self, conn: &Connection) -> Result<bool> {
         let info = self.inspect(conn).await?;
+        if self.is_semaphore() {
+            return Ok(info.is_locked());
+        }
         let side = match self.mode {
             RwMode::Read => HoldMode::Read,
             RwMode::Write => HoldMode::Write,

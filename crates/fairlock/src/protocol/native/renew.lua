@@ -13,10 +13,12 @@ local n = (#ARGV - 2) / 2
 for i = 1, n do
   local key = KEYS[i]
   local owner, token = ARGV[2 * i + 1], ARGV[2 * i + 2]
-  -- A read-write lock's hold (rw_prelude.lua): named by the holders set,
-  -- kept in its own key, which the set must outlive.
+  -- A hold of the weighted engine (a read-write lock's or a semaphore's,
+  -- weighted_prelude.lua): named by the holders set, kept in its own key,
+  -- which the set and the meta hash (a semaphore's capacity and weights)
+  -- must outlive.
   local holders
-  if string.sub(key, -11) == ':rw:holders' then
+  if string.sub(key, -11) == ':rw:holders' or string.sub(key, -12) == ':sem:holders' then
     holders = key
     key = string.sub(key, 1, -8) .. 'hold:' .. owner
   end
@@ -36,6 +38,7 @@ for i = 1, n do
       redis.call('pexpire', key, lease, 'gt')
       if holders then
         redis.call('pexpire', holders, lease, 'gt')
+        redis.call('pexpire', string.sub(holders, 1, -8) .. 'meta', tonumber(lease) + 20000, 'gt')
       end
       write_label(KEYS[n + i], owner, label, lease)
     end

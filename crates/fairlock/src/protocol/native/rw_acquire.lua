@@ -1,6 +1,6 @@
 -- Native read-write lock: acquire a side, re-enter it, claim a grant, or
 -- wait in line (and keep the place alive, as the lock's waiters do).
--- KEYS[1..5] see rw_prelude.lua, KEYS[6] (optional) the labels
+-- KEYS[1..5] see weighted_prelude.lua, KEYS[6] (optional) the labels
 -- ARGV[1] holder id (OWNER for the read side, OWNER:write for the write
 -- side), ARGV[2] lease ms, ARGV[3] waiter ttl ms, ARGV[4] channel prefix,
 -- ARGV[5] 'queue' (wait in line) or 'once', ARGV[6] the id's hold count

@@ -1,7 +1,7 @@
--- Native read-write lock: release one hold of a side; the last one of a
--- holder admits the line's head while it fits (grant messages, as the
--- lock's handoff).
--- KEYS[1..5] see rw_prelude.lua, KEYS[6] result cache of this request
+-- Native weighted engine (a read-write lock's side, a semaphore's permits):
+-- release one hold; the last one of a holder admits the line's head while
+-- it fits (grant messages, as the lock's handoff).
+-- KEYS[1..5] see weighted_prelude.lua, KEYS[6] result cache of this request
 -- ARGV[1] holder id, ARGV[2] waiter ttl ms (for a waiter without a
 -- record), ARGV[3] channel prefix, ARGV[4] cache ttl ms, ARGV[5] the token
 -- of the hold being released ('' for any), ARGV[6] the secret of the
@@ -29,7 +29,7 @@ end
 if (ARGV[5] ~= '' and mine.token ~= ARGV[5]) or (ARGV[6] ~= '' and mine.nonce ~= ARGV[6]) then
   return -2
 end
-local err = rw_check_types() or read_meta()
+local err = weighted_check_types() or read_meta() or kind.check()
 if err then
   return err
 end

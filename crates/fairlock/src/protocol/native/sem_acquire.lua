@@ -1,0 +1,91 @@
+-- Native semaphore: take `weight` permits at once, claim a grant made
+-- while waiting, or wait in line (and keep the place alive, as the lock's
+-- waiters do).
+-- KEYS[1..5] see weighted_prelude.lua, KEYS[6] (optional) the labels
+-- ARGV[1] holder id (a fresh owner per acquisition), ARGV[2] lease ms,
+-- ARGV[3] waiter ttl ms, ARGV[4] channel prefix, ARGV[5] 'queue' (wait in
+-- line) or 'once', ARGV[6] unused (the hold count before: always 0),
+-- ARGV[7] the acquisition's secret, ARGV[8] this client's label, ARGV[9]
+-- the weight (permits asked for, >= 1), ARGV[10] the capacity of a
+-- semaphore that has none yet
+-- Returns {1, token} acquired (or claimed a grant made while it waited),
+-- {3, ms until the soonest holder's lease may end (-1: none), position,
+-- server ms} waiting, {4} busy (mode 'once'), {6, capacity} refused: more
+-- permits asked for than the semaphore has (it leaves the line).
+--
+-- Fair: a request is granted at once only when it fits and nobody live
+-- waits; a head that does not fit is not passed (permits may idle).
+-- Cost: O(log N) in the waiters and holders, plus the grants an expired
+-- holder's reclaim makes (each once) and dead waiters dropped (each once).
+local id, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local queue, nonce, weight = ARGV[5] == 'queue', ARGV[7], counter(ARGV[9])
+if not weight or weight < 1 then
+  return redis.error_reply('ERR fairlock: the weight must be a decimal integer >= 1')
+end
+-- Reads first: bad data is refused before anything is written.
+local err = weighted_check_types() or read_meta() or sem_read(counter(ARGV[10]))
+if err then
+  return err
+end
+local held, bad = hold_of(id)
+if bad then
+  return bad
+end
+if not held.owner and kind.never_fits(weight) then
+  -- Nothing is written (but its place in line, if the total was lowered
+  -- beneath its request while it waited).
+  leave_queue(id)
+  return {6, sem.capacity}
+end
+
+local now, now_us = server_now()
+if not sem.stored or sem.stale then
+  sem_write()
+  keep(KEYS[4], waiter_ttl + META_GRACE_MS)
+end
+purge_dead(now)
+-- Holders whose lease ended make room: the line's head goes first (it may
+-- be this very waiter, whose grant is then claimed below).
+reclaim(now)
+admit(prefix, waiter_ttl, now, now_us)
+
+local mine = hold_of(id)
+if mine.owner then
+  -- This acquisition's own hold (a grant made to it, or an attempt whose
+  -- reply was lost): claimed, never counted again.
+  leave_queue(id)
+  redis.call('hset', hold_key(id), 'claimed', 1)
+  -- GT: never shortens what the hold was given.
+  redis.call('pexpire', hold_key(id), lease, 'gt')
+  redis.call('zadd', KEYS[1], 'gt', now + lease, id)
+  keep(KEYS[1], lease)
+  keep(KEYS[4], lease + META_GRACE_MS)
+  write_label(KEYS[6], id, ARGV[8], lease)
+  return {1, counter(mine.token)}
+end
+
+if kind.fits(id, weight) and not first_live(now) then
+  leave_queue(id)
+  write_label(KEYS[6], id, ARGV[8], lease)
+  return {1, grant(id, lease, now, now_us, 1, nonce, weight)}
+end
+
+if not queue then
+  return {4}
+end
+if not redis.call('zscore', KEYS[2], id) then
+  redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), id)
+  redis.call('hset', KEYS[5], id,
+    decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. nonce .. ':w' .. decimal(weight))
+  keep(KEYS[5], waiter_ttl)
+end
+redis.call('zadd', KEYS[3], now + waiter_ttl, id)
+keep_line(waiter_ttl)
+keep(KEYS[4], waiter_ttl + META_GRACE_MS)
+write_label(KEYS[6], id, ARGV[8], waiter_ttl)
+local soonest = redis.call('zrange', KEYS[1], 0, 0, 'withscores')[2]
+local wait = -1
+if soonest then
+  wait = math.max(0, tonumber(soonest) - now)
+end
+return {3, wait, redis.call('zrank', KEYS[2], id) + 1, now}

@@ -1,0 +1,102 @@
+-- fairlock native semaphore prelude, after the weighted engine's
+-- (weighted_prelude.lua): a request of n permits weighs n and fits while
+-- the holders' weights and it stay within the capacity.
+--
+-- The keys are 'fairlock:{NAME}:sem:...' (see weighted_prelude.lua). A
+-- holder id is a fresh owner id per acquisition ('CLIENT:N'): one hold per
+-- acquisition, count 1, never re-entered; its hold key records its
+-- 'weight', and its queue record ends in ':wWEIGHT'.
+-- Meta (KEYS[4]) keeps, beside the counters, 'capacity' (the permits in
+-- all), 'used' (the sum of the holders' weights) and 'w:ID' per holder
+-- (its weight, given back when it is reclaimed: its key is gone then). The
+-- holders set may expire with the last hold keys while meta lives on (a
+-- waiter keeps it): an absent set means nothing is held (sem_read).
+-- Grants, claims and renewals keep meta at least as long as every hold
+-- key, plus META_GRACE_MS: a semaphore nobody holds or waits for forgets
+-- its capacity after that grace, and the next call's `permits` sets it.
+--
+-- Invariant 2 of the engine, for this object: used <= capacity, but for a
+-- capacity lowered beneath what is held (then nothing is admitted until
+-- enough comes back).
+
+-- The state every decision reads: capacity (nil: unknown, nothing is
+-- admitted), used, and whether meta stores them.
+local sem = {used = 0}
+
+-- Read the capacity and `used`, before any write: NOTALOCK when they are
+-- not counters. `permits`: the capacity of a semaphore without one (nil
+-- when the script does not know it). A meta without `used` while holds
+-- live (it was removed by hand) counts their weights from their keys.
+local function sem_read(permits)
+  local values = redis.call('hmget', KEYS[4], 'capacity', 'used')
+  local capacity, used = counter(values[1]), counter(values[2])
+  if (values[1] and not capacity) or (values[2] and not used) then
+    return not_a_lock(4, 'meta fields capacity and used must be decimal integers below 2^53')
+  end
+  sem.stored = capacity ~= nil
+  sem.capacity = capacity or permits
+  if not used then
+    used = 0
+    sem.weights = {}
+    for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
+      local hold, bad = hold_of(id)
+      if bad then
+        return bad
+      end
+      if hold.owner then
+        used = used + hold.weight
+        sem.weights[id] = hold.weight
+      end
+    end
+  end
+  if used > 0 and redis.call('exists', KEYS[1]) == 0 then
+    -- The holders set expired with the last hold keys (it outlives each
+    -- of them, invariant 1, and never loses an entry but in a script that
+    -- gives its weight back): nothing is held, whatever meta still says.
+    used = 0
+    sem.stale = true
+  end
+  sem.used = used
+  return false
+end
+
+-- Store the capacity (when known) and `used` in meta (and drop the
+-- weights of holders that expired unseen, see sem_read).
+local function sem_write()
+  if sem.stale then
+    local fields = redis.call('hgetall', KEYS[4])
+    for i = 1, #fields, 2 do
+      if string.sub(fields[i], 1, 2) == 'w:' then
+        redis.call('hdel', KEYS[4], fields[i])
+      end
+    end
+    sem.stale = false
+  end
+  if sem.capacity then
+    redis.call('hset', KEYS[4], 'capacity', decimal(sem.capacity), 'used', decimal(sem.used))
+    sem.stored = true
+  end
+end
+
+kind.weighted = true
+kind.check = function()
+  return sem_read(nil)
+end
+kind.fits = function(_, weight)
+  return sem.capacity ~= nil and sem.used + weight <= sem.capacity
+end
+kind.never_fits = function(weight)
+  return sem.capacity ~= nil and weight > sem.capacity
+end
+kind.added = function(id, weight)
+  sem.used = sem.used + weight
+  redis.call('hset', KEYS[4], 'w:' .. id, weight)
+  sem_write()
+end
+kind.removed = function(id)
+  local field = 'w:' .. id
+  local weight = counter(redis.call('hget', KEYS[4], field)) or (sem.weights and sem.weights[id]) or 0
+  redis.call('hdel', KEYS[4], field)
+  sem.used = math.max(0, sem.used - weight)
+  sem_write()
+end

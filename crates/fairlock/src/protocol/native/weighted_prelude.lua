@@ -1,0 +1,233 @@
+-- fairlock native weighted engine prelude: a fair line of weighted requests
+-- in front of a capacity. Prepended after common.lua and the native prelude
+-- (whose queue helpers it reuses: the line is the lock's, only what is
+-- granted differs), and followed by the object's own prelude, which says
+-- what fits (rw_prelude.lua: the read-write lock; sem_prelude.lua: the
+-- semaphore).
+--
+-- Keys of object NAME, all 'fairlock:{NAME}:KIND:...' (KIND 'rw' or 'sem';
+-- one slot):
+--   KEYS[1] holders: sorted set, holder id -> the server ms at which its
+--           lease was last known to end. A renewal extends the hold's own
+--           key and not this score, so the score is a lower bound: an entry
+--           whose score passed is checked against its key (reclaim).
+--   KEYS[2] queue, KEYS[3] liveness, KEYS[4] meta, KEYS[5] waiter records:
+--           as the lock's (see the native prelude); the object's prelude
+--           may keep more in meta (the semaphore: its capacity and weights)
+--   'fairlock:{NAME}:KIND:hold:ID' one hash per holder with the lock hash's
+--           fields (owner = ID, count, token, claimed, nonce, partial; a
+--           semaphore's hold also its weight); its TTL is the holder's
+--           lease. Built here from KEYS[1], in its slot.
+--
+-- Invariants kept by every script:
+--   1. Every hold key has its id in the holders set, and the set's TTL is
+--      at least every hold key's (grants, claims, re-entries and renewals
+--      extend both). An id leaves the set only with its key.
+--   2. What is held fits: the object's own rule (kind.fits) held for every
+--      grant when it was made.
+--   3. After every script, the first live waiter does not fit (or nobody
+--      waits): admit() grants the line's head while it fits.
+
+-- At most this many holders whose score passed are checked per call
+-- (bounded work; each dead holder is dropped once, a live one rescored
+-- once per lease).
+local RECLAIM_LIMIT = 64
+
+-- What the object's prelude fills in (it comes after this one; these are
+-- called, never read, before it ran):
+--   kind.fits(id, weight)   whether a request of `id` weighing `weight`
+--                           fits beside the holders now
+--   kind.never_fits(weight) whether it can never fit (a semaphore's
+--                           request above its capacity)
+--   kind.added(id, weight)  a hold of `id` was just granted
+--   kind.removed(id)        the hold of `id` ended (released, reclaimed)
+--   kind.weighted           hold keys carry a 'weight' field
+local kind = {}
+
+-- The prefix of every hold key: 'fairlock:{NAME}:KIND:hold:'.
+local HOLD_PREFIX = string.sub(KEYS[1], 1, -8) .. 'hold:'
+
+local function hold_key(id)
+  return HOLD_PREFIX .. id
+end
+
+-- The hold of `id` as the lock hash's fields ({} when it holds nothing;
+-- a semaphore's also `weight`, a number), or nil and NOTALOCK when its key
+-- holds anything but this object's hold of `id` (a read: nothing has been
+-- written when it fails).
+local function hold_of(id)
+  local fields = redis.pcall('hgetall', hold_key(id))
+  if fields.err then
+    return nil, not_a_lock(1, 'the hold key of ' .. id .. ' is not a hash')
+  end
+  local weight
+  if kind.weighted then
+    local rest = {}
+    for i = 1, #fields, 2 do
+      if fields[i] == 'weight' then
+        weight = counter(fields[i + 1])
+        if not weight or weight < 1 then
+          return nil, not_a_lock(1, 'the hold key of ' .. id .. ' has a malformed weight')
+        end
+      else
+        rest[#rest + 1] = fields[i]
+        rest[#rest + 1] = fields[i + 1]
+      end
+    end
+    if #rest > 0 and not weight then
+      return nil, not_a_lock(1, 'the hold key of ' .. id .. ' has no weight')
+    end
+    fields = rest
+  end
+  local hold, bad = lock_of(fields)
+  if bad then
+    return nil, bad
+  end
+  if hold.owner and hold.owner ~= id then
+    return nil, not_a_lock(1, 'the hold key of ' .. id .. ' names another holder')
+  end
+  hold.weight = weight
+  return hold
+end
+
+-- Whether the holders set names `id`. A hold key whose id it does not name
+-- is no hold (invariant 1 broken under it: the set evicted under
+-- maxmemory, or deleted): others may have been admitted since, so it is
+-- neither re-entered nor claimed, and its holder's renewal finds it gone
+-- (renew.lua).
+local function registered(id)
+  return redis.call('zscore', KEYS[1], id) ~= false
+end
+
+local function weighted_check_types()
+  return wrong_type(KEYS[1], 'zset') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
+    or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
+end
+
+-- A queued waiter's record: the lock's 'LEASE:TTL:NONCE' (see waiter_record
+-- in the native prelude), with ':wWEIGHT' appended for a semaphore's
+-- request. Returns lease, ttl, nonce and the weight (nil when the record
+-- names none).
+local function waiter_of(id, default_ttl)
+  local record = redis.call('hget', KEYS[5], id) or ''
+  local head, weight = string.match(record, '^(.*):w(%d+)$')
+  if head then
+    record = head
+  end
+  local lease, ttl, nonce = string.match(record, '^(%d+):(%d+):(.*)$')
+  lease, ttl = counter(lease), counter(ttl)
+  if not lease or not ttl then
+    return counter(record) or default_ttl, default_ttl, '', counter(weight)
+  end
+  return lease, ttl, nonce, counter(weight)
+end
+
+-- Holders whose score passed: gone ones leave the set, live ones (renewed
+-- since) get the end of their key's TTL as their score.
+local function reclaim(now)
+  local due = redis.call('zrange', KEYS[1], '-inf', now, 'byscore', 'limit', 0, RECLAIM_LIMIT)
+  for _, id in ipairs(due) do
+    local left = redis.call('pttl', hold_key(id))
+    if left == -2 then
+      redis.call('zrem', KEYS[1], id)
+      kind.removed(id)
+    elseif left == -1 then
+      -- No TTL: not a key these scripts wrote. It counts as a holder (the
+      -- safe side) and is looked at again in a minute.
+      redis.call('zadd', KEYS[1], now + 60000, id)
+    else
+      redis.call('zadd', KEYS[1], now + left, id)
+    end
+  end
+end
+
+-- Make `id` a holder of `weight` under a new fencing token for
+-- `expire_ms`. `claimed`: 1 when the caller takes it, 0 for a grant its
+-- waiter has not acted on; `nonce`: the acquisition's secret.
+local function grant(id, expire_ms, now, now_us, claimed, nonce, weight)
+  local token = next_counter('token', now_us)
+  local key = hold_key(id)
+  redis.call('hset', key, 'owner', id, 'count', 1, 'token', decimal(token), 'claimed', claimed,
+    'nonce', nonce)
+  if kind.weighted then
+    redis.call('hset', key, 'weight', weight)
+  end
+  redis.call('pexpire', key, expire_ms)
+  redis.call('zadd', KEYS[1], now + expire_ms, id)
+  keep(KEYS[1], expire_ms)
+  keep(KEYS[4], expire_ms + META_GRACE_MS)
+  kind.added(id, weight)
+  return token
+end
+
+-- Grant the first live waiters while each fits, in line order (readers
+-- queued together behind a writer go together, a semaphore's requests
+-- while their permits are free), and nobody passes a head that does not
+-- fit. Each is told on its channel with a grant message signed with its
+-- secret (see hand_off in the native prelude) and holds for min(its lease,
+-- its waiter ttl) until it claims. A waiter whose hold key holds something
+-- else is dropped from the line ungranted (its next attempt gets
+-- NOTALOCK); one that can never fit is dropped and told 'refused' (its
+-- next attempt gets the error). Returns how many were granted.
+local function admit(channel_prefix, default_ttl, now, now_us)
+  local granted = 0
+  while true do
+    local head = first_live(now)
+    if not head then
+      break
+    end
+    local lease, ttl, nonce, weight = waiter_of(head, default_ttl)
+    weight = weight or 1
+    if kind.never_fits(weight) then
+      leave_queue(head)
+      redis.call('publish', channel_prefix .. ':' .. head, 'refused')
+    elseif not kind.fits(head, weight) then
+      break
+    else
+      leave_queue(head)
+      if redis.call('exists', hold_key(head)) == 0 then
+        local expire = math.max(1, math.min(lease, ttl))
+        local token = grant(head, expire, now, now_us, 0, nonce, weight)
+        local message = 'grant:' .. decimal(token) .. ':' .. decimal(now) .. ':' .. decimal(expire)
+        redis.call('publish', channel_prefix .. ':' .. head,
+          message .. ':' .. redis.sha1hex(nonce .. ':' .. message))
+        granted = granted + 1
+      end
+    end
+  end
+  return granted
+end
+
+-- After a hold ended: drop the dead, admit who fits, and when nobody holds
+-- or waits let the keys go (meta after its grace).
+local function after_release(channel_prefix, default_ttl)
+  local now, now_us = server_now()
+  purge_dead(now)
+  reclaim(now)
+  admit(channel_prefix, default_ttl, now, now_us)
+  if redis.call('zcard', KEYS[1]) == 0 then
+    redis.call('del', KEYS[1])
+    if not anybody_waits() then
+      redis.call('pexpire', KEYS[4], META_GRACE_MS)
+    end
+  end
+end
+
+-- Remove `id`'s hold (its key and its entry).
+local function drop_hold(id)
+  redis.call('del', hold_key(id))
+  if redis.call('zrem', KEYS[1], id) == 1 then
+    kind.removed(id)
+  end
+end
+
+-- Tell the client of holder `id` that its hold was taken away (see revoke
+-- in the native prelude): the message names KEYS[1], the key every hold of
+-- the object is registered under.
+local function revoke_holder(revoked_prefix, id)
+  local owner = string.gsub(id, ':write$', '')
+  local client = string.match(owner, '^(.*):[^:]*$')
+  if client then
+    redis.call('publish', revoked_prefix .. client, KEYS[1])
+  end
+end

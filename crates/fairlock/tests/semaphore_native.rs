@@ -1,0 +1,462 @@
+//! The native protocol's semaphore: never more permits out than its total,
+//! first come first served (a large request at the head is not overtaken),
+//! direct handoff to the waiters that fit, a fencing token per acquisition,
+//! a dead holder's permits back after its lease and a live one's kept,
+//! cancellation without ghosts, the total changed while in use, bad input
+//! and bad data refused, and every key expiring on its own.
+//!
+//! Waiters here try again only every 20 s (a third of a 60 s waiter ttl)
+//! unless a test says otherwise: a waiter that gets in within a few seconds
+//! was admitted by a release (or a raise of the total), and told by its
+//! grant message.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use fairlock::{Error, LockClient, PermitLease, Permits, Protocol, Semaphore};
+use fairlock_test_support as support;
+use support::{RedisServer, eventually};
+use tokio::task::JoinHandle;
+
+/// A client whose waiters retry only every 20 s without a message.
+async fn client(server: &RedisServer) -> LockClient {
+    support::client_with(server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(60))
+    })
+    .await
+}
+
+type Waiting = JoinHandle<fairlock::Result<Permits>>;
+
+/// An acquisition of `n` permits in a task.
+fn ask(sem: &Semaphore, n: u32) -> Waiting {
+    let sem = sem.clone();
+    tokio::spawn(async move { sem.acquire(n).await })
+}
+
+/// The line of `name` has `len` waiters.
+async fn queued(server: &RedisServer, name: &str, len: usize, what: &str) {
+    let key = format!("fairlock:{{{name}}}:sem:queue");
+    eventually(Duration::from_secs(5), what, || {
+        server.cmd::<usize>(&["ZCARD", &key]) == len
+    })
+    .await;
+}
+
+/// The permits `task` gets within 5 s.
+async fn granted(task: Waiting, what: &str) -> Permits {
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap_or_else(|_| panic!("not granted within 5 s: {what}"))
+        .unwrap()
+        .unwrap()
+}
+
+/// Every key of the semaphore `name` that exists.
+fn keys_of(server: &RedisServer, name: &str) -> Vec<String> {
+    let mut keys: Vec<String> = server.cmd(&["KEYS", &format!("fairlock:{{{name}}}:*")]);
+    keys.sort();
+    keys
+}
+
+/// Nothing held, nobody in line, and every key left (the counters and the
+/// total, the release results kept for retries, the labels) expiring on
+/// its own.
+fn left_clean(server: &RedisServer, name: &str) {
+    let keys = keys_of(server, name);
+    for key in &keys {
+        assert!(
+            key.ends_with(":sem:meta") || key.contains(":sem:release:") || key.ends_with(":labels"),
+            "{key} is left: {keys:?}"
+        );
+        let ttl: i64 = server.cmd(&["PTTL", key]);
+        assert!(ttl > 0, "{key} has no TTL");
+    }
+}
+
+/// Many tasks taking 1 or 2 permits of 3, over and over: never more than 3
+/// out at once, and every acquisition's token above the ones before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_more_than_its_total_out() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let sem = client.semaphore("many", 3).unwrap();
+    let out = Arc::new(AtomicU32::new(0));
+    let most = Arc::new(AtomicU32::new(0));
+    let tasks: Vec<_> = (0..12_u32)
+        .map(|i| {
+            let (sem, out, most) = (sem.clone(), Arc::clone(&out), Arc::clone(&most));
+            tokio::spawn(async move {
+                let n = 1 + i % 2;
+                let mut last = None;
+                for _ in 0..4 {
+                    let permits = sem.acquire(n).await.unwrap();
+                    assert!(permits.token() > last, "tokens increase");
+                    last = permits.token();
+                    let now = out.fetch_add(n, Ordering::SeqCst) + n;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    out.fetch_sub(n, Ordering::SeqCst);
+                    permits.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("every task done")
+            .unwrap();
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!(most <= 3, "{most} permits out at once");
+    assert!(most >= 2, "the permits were shared ({most} at most)");
+    assert_eq!(sem.available().await.unwrap(), 3);
+    left_clean(&server, "many");
+}
+
+/// A request of 2 at the head of the line is not overtaken by a request of
+/// 1 behind it although 1 permit is free; one release then admits both, in
+/// line order (tokens in that order), and each is told by its grant message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_request_at_the_head_is_not_overtaken() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("fifo", 3).unwrap();
+    let first = sem.acquire(2).await.unwrap();
+    let big = ask(&sem, 2);
+    queued(&server, "fifo", 1, "the request of 2 queued").await;
+    assert_eq!(sem.available().await.unwrap(), 1);
+    assert!(
+        sem.try_acquire(1).await.unwrap().is_none(),
+        "a request of 1 does not pass the waiting request of 2"
+    );
+    let small = ask(&sem, 1);
+    queued(&server, "fifo", 2, "the request of 1 queued behind it").await;
+    // Another attempt runs the admission: it must not pass the head to
+    // grant the request of 1 behind it.
+    assert!(sem.try_acquire(1).await.unwrap().is_none());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!small.is_finished(), "the request of 1 waits its turn");
+    let info = sem.inspect().await.unwrap();
+    assert_eq!((info.total, info.available), (3, 1), "{info:?}");
+    assert_eq!(info.taken.len(), 1);
+    assert_eq!(info.taken[0].permits, 2);
+    assert_eq!(info.queue.len(), 2);
+
+    let first_token = first.token();
+    first.release().await.unwrap();
+    let big = granted(big, "the request of 2, first in line").await;
+    let small = granted(small, "the request of 1, by the same release").await;
+    assert!(big.token() > first_token);
+    assert!(small.token() > big.token(), "admitted in line order");
+    assert_eq!(sem.available().await.unwrap(), 0);
+    big.release().await.unwrap();
+    small.release().await.unwrap();
+    left_clean(&server, "fifo");
+}
+
+/// One release admits every waiter that now fits, together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_is_admitted_by_one_release() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("group", 4).unwrap();
+    let all = sem.acquire(4).await.unwrap();
+    let waiting: Vec<Waiting> = (0..3).map(|_| ask(&sem, 1)).collect();
+    queued(&server, "group", 3, "three requests of 1 queued").await;
+    all.release().await.unwrap();
+    let mut held = Vec::new();
+    for task in waiting {
+        held.push(granted(task, "the waiters, by the one release").await);
+    }
+    assert_eq!(sem.available().await.unwrap(), 1);
+    for permits in held {
+        permits.release().await.unwrap();
+    }
+    left_clean(&server, "group");
+}
+
+/// Permits taken with a short lease by a holder that died (its guard
+/// forgotten) come back when the lease ends: beside a live holder (its
+/// hold keeps the holders set, the dead one is reclaimed from it), and
+/// alone (the holders set expires with the dead hold).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_permits_come_back_after_its_lease() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let sem = client.semaphore("crash", 3).unwrap();
+    let lease = Duration::from_millis(800);
+    for beside in [true, false] {
+        let live = if beside {
+            Some(sem.acquire(1).await.unwrap())
+        } else {
+            None
+        };
+        // Before the acquisition: its lease starts when the server grants it.
+        let started = std::time::Instant::now();
+        let crashed = sem
+            .acquire_with(2, None, PermitLease::Fixed(lease))
+            .await
+            .unwrap()
+            .unwrap();
+        std::mem::forget(crashed);
+        let waiter = ask(&sem, 2);
+        let permits = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the dead holder's permits came back")
+            .unwrap()
+            .unwrap();
+        // The lease (0.8 s), then at most a retry interval (1 s) late.
+        assert!(started.elapsed() >= lease, "{:?}", started.elapsed());
+        permits.release().await.unwrap();
+        if let Some(live) = live {
+            assert!(live.is_held());
+            live.release().await.unwrap();
+        }
+        assert_eq!(sem.available().await.unwrap(), 3);
+    }
+    left_clean(&server, "crash");
+}
+
+/// The watchdog renews a live holder's permits past their lease: they never
+/// come back while it holds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_keeps_a_live_holders_permits() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(600);
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.lease(lease).waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let sem = client.semaphore("renewed", 2).unwrap();
+    let held = sem.acquire(2).await.unwrap();
+    tokio::time::sleep(lease * 4).await;
+    assert!(held.is_held());
+    assert!(sem.try_acquire(1).await.unwrap().is_none());
+    let waiter = ask(&sem, 1);
+    tokio::time::sleep(lease * 4).await;
+    assert!(!waiter.is_finished(), "a renewed holder keeps its permits");
+    assert!(held.is_held());
+    held.release().await.unwrap();
+    granted(waiter, "after the holder's release")
+        .await
+        .release()
+        .await
+        .unwrap();
+}
+
+/// A cancelled acquisition leaves no ghost in the line (the next waiter is
+/// admitted by the next release), and permits granted to an acquisition
+/// cancelled at the same time are passed on, never kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_leaves_no_ghost_and_a_racing_grant_is_passed_on() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("cancel", 1).unwrap();
+    let held = sem.acquire(1).await.unwrap();
+    let ghost = ask(&sem, 1);
+    queued(&server, "cancel", 1, "the first waiter queued").await;
+    let next = ask(&sem, 1);
+    queued(&server, "cancel", 2, "the second waiter queued").await;
+    ghost.abort();
+    let _ = ghost.await;
+    queued(&server, "cancel", 1, "the cancelled waiter left the line").await;
+    held.release().await.unwrap();
+    let next = granted(next, "the waiter behind the cancelled one").await;
+
+    // A grant racing a cancellation: the release grants the permit to the
+    // head, whose grant message is late (2 s, through a proxy), and which
+    // is cancelled meanwhile: its give-up passes the grant it never
+    // claimed on to the waiter behind it, at once.
+    let proxy = support::proxy::Proxy::start(server.port());
+    let config = fairlock::ClientConfig::from_url(&proxy.url())
+        .unwrap()
+        .protocol(Protocol::Native)
+        .waiter_ttl(Duration::from_secs(60));
+    let slow = LockClient::with_config(config).await.unwrap();
+    proxy.delay_pubsub(Duration::from_secs(2));
+    let racer = ask(&slow.semaphore("cancel", 1).unwrap(), 1);
+    queued(&server, "cancel", 1, "the racer queued").await;
+    let last = ask(&sem, 1);
+    queued(&server, "cancel", 2, "the last waiter queued").await;
+    next.release().await.unwrap();
+    racer.abort();
+    let _ = racer.await;
+    let last = tokio::time::timeout(Duration::from_millis(1500), last)
+        .await
+        .expect("the grant is passed on before the racer hears of it")
+        .unwrap()
+        .unwrap();
+    let info = sem.inspect().await.unwrap();
+    assert_eq!(info.taken.len(), 1, "{info:?}");
+    assert_eq!(info.taken[0].id, last.ids()[0]);
+    last.release().await.unwrap();
+    client.flush().await;
+    slow.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 1);
+    left_clean(&server, "cancel");
+}
+
+/// A raise of the total admits the waiters that now fit; a total beneath
+/// what is held admits nobody until enough comes back; a waiter asking for
+/// more than a lowered total leaves the line with `InvalidConfig`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_permits_up_and_down() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("resize", 1).unwrap();
+    let a = sem.acquire(1).await.unwrap();
+    let waiter = ask(&sem, 1);
+    queued(&server, "resize", 1, "a waiter queued").await;
+    sem.set_permits(2).await.unwrap();
+    let b = granted(waiter, "the raise admits it").await;
+    assert_eq!(sem.available().await.unwrap(), 0);
+
+    sem.set_permits(1).await.unwrap();
+    assert_eq!(sem.available().await.unwrap(), -1);
+    assert!(sem.try_acquire(1).await.unwrap().is_none());
+    a.release().await.unwrap();
+    assert_eq!(sem.available().await.unwrap(), 0);
+    assert!(sem.try_acquire(1).await.unwrap().is_none(), "1 of 1 held");
+    b.release().await.unwrap();
+    let c = sem.try_acquire(1).await.unwrap().expect("free again");
+    let err = sem.acquire(2).await.expect_err("above the total");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+
+    sem.set_permits(3).await.unwrap();
+    let big = ask(&sem, 3);
+    queued(&server, "resize", 1, "a request of 3 queued").await;
+    sem.set_permits(2).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), big)
+        .await
+        .expect("the request of 3 is refused at once")
+        .unwrap()
+        .expect_err("3 permits of 2");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    queued(&server, "resize", 0, "it left the line").await;
+    c.release().await.unwrap();
+    assert_eq!(sem.inspect().await.unwrap().total, 2);
+    left_clean(&server, "resize");
+}
+
+/// Bad input is `InvalidConfig`; other data under the semaphore's keys is
+/// refused, typed, and left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_and_bad_data_are_refused() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("bad", 3).unwrap();
+    for err in [
+        sem.acquire(0).await.expect_err("0 permits"),
+        sem.acquire(4).await.expect_err("above the total"),
+        sem.acquire_with(1, None, PermitLease::Unbounded)
+            .await
+            .expect_err("no lease"),
+    ] {
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    }
+    let err = client.counting_semaphore("bad", 3).expect_err("redisson's");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+
+    server.cmd::<()>(&["SET", "fairlock:{bad}:sem:holders", "app"]);
+    let err = sem.try_acquire(1).await.expect_err("a string");
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert_eq!(
+        server.cmd::<String>(&["GET", "fairlock:{bad}:sem:holders"]),
+        "app"
+    );
+    server.cmd::<()>(&["DEL", "fairlock:{bad}:sem:holders"]);
+
+    assert!(keys_of(&server, "bad").is_empty(), "nothing written");
+    server.cmd::<()>(&["HSET", "fairlock:{bad}:sem:meta", "capacity", "many"]);
+    let err = sem.try_acquire(1).await.expect_err("not a counter");
+    assert!(matches!(err, Error::NotALock { .. }), "{err:?}");
+    let err = sem.set_permits(5).await.expect_err("not a counter");
+    assert!(matches!(err, Error::NotALock { .. }), "{err:?}");
+    assert_eq!(
+        server.cmd::<Vec<String>>(&["HGETALL", "fairlock:{bad}:sem:meta"]),
+        vec!["capacity".to_owned(), "many".to_owned()]
+    );
+    server.cmd::<()>(&["DEL", "fairlock:{bad}:sem:meta"]);
+
+    // A hold key without a weight, registered as a holder.
+    server.cmd::<()>(&["ZADD", "fairlock:{bad}:sem:holders", "1", "x:1"]);
+    server.cmd::<()>(&[
+        "HSET",
+        "fairlock:{bad}:sem:hold:x:1",
+        "owner",
+        "x:1",
+        "count",
+        "1",
+        "token",
+        "7",
+    ]);
+    let err = sem.try_acquire(1).await.expect_err("a hold without weight");
+    assert!(matches!(err, Error::NotALock { .. }), "{err:?}");
+    assert_eq!(keys_of(&server, "bad").len(), 2, "nothing written");
+}
+
+/// The semaphore and the lock of one name are two objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_of_the_same_name_is_another_object() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.fair_lock("same").unwrap().lock().await.unwrap();
+    let sem = client.semaphore("same", 1).unwrap();
+    let permits = sem.try_acquire(1).await.unwrap().expect("apart");
+    permits.release().await.unwrap();
+    lock.unlock().await.unwrap();
+}
+
+/// The blocking API: acquire, try, tokens, release on drop.
+#[test]
+fn the_blocking_api_takes_and_gives_back() {
+    let server = RedisServer::start();
+    let config = fairlock::ClientConfig::from_url(&server.url())
+        .unwrap()
+        .protocol(Protocol::Native);
+    let client = fairlock::blocking::LockClient::with_config(config).unwrap();
+    let sem = client.semaphore("blocking", 3).unwrap();
+    let two = sem.acquire(2).unwrap();
+    assert!(two.token().is_some());
+    assert!(sem.try_acquire(2).unwrap().is_none());
+    let one = sem.try_acquire(1).unwrap().expect("1 left");
+    assert!(one.token() > two.token());
+    assert_eq!(sem.available().unwrap(), 0);
+    drop(one);
+    two.release().unwrap();
+    assert_eq!(sem.available().unwrap(), 3);
+}
+
+/// After use (holds, a line, a change of total) every key expires on its
+/// own: none is left without a TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_expires_on_its_own() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("keys", 2).unwrap();
+    let a = sem.acquire(2).await.unwrap();
+    let waiter = ask(&sem, 1);
+    queued(&server, "keys", 1, "a waiter queued").await;
+    for key in keys_of(&server, "keys") {
+        let ttl: i64 = server.cmd(&["PTTL", &key]);
+        assert!(ttl > 0, "{key} has no TTL while in use");
+    }
+    a.release().await.unwrap();
+    let b = granted(waiter, "the waiter").await;
+    sem.set_permits(4).await.unwrap();
+    b.release().await.unwrap();
+    left_clean(&server, "keys");
+    let fresh = client.semaphore("idle", 2).unwrap();
+    fresh.set_permits(3).await.unwrap();
+    assert_eq!(fresh.available().await.unwrap(), 3);
+    left_clean(&server, "idle");
+}
