@@ -99,6 +99,17 @@ pub(crate) struct Hold {
     /// write hold intersects nobody else's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) mode: Option<Side>,
+    /// A semaphore's hold: how many permits, of how many in all. Holds of
+    /// a semaphore may intersect while their permits add up to the total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) permits: Option<Permits>,
+}
+
+/// The permits of a semaphore's hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Permits {
+    pub(crate) n: u32,
+    pub(crate) total: u32,
 }
 
 /// The side of a read-write lock a hold is on.
@@ -352,6 +363,11 @@ pub(crate) struct Report {
     /// the sharing a read-write lock exists for, seen happening (none in a
     /// run with readers says the readers never met, not that they may).
     pub(crate) shared_reads: usize,
+    /// Semaphore holds (valid ones), the most permits seen out at once, and
+    /// the instants more than the total were out (violations).
+    pub(crate) permit_holds: usize,
+    pub(crate) most_permits_out: u32,
+    pub(crate) permits_over: usize,
     pub(crate) examples: Vec<String>,
     /// The first overlap counted as a violation: the lock, when the
     /// earlier of the two holds started, when the overlap ended (µs), so
@@ -363,6 +379,7 @@ impl Report {
     pub(crate) fn violations(&self) -> usize {
         let requeued = if self.strict_order { self.requeued } else { 0 };
         self.overlaps
+            + self.permits_over
             + self.fifo_violations
             + requeued
             + self.token_violations
@@ -414,6 +431,15 @@ pub(crate) fn check(
         report.holds += holds.len();
         let revoked_holds = revocations.revoked_holds(&holds);
         let revoked = |h: &Hold| revoked_holds.contains_key(&(h.owner.as_str(), h.start));
+        if holds.iter().any(|h| h.permits.is_some()) {
+            // A semaphore: permits add up, tokens are unique (holders share,
+            // so grant order says nothing about start order).
+            check_permits(lock, &holds, &mut report);
+            if native {
+                check_unique_tokens(lock, &holds, &mut report);
+            }
+            continue;
+        }
         check_overlaps(lock, &holds, failovers, &revoked_holds, &mut report);
         if native {
             let kept: Vec<&Hold> = holds.iter().copied().filter(|h| !revoked(h)).collect();
@@ -1244,6 +1270,59 @@ fn check_tokens(lock: &str, holds: &[&Hold], report: &mut Report) {
     }
 }
 
+/// A semaphore's holds. Rule: at no server instant do the permits of the
+/// valid holds then open add up to more than the total (a hold starting
+/// at the very moment another ended is not open beside it).
+fn check_permits(lock: &str, holds: &[&Hold], report: &mut Report) {
+    let mut open: Vec<(u64, u32, &str)> = Vec::new();
+    for hold in holds.iter().filter(|h| h.valid) {
+        let Some(Permits { n, total }) = hold.permits else {
+            continue;
+        };
+        report.permit_holds += 1;
+        open.retain(|(end, ..)| *end > hold.start);
+        let out = open.iter().map(|(_, n, _)| n).sum::<u32>() + n;
+        report.most_permits_out = report.most_permits_out.max(out);
+        if out > total {
+            report.permits_over += 1;
+            report.first_overlap.get_or_insert_with(|| {
+                let first = open.iter().map(|(end, ..)| *end).min().unwrap_or(hold.end);
+                (lock.to_owned(), hold.start, first)
+            });
+            report.example(format!(
+                "{lock}: {} took {n} permits at {} while {} were out of {total} ({})",
+                hold.owner,
+                hold.start,
+                out - n,
+                open.iter()
+                    .map(|(_, n, owner)| format!("{owner}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        open.push((hold.end, n, &hold.owner));
+    }
+}
+
+/// A semaphore's tokens (native): every grant has one, and no two grants
+/// share one.
+fn check_unique_tokens(lock: &str, holds: &[&Hold], report: &mut Report) {
+    let mut seen = std::collections::HashSet::new();
+    for hold in holds.iter().filter(|h| h.valid && !h.reentry) {
+        match hold.token {
+            Some(token) if seen.insert(token) => {}
+            Some(token) => {
+                report.token_violations += 1;
+                report.example(format!("{lock}: token {token} granted twice"));
+            }
+            None => {
+                report.token_violations += 1;
+                report.example(format!("{lock}: {} got no token", hold.owner));
+            }
+        }
+    }
+}
+
 /// Tokens of a read-write lock. Readers granted together draw their
 /// tokens in line order but proceed (and record their start) in any order,
 /// so only holds that could not share are ordered: every valid grant has a
@@ -1621,6 +1700,7 @@ pub(crate) mod tests {
             reentry: false,
             lease_ms: None,
             mode: None,
+            permits: None,
         })
     }
 
@@ -2507,6 +2587,50 @@ pub(crate) mod tests {
             side("d:write", Side::Write, 50, 60),
         ]);
         assert_eq!(report.overlaps, 1, "{report:?}");
+    }
+
+    #[test]
+    fn permits_add_up_to_the_total_at_most() {
+        let permits = |owner: &str, n: u32, start: u64, end: u64, token: u64| {
+            let Event::Hold(mut hold) = hold(owner, token, 0, start, end) else {
+                unreachable!()
+            };
+            hold.permits = Some(Permits { n, total: 3 });
+            Event::Hold(hold)
+        };
+        let check = |events: &[Event]| {
+            let mut report = Report::default();
+            check_permits("l", &holds(events), &mut report);
+            check_unique_tokens("l", &holds(events), &mut report);
+            report
+        };
+        // 2 + 1 out at once, then 3 once both ended (one at the very
+        // instant the 3 began).
+        let fine = check(&[
+            permits("a", 2, 10, 50, 1),
+            permits("b", 1, 20, 40, 2),
+            permits("c", 3, 50, 60, 3),
+        ]);
+        assert_eq!(
+            (
+                fine.permits_over,
+                fine.most_permits_out,
+                fine.token_violations
+            ),
+            (0, 3, 0),
+            "{fine:?}"
+        );
+        // 2 + 2 of 3; and a token granted twice.
+        let over = check(&[permits("a", 2, 10, 50, 1), permits("b", 2, 20, 40, 1)]);
+        assert_eq!(
+            (over.permits_over, over.token_violations),
+            (1, 1),
+            "{over:?}"
+        );
+        assert_eq!(
+            over.examples[0],
+            "l: b took 2 permits at 20 while 2 were out of 3 (a: 2)"
+        );
     }
 
     #[test]
@@ -3406,6 +3530,7 @@ mod adversary2 {
             reentry: false,
             lease_ms: None,
             mode: None,
+            permits: None,
         })
     }
 
@@ -3458,6 +3583,7 @@ mod adversary2 {
                 reentry: false,
                 lease_ms: None,
                 mode: None,
+                permits: None,
             }),
             force_unlock(20, 25),
             // Served in the reverse of arrival order, long after the
@@ -3503,6 +3629,7 @@ mod adversary2 {
             reentry: false,
             lease_ms: None,
             mode: None,
+            permits: None,
         })
     }
 
@@ -3527,6 +3654,7 @@ mod adversary2 {
                 reentry: false,
                 lease_ms: None,
                 mode: None,
+                permits: None,
             }),
             // Queued before the force-unlock; all three hold at once from
             // 40 ms on, and say so at their end. (A native token is at

@@ -129,6 +129,7 @@ impl Round<'_> {
             reentry,
             lease_ms: None,
             mode: None,
+            permits: None,
         }))
     }
 
@@ -262,6 +263,7 @@ impl Round<'_> {
                         reentry: true,
                         lease_ms: None,
                         mode: None,
+                        permits: None,
                     };
                     let released = guard.unlock().await.is_ok();
                     Ok((Some(Event::Hold(hold)), released))

@@ -62,6 +62,9 @@ const FAIR: &str = "torture-fair";
 const PLAIN: &str = "torture-plain";
 /// The read-write lock, under the protocols that have one.
 const RW: &str = "torture-rw";
+/// The semaphore, and its permits.
+const SEM: &str = "torture-sem";
+const SEM_PERMITS: u32 = 3;
 const MAX_HOLD_MS: u64 = 15;
 
 #[derive(clap::Args, Debug)]

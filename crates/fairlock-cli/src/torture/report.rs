@@ -179,6 +179,9 @@ pub(super) fn check(
     if report.fifo_pairs_checked == 0 {
         inconclusive.push("no queue-order pair was checked".to_owned());
     }
+    if report.permit_holds == 0 {
+        inconclusive.push("the semaphore had no hold: its permits were not checked".to_owned());
+    }
     if plan.read_write() && (report.read_holds == 0 || report.write_holds == 0) {
         inconclusive.push(format!(
             "the read-write lock had {} read holds and {} write holds: a writer's \
@@ -326,6 +329,13 @@ pub(super) fn print_summary(
             report.read_holds, report.shared_reads, report.write_holds
         );
     }
+    println!(
+        "semaphore: {} holds, at most {} of {} permits out at once; over the total: {}",
+        report.permit_holds,
+        report.most_permits_out,
+        super::SEM_PERMITS,
+        report.permits_over
+    );
     if !report.strict_order {
         println!(
             "waiters overtaken after their deadline had passed (Redisson's rule, not counted as violations): {}",

@@ -12,7 +12,7 @@ use crate::private_sentinel::PrivateSentinel;
 use crate::torture_proxy::FaultProxy;
 use crate::{Cli, Failure, exit};
 
-use super::{FAIR, PLAIN, Plan, RW, raw_connection};
+use super::{FAIR, PLAIN, Plan, RW, SEM, raw_connection};
 
 /// The private deployment a run uses besides its URL, and the locks it
 /// takes.
@@ -68,6 +68,7 @@ pub(super) fn spread_locks(
     if read_write {
         slots.push((RW.to_owned(), cluster.slot_of(&format!("{{{RW}}}"))?));
     }
+    slots.push((SEM.to_owned(), cluster.slot_of(&format!("{{{SEM}}}"))?));
     Ok(Deployment {
         fair_locks: fair,
         slots,

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{AcquireOptions, ClientConfig, LockClient, LockGuard, Owner};
+use fairlock::{AcquireOptions, ClientConfig, LockClient, LockGuard, Owner, PermitLease};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use redis::aio::ConnectionManager;
@@ -15,12 +15,14 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::task::JoinHandle;
 
-use crate::history::{Event, Hold, Side, combo};
+use crate::history::{Event, Hold, Permits as HeldPermits, Side, combo};
 use crate::{Cli, Failure, LockSettings, duration, exit, failure};
 
 use super::combos::Round;
 use super::stage::Stage;
-use super::{FAIR, MAX_HOLD_MS, PLAIN, Plan, RW, Rng, StopSignals, server_time_us};
+use super::{
+    FAIR, MAX_HOLD_MS, PLAIN, Plan, RW, Rng, SEM, SEM_PERMITS, StopSignals, server_time_us,
+};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct WorkerArgs {
@@ -46,6 +48,9 @@ pub(crate) struct WorkerArgs {
     /// Take the read-write lock [`RW`] too (see [`read_write_round`]).
     #[arg(long)]
     read_write: bool,
+    /// Take the semaphore [`SEM`] too (see [`semaphore_round`]).
+    #[arg(long)]
+    semaphore: bool,
     #[command(flatten)]
     settings: LockSettings,
 }
@@ -55,6 +60,9 @@ const COMBINATION_PERCENT: u64 = 40;
 /// How often an ordinary round takes the read-write lock (percent), when
 /// the protocol has one.
 const READ_WRITE_PERCENT: u64 = 20;
+/// How often an ordinary round (not a read-write one) takes the semaphore
+/// (percent).
+const SEMAPHORE_PERCENT: u64 = 20;
 /// How long a worker with `--min-replicas` waits for the replicas.
 const REPLICA_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long workers get, after the run, to release their locks and exit.
@@ -121,7 +129,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     let fair_locks: Arc<[String]> = args.fair_locks.clone().into();
     let combos: Arc<[String]> = args.combos.clone().into();
     let protocol = cli.protocol;
-    let read_write = args.read_write;
+    let (read_write, semaphore) = (args.read_write, args.semaphore);
     let mut tasks = Vec::new();
     for t in 0..args.tasks {
         let fair_locks = Arc::clone(&fair_locks);
@@ -153,6 +161,9 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
                     match &drawn {
                         None if read_write && rng.below(100) < READ_WRITE_PERCENT => {
                             read_write_round(&client, &mut conn, &mut rng).await
+                        }
+                        None if semaphore && rng.below(100) < SEMAPHORE_PERCENT => {
+                            semaphore_round(&client, &mut conn, &mut rng).await
                         }
                         None => one_round(&client, &mut conn, &mut rng, &owner, &fair_locks)
                             .await
@@ -265,6 +276,7 @@ pub(super) async fn one_round(
         reentry: false,
         lease_ms: None,
         mode: None,
+        permits: None,
     });
     let _ = guard.unlock().await;
     Ok(event)
@@ -328,6 +340,7 @@ async fn read_write_round(
             reentry: false,
             lease_ms: None,
             mode: Some(side),
+            permits: None,
         })
     };
     let start = server_time_us(conn).await?;
@@ -360,6 +373,68 @@ async fn read_write_round(
     events.push(hold(&guard, requested, start, end, side));
     let _ = guard.unlock().await;
     Ok(events)
+}
+
+/// A round on the semaphore [`SEM`] of [`SEM_PERMITS`] permits: 1 to all
+/// of them, held a random time (its watchdog's lease), then released. A
+/// wait that fails, times out or is cancelled (15 in 100, at a random
+/// moment) is a [`Event::NoGrant`]. The event's owner is the first permit
+/// id (redisson) or the holder id (native); its token the grant's (native).
+async fn semaphore_round(
+    client: &LockClient,
+    conn: &mut ConnectionManager,
+    rng: &mut Rng,
+) -> Result<Vec<Event>, Failure> {
+    let Ok(semaphore) = client.semaphore(SEM, SEM_PERMITS) else {
+        return Ok(Vec::new());
+    };
+    let n = 1 + rng.below(u64::from(SEM_PERMITS)) as u32;
+    let requested = server_time_us(conn).await?;
+    let wait = (rng.below(100) < 25).then(|| Duration::from_millis(20 + rng.below(400)));
+    let cancel = rng.below(100) < 15;
+    let limit = Duration::from_millis(rng.below(50));
+    let acquire = semaphore.acquire_with(n, wait, PermitLease::Watchdog);
+    let outcome = if cancel {
+        tokio::time::timeout(limit, acquire)
+            .await
+            .unwrap_or(Ok(None))
+    } else {
+        acquire.await
+    };
+    let no_grant = |outcome: &str| {
+        Ok(vec![Event::NoGrant {
+            lock: SEM.into(),
+            outcome: outcome.into(),
+        }])
+    };
+    let permits = match outcome {
+        Ok(Some(permits)) => permits,
+        Ok(None) if cancel => return no_grant("cancelled"),
+        Ok(None) => return no_grant("timeout"),
+        Err(_) => return no_grant("error"),
+    };
+    let start = server_time_us(conn).await?;
+    tokio::time::sleep(Duration::from_millis(rng.below(MAX_HOLD_MS))).await;
+    let end = server_time_us(conn).await?;
+    let event = Event::Hold(Hold {
+        lock: SEM.into(),
+        owner: permits.ids().first().cloned().unwrap_or_default(),
+        token: permits.token(),
+        requested,
+        start,
+        end,
+        valid: permits.is_held(),
+        combo: String::new(),
+        reentry: false,
+        lease_ms: None,
+        mode: None,
+        permits: Some(HeldPermits {
+            n,
+            total: SEM_PERMITS,
+        }),
+    });
+    let _ = permits.release().await;
+    Ok(vec![event])
 }
 
 pub(super) fn options(rng: &mut Rng) -> AcquireOptions {
@@ -505,6 +580,7 @@ impl<'a> Workers<'a> {
             .args(["--fair-locks", &self.fair_locks])
             .args(["--combos", &self.plan.worker_combos().join(",")])
             .args(self.plan.read_write().then_some("--read-write"))
+            .arg("--semaphore")
             // Under Sentinel, failovers at handoffs meet clients that wait
             // for a replica after each acquisition and release (half the
             // workers).
