@@ -85,6 +85,27 @@ fn a_short_run_measures_every_implementation_in_every_scenario() {
         assert!(round["writes"].as_u64().unwrap() > 0, "{result}");
         assert!(result["write_wait"]["p99_ms"].as_f64().is_some());
     }
+    // The semaphore scenario: each semaphore did work, within its total
+    // (else the run would have failed).
+    let semaphore = report["semaphore"].as_array().unwrap();
+    let names: BTreeSet<&str> = semaphore
+        .iter()
+        .map(|r| r["implementation"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "native-semaphore",
+            "redisson-semaphore",
+            "redisson-counting-semaphore"
+        ])
+    );
+    for result in semaphore {
+        assert!(
+            result["rounds"][0]["acquisitions"].as_u64().unwrap() > 0,
+            "{result}"
+        );
+    }
     let chart = std::fs::read_to_string(&svg).expect("the chart");
     assert!(
         chart.contains("<svg"),

@@ -9,6 +9,7 @@ mod measure;
 mod read_write;
 mod report;
 mod scenario;
+mod semaphore;
 mod subject;
 
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ use crate::{Cli, Failure, duration, exit};
 
 use read_write::{RwSample, RwSubject};
 use scenario::{Sample, Workload};
+use semaphore::{SemSample, SemSubject};
 use subject::Subject;
 
 /// Which scenarios run.
@@ -40,6 +42,9 @@ pub(crate) enum Which {
     /// --workers tasks sharing one client take a read-write lock, one in
     /// four writing: fairlock's under both protocols and rds_lock.
     ReadWrite,
+    /// --workers tasks sharing one client take 1 or 2 of a semaphore's 4
+    /// permits: fairlock's under both protocols and the counting kind.
+    Semaphore,
 }
 
 #[derive(clap::Args, Debug)]
@@ -174,6 +179,15 @@ pub(crate) struct Results {
     pub(crate) series: Vec<Series>,
     /// The read-write scenario: per worker count, each lock's rounds.
     pub(crate) read_write: Vec<RwSeries>,
+    /// The semaphore scenario: per worker count, each semaphore's rounds.
+    pub(crate) semaphore: Vec<SemSeries>,
+}
+
+/// Every round of one semaphore with one number of workers.
+pub(crate) struct SemSeries {
+    pub(crate) workers: usize,
+    pub(crate) subject: SemSubject,
+    pub(crate) samples: Vec<SemSample>,
 }
 
 /// Every round of one read-write lock with one number of workers.
@@ -240,6 +254,20 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
                 .iter()
                 .flat_map(|&n| {
                     RwSubject::ALL.into_iter().map(move |subject| RwSeries {
+                        workers: usize::from(n),
+                        subject,
+                        samples: Vec::new(),
+                    })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        semaphore: if matches!(args.scenario, Which::All | Which::Semaphore) {
+            args.workers
+                .iter()
+                .flat_map(|&n| {
+                    SemSubject::ALL.into_iter().map(move |subject| SemSeries {
                         workers: usize::from(n),
                         subject,
                         samples: Vec::new(),
@@ -334,6 +362,38 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
                 Failure::new(
                     f.code,
                     format!("{} (read-write): {}", series.subject.label(), f.message),
+                )
+            })?;
+            measure::delete_keys(&mut admin, &name).await?;
+            series.samples.push(sample);
+        }
+        for series in &mut results.semaphore {
+            let name = format!(
+                "{run_id}-semaphore-{}-{}-{round}",
+                series.workers,
+                series.subject.key()
+            );
+            if !args.json {
+                eprintln!(
+                    "round {round}/{}: semaphore, {} workers: {}",
+                    args.rounds,
+                    series.workers,
+                    series.subject.label()
+                );
+            }
+            let sample = semaphore::run(
+                series.subject,
+                &url,
+                &name,
+                series.workers,
+                args.duration,
+                &mut admin,
+            )
+            .await
+            .map_err(|f| {
+                Failure::new(
+                    f.code,
+                    format!("{} (semaphore): {}", series.subject.label(), f.message),
                 )
             })?;
             measure::delete_keys(&mut admin, &name).await?;
