@@ -460,3 +460,38 @@ async fn every_key_expires_on_its_own() {
     assert_eq!(fresh.available().await.unwrap(), 3);
     left_clean(&server, "idle");
 }
+
+/// Meta lost while permits are held (evicted under `maxmemory`, or
+/// deleted): the next call counts the holders' weights again from their
+/// keys, and a holder counted so gives its permits back when it releases,
+/// while another still holds (the holders set lives on). Before the fix the
+/// recount stored `used` but no `w:ID` weights, so the release gave back 0
+/// permits and they stayed taken as long as anybody held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_counted_again_after_meta_was_lost_gives_its_permits_back() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("amnesia", 2).unwrap();
+    let a = sem.acquire(1).await.unwrap();
+    let b = sem.acquire(1).await.unwrap();
+    // As an eviction would: meta (the total, `used`, the weights) goes,
+    // the holds stay.
+    server.cmd::<()>(&["DEL", "fairlock:{amnesia}:sem:meta"]);
+    assert!(
+        sem.try_acquire(1).await.unwrap().is_none(),
+        "both permits are held, counted from the hold keys"
+    );
+    a.release().await.unwrap();
+    let c = sem
+        .try_acquire(1)
+        .await
+        .unwrap()
+        .expect("the permit a gave back is free");
+    assert!(b.is_held() && c.is_held());
+    assert!(sem.try_acquire(1).await.unwrap().is_none(), "2 of 2 held");
+    b.release().await.unwrap();
+    c.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 2);
+    left_clean(&server, "amnesia");
+}
