@@ -495,3 +495,38 @@ async fn a_holder_counted_again_after_meta_was_lost_gives_its_permits_back() {
     assert_eq!(sem.available().await.unwrap(), 2);
     left_clean(&server, "amnesia");
 }
+
+/// A waiter whose record (with its weight) was lost (the records hash
+/// evicted under `maxmemory`, or deleted) is not granted a guess: admitted
+/// as a request of 1 it would believe it holds all it asked for while the
+/// server counts 1, and others would take the rest. It is granted what it
+/// asked for, once its next attempt wrote its record again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_record_was_lost_is_not_granted_a_guessed_weight() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let sem = client.semaphore("weightless", 3).unwrap();
+    let a = sem.acquire(3).await.unwrap();
+    let waiter = ask(&sem, 3);
+    queued(&server, "weightless", 1, "a request of 3 queued").await;
+    server.cmd::<()>(&["DEL", "fairlock:{weightless}:sem:leases"]);
+    a.release().await.unwrap();
+    let b = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("admitted once its record is back")
+        .unwrap()
+        .unwrap();
+    assert!(b.is_held());
+    assert!(
+        sem.try_acquire(1).await.unwrap().is_none(),
+        "3 of 3 are held: {:?}",
+        sem.inspect().await.unwrap()
+    );
+    b.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 3);
+    left_clean(&server, "weightless");
+}

@@ -43,6 +43,13 @@ if not sem.stored or sem.stale then
   sem_write()
   keep(KEYS[4], waiter_ttl + META_GRACE_MS)
 end
+-- A waiter's record (its lease, ttl, secret and weight) is written again
+-- when it was lost: admit() grants no request whose weight it cannot read.
+local record = decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. nonce .. ':w' .. decimal(weight)
+if queue and redis.call('zscore', KEYS[2], id) and redis.call('hexists', KEYS[5], id) == 0 then
+  redis.call('hset', KEYS[5], id, record)
+  keep(KEYS[5], waiter_ttl)
+end
 purge_dead(now)
 -- Holders whose lease ended make room: the line's head goes first (it may
 -- be this very waiter, whose grant is then claimed below).
@@ -75,8 +82,7 @@ if not queue then
 end
 if not redis.call('zscore', KEYS[2], id) then
   redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), id)
-  redis.call('hset', KEYS[5], id,
-    decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. nonce .. ':w' .. decimal(weight))
+  redis.call('hset', KEYS[5], id, record)
   keep(KEYS[5], waiter_ttl)
 end
 redis.call('zadd', KEYS[3], now + waiter_ttl, id)
