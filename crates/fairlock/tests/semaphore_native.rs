@@ -530,3 +530,47 @@ async fn a_waiter_whose_record_was_lost_is_not_granted_a_guessed_weight() {
     assert_eq!(sem.available().await.unwrap(), 3);
     left_clean(&server, "weightless");
 }
+
+/// A grant whose entry left the holders set before its waiter claimed it
+/// (the set evicted under `maxmemory`, or deleted) is no hold: others may
+/// have been admitted since (nothing is counted as held any more), so the
+/// waiter does not claim its orphaned key and believe it holds beside
+/// them; it waits in line again. As the read-write lock's acquisition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_missing_from_the_holders_set_is_not_claimed() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("orphan", 1).unwrap();
+    let held = sem.acquire(1).await.unwrap();
+    // The waiter hears of its grant 2 s late (through a proxy).
+    let proxy = support::proxy::Proxy::start(server.port());
+    let config = fairlock::ClientConfig::from_url(&proxy.url())
+        .unwrap()
+        .protocol(Protocol::Native)
+        .waiter_ttl(Duration::from_secs(60));
+    let slow = LockClient::with_config(config).await.unwrap();
+    proxy.delay_pubsub(Duration::from_secs(2));
+    let waiter = ask(&slow.semaphore("orphan", 1).unwrap(), 1);
+    queued(&server, "orphan", 1, "the waiter queued").await;
+    held.release().await.unwrap();
+    // Granted, not claimed yet; then the set goes, as an eviction would.
+    queued(&server, "orphan", 0, "the waiter was granted").await;
+    server.cmd::<()>(&["DEL", "fairlock:{orphan}:sem:holders"]);
+    let other = sem
+        .try_acquire(1)
+        .await
+        .unwrap()
+        .expect("nobody is registered as holding");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the waiter believes it holds beside another holder of 1 of 1"
+    );
+    other.release().await.unwrap();
+    let mine = granted(waiter, "after the other's release").await;
+    mine.release().await.unwrap();
+    client.flush().await;
+    slow.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 1);
+    left_clean(&server, "orphan");
+}

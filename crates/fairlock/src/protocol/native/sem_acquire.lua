@@ -31,11 +31,23 @@ local held, bad = hold_of(id)
 if bad then
   return bad
 end
+-- A hold key the holders set does not name was lost (see registered): no
+-- script counts it, others may have been admitted since, so it is not
+-- claimed; it is deleted below, once every read is done, and this
+-- acquisition goes on as a fresh one (as rw_acquire.lua's).
+local orphan = held.owner and not registered(id)
+if orphan then
+  held = {}
+end
 if not held.owner and kind.never_fits(weight) then
   -- Nothing is written (but its place in line, if the total was lowered
   -- beneath its request while it waited).
   leave_queue(id)
   return {6, sem.capacity}
+end
+
+if orphan then
+  redis.call('del', hold_key(id))
 end
 
 local now, now_us = server_now()
