@@ -574,3 +574,37 @@ async fn a_grant_missing_from_the_holders_set_is_not_claimed() {
     assert_eq!(sem.available().await.unwrap(), 1);
     left_clean(&server, "orphan");
 }
+
+/// A meta written again after it was lost (evicted, deleted) while permits
+/// are held lives as long as every hold, plus its grace: the total is not
+/// forgotten while a hold with a long lease lives (documented: it is
+/// forgotten only once nobody held or waited for 20 s). Both ways of
+/// writing it again: an acquisition that finds no room, and `set_permits`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_meta_written_again_outlives_the_holds() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("relived", 1).unwrap();
+    let held = sem
+        .acquire_with(1, None, PermitLease::Fixed(Duration::from_secs(300)))
+        .await
+        .unwrap()
+        .unwrap();
+    let hold_key = format!("fairlock:{{relived}}:sem:hold:{}", held.ids()[0]);
+    for rewrite in ["an acquisition", "set_permits"] {
+        server.cmd::<()>(&["DEL", "fairlock:{relived}:sem:meta"]);
+        if rewrite == "set_permits" {
+            sem.set_permits(1).await.unwrap();
+        } else {
+            assert!(sem.try_acquire(1).await.unwrap().is_none());
+        }
+        let meta: i64 = server.cmd(&["PTTL", "fairlock:{relived}:sem:meta"]);
+        let hold: i64 = server.cmd(&["PTTL", &hold_key]);
+        assert!(
+            meta > hold + 15_000,
+            "{rewrite}: meta lives {meta} ms, the hold {hold} ms"
+        );
+    }
+    held.release().await.unwrap();
+    left_clean(&server, "relived");
+}

@@ -77,8 +77,16 @@ local function sem_write()
     sem.stale = false
   end
   if sem.capacity then
+    local fresh = not sem.stored
     redis.call('hset', KEYS[4], 'capacity', decimal(sem.capacity), 'used', decimal(sem.used))
     sem.stored = true
+    if fresh then
+      -- A meta written anew (the first call, or meta lost while holds
+      -- live) lives as long as the holders set, which outlives every hold
+      -- key, plus the grace: the total is not forgotten while anybody
+      -- holds (grants, claims and renewals extend it from then on).
+      keep(KEYS[4], math.max(redis.call('pttl', KEYS[1]), 0) + META_GRACE_MS)
+    end
     -- A `used` counted from the hold keys (meta lost while they live) is
     -- stored with the weights it counts: without them, a counted holder's
     -- release or reclaim (kind.removed, in a later script, which reads
