@@ -674,3 +674,47 @@ async fn a_slot_migration_half_way_loses_no_permit() {
     other.release().await.unwrap();
     held.release().await.unwrap();
 }
+
+/// A lost acquisition reply (the script ran, its answer held, the
+/// connections cut) is claimed by the retry or undone, never counted twice
+/// nor leaked: after the guard's release (or the undo) all permits are
+/// free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_acquire_reply_is_neither_counted_twice_nor_leaked() {
+    let server = RedisServer::start();
+    let proxy = support::proxy::Proxy::start(server.port());
+    let config = fairlock::ClientConfig::from_url(&proxy.url())
+        .unwrap()
+        .protocol(Protocol::Native)
+        .response_timeout(Duration::from_secs(20));
+    let client = LockClient::with_config(config).await.unwrap();
+    let sem = client.semaphore("lostreply", 3).unwrap();
+    // The scripts are loaded now (a first call is answered NOSCRIPT).
+    sem.acquire(1).await.unwrap().release().await.unwrap();
+    let holders = || server.cmd::<usize>(&["ZCARD", "fairlock:{lostreply}:sem:holders"]);
+
+    proxy.hold_script_replies();
+    let taking = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(2).await })
+    };
+    eventually(Duration::from_secs(10), "the acquisition ran", || {
+        holders() == 1
+    })
+    .await;
+    proxy.cut_all();
+    proxy.pass();
+    match taking.await.unwrap() {
+        Ok(permits) => {
+            let used: String = server.cmd(&["HGET", "fairlock:{lostreply}:sem:meta", "used"]);
+            assert_eq!(used, "2", "counted once");
+            assert_eq!(holders(), 1);
+            permits.release().await.unwrap();
+        }
+        Err(err) => assert!(err.is_connection(), "{err:?}"),
+    }
+    client.flush().await;
+    eventually(Duration::from_secs(10), "nothing held", || holders() == 0).await;
+    let all = sem.try_acquire(3).await.unwrap().expect("all 3 free");
+    all.release().await.unwrap();
+}
