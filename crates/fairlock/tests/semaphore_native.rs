@@ -534,8 +534,13 @@ async fn a_waiter_whose_record_was_lost_is_not_granted_a_guessed_weight() {
 /// A grant whose entry left the holders set before its waiter claimed it
 /// (the set evicted under `maxmemory`, or deleted) is no hold: others may
 /// have been admitted since (nothing is counted as held any more), so the
-/// waiter does not claim its orphaned key and believe it holds beside
-/// them; it waits in line again. As the read-write lock's acquisition.
+/// waiter's next call does not claim its orphaned key and believe it
+/// holds beside them; it waits in line again. As the read-write lock's
+/// acquisition. (A grant message read in time is believed without a call:
+/// that hold is checked by its first renewal, which finds it gone, as
+/// `a_hold_missing_from_the_holders_set_is_lost` in read_write_native.rs.
+/// Here the message comes 2 s late, past half of the grant's 3 s, and the
+/// waiter calls every second: every path is a call.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_missing_from_the_holders_set_is_not_claimed() {
     let server = RedisServer::start();
@@ -547,7 +552,7 @@ async fn a_grant_missing_from_the_holders_set_is_not_claimed() {
     let config = fairlock::ClientConfig::from_url(&proxy.url())
         .unwrap()
         .protocol(Protocol::Native)
-        .waiter_ttl(Duration::from_secs(60));
+        .waiter_ttl(Duration::from_secs(3));
     let slow = LockClient::with_config(config).await.unwrap();
     proxy.delay_pubsub(Duration::from_secs(2));
     let waiter = ask(&slow.semaphore("orphan", 1).unwrap(), 1);
@@ -562,10 +567,10 @@ async fn a_grant_missing_from_the_holders_set_is_not_claimed() {
         .unwrap()
         .expect("nobody is registered as holding");
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert!(
-        !waiter.is_finished(),
-        "the waiter believes it holds beside another holder of 1 of 1"
-    );
+    if waiter.is_finished() {
+        let outcome = waiter.await.unwrap();
+        panic!("the waiter ended beside another holder of 1 of 1: {outcome:?}");
+    }
     other.release().await.unwrap();
     let mine = granted(waiter, "after the other's release").await;
     mine.release().await.unwrap();
