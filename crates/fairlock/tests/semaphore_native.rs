@@ -460,3 +460,266 @@ async fn every_key_expires_on_its_own() {
     assert_eq!(fresh.available().await.unwrap(), 3);
     left_clean(&server, "idle");
 }
+
+/// Meta lost while permits are held (evicted under `maxmemory`, or
+/// deleted): the next call counts the holders' weights again from their
+/// keys, and a holder counted so gives its permits back when it releases,
+/// while another still holds (the holders set lives on). Before the fix the
+/// recount stored `used` but no `w:ID` weights, so the release gave back 0
+/// permits and they stayed taken as long as anybody held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_counted_again_after_meta_was_lost_gives_its_permits_back() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("amnesia", 2).unwrap();
+    let a = sem.acquire(1).await.unwrap();
+    let b = sem.acquire(1).await.unwrap();
+    // As an eviction would: meta (the total, `used`, the weights) goes,
+    // the holds stay.
+    server.cmd::<()>(&["DEL", "fairlock:{amnesia}:sem:meta"]);
+    assert!(
+        sem.try_acquire(1).await.unwrap().is_none(),
+        "both permits are held, counted from the hold keys"
+    );
+    a.release().await.unwrap();
+    let c = sem
+        .try_acquire(1)
+        .await
+        .unwrap()
+        .expect("the permit a gave back is free");
+    assert!(b.is_held() && c.is_held());
+    assert!(sem.try_acquire(1).await.unwrap().is_none(), "2 of 2 held");
+    b.release().await.unwrap();
+    c.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 2);
+    left_clean(&server, "amnesia");
+}
+
+/// A waiter whose record (with its weight) was lost (the records hash
+/// evicted under `maxmemory`, or deleted) is not granted a guess: admitted
+/// as a request of 1 it would believe it holds all it asked for while the
+/// server counts 1, and others would take the rest. It is granted what it
+/// asked for, once its next attempt wrote its record again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_record_was_lost_is_not_granted_a_guessed_weight() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let sem = client.semaphore("weightless", 3).unwrap();
+    let a = sem.acquire(3).await.unwrap();
+    let waiter = ask(&sem, 3);
+    queued(&server, "weightless", 1, "a request of 3 queued").await;
+    server.cmd::<()>(&["DEL", "fairlock:{weightless}:sem:leases"]);
+    a.release().await.unwrap();
+    let b = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("admitted once its record is back")
+        .unwrap()
+        .unwrap();
+    assert!(b.is_held());
+    assert!(
+        sem.try_acquire(1).await.unwrap().is_none(),
+        "3 of 3 are held: {:?}",
+        sem.inspect().await.unwrap()
+    );
+    b.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 3);
+    left_clean(&server, "weightless");
+}
+
+/// A grant whose entry left the holders set before its waiter claimed it
+/// (the set evicted under `maxmemory`, or deleted) is no hold: others may
+/// have been admitted since (nothing is counted as held any more), so the
+/// waiter's next call does not claim its orphaned key and believe it
+/// holds beside them; it waits in line again. As the read-write lock's
+/// acquisition. (A grant message read in time is believed without a call:
+/// that hold is checked by its first renewal, which finds it gone, as
+/// `a_hold_missing_from_the_holders_set_is_lost` in read_write_native.rs.
+/// Here the message comes 2 s late, past half of the grant's 3 s, and the
+/// waiter calls every second: every path is a call.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_missing_from_the_holders_set_is_not_claimed() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("orphan", 1).unwrap();
+    let held = sem.acquire(1).await.unwrap();
+    // The waiter hears of its grant 2 s late (through a proxy).
+    let proxy = support::proxy::Proxy::start(server.port());
+    let config = fairlock::ClientConfig::from_url(&proxy.url())
+        .unwrap()
+        .protocol(Protocol::Native)
+        .waiter_ttl(Duration::from_secs(3));
+    let slow = LockClient::with_config(config).await.unwrap();
+    proxy.delay_pubsub(Duration::from_secs(2));
+    let waiter = ask(&slow.semaphore("orphan", 1).unwrap(), 1);
+    queued(&server, "orphan", 1, "the waiter queued").await;
+    held.release().await.unwrap();
+    // Granted, not claimed yet; then the set goes, as an eviction would.
+    queued(&server, "orphan", 0, "the waiter was granted").await;
+    server.cmd::<()>(&["DEL", "fairlock:{orphan}:sem:holders"]);
+    let other = sem
+        .try_acquire(1)
+        .await
+        .unwrap()
+        .expect("nobody is registered as holding");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    if waiter.is_finished() {
+        let outcome = waiter.await.unwrap();
+        panic!("the waiter ended beside another holder of 1 of 1: {outcome:?}");
+    }
+    other.release().await.unwrap();
+    let mine = granted(waiter, "after the other's release").await;
+    mine.release().await.unwrap();
+    client.flush().await;
+    slow.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 1);
+    left_clean(&server, "orphan");
+}
+
+/// A meta written again after it was lost (evicted, deleted) while permits
+/// are held lives as long as every hold, plus its grace: the total is not
+/// forgotten while a hold with a long lease lives (documented: it is
+/// forgotten only once nobody held or waited for 20 s). Both ways of
+/// writing it again: an acquisition that finds no room, and `set_permits`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_meta_written_again_outlives_the_holds() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("relived", 1).unwrap();
+    let held = sem
+        .acquire_with(1, None, PermitLease::Fixed(Duration::from_secs(300)))
+        .await
+        .unwrap()
+        .unwrap();
+    let hold_key = format!("fairlock:{{relived}}:sem:hold:{}", held.ids()[0]);
+    for rewrite in ["an acquisition", "set_permits"] {
+        server.cmd::<()>(&["DEL", "fairlock:{relived}:sem:meta"]);
+        if rewrite == "set_permits" {
+            sem.set_permits(1).await.unwrap();
+        } else {
+            assert!(sem.try_acquire(1).await.unwrap().is_none());
+        }
+        let meta: i64 = server.cmd(&["PTTL", "fairlock:{relived}:sem:meta"]);
+        let hold: i64 = server.cmd(&["PTTL", &hold_key]);
+        assert!(
+            meta > hold + 15_000,
+            "{rewrite}: meta lives {meta} ms, the hold {hold} ms"
+        );
+    }
+    held.release().await.unwrap();
+    left_clean(&server, "relived");
+}
+
+/// A slot migration half-way, with a hold's key moved after the others
+/// (a reshard moves keys in batches, in no order): the hold keys are
+/// not among a script's declared keys, so the old master cannot serve
+/// them. Calls meanwhile are retried (as a lock's whose keys are split),
+/// never answered with a wrong error or taken for a gone hold: the holder
+/// keeps its permit and the next acquisition gets the other one once the
+/// migration completed.
+///
+/// OPEN (not fixed): fails. The calls go to the new master (every declared
+/// key is there: ASK), whose scripts read the hold key built from KEYS[1],
+/// not there yet, as gone: the live holder's renewal finds its hold gone
+/// (and a reclaim there would give its permits back). The same holds for
+/// the read-write lock (one engine). A fix needs the hold state in
+/// declared keys (e.g. renewals moving the holders set's score, reclaim
+/// trusting the score alone).
+#[ignore = "open: undeclared hold keys are misread half-way through a slot migration"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_migration_half_way_loses_no_permit() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let lease = Duration::from_secs(2);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| {
+        c.lease(lease).waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let sem = client.semaphore("moving", 2).unwrap();
+    let held = sem.acquire(1).await.unwrap();
+    let slot = cluster.slot_of("fairlock:{moving}:sem:holders");
+    let from = cluster.node_for_slot(slot).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port())
+        .find(|&p| p != from)
+        .unwrap();
+    let migration = cluster.begin_migration(slot, to);
+    let hold_key = format!("fairlock:{{moving}}:sem:hold:{}", held.ids()[0]);
+    let to_port = to.to_string();
+    let keys: Vec<String> =
+        cluster
+            .node(from)
+            .cmd(&["CLUSTER", "GETKEYSINSLOT", &slot.to_string(), "100"]);
+    // Every other key first: a call then goes to the new master (ASK),
+    // where the hold's key is not yet.
+    let mut args = vec!["MIGRATE", "127.0.0.1", &to_port, "", "0", "5000", "KEYS"];
+    args.extend(keys.iter().map(String::as_str).filter(|k| *k != hold_key));
+    let _: String = cluster.node(from).cmd(&args);
+    let taking = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.try_acquire_for(1, Duration::from_secs(10)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    migration.move_keys();
+    migration.finish();
+    let other = tokio::time::timeout(Duration::from_secs(15), taking)
+        .await
+        .expect("the acquisition ends")
+        .unwrap()
+        .expect("no error for a migration half-way")
+        .expect("the second permit once the migration completed");
+    tokio::time::sleep(lease).await;
+    assert!(held.is_held(), "the holder kept its permit");
+    assert!(sem.try_acquire(1).await.unwrap().is_none(), "2 of 2 held");
+    other.release().await.unwrap();
+    held.release().await.unwrap();
+}
+
+/// A lost acquisition reply (the script ran, its answer held, the
+/// connections cut) is claimed by the retry or undone, never counted twice
+/// nor leaked: after the guard's release (or the undo) all permits are
+/// free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_acquire_reply_is_neither_counted_twice_nor_leaked() {
+    let server = RedisServer::start();
+    let proxy = support::proxy::Proxy::start(server.port());
+    let config = fairlock::ClientConfig::from_url(&proxy.url())
+        .unwrap()
+        .protocol(Protocol::Native)
+        .response_timeout(Duration::from_secs(20));
+    let client = LockClient::with_config(config).await.unwrap();
+    let sem = client.semaphore("lostreply", 3).unwrap();
+    // The scripts are loaded now (a first call is answered NOSCRIPT).
+    sem.acquire(1).await.unwrap().release().await.unwrap();
+    let holders = || server.cmd::<usize>(&["ZCARD", "fairlock:{lostreply}:sem:holders"]);
+
+    proxy.hold_script_replies();
+    let taking = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(2).await })
+    };
+    eventually(Duration::from_secs(10), "the acquisition ran", || {
+        holders() == 1
+    })
+    .await;
+    proxy.cut_all();
+    proxy.pass();
+    match taking.await.unwrap() {
+        Ok(permits) => {
+            let used: String = server.cmd(&["HGET", "fairlock:{lostreply}:sem:meta", "used"]);
+            assert_eq!(used, "2", "counted once");
+            assert_eq!(holders(), 1);
+            permits.release().await.unwrap();
+        }
+        Err(err) => assert!(err.is_connection(), "{err:?}"),
+    }
+    client.flush().await;
+    eventually(Duration::from_secs(10), "nothing held", || holders() == 0).await;
+    let all = sem.try_acquire(3).await.unwrap().expect("all 3 free");
+    all.release().await.unwrap();
+}

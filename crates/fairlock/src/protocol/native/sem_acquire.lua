@@ -31,6 +31,14 @@ local held, bad = hold_of(id)
 if bad then
   return bad
 end
+-- A hold key the holders set does not name was lost (see registered): no
+-- script counts it, others may have been admitted since, so it is not
+-- claimed; it is deleted below, once every read is done, and this
+-- acquisition goes on as a fresh one (as rw_acquire.lua's).
+local orphan = held.owner and not registered(id)
+if orphan then
+  held = {}
+end
 if not held.owner and kind.never_fits(weight) then
   -- Nothing is written (but its place in line, if the total was lowered
   -- beneath its request while it waited).
@@ -38,10 +46,21 @@ if not held.owner and kind.never_fits(weight) then
   return {6, sem.capacity}
 end
 
+if orphan then
+  redis.call('del', hold_key(id))
+end
+
 local now, now_us = server_now()
 if not sem.stored or sem.stale then
   sem_write()
   keep(KEYS[4], waiter_ttl + META_GRACE_MS)
+end
+-- A waiter's record (its lease, ttl, secret and weight) is written again
+-- when it was lost: admit() grants no request whose weight it cannot read.
+local record = decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. nonce .. ':w' .. decimal(weight)
+if queue and redis.call('zscore', KEYS[2], id) and redis.call('hexists', KEYS[5], id) == 0 then
+  redis.call('hset', KEYS[5], id, record)
+  keep(KEYS[5], waiter_ttl)
 end
 purge_dead(now)
 -- Holders whose lease ended make room: the line's head goes first (it may
@@ -75,8 +94,7 @@ if not queue then
 end
 if not redis.call('zscore', KEYS[2], id) then
   redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), id)
-  redis.call('hset', KEYS[5], id,
-    decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. nonce .. ':w' .. decimal(weight))
+  redis.call('hset', KEYS[5], id, record)
   keep(KEYS[5], waiter_ttl)
 end
 redis.call('zadd', KEYS[3], now + waiter_ttl, id)

@@ -38,6 +38,9 @@ local function sem_read(permits)
   if not used then
     used = 0
     sem.weights = {}
+    -- The ids counted, in the holders set's order: sem_write stores their
+    -- weights ('w:ID') with the `used` they add up to.
+    sem.recounted = {}
     for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
       local hold, bad = hold_of(id)
       if bad then
@@ -46,6 +49,7 @@ local function sem_read(permits)
       if hold.owner then
         used = used + hold.weight
         sem.weights[id] = hold.weight
+        sem.recounted[#sem.recounted + 1] = id
       end
     end
   end
@@ -73,8 +77,29 @@ local function sem_write()
     sem.stale = false
   end
   if sem.capacity then
+    local fresh = not sem.stored
     redis.call('hset', KEYS[4], 'capacity', decimal(sem.capacity), 'used', decimal(sem.used))
     sem.stored = true
+    if fresh then
+      -- A meta written anew (the first call, or meta lost while holds
+      -- live) lives as long as the holders set, which outlives every hold
+      -- key, plus the grace: the total is not forgotten while anybody
+      -- holds (grants, claims and renewals extend it from then on).
+      keep(KEYS[4], math.max(redis.call('pttl', KEYS[1]), 0) + META_GRACE_MS)
+    end
+    -- A `used` counted from the hold keys (meta lost while they live) is
+    -- stored with the weights it counts: without them, a counted holder's
+    -- release or reclaim (kind.removed, in a later script, which reads
+    -- `used` and not the keys) would give back nothing, and its permits
+    -- would stay taken for as long as anybody holds.
+    if sem.recounted then
+      for _, id in ipairs(sem.recounted) do
+        if sem.weights[id] then
+          redis.call('hset', KEYS[4], 'w:' .. id, sem.weights[id])
+        end
+      end
+      sem.recounted = nil
+    end
   end
 end
 
@@ -97,6 +122,10 @@ kind.removed = function(id)
   local field = 'w:' .. id
   local weight = counter(redis.call('hget', KEYS[4], field)) or (sem.weights and sem.weights[id]) or 0
   redis.call('hdel', KEYS[4], field)
+  if sem.weights then
+    -- Given back once: sem_write must not store it again.
+    sem.weights[id] = nil
+  end
   sem.used = math.max(0, sem.used - weight)
   sem_write()
 end

@@ -177,6 +177,13 @@ local function admit(channel_prefix, default_ttl, now, now_us)
       break
     end
     local lease, ttl, nonce, weight = waiter_of(head, default_ttl)
+    if kind.weighted and not weight then
+      -- A semaphore's request whose record was lost (evicted, deleted):
+      -- what it asked for is unknown, and a guess below it would let it
+      -- believe it holds permits nobody counts. It waits at the head until
+      -- its next attempt writes its record again (sem_acquire.lua).
+      break
+    end
     weight = weight or 1
     if kind.never_fits(weight) then
       leave_queue(head)
