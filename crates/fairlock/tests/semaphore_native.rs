@@ -723,3 +723,101 @@ async fn a_lost_acquire_reply_is_neither_counted_twice_nor_leaked() {
     let all = sem.try_acquire(3).await.unwrap().expect("all 3 free");
     all.release().await.unwrap();
 }
+
+/// On a Redis Cluster every key of the semaphore is in the slot of its
+/// name (the hold keys the scripts build too, with or without a hash tag
+/// of the name's own), the watchdog renews the holds on the slot's master,
+/// and a release admits the waiter by its grant message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_serves_it_from_one_slot() {
+    let cluster = support::Cluster::start();
+    let lease = Duration::from_millis(900);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(60)).lease(lease)
+    })
+    .await;
+    for name in ["quota", "tenant-{7}-quota"] {
+        let sem = client.semaphore(name, 3).unwrap();
+        let two = sem.acquire(2).await.unwrap();
+        let one = sem.acquire(1).await.unwrap();
+        let waiting = ask(&sem, 2);
+        let holders = format!("fairlock:{{{name}}}:sem:holders");
+        let node = cluster.node_for_key(&holders);
+        eventually(Duration::from_secs(5), "the waiter queued", || {
+            node.cmd::<usize>(&["ZCARD", &format!("fairlock:{{{name}}}:sem:queue")]) == 1
+        })
+        .await;
+        // Renewed past several leases.
+        tokio::time::sleep(lease * 3).await;
+        assert!(two.is_held() && one.is_held(), "{name}");
+        for permits in [&two, &one] {
+            let id = &permits.ids()[0];
+            let key = format!("fairlock:{{{name}}}:sem:hold:{id}");
+            assert_eq!(cluster.slot_of(&key), cluster.slot_of(&holders), "{key}");
+            assert_eq!(node.cmd::<i64>(&["EXISTS", &key]), 1, "{key} renewed");
+        }
+        assert!(!waiting.is_finished(), "{name}: 3 of 3 are out");
+        let last = one.token();
+        two.release().await.unwrap();
+        let next = granted(waiting, "admitted by the release").await;
+        assert!(next.token() > last);
+        one.release().await.unwrap();
+        next.release().await.unwrap();
+    }
+}
+
+/// Through Sentinel with `min_replicas`: each acquisition, a handed-over
+/// grant included, is acknowledged by the replica before its guard is
+/// returned (the hold key's token on the replica), and refused and undone
+/// when the replica acknowledges nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_serves_it_with_replica_acknowledgement() {
+    let deployment = support::Sentinel::start_with(1, 1);
+    let config = fairlock::ClientConfig::from_url(&deployment.url())
+        .unwrap()
+        .protocol(Protocol::Native)
+        .waiter_ttl(Duration::from_secs(60))
+        .min_replicas(1, Duration::from_secs(5));
+    let client = LockClient::with_config(config).await.unwrap();
+    let sem = client.semaphore("sentinel-sem", 2).unwrap();
+    let both = sem.acquire(2).await.unwrap();
+    let replica = &deployment.replicas()[0];
+    let on_replica = |permits: &Permits| {
+        let key = format!("fairlock:{{sentinel-sem}}:sem:hold:{}", permits.ids()[0]);
+        replica.cmd::<Option<String>>(&["HGET", &key, "token"])
+    };
+    assert_eq!(on_replica(&both), both.token().map(|t| t.to_string()));
+    let waiting = ask(&sem, 1);
+    queued(deployment.master(), "sentinel-sem", 1, "the waiter queued").await;
+    both.release().await.unwrap();
+    let one = granted(waiting, "handed a permit").await;
+    assert_eq!(
+        on_replica(&one),
+        one.token().map(|t| t.to_string()),
+        "the grant on the replica before the guard"
+    );
+    one.release().await.unwrap();
+
+    let quick = LockClient::with_config(
+        fairlock::ClientConfig::from_url(&deployment.url())
+            .unwrap()
+            .protocol(Protocol::Native)
+            .min_replicas(1, Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    let frozen = replica.pause();
+    let err = quick
+        .semaphore("sentinel-sem", 2)
+        .unwrap()
+        .try_acquire(1)
+        .await
+        .expect_err("no replica acknowledged");
+    assert!(matches!(err, Error::ReplicasNotSynced { .. }), "{err:?}");
+    drop(frozen);
+    let holders: usize = deployment
+        .master()
+        .cmd(&["ZCARD", "fairlock:{sentinel-sem}:sem:holders"]);
+    assert_eq!(holders, 0, "the refused permit was undone");
+    quick.shutdown().await;
+}
