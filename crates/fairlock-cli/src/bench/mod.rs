@@ -5,6 +5,7 @@
 //! beside them. A table on stdout, `--json`, and `--svg FILE` for a chart.
 
 mod chart;
+mod kinds;
 mod measure;
 mod read_write;
 mod report;
@@ -18,9 +19,10 @@ use std::time::Duration;
 use crate::private_redis::PrivateRedis;
 use crate::{Cli, Failure, duration, exit};
 
-use read_write::{RwSample, RwSubject};
+use kinds::KindSeries;
+use read_write::RwSubject;
 use scenario::{Sample, Workload};
-use semaphore::{SemSample, SemSubject};
+use semaphore::SemSubject;
 use subject::Subject;
 
 /// Which scenarios run.
@@ -178,23 +180,9 @@ pub(crate) struct Results {
     pub(crate) ping: Vec<Sample>,
     pub(crate) series: Vec<Series>,
     /// The read-write scenario: per worker count, each lock's rounds.
-    pub(crate) read_write: Vec<RwSeries>,
+    pub(crate) read_write: Vec<KindSeries<RwSubject>>,
     /// The semaphore scenario: per worker count, each semaphore's rounds.
-    pub(crate) semaphore: Vec<SemSeries>,
-}
-
-/// Every round of one semaphore with one number of workers.
-pub(crate) struct SemSeries {
-    pub(crate) workers: usize,
-    pub(crate) subject: SemSubject,
-    pub(crate) samples: Vec<SemSample>,
-}
-
-/// Every round of one read-write lock with one number of workers.
-pub(crate) struct RwSeries {
-    pub(crate) workers: usize,
-    pub(crate) subject: RwSubject,
-    pub(crate) samples: Vec<RwSample>,
+    pub(crate) semaphore: Vec<KindSeries<SemSubject>>,
 }
 
 pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
@@ -250,30 +238,12 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
             })
             .collect(),
         read_write: if matches!(args.scenario, Which::All | Which::ReadWrite) {
-            args.workers
-                .iter()
-                .flat_map(|&n| {
-                    RwSubject::ALL.into_iter().map(move |subject| RwSeries {
-                        workers: usize::from(n),
-                        subject,
-                        samples: Vec::new(),
-                    })
-                })
-                .collect()
+            KindSeries::each(&RwSubject::ALL, &args.workers)
         } else {
             Vec::new()
         },
         semaphore: if matches!(args.scenario, Which::All | Which::Semaphore) {
-            args.workers
-                .iter()
-                .flat_map(|&n| {
-                    SemSubject::ALL.into_iter().map(move |subject| SemSeries {
-                        workers: usize::from(n),
-                        subject,
-                        samples: Vec::new(),
-                    })
-                })
-                .collect()
+            KindSeries::each(&SemSubject::ALL, &args.workers)
         } else {
             Vec::new()
         },
@@ -335,70 +305,24 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
             measure::delete_keys(&mut admin, &name).await?;
             series.samples.push(sample);
         }
-        for series in &mut results.read_write {
-            let name = format!(
-                "{run_id}-read-write-{}-{}-{round}",
-                series.workers,
-                series.subject.key()
-            );
-            if !args.json {
-                eprintln!(
-                    "round {round}/{}: read-write, {} workers: {}",
-                    args.rounds,
-                    series.workers,
-                    series.subject.label()
-                );
-            }
-            let sample = read_write::run(
-                series.subject,
-                &url,
-                &name,
-                series.workers,
-                args.duration,
-                &mut admin,
-            )
-            .await
-            .map_err(|f| {
-                Failure::new(
-                    f.code,
-                    format!("{} (read-write): {}", series.subject.label(), f.message),
-                )
-            })?;
-            measure::delete_keys(&mut admin, &name).await?;
-            series.samples.push(sample);
-        }
-        for series in &mut results.semaphore {
-            let name = format!(
-                "{run_id}-semaphore-{}-{}-{round}",
-                series.workers,
-                series.subject.key()
-            );
-            if !args.json {
-                eprintln!(
-                    "round {round}/{}: semaphore, {} workers: {}",
-                    args.rounds,
-                    series.workers,
-                    series.subject.label()
-                );
-            }
-            let sample = semaphore::run(
-                series.subject,
-                &url,
-                &name,
-                series.workers,
-                args.duration,
-                &mut admin,
-            )
-            .await
-            .map_err(|f| {
-                Failure::new(
-                    f.code,
-                    format!("{} (semaphore): {}", series.subject.label(), f.message),
-                )
-            })?;
-            measure::delete_keys(&mut admin, &name).await?;
-            series.samples.push(sample);
-        }
+        kinds::run_round(
+            &mut results.read_write,
+            round,
+            args,
+            &url,
+            &run_id,
+            &mut admin,
+        )
+        .await?;
+        kinds::run_round(
+            &mut results.semaphore,
+            round,
+            args,
+            &url,
+            &run_id,
+            &mut admin,
+        )
+        .await?;
     }
     results.load_after = measure::load_average();
     drop(metrics);

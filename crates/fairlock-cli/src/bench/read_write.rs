@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use fairlock::{ClientConfig, LockClient, Protocol, ReadWriteLock};
 use redis::aio::MultiplexedConnection;
 
+use super::kinds::{self, Draws, KindSeries, KindSubject};
 use super::measure::{self, Cost, Meter, redis_failure};
 use crate::{Failure, exit, failure};
 
@@ -29,9 +30,6 @@ const RDS_RETRY: u64 = 10;
 
 /// One in this many acquisitions writes.
 const WRITE_EVERY: u64 = 4;
-
-/// How long the workers may take to stop once asked.
-const DRAIN_LIMIT: Duration = Duration::from_secs(60);
 
 /// One read-write lock under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,8 +42,24 @@ pub(crate) enum RwSubject {
 impl RwSubject {
     pub(crate) const ALL: [RwSubject; 3] =
         [RwSubject::Native, RwSubject::Redisson, RwSubject::RdsLock];
+}
 
-    pub(crate) fn key(self) -> &'static str {
+impl KindSubject for RwSubject {
+    const SCENARIO: &'static str = "read-write";
+    type Sample = RwSample;
+
+    async fn run(
+        self,
+        url: &str,
+        name: &str,
+        workers: usize,
+        duration: Duration,
+        admin: &mut MultiplexedConnection,
+    ) -> Result<RwSample, Failure> {
+        run(self, url, name, workers, duration, admin).await
+    }
+
+    fn key(self) -> &'static str {
         match self {
             RwSubject::Native => "native-rw",
             RwSubject::Redisson => "redisson-rw",
@@ -53,7 +67,7 @@ impl RwSubject {
         }
     }
 
-    pub(crate) fn label(self) -> &'static str {
+    fn label(self) -> &'static str {
         match self {
             RwSubject::Native => "fairlock native read-write (fair)",
             RwSubject::Redisson => "fairlock redisson read-write",
@@ -129,7 +143,7 @@ impl Held {
 
 /// `workers` tasks sharing one client of `subject` take the read-write
 /// lock `name` for `duration`, one acquisition in [`WRITE_EVERY`] writing.
-pub(crate) async fn run(
+async fn run(
     subject: RwSubject,
     url: &str,
     name: &str,
@@ -172,12 +186,9 @@ pub(crate) async fn run(
         let (name, flag, counter) = (name.to_owned(), flag.clone(), counter.clone());
         tasks.push(tokio::spawn(async move {
             let mut done = RwSample::default();
-            let mut draw = (me as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut draws = Draws::new(me);
             while !stop.load(Ordering::SeqCst) {
-                draw ^= draw << 13;
-                draw ^= draw >> 7;
-                draw ^= draw << 17;
-                let write = draw.is_multiple_of(WRITE_EVERY);
+                let write = draws.one_in(WRITE_EVERY);
                 let asked = Instant::now();
                 let held = side.lock(&name, write).await?;
                 let waited = asked.elapsed();
@@ -225,42 +236,21 @@ pub(crate) async fn run(
     }
     tokio::time::sleep(duration).await;
     stop.store(true, Ordering::SeqCst);
-    let mut sample = RwSample::default();
-    let drained = Instant::now() + DRAIN_LIMIT;
-    let mut failure = None;
-    for mut task in tasks {
-        match tokio::time::timeout_at(drained.into(), &mut task).await {
-            Ok(Ok(Ok(done))) => {
-                sample.reads += done.reads;
-                sample.writes += done.writes;
-                sample.read_waits.extend(done.read_waits);
-                sample.write_waits.extend(done.write_waits);
-                sample.per_worker.extend(done.per_worker);
-            }
-            Ok(Ok(Err(f))) => {
-                failure.get_or_insert(f);
-            }
-            Ok(Err(e)) => {
-                failure.get_or_insert(Failure::new(
-                    exit::SOFTWARE,
-                    format!("a bench worker failed: {e}"),
-                ));
-            }
-            Err(_) => {
-                task.abort();
-                failure.get_or_insert(Failure::new(
-                    exit::SOFTWARE,
-                    format!("no worker of {name} stopped within {DRAIN_LIMIT:?}: a lost wake-up?"),
-                ));
-            }
-        }
-    }
-    sample.cost = meter.stop(admin).await?;
+    let done = kinds::drain(tasks, name).await;
+    let cost = meter.stop(admin).await?;
     if let Some(client) = client {
         client.shutdown().await;
     }
-    if let Some(f) = failure {
-        return Err(f);
+    let mut sample = RwSample {
+        cost,
+        ..RwSample::default()
+    };
+    for one in done? {
+        sample.reads += one.reads;
+        sample.writes += one.writes;
+        sample.read_waits.extend(one.read_waits);
+        sample.write_waits.extend(one.write_waits);
+        sample.per_worker.extend(one.per_worker);
     }
     let counted: Option<u64> = redis::cmd("GET")
         .arg(&counter)
@@ -305,43 +295,15 @@ pub(crate) struct RwSummary {
     pub(crate) worker_gap: u64,
 }
 
-fn waits(mut all: Vec<Duration>) -> [Duration; 3] {
-    all.sort();
-    let at = |p: f64| {
-        all.get(((all.len().max(1) - 1) as f64 * p).round() as usize)
-            .copied()
-            .unwrap_or_default()
-    };
-    [at(0.5), at(0.99), all.last().copied().unwrap_or_default()]
-}
-
 pub(crate) fn summarize(samples: &[RwSample]) -> RwSummary {
-    let mut rates: Vec<f64> = samples
-        .iter()
-        .map(|s| {
-            if s.cost.seconds > 0.0 {
-                (s.reads + s.writes) as f64 / s.cost.seconds
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    rates.sort_by(f64::total_cmp);
-    let rate = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
-    let (first, last) = (
-        rates.first().copied().unwrap_or(0.0),
-        rates.last().copied().unwrap_or(0.0),
-    );
+    let (rate, spread) =
+        kinds::median_rate(samples.iter().map(|s| (s.reads + s.writes, s.cost.seconds)));
     let ops: u64 = samples.iter().map(|s| s.reads + s.writes).sum();
     let writes: u64 = samples.iter().map(|s| s.writes).sum();
     let per_op = |total: f64| if ops > 0 { total / ops as f64 } else { 0.0 };
     RwSummary {
         rate,
-        spread: if rate > 0.0 {
-            (last - first) / rate
-        } else {
-            0.0
-        },
+        spread,
         write_share: per_op(writes as f64),
         redis_cpu_us: per_op(
             samples
@@ -351,26 +313,14 @@ pub(crate) fn summarize(samples: &[RwSample]) -> RwSummary {
                 * 1e6,
         ),
         commands: per_op(samples.iter().map(|s| s.cost.commands as f64).sum()),
-        read_wait: waits(samples.iter().flat_map(|s| s.read_waits.clone()).collect()),
-        write_wait: waits(samples.iter().flat_map(|s| s.write_waits.clone()).collect()),
-        worker_gap: samples
-            .iter()
-            .map(|s| {
-                let max = s.per_worker.iter().max().copied().unwrap_or(0);
-                let min = s.per_worker.iter().min().copied().unwrap_or(0);
-                max - min
-            })
-            .max()
-            .unwrap_or(0),
+        read_wait: kinds::waits(samples.iter().flat_map(|s| s.read_waits.clone()).collect()),
+        write_wait: kinds::waits(samples.iter().flat_map(|s| s.write_waits.clone()).collect()),
+        worker_gap: kinds::worker_gap(samples.iter().map(|s| &s.per_worker[..])),
     }
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 /// The scenario's part of the table.
-pub(crate) fn table(series: &[super::RwSeries]) -> String {
+pub(crate) fn table(series: &[KindSeries<RwSubject>]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let mut workers: Vec<usize> = series.iter().map(|s| s.workers).collect();
@@ -397,8 +347,6 @@ pub(crate) fn table(series: &[super::RwSeries]) -> String {
         );
         for s in series.iter().filter(|s| s.workers == n) {
             let sum = summarize(&s.samples);
-            let triple =
-                |w: [Duration; 3]| format!("{:.1} / {:.1} / {:.0}", ms(w[0]), ms(w[1]), ms(w[2]));
             let _ = writeln!(
                 out,
                 "  {:<36} {:>8.0} {:>6.0}% {:>6.0}% {:>22} {:>22} {:>7.1} us {:>9.1} {:>11}",
@@ -406,8 +354,8 @@ pub(crate) fn table(series: &[super::RwSeries]) -> String {
                 sum.rate,
                 sum.spread * 100.0,
                 sum.write_share * 100.0,
-                triple(sum.read_wait),
-                triple(sum.write_wait),
+                kinds::triple(sum.read_wait),
+                kinds::triple(sum.write_wait),
                 sum.redis_cpu_us,
                 sum.commands,
                 sum.worker_gap
@@ -418,8 +366,7 @@ pub(crate) fn table(series: &[super::RwSeries]) -> String {
 }
 
 /// The scenario's part of the JSON.
-pub(crate) fn json(series: &[super::RwSeries]) -> serde_json::Value {
-    let wait = |w: [Duration; 3]| serde_json::json!({"p50_ms": ms(w[0]), "p99_ms": ms(w[1]), "max_ms": ms(w[2])});
+pub(crate) fn json(series: &[KindSeries<RwSubject>]) -> serde_json::Value {
     serde_json::Value::Array(
         series
             .iter()
@@ -432,8 +379,8 @@ pub(crate) fn json(series: &[super::RwSeries]) -> serde_json::Value {
                     "per_second_median": sum.rate,
                     "spread": sum.spread,
                     "write_share": sum.write_share,
-                    "read_wait": wait(sum.read_wait),
-                    "write_wait": wait(sum.write_wait),
+                    "read_wait": kinds::triple_json(sum.read_wait),
+                    "write_wait": kinds::triple_json(sum.write_wait),
                     "redis_cpu_us_per_acquisition": sum.redis_cpu_us,
                     "commands_per_acquisition": sum.commands,
                     "worker_gap_max": sum.worker_gap,

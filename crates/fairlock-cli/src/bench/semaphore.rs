@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use fairlock::{ClientConfig, LockClient, Protocol};
 use redis::aio::MultiplexedConnection;
 
+use super::kinds::{self, Draws, KindSeries, KindSubject};
 use super::measure::{self, Cost, Meter, redis_failure};
 use crate::{Failure, exit, failure};
 
@@ -28,9 +29,6 @@ const PERMITS: u32 = 4;
 
 /// One request in this many asks for two permits.
 const TWO_EVERY: u64 = 4;
-
-/// How long the workers may take to stop once asked.
-const DRAIN_LIMIT: Duration = Duration::from_secs(60);
 
 /// One semaphore under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,8 +44,24 @@ impl SemSubject {
         SemSubject::Redisson,
         SemSubject::Counting,
     ];
+}
 
-    pub(crate) fn key(self) -> &'static str {
+impl KindSubject for SemSubject {
+    const SCENARIO: &'static str = "semaphore";
+    type Sample = SemSample;
+
+    async fn run(
+        self,
+        url: &str,
+        name: &str,
+        workers: usize,
+        duration: Duration,
+        admin: &mut MultiplexedConnection,
+    ) -> Result<SemSample, Failure> {
+        run(self, url, name, workers, duration, admin).await
+    }
+
+    fn key(self) -> &'static str {
         match self {
             SemSubject::Native => "native-semaphore",
             SemSubject::Redisson => "redisson-semaphore",
@@ -55,7 +69,7 @@ impl SemSubject {
         }
     }
 
-    pub(crate) fn label(self) -> &'static str {
+    fn label(self) -> &'static str {
         match self {
             SemSubject::Native => "fairlock native semaphore (fair)",
             SemSubject::Redisson => "fairlock redisson expirable semaphore",
@@ -107,7 +121,7 @@ impl Held {
 
 /// `workers` tasks sharing one client of `subject` take permits of the
 /// semaphore `name` for `duration`.
-pub(crate) async fn run(
+async fn run(
     subject: SemSubject,
     url: &str,
     name: &str,
@@ -138,12 +152,9 @@ pub(crate) async fn run(
             (shared.clone(), data.clone(), Arc::clone(&stop), out.clone());
         tasks.push(tokio::spawn(async move {
             let mut done = SemSample::default();
-            let mut draw = (me as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut draws = Draws::new(me);
             while !stop.load(Ordering::SeqCst) {
-                draw ^= draw << 13;
-                draw ^= draw >> 7;
-                draw ^= draw << 17;
-                let n: u32 = if draw.is_multiple_of(TWO_EVERY) { 2 } else { 1 };
+                let n: u32 = if draws.one_in(TWO_EVERY) { 2 } else { 1 };
                 let asked = Instant::now();
                 let held = shared.hold(n).await?;
                 let waited = asked.elapsed();
@@ -175,56 +186,21 @@ pub(crate) async fn run(
     }
     tokio::time::sleep(duration).await;
     stop.store(true, Ordering::SeqCst);
-    let mut sample = SemSample::default();
-    let drained = Instant::now() + DRAIN_LIMIT;
-    let mut failure = None;
-    for mut task in tasks {
-        match tokio::time::timeout_at(drained.into(), &mut task).await {
-            Ok(Ok(Ok(done))) => {
-                sample.acquisitions += done.acquisitions;
-                let [one, two] = done.waits;
-                sample.waits[0].extend(one);
-                sample.waits[1].extend(two);
-                sample.per_worker.extend(done.per_worker);
-            }
-            Ok(Ok(Err(f))) => {
-                failure.get_or_insert(f);
-            }
-            Ok(Err(e)) => {
-                failure.get_or_insert(Failure::new(
-                    exit::SOFTWARE,
-                    format!("a bench worker failed: {e}"),
-                ));
-            }
-            Err(_) => {
-                task.abort();
-                failure.get_or_insert(Failure::new(
-                    exit::SOFTWARE,
-                    format!("no worker of {name} stopped within {DRAIN_LIMIT:?}: a lost wake-up?"),
-                ));
-            }
-        }
-    }
-    sample.cost = meter.stop(admin).await?;
+    let done = kinds::drain(tasks, name).await;
+    let cost = meter.stop(admin).await?;
     client.shutdown().await;
-    match failure {
-        Some(f) => Err(f),
-        None => Ok(sample),
-    }
-}
-
-fn waits(mut all: Vec<Duration>) -> [Duration; 3] {
-    all.sort();
-    let at = |p: f64| {
-        all.get(((all.len().max(1) - 1) as f64 * p).round() as usize)
-            .copied()
-            .unwrap_or_default()
+    let mut sample = SemSample {
+        cost,
+        ..SemSample::default()
     };
-    [at(0.5), at(0.99), all.last().copied().unwrap_or_default()]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
+    for one in done? {
+        sample.acquisitions += one.acquisitions;
+        let [first, second] = one.waits;
+        sample.waits[0].extend(first);
+        sample.waits[1].extend(second);
+        sample.per_worker.extend(one.per_worker);
+    }
+    Ok(sample)
 }
 
 /// One semaphore with one number of workers, over its rounds.
@@ -238,25 +214,11 @@ struct Summary {
 }
 
 fn summarize(samples: &[SemSample]) -> Summary {
-    let mut rates: Vec<f64> = samples
-        .iter()
-        .map(|s| {
-            if s.cost.seconds > 0.0 {
-                s.acquisitions as f64 / s.cost.seconds
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    rates.sort_by(f64::total_cmp);
-    let rate = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
-    let spread = match (rates.first(), rates.last()) {
-        (Some(first), Some(last)) if rate > 0.0 => (last - first) / rate,
-        _ => 0.0,
-    };
+    let (rate, spread) =
+        kinds::median_rate(samples.iter().map(|s| (s.acquisitions, s.cost.seconds)));
     let ops: u64 = samples.iter().map(|s| s.acquisitions).sum();
     let per_op = |total: f64| if ops > 0 { total / ops as f64 } else { 0.0 };
-    let pooled = |i: usize| waits(samples.iter().flat_map(|s| s.waits[i].clone()).collect());
+    let pooled = |i: usize| kinds::waits(samples.iter().flat_map(|s| s.waits[i].clone()).collect());
     Summary {
         rate,
         spread,
@@ -269,20 +231,12 @@ fn summarize(samples: &[SemSample]) -> Summary {
         ),
         commands: per_op(samples.iter().map(|s| s.cost.commands as f64).sum()),
         waits: [pooled(0), pooled(1)],
-        worker_gap: samples
-            .iter()
-            .map(|s| {
-                let max = s.per_worker.iter().max().copied().unwrap_or(0);
-                let min = s.per_worker.iter().min().copied().unwrap_or(0);
-                max - min
-            })
-            .max()
-            .unwrap_or(0),
+        worker_gap: kinds::worker_gap(samples.iter().map(|s| &s.per_worker[..])),
     }
 }
 
 /// The scenario's part of the table.
-pub(crate) fn table(series: &[super::SemSeries]) -> String {
+pub(crate) fn table(series: &[KindSeries<SemSubject>]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let mut workers: Vec<usize> = series.iter().map(|s| s.workers).collect();
@@ -308,16 +262,14 @@ pub(crate) fn table(series: &[super::SemSeries]) -> String {
         );
         for s in series.iter().filter(|s| s.workers == n) {
             let sum = summarize(&s.samples);
-            let triple =
-                |w: [Duration; 3]| format!("{:.1} / {:.1} / {:.0}", ms(w[0]), ms(w[1]), ms(w[2]));
             let _ = writeln!(
                 out,
                 "  {:<38} {:>8.0} {:>6.0}% {:>22} {:>22} {:>7.1} us {:>9.1} {:>11}",
                 s.subject.label(),
                 sum.rate,
                 sum.spread * 100.0,
-                triple(sum.waits[0]),
-                triple(sum.waits[1]),
+                kinds::triple(sum.waits[0]),
+                kinds::triple(sum.waits[1]),
                 sum.redis_cpu_us,
                 sum.commands,
                 sum.worker_gap
@@ -328,8 +280,7 @@ pub(crate) fn table(series: &[super::SemSeries]) -> String {
 }
 
 /// The scenario's part of the JSON.
-pub(crate) fn json(series: &[super::SemSeries]) -> serde_json::Value {
-    let wait = |w: [Duration; 3]| serde_json::json!({"p50_ms": ms(w[0]), "p99_ms": ms(w[1]), "max_ms": ms(w[2])});
+pub(crate) fn json(series: &[KindSeries<SemSubject>]) -> serde_json::Value {
     serde_json::Value::Array(
         series
             .iter()
@@ -342,8 +293,8 @@ pub(crate) fn json(series: &[super::SemSeries]) -> serde_json::Value {
                     "label": s.subject.label(),
                     "per_second_median": sum.rate,
                     "spread": sum.spread,
-                    "wait_for_one": wait(sum.waits[0]),
-                    "wait_for_two": wait(sum.waits[1]),
+                    "wait_for_one": kinds::triple_json(sum.waits[0]),
+                    "wait_for_two": kinds::triple_json(sum.waits[1]),
                     "redis_cpu_us_per_acquisition": sum.redis_cpu_us,
                     "commands_per_acquisition": sum.commands,
                     "worker_gap_max": sum.worker_gap,
