@@ -8,28 +8,8 @@ local err = rw_check_types()
 if err then
   return err
 end
-local holders = {}
-for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
-  local hold, bad = hold_of(id)
-  if bad then
-    return bad
-  end
-  if hold.owner then
-    holders[#holders + 1] = id
-    holders[#holders + 1] = hold.count
-    holders[#holders + 1] = hold.token
-    holders[#holders + 1] = redis.call('pttl', hold_key(id))
-  end
+local state, bad = inspect_state('count')
+if bad then
+  return bad
 end
-local now = server_now()
-local labels = KEYS[6] and redis.pcall('hgetall', KEYS[6])
-if type(labels) ~= 'table' or labels.err then
-  labels = {}
-end
-return {
-  holders,
-  redis.call('zrange', KEYS[2], 0, -1),
-  redis.call('zrange', KEYS[3], 0, -1, 'withscores'),
-  now,
-  labels,
-}
+return state

@@ -15,29 +15,9 @@ local capacity = redis.call('hget', KEYS[4], 'capacity')
 if capacity and not counter(capacity) then
   return not_a_lock(4, 'meta field capacity is not a decimal integer below 2^53')
 end
-local holders = {}
-for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
-  local hold, bad = hold_of(id)
-  if bad then
-    return bad
-  end
-  if hold.owner then
-    holders[#holders + 1] = id
-    holders[#holders + 1] = hold.weight
-    holders[#holders + 1] = hold.token
-    holders[#holders + 1] = redis.call('pttl', hold_key(id))
-  end
+local state, bad = inspect_state('weight')
+if bad then
+  return bad
 end
-local now = server_now()
-local labels = KEYS[6] and redis.pcall('hgetall', KEYS[6])
-if type(labels) ~= 'table' or labels.err then
-  labels = {}
-end
-return {
-  holders,
-  redis.call('zrange', KEYS[2], 0, -1),
-  redis.call('zrange', KEYS[3], 0, -1, 'withscores'),
-  now,
-  labels,
-  counter(capacity) or counter(ARGV[1]) or 0,
-}
+state[#state + 1] = counter(capacity) or counter(ARGV[1]) or 0
+return state

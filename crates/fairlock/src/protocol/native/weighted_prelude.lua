@@ -238,3 +238,38 @@ local function revoke_holder(revoked_prefix, id)
     redis.call('publish', revoked_prefix .. client, KEYS[1])
   end
 end
+
+-- The object's whole state for inspect (read-only; O(N) in holders and
+-- waiters): {holders as a flat list [id, hold[field], token, pttl, ...]
+-- (those whose hold key lives), queue ids in order, liveness (ZRANGE
+-- WITHSCORES), server now ms, labels (HGETALL of the optional KEYS[6];
+-- empty when it holds another type)}, or nil and NOTALOCK when a hold key
+-- holds anything but a hold. `field`: 'count' (the read-write lock) or
+-- 'weight' (the semaphore).
+local function inspect_state(field)
+  local holders = {}
+  for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
+    local hold, bad = hold_of(id)
+    if bad then
+      return nil, bad
+    end
+    if hold.owner then
+      holders[#holders + 1] = id
+      holders[#holders + 1] = hold[field]
+      holders[#holders + 1] = hold.token
+      holders[#holders + 1] = redis.call('pttl', hold_key(id))
+    end
+  end
+  local now = server_now()
+  local labels = KEYS[6] and redis.pcall('hgetall', KEYS[6])
+  if type(labels) ~= 'table' or labels.err then
+    labels = {}
+  end
+  return {
+    holders,
+    redis.call('zrange', KEYS[2], 0, -1),
+    redis.call('zrange', KEYS[3], 0, -1, 'withscores'),
+    now,
+    labels,
+  }
+end
