@@ -24,16 +24,11 @@ local err = rw_check_types() or read_meta()
 if err then
   return err
 end
-local held, bad = hold_of(id)
+-- A lost hold key (see own_hold) is deleted below, once every read is
+-- done, and this acquisition is a fresh one.
+local held, bad, orphan = own_hold(id)
 if bad then
   return bad
-end
--- A hold key the holders set does not name was lost (see registered): it
--- is deleted below, once every read is done, and this acquisition is a
--- fresh one.
-local orphan = held.owner and not registered(id)
-if orphan then
-  held = {}
 end
 -- An upgrade only when the writer does not hold yet: a writer that also
 -- reads (a downgrade) re-enters or claims its own write hold, as a retry

@@ -27,17 +27,11 @@ local err = weighted_check_types() or read_meta() or sem_read(counter(ARGV[10]))
 if err then
   return err
 end
-local held, bad = hold_of(id)
+-- A lost hold key (see own_hold) is deleted below, once every read is
+-- done, and this acquisition is a fresh one.
+local held, bad, orphan = own_hold(id)
 if bad then
   return bad
-end
--- A hold key the holders set does not name was lost (see registered): no
--- script counts it, others may have been admitted since, so it is not
--- claimed; it is deleted below, once every read is done, and this
--- acquisition goes on as a fresh one (as rw_acquire.lua's).
-local orphan = held.owner and not registered(id)
-if orphan then
-  held = {}
 end
 if not held.owner and kind.never_fits(weight) then
   -- Nothing is written (but its place in line, if the total was lowered

@@ -99,6 +99,22 @@ local function registered(id)
   return redis.call('zscore', KEYS[1], id) ~= false
 end
 
+-- The hold of an acquisition's own `id`, read before any write: as
+-- hold_of, except that a hold key the holders set does not name (lost, see
+-- registered) is no hold: {} and `orphan` true, for the caller to delete
+-- once every read is done and to go on as a fresh acquisition. Returns
+-- (hold, nil, orphan), or (nil, NOTALOCK).
+local function own_hold(id)
+  local held, bad = hold_of(id)
+  if bad then
+    return nil, bad
+  end
+  if held.owner and not registered(id) then
+    return {}, nil, true
+  end
+  return held, nil, false
+end
+
 local function weighted_check_types()
   return wrong_type(KEYS[1], 'zset') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
     or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
