@@ -65,6 +65,7 @@
 pub mod acknowledged;
 pub mod cluster;
 pub mod flood;
+pub mod objects;
 pub mod proxy;
 mod readiness;
 pub mod sentinel;

@@ -39,41 +39,17 @@ fn ask(rw: &fairlock::ReadWriteLock, write: bool) -> Waiting {
 
 /// `what` queued: the line has `len` waiters.
 async fn queued(server: &RedisServer, name: &str, len: usize, what: &str) {
-    let key = format!("fairlock:{{{name}}}:rw:queue");
-    eventually(Duration::from_secs(5), what, || {
-        server.cmd::<usize>(&["ZCARD", &key]) == len
-    })
-    .await;
+    support::objects::wait_for_line(server, name, "rw", len, what).await;
 }
 
-/// The guard `task` gets within 5 s.
+/// What `task` gets within 5 s.
 async fn granted(task: Waiting, what: &str) -> LockGuard {
-    tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .unwrap_or_else(|_| panic!("not granted within 5 s: {what}"))
-        .unwrap()
-        .unwrap()
+    support::objects::granted(task, what).await
 }
 
-/// Every key of the read-write lock `name` that exists.
-fn keys_of(server: &RedisServer, name: &str) -> Vec<String> {
-    let mut keys: Vec<String> = server.cmd(&["KEYS", &format!("fairlock:{{{name}}}:rw:*")]);
-    keys.sort();
-    keys
-}
-
-/// Nothing held, nobody in line, and every key left (the counters, the
-/// release results kept for retries) expiring on its own.
+/// Nothing held, nobody in line, every key left expiring on its own.
 fn left_clean(server: &RedisServer, name: &str) {
-    let keys = keys_of(server, name);
-    for key in &keys {
-        assert!(
-            key.ends_with(":rw:meta") || key.contains(":rw:release:"),
-            "{key} is left: {keys:?}"
-        );
-        let ttl: i64 = server.cmd(&["PTTL", key]);
-        assert!(ttl > 0, "{key} has no TTL");
-    }
+    support::objects::assert_left_clean(server, name, "rw");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

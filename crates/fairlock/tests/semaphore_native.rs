@@ -35,44 +35,24 @@ fn ask(sem: &Semaphore, n: u32) -> Waiting {
     tokio::spawn(async move { sem.acquire(n).await })
 }
 
-/// The line of `name` has `len` waiters.
+/// `what` queued: the line has `len` waiters.
 async fn queued(server: &RedisServer, name: &str, len: usize, what: &str) {
-    let key = format!("fairlock:{{{name}}}:sem:queue");
-    eventually(Duration::from_secs(5), what, || {
-        server.cmd::<usize>(&["ZCARD", &key]) == len
-    })
-    .await;
+    support::objects::wait_for_line(server, name, "sem", len, what).await;
 }
 
-/// The permits `task` gets within 5 s.
+/// What `task` gets within 5 s.
 async fn granted(task: Waiting, what: &str) -> Permits {
-    tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .unwrap_or_else(|_| panic!("not granted within 5 s: {what}"))
-        .unwrap()
-        .unwrap()
+    support::objects::granted(task, what).await
 }
 
-/// Every key of the semaphore `name` that exists.
+/// Every key of the name `name`.
 fn keys_of(server: &RedisServer, name: &str) -> Vec<String> {
-    let mut keys: Vec<String> = server.cmd(&["KEYS", &format!("fairlock:{{{name}}}:*")]);
-    keys.sort();
-    keys
+    support::objects::keys(server, name)
 }
 
-/// Nothing held, nobody in line, and every key left (the counters and the
-/// total, the release results kept for retries, the labels) expiring on
-/// its own.
+/// Nothing held, nobody in line, every key left expiring on its own.
 fn left_clean(server: &RedisServer, name: &str) {
-    let keys = keys_of(server, name);
-    for key in &keys {
-        assert!(
-            key.ends_with(":sem:meta") || key.contains(":sem:release:") || key.ends_with(":labels"),
-            "{key} is left: {keys:?}"
-        );
-        let ttl: i64 = server.cmd(&["PTTL", key]);
-        assert!(ttl > 0, "{key} has no TTL");
-    }
+    support::objects::assert_left_clean(server, name, "sem");
 }
 
 /// Many tasks taking 1 or 2 permits of 3, over and over: never more than 3

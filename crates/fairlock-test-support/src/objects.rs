@@ -1,0 +1,55 @@
+//! The native protocol's objects besides the lock, as their tests look at
+//! them: a read-write lock (`fairlock:{NAME}:rw:...`) or a semaphore
+//! (`fairlock:{NAME}:sem:...`), named by `kind` (`"rw"` or `"sem"`).
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use crate::{RedisServer, eventually};
+
+/// Wait (at most 5 s) until the line of object `name` of `kind` has `len`
+/// waiters.
+pub async fn wait_for_line(server: &RedisServer, name: &str, kind: &str, len: usize, what: &str) {
+    let key = format!("fairlock:{{{name}}}:{kind}:queue");
+    eventually(Duration::from_secs(5), what, || {
+        server.cmd::<usize>(&["ZCARD", &key]) == len
+    })
+    .await;
+}
+
+/// Every key of the name `name` (`fairlock:{NAME}:*`: every object's, and
+/// the labels), sorted.
+pub fn keys(server: &RedisServer, name: &str) -> Vec<String> {
+    let mut keys: Vec<String> = server.cmd(&["KEYS", &format!("fairlock:{{{name}}}:*")]);
+    keys.sort();
+    keys
+}
+
+/// Nothing of object `name` of `kind` held, nobody in its line, and every
+/// key left (the counters, the release results kept for retries, the
+/// labels) expiring on its own.
+pub fn assert_left_clean(server: &RedisServer, name: &str, kind: &str) {
+    let keys = keys(server, name);
+    for key in &keys {
+        assert!(
+            key.ends_with(&format!(":{kind}:meta"))
+                || key.contains(&format!(":{kind}:release:"))
+                || key.ends_with(":labels"),
+            "{key} is left: {keys:?}"
+        );
+        let ttl: i64 = server.cmd(&["PTTL", key]);
+        assert!(ttl > 0, "{key} has no TTL");
+    }
+}
+
+/// What `task` (an acquisition) gets within 5 s; panics otherwise, or on
+/// an error.
+pub async fn granted<T, E: Debug>(task: JoinHandle<Result<T, E>>, what: &str) -> T {
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap_or_else(|_| panic!("not granted within 5 s: {what}"))
+        .expect("the acquisition's task")
+        .unwrap_or_else(|e| panic!("{what}: {e:?}"))
+}
