@@ -282,6 +282,35 @@ pub(super) async fn one_round(
     Ok(event)
 }
 
+/// Run `acquire` of `lock`, cancelled (15 times in 100) at a random moment
+/// within 50 ms: what it got, or the [`Event::NoGrant`] saying why not
+/// ("cancelled", "timeout", "error").
+async fn maybe_cancelled<T>(
+    rng: &mut Rng,
+    lock: &str,
+    acquire: impl std::future::Future<Output = fairlock::Result<Option<T>>>,
+) -> Result<T, Event> {
+    let cancel = rng.below(100) < 15;
+    let limit = Duration::from_millis(rng.below(50));
+    let outcome = if cancel {
+        tokio::time::timeout(limit, acquire)
+            .await
+            .unwrap_or(Ok(None))
+    } else {
+        acquire.await
+    };
+    let outcome = match outcome {
+        Ok(Some(got)) => return Ok(got),
+        Ok(None) if cancel => "cancelled",
+        Ok(None) => "timeout",
+        Err(_) => "error",
+    };
+    Err(Event::NoGrant {
+        lock: lock.into(),
+        outcome: outcome.into(),
+    })
+}
+
 /// A round on the read-write lock [`RW`]: a read hold (6 in 10), a write
 /// hold (3 in 10), or a downgrade (1 in 10): a write hold whose owner takes
 /// the read side too, releases the write hold and reads on, so that other
@@ -305,27 +334,9 @@ async fn read_write_round(
     let owner = client.new_owner();
     let requested = server_time_us(conn).await?;
     let opts = options(rng).owner(owner.clone());
-    let cancel = rng.below(100) < 15;
-    let limit = Duration::from_millis(rng.below(50));
-    let acquire = handle.acquire(opts);
-    let outcome = if cancel {
-        tokio::time::timeout(limit, acquire)
-            .await
-            .unwrap_or(Ok(None))
-    } else {
-        acquire.await
-    };
-    let no_grant = |outcome: &str| {
-        Ok(vec![Event::NoGrant {
-            lock: RW.into(),
-            outcome: outcome.into(),
-        }])
-    };
-    let guard = match outcome {
-        Ok(Some(guard)) => guard,
-        Ok(None) if cancel => return no_grant("cancelled"),
-        Ok(None) => return no_grant("timeout"),
-        Err(_) => return no_grant("error"),
+    let guard = match maybe_cancelled(rng, RW, handle.acquire(opts)).await {
+        Ok(guard) => guard,
+        Err(no_grant) => return Ok(vec![no_grant]),
     };
     let hold = |guard: &LockGuard, requested: u64, start: u64, end: u64, side: Side| {
         Event::Hold(Hold {
@@ -391,27 +402,10 @@ async fn semaphore_round(
     let n = 1 + rng.below(u64::from(SEM_PERMITS)) as u32;
     let requested = server_time_us(conn).await?;
     let wait = (rng.below(100) < 25).then(|| Duration::from_millis(20 + rng.below(400)));
-    let cancel = rng.below(100) < 15;
-    let limit = Duration::from_millis(rng.below(50));
     let acquire = semaphore.acquire_with(n, wait, PermitLease::Watchdog);
-    let outcome = if cancel {
-        tokio::time::timeout(limit, acquire)
-            .await
-            .unwrap_or(Ok(None))
-    } else {
-        acquire.await
-    };
-    let no_grant = |outcome: &str| {
-        Ok(vec![Event::NoGrant {
-            lock: SEM.into(),
-            outcome: outcome.into(),
-        }])
-    };
-    let permits = match outcome {
-        Ok(Some(permits)) => permits,
-        Ok(None) if cancel => return no_grant("cancelled"),
-        Ok(None) => return no_grant("timeout"),
-        Err(_) => return no_grant("error"),
+    let permits = match maybe_cancelled(rng, SEM, acquire).await {
+        Ok(permits) => permits,
+        Err(no_grant) => return Ok(vec![no_grant]),
     };
     let start = server_time_us(conn).await?;
     tokio::time::sleep(Duration::from_millis(rng.below(MAX_HOLD_MS))).await;
