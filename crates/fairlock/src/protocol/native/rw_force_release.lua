@@ -13,23 +13,10 @@ if err then
   return err
 end
 local write_side = ARGV[4] == 'write'
-local ids = {}
-for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
-  if is_write(id) == write_side then
-    local hold, bad = hold_of(id)
-    if bad then
-      return bad
-    end
-    ids[#ids + 1] = {id, hold.owner ~= nil}
-  end
+local removed, bad = force_release(function(id)
+  return is_write(id) == write_side
+end, ARGV[3], ARGV[2], tonumber(ARGV[1]))
+if bad then
+  return bad
 end
-local removed = 0
-for _, entry in ipairs(ids) do
-  drop_hold(entry[1])
-  if entry[2] then
-    revoke_holder(ARGV[3], entry[1])
-    removed = removed + 1
-  end
-end
-after_release(ARGV[2], tonumber(ARGV[1]))
 return removed

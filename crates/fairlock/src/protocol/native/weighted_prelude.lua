@@ -289,3 +289,31 @@ local function inspect_state(field)
     labels,
   }
 end
+
+-- Force-release: drop every hold whose id `which` selects, each revoked
+-- on its client's channel (`revoked_prefix`), then admit who fits. Every
+-- hold key is read before anything is written: one that is not a hold is
+-- refused (returned as the error), and nothing is deleted. Returns the
+-- number of holds removed (whose keys lived), or nil and NOTALOCK.
+local function force_release(which, revoked_prefix, channel_prefix, default_ttl)
+  local ids = {}
+  for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
+    if which(id) then
+      local hold, bad = hold_of(id)
+      if bad then
+        return nil, bad
+      end
+      ids[#ids + 1] = {id, hold.owner ~= nil}
+    end
+  end
+  local removed = 0
+  for _, entry in ipairs(ids) do
+    drop_hold(entry[1])
+    if entry[2] then
+      revoke_holder(revoked_prefix, entry[1])
+      removed = removed + 1
+    end
+  end
+  after_release(channel_prefix, default_ttl)
+  return removed
+end
