@@ -764,19 +764,21 @@ impl Revocations {
         // windows, and one without a reply takes a grant none of them
         // explains.
         let lock = holds.first().map_or("", |h| h.lock.as_str());
-        let mut groups: Vec<(u64, u64, usize)> = Vec::new();
-        let mut open: Vec<(u64, u64, usize)> = Vec::new();
+        // Each group: its window, and its members' own windows.
+        type Group = (u64, u64, Vec<(u64, u64)>);
+        let mut groups: Vec<Group> = Vec::new();
+        let mut open: Vec<Group> = Vec::new();
         for (from, at) in times {
             if self.unfinished.contains(&(lock.to_owned(), from)) {
-                open.push((from, at, 1));
+                open.push((from, at, vec![(from, at)]));
                 continue;
             }
             match groups.last_mut() {
-                Some((_, group_at, m)) if from <= *group_at => {
+                Some((_, group_at, members)) if from <= *group_at => {
                     *group_at = (*group_at).max(at);
-                    *m += 1;
+                    members.push((from, at));
                 }
-                _ => groups.push((from, at, 1)),
+                _ => groups.push((from, at, vec![(from, at)])),
             }
         }
         groups.extend(open);
@@ -812,7 +814,8 @@ impl Revocations {
             .max()
             .unwrap_or(0);
         let spans = Spans::of(holds);
-        for (from, at, m) in groups {
+        for (from, at, members) in groups {
+            let m = members.len();
             let first = all_grants.partition_point(|h| {
                 h.token
                     .is_none_or(|token| token.saturating_add(held_after_token) <= from)
@@ -851,6 +854,9 @@ impl Revocations {
                 // those whose next grant came later (the lock stayed free),
                 // then the last grant; the latest m of the best kind.
                 let mut kinds: [Vec<&&Hold>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+                // The grants taken away within the window, with the token
+                // of the grant that took the lock next.
+                let mut taken: Vec<(&&Hold, u64)> = Vec::new();
                 for (i, hold) in grants.iter().enumerate() {
                     if !granted_by_then(hold) {
                         continue;
@@ -858,18 +864,43 @@ impl Revocations {
                     let after = first + i + 1;
                     match all_grants[after..].iter().find_map(|next| next.token) {
                         Some(next) if next < from || next >= until(hold) => {}
-                        Some(next) if next <= at => kinds[0].push(hold),
+                        Some(next) if next <= at => {
+                            kinds[0].push(hold);
+                            taken.push((hold, next));
+                        }
                         Some(_) => kinds[1].push(hold),
                         None => kinds[2].push(hold),
                     }
                 }
-                // Up to m, the best kind first (each kind's latest): a group
-                // of two may have taken one grant away at once and left the
-                // lock free after the other.
+                // A force-unlock that hands the lock on draws its
+                // successor's token while it runs, within its own window:
+                // each member takes a grant taken away by a grant in its
+                // own window first (the latest such), so that a group does
+                // not give one member's revocation to a grant only another
+                // member's window can explain.
                 let mut chosen: Vec<&&Hold> = Vec::new();
+                for &(own_from, own_at) in &members {
+                    let pick = taken
+                        .iter()
+                        .filter(|(hold, next)| {
+                            (own_from..=own_at).contains(next)
+                                && !chosen.iter().any(|c| std::ptr::eq(**c, **hold))
+                        })
+                        .map(|(hold, _)| *hold)
+                        .next_back();
+                    chosen.extend(pick);
+                }
+                // Then up to m, the best kind first (each kind's latest): a
+                // group of two may have taken one grant away at once and
+                // left the lock free after the other.
                 for kind in &kinds {
+                    let left: Vec<&&Hold> = kind
+                        .iter()
+                        .copied()
+                        .filter(|hold| !chosen.iter().any(|c| std::ptr::eq(**c, **hold)))
+                        .collect();
                     let want = m - chosen.len();
-                    chosen.extend(kind[kind.len().saturating_sub(want)..].iter().copied());
+                    chosen.extend(left[left.len().saturating_sub(want)..].iter().copied());
                 }
                 match chosen.is_empty() {
                     false => chosen.iter().map(|h| h.owner.as_str()).collect(),
@@ -3378,6 +3409,43 @@ pub(crate) mod tests {
         assert_eq!(control.overlaps, 2, "{control:?}");
         let report = native_unqueued(&events);
         assert_eq!(report.overlaps, 0, "{report:?}");
+    }
+
+    /// The 20-minute native torture of 2026-11-26 (commit 5b8f2a5): two
+    /// force-unlocks in flight at once, each sent right after a release.
+    /// The first (455,572..469,536) took 856's grant away and handed the
+    /// lock to 284 (token 458,030, drawn as it ran); 856 had not heard by
+    /// its end. The second (464,071..476,319), sent after 284's release,
+    /// took 286's grant away (2228's token, 471,598, is its successor's).
+    /// As one group of two, the latest two grants taken away (286, 2228)
+    /// were marked, 856 was not, and 284 beside 856 was an overlap. 284's
+    /// grant can only be the first force-unlock's successor: its token is
+    /// below the second's window.
+    #[test]
+    fn each_force_unlock_of_a_group_takes_the_grant_its_own_window_explains() {
+        let events = vec![
+            hold("853", 446_132, 292_037, 447_174, 455_572),
+            force_unlock(455_572, 469_536),
+            hold("856", 455_720, 326_250, 457_324, 471_248),
+            hold("284", 458_030, 327_588, 462_315, 464_071),
+            force_unlock(464_071, 476_319),
+            with(hold("286", 465_594, 351_148, 471_709, 484_436), |h| {
+                h.valid = false
+            }),
+            with(hold("2228", 471_598, 372_923, 473_861, 488_080), |h| {
+                h.valid = false
+            }),
+            with(hold("858", 473_995, 378_434, 479_704, 498_838), |h| {
+                h.valid = false
+            }),
+            hold("2229", 487_937, 393_496, 491_301, 503_638),
+        ];
+        let report = native_unqueued(&events);
+        assert_eq!(
+            (report.overlaps, report.revoked_overlaps),
+            (0, 1),
+            "{report:?}"
+        );
     }
 
     /// `served` (cad4b44) takes a grant that ended before the next grant
