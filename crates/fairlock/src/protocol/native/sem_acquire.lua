@@ -52,7 +52,7 @@ end
 -- A waiter's record (its lease, ttl, secret and weight) is written again
 -- when it was lost: admit() grants no request whose weight it cannot read.
 local record = decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. nonce .. ':w' .. decimal(weight)
-if queue and redis.call('zscore', KEYS[2], id) and redis.call('hexists', KEYS[5], id) == 0 then
+if queue and redis.call('zscore', KEYS[2], id) and not redis.call('hget', KEYS[5], id) then
   redis.call('hset', KEYS[5], id, record)
   keep(KEYS[5], waiter_ttl)
 end
