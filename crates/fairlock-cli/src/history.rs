@@ -917,8 +917,7 @@ impl Revocations {
                                 .iter()
                                 .chain(&kinds[2])
                                 .copied()
-                                .filter(|hold| fits(hold))
-                                .next_back(),
+                                .rfind(|hold| fits(hold)),
                             _ => next_of
                                 .iter()
                                 .filter(|(hold, next)| {
