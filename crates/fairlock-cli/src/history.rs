@@ -789,7 +789,25 @@ impl Revocations {
         groups.extend(open);
         // Every grant (re-entries are not), told of a loss later or not, in
         // token order.
-        let mut all_grants: Vec<&&Hold> = holds.iter().filter(|h| !h.reentry).collect();
+        // A shared owner's task records a grant of its own as a re-entry
+        // (one of its owner's holds came first): a re-entry whose token no
+        // other hold of the lock was granted under is that grant, and
+        // counts here, once, so that the hold before it in token order is
+        // not read as let go by its own release.
+        let granted: HashSet<u64> = holds
+            .iter()
+            .filter(|h| !h.reentry)
+            .filter_map(|h| h.token)
+            .collect();
+        let mut seen = HashSet::new();
+        let mut all_grants: Vec<&&Hold> = holds
+            .iter()
+            .filter(|h| {
+                !h.reentry
+                    || h.token
+                        .is_some_and(|token| !granted.contains(&token) && seen.insert(token))
+            })
+            .collect();
         all_grants.sort_by_key(|h| h.token);
         // Each group looks only at the holds that can meet its window: a
         // grant held when the group began has a token above `from` less the
@@ -3515,6 +3533,28 @@ pub(crate) mod tests {
             .collect();
         assert!(unexplained.is_empty(), "{unexplained:?}");
         assert!(report.revoked_overlaps >= 2, "{report:?}");
+    }
+
+    /// The 20-minute native torture of 2026-11-26 (commit b432364), the 25
+    /// events around its overlap on the non-fair lock: a force-unlock
+    /// (84,793..88,077) took 5909's grant (84,900) away and left the lock
+    /// free; a task of shared owner 8 took it (89,658) and recorded that
+    /// grant as a re-entry (its owner's first hold, 77,345, came first).
+    /// With re-entries left out of the grants' token order, 5909's next
+    /// grant was 5910's (95,509), after 5909's end: read as a normal
+    /// release, 5909 was not the force-unlock's, and 8 beside it an
+    /// overlap.
+    #[test]
+    fn a_shared_owners_grant_recorded_as_a_reentry_is_a_grant() {
+        let events: Vec<Event> =
+            include_str!("../testdata/a_shared_owners_grant_recorded_as_a_reentry.jsonl")
+                .lines()
+                .filter_map(Event::parse)
+                .collect();
+        assert_eq!(events.len(), 25);
+        let report = native_unqueued(&events);
+        assert_eq!(report.overlaps, 0, "{report:?}");
+        assert!(report.revoked_overlaps >= 1, "{report:?}");
     }
 
     /// `served` (cad4b44) takes a grant that ended before the next grant
