@@ -407,16 +407,25 @@ impl Migration<'_> {
     /// `MIGRATE` every key of the slot to the new owner (atomically per
     /// batch; a key moved is served there, with ASK, from then on).
     pub fn move_keys(&self) {
+        self.move_keys_where(|_| true);
+    }
+
+    /// `MIGRATE` the slot's keys that `which` picks (a hundred per
+    /// batch), leaving the others on the old owner: a reshard half-way,
+    /// which moves keys in batches, in no order.
+    pub fn move_keys_where(&self, which: impl Fn(&str) -> bool) {
         let from = self.cluster.node(self.from);
         let slot = self.slot.to_string();
         let to_port = self.to.to_string();
-        loop {
-            let keys: Vec<String> = from.cmd(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
-            if keys.is_empty() {
-                return;
-            }
+        let keys: Vec<String> = from.cmd(&["CLUSTER", "GETKEYSINSLOT", &slot, "1000000"]);
+        let keys: Vec<&str> = keys
+            .iter()
+            .map(String::as_str)
+            .filter(|k| which(k))
+            .collect();
+        for batch in keys.chunks(100) {
             let mut args = vec!["MIGRATE", "127.0.0.1", &to_port, "", "0", "5000", "KEYS"];
-            args.extend(keys.iter().map(String::as_str));
+            args.extend(batch);
             let _: String = from.cmd(&args);
         }
     }

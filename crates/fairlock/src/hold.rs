@@ -605,6 +605,13 @@ impl PendingClaim {
                     .dialect()
                     .renew(shared.conn(), &hold, Some(lease))
                     .await?;
+                if held == [crate::protocol::Renewal::Unsure] {
+                    // The hold's key is on another node for now (a slot
+                    // migration half-way): retried, as a failed call.
+                    return Err(crate::Error::Protocol(
+                        "the hold's key is not on the node that ran the claim".into(),
+                    ));
+                }
                 // Read after the reply (a reload after NOSCRIPT on a new
                 // server ran after the change it reports).
                 let changes = shared.conn().server_changes();

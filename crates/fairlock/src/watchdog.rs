@@ -731,6 +731,27 @@ async fn run(
                         else {
                             continue;
                         };
+                        if found == Renewal::Unsure {
+                            // Neither renewed nor lost (the hold's key on
+                            // another node for now): as a failed call for
+                            // this hold alone.
+                            if check_only {
+                                recheck = Some(Instant::now() + recheck_delay.min(retry));
+                            } else {
+                                next_renewal = next_renewal.min(Instant::now() + retry);
+                                entry.failing = true;
+                            }
+                            if Instant::now() >= entry.state.status().expires {
+                                entry.state.mark_lost(
+                                    entry.lock.name(),
+                                    key.owner(),
+                                    LostCause::RenewalsFailed,
+                                );
+                                entry.ended(key.owner(), &events);
+                                map.remove(key);
+                            }
+                            continue;
+                        }
                         if found != Renewal::Held {
                             let cause = if entry.revoked {
                                 LostCause::ForceUnlocked

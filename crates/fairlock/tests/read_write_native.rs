@@ -531,6 +531,93 @@ async fn a_cluster_serves_it_from_one_slot() {
     }
 }
 
+/// A slot migration half-way, whichever way round the keys move (a
+/// reshard moves them in batches, in no order): the node that runs a call
+/// may lack a reader's hold key (built by the scripts, not declared) while
+/// its lease runs. The reader keeps its hold through the window (its
+/// renewals are tried again, not taken for a loss), its re-entry sent
+/// half-way is retried until the migration completed (not granted afresh
+/// beside the key that is on its way), and a writer is not let in beside
+/// it afterwards.
+///
+/// The window (1.5 s) is shorter than the lease (3 s) less a renewal
+/// interval (1 s): a hold is believed at most a lease past its last
+/// confirmed renewal, and so is it counted by the holders set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_migration_half_way_keeps_the_readers_hold() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let lease = Duration::from_secs(3);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| {
+        c.lease(lease).waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    for (name, hold_first) in [("moving-a", false), ("moving-b", true)] {
+        let rw = client.read_write_lock(name).unwrap();
+        let read = rw.read().lock().await.unwrap();
+        // Held past its first lease: the score its grant wrote has passed,
+        // so only renewals keep it from being reclaimed as gone.
+        tokio::time::sleep(lease + lease / 2).await;
+        let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:rw:holders"));
+        let from = cluster.node_for_slot(slot).port();
+        let to = cluster
+            .masters()
+            .iter()
+            .map(|m| m.port())
+            .find(|&p| p != from)
+            .unwrap();
+        // A waiter that dies half-way (its liveness ends 1 s from now):
+        // every declared key then exists (so Redis runs the re-entry's
+        // script rather than answer TRYAGAIN itself), and nobody live waits
+        // (so a re-entry taken for a fresh reader would be granted).
+        let node = cluster.node(from);
+        let at = |key: &str| format!("fairlock:{{{name}}}:rw:{key}");
+        let (secs, micros): (String, String) = node.cmd(&["TIME"]);
+        let dies =
+            secs.parse::<u64>().unwrap() * 1000 + micros.parse::<u64>().unwrap() / 1000 + 1000;
+        node.cmd::<()>(&["ZADD", &at("queue"), "1", "ghost:1"]);
+        node.cmd::<()>(&["ZADD", &at("alive"), &dies.to_string(), "ghost:1"]);
+        node.cmd::<()>(&["HSET", &at("leases"), "ghost:1", "3000:3000:x"]);
+        for key in ["queue", "alive", "leases"] {
+            node.cmd::<()>(&["PEXPIRE", &at(key), "60000"]);
+        }
+        let migration = cluster.begin_migration(slot, to);
+        let hold_key = format!("fairlock:{{{name}}}:rw:hold:{}", read.owner());
+        migration.move_keys_where(|key| (key == hold_key) == hold_first);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let again = {
+            let (rw, owner) = (rw.clone(), read.owner().clone());
+            tokio::spawn(async move { rw.read().acquire(AcquireOptions::new().owner(owner)).await })
+        };
+        // Past a renewal (every lease / 3), which finds the key elsewhere.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(read.is_held(), "{name}: believed through the window");
+        // A re-entry granted afresh would have written a hold key of its
+        // own here: the key on its way could not land (BUSYKEY).
+        migration.move_keys();
+        migration.finish();
+        let again = tokio::time::timeout(Duration::from_secs(15), again)
+            .await
+            .expect("the re-entry ends")
+            .unwrap()
+            .expect("the re-entry is retried, not refused")
+            .expect("a re-entry waits for nobody");
+        assert_eq!(again.token(), read.token(), "{name}: a re-entry");
+        let writer = ask(&rw, true);
+        tokio::time::sleep(lease).await;
+        assert!(
+            read.is_held() && again.is_held(),
+            "{name}: kept past the window"
+        );
+        assert!(!writer.is_finished(), "{name}: no writer beside the reader");
+        again.unlock().await.unwrap();
+        let token = read.token();
+        read.unlock().await.unwrap();
+        let write = granted(writer, "admitted by the reader's release").await;
+        assert!(write.token() > token, "{name}");
+        write.unlock().await.unwrap();
+    }
+}
+
 /// Through Sentinel with `min_replicas`: each acquisition, a handed-over
 /// grant included, is acknowledged by the replica before its guard is
 /// returned (the proof: the hold key's token on the replica).

@@ -297,18 +297,19 @@ impl Acquisition {
         match found.as_deref() {
             Ok([Renewal::Held]) => Some(hold),
             // Not ours any more: nothing to release.
-            Ok(_) => {
+            Ok(found) if !found.contains(&Renewal::Unsure) => {
                 held.state()
                     .mark_lost(self.name(), self.owner.as_str(), LostCause::ForceUnlocked);
                 None
             }
-            // Unknown: keep the hold and let the watchdog check it at once,
+            // Unknown (the call failed, or the hold's key is on another
+            // node for now): keep the hold and let the watchdog check it at once,
             // as for a revocation that came after the registration (its
             // `lost()` resolves if the check finds it gone). Releasing it
             // here instead would race the next attempt, which re-claims
             // the same grant with the same secret: the release could then
             // delete the grant under a guard that believes it.
-            Err(_) => {
+            Ok(_) | Err(_) => {
                 core.watchdog()
                     .revocations()
                     .revoked(Some(self.shared.protocol().lock_key()));

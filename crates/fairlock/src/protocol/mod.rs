@@ -276,6 +276,7 @@ impl Dialect {
                 1 => Ok(Renewal::Held),
                 0 => Ok(Renewal::Gone),
                 2 => Ok(Renewal::TakenOver),
+                3 => Ok(Renewal::Unsure),
                 _ => Err(unexpected("renew", &reply)),
             })
             .collect()
@@ -292,6 +293,12 @@ pub(crate) enum Renewal {
     /// Another owner (or acquisition) holds it, or the key holds another
     /// type.
     TakenOver,
+    /// Neither renewed nor found lost: a weighted hold (read-write lock,
+    /// semaphore) whose key is not on the node that ran the call while the
+    /// holders set says its lease has not ended (half-way through a
+    /// Cluster slot migration). As a failed call for this hold: tried
+    /// again, and believed no longer than it was last confirmed.
+    Unsure,
 }
 
 /// One acquire attempt's inputs.

@@ -6,8 +6,21 @@
 -- client's label ('' for none); ARGV[2i + 1] owner and ARGV[2i + 2] token
 -- ('' for any) of KEYS[i]; N = (#ARGV - 2) / 2
 -- Returns one integer per lock: 1 held (renewed); lost: 0 the key is gone,
--- 2 another owner or token holds it (or the key holds another type).
+-- 2 another owner or token holds it (or the key holds another type); 3
+-- unsure: a weighted hold whose key is not on this node while the holders
+-- set says its lease has not ended (half-way through a Cluster slot
+-- migration, the key still on the other node): neither renewed nor lost,
+-- the caller tries again (and believes it no longer than it was confirmed).
 local lease, label = ARGV[1], ARGV[2]
+-- Server ms, read once and only for a weighted hold.
+local now
+local function server_ms()
+  if not now then
+    local t = redis.call('time')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
 local renewed = {}
 local n = (#ARGV - 2) / 2
 for i = 1, n do
@@ -24,8 +37,14 @@ for i = 1, n do
   end
   -- pcall: a key of another type means the lock is not ours.
   local fields = redis.pcall('hmget', key, 'owner', 'token')
+  -- Any other error on a hold key: not readable on this node (in a Cluster
+  -- slot migrating away, a key already moved is refused to a script).
+  local unreadable = holders and fields.err and not string.find(fields.err, 'WRONGTYPE', 1, true)
   local ours = type(fields) == 'table' and fields[1] == owner and (token == '' or fields[2] == token)
-  if ours and holders and type(redis.pcall('zscore', holders, owner)) ~= 'string' then
+  local score = holders and redis.pcall('zscore', holders, owner)
+  if unreadable then
+    renewed[i] = 3
+  elseif ours and holders and type(score) ~= 'string' then
     -- The hold's key without its entry in the holders set (the set evicted
     -- or deleted): no script counts it any more and a writer may be in,
     -- so it is gone, as a lock whose key went.
@@ -37,6 +56,11 @@ for i = 1, n do
       -- (a re-entry with a longer explicit lease) was given.
       redis.call('pexpire', key, lease, 'gt')
       if holders then
+        -- The score follows the key's lease (GT, as the key's), so that a
+        -- live holder that renews is never due in reclaim(), which would
+        -- otherwise read its key, and half-way through a slot migration
+        -- the key may not be there yet.
+        redis.call('zadd', holders, 'xx', 'gt', server_ms() + tonumber(lease), owner)
         redis.call('pexpire', holders, lease, 'gt')
         redis.call('pexpire', string.sub(holders, 1, -8) .. 'meta', tonumber(lease) + 20000, 'gt')
       end
@@ -44,7 +68,11 @@ for i = 1, n do
     end
     renewed[i] = 1
   elseif type(fields) == 'table' and not fields[1] and redis.call('exists', key) == 0 then
-    renewed[i] = 0
+    if holders and type(score) == 'string' and tonumber(score) > server_ms() then
+      renewed[i] = 3
+    else
+      renewed[i] = 0
+    end
   else
     renewed[i] = 2
   end

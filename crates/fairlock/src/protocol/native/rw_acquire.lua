@@ -36,6 +36,7 @@ end
 -- be left with no guard until its lease ends).
 if is_write(id) and not held.owner then
   local reading, bad_read = hold_of(string.sub(id, 1, -7))
+  bad_read = bad_read or elsewhere(string.sub(id, 1, -7), reading)
   if bad_read then
     return bad_read
   end

@@ -58,7 +58,13 @@ end
 local function hold_of(id)
   local fields = redis.pcall('hgetall', hold_key(id))
   if fields.err then
-    return nil, not_a_lock(1, 'the hold key of ' .. id .. ' is not a hash')
+    if string.find(fields.err, 'WRONGTYPE', 1, true) then
+      return nil, not_a_lock(1, 'the hold key of ' .. id .. ' is not a hash')
+    end
+    -- Any other error: the key cannot be read on this node (in a Cluster
+    -- slot migrating away, a key already moved is refused to a script
+    -- rather than read as absent).
+    return nil, redis.error_reply('TRYAGAIN the hold key of ' .. id .. ' is not on this node: ' .. fields.err)
   end
   local weight
   if kind.weighted then
@@ -99,15 +105,43 @@ local function registered(id)
   return redis.call('zscore', KEYS[1], id) ~= false
 end
 
+-- A TRYAGAIN error reply when the holders set says the lease of `id` has
+-- not ended but its hold key (`held`, from hold_of) is not on this node:
+-- half-way through a Cluster slot migration that moved the declared keys
+-- before it (or after: scripts then run on the other node), the key is on
+-- the other node. Taking it for gone would lose a live hold: a re-entry
+-- granted afresh would write a second hold key beside the one on its way
+-- (which then cannot land: BUSYKEY). The caller retries until the
+-- migration completed. (A release needs no such check: it declares its
+-- result key, new with every request, so Redis itself answers TRYAGAIN
+-- while the slot is split.) Elsewhere (an evicted or deleted key) it
+-- lasts until the score passes: at most one lease, as the score never
+-- outlives the key's TTL by more than a script's run. False otherwise.
+local function elsewhere(id, held)
+  if held.owner then
+    return false
+  end
+  local score = redis.call('zscore', KEYS[1], id)
+  if score and tonumber(score) > server_now() then
+    return redis.error_reply('TRYAGAIN the hold key of ' .. id .. ' is not on this node (a slot migration?)')
+  end
+  return false
+end
+
 -- The hold of an acquisition's own `id`, read before any write: as
 -- hold_of, except that a hold key the holders set does not name (lost, see
 -- registered) is no hold: {} and `orphan` true, for the caller to delete
--- once every read is done and to go on as a fresh acquisition. Returns
--- (hold, nil, orphan), or (nil, NOTALOCK).
+-- once every read is done and to go on as a fresh acquisition; and that a
+-- hold whose key is on another node (see elsewhere) is a TRYAGAIN error.
+-- Returns (hold, nil, orphan), or (nil, NOTALOCK or TRYAGAIN).
 local function own_hold(id)
   local held, bad = hold_of(id)
   if bad then
     return nil, bad
+  end
+  local moved = elsewhere(id, held)
+  if moved then
+    return nil, moved
   end
   if held.owner and not registered(id) then
     return {}, nil, true
@@ -143,8 +177,11 @@ end
 local function reclaim(now)
   local due = redis.call('zrange', KEYS[1], '-inf', now, 'byscore', 'limit', 0, RECLAIM_LIMIT)
   for _, id in ipairs(due) do
-    local left = redis.call('pttl', hold_key(id))
-    if left == -2 then
+    local left = redis.pcall('pttl', hold_key(id))
+    if type(left) ~= 'number' then
+      -- Not readable here (a slot migration half-way, the key moved):
+      -- still counted, looked at again by the next call.
+    elseif left == -2 then
       redis.call('zrem', KEYS[1], id)
       kind.removed(id)
     elseif left == -1 then
@@ -207,8 +244,15 @@ local function admit(channel_prefix, default_ttl, now, now_us)
     elseif not kind.fits(head, weight) then
       break
     else
+      local present = redis.pcall('exists', hold_key(head))
+      if type(present) ~= 'number' then
+        -- The head's hold key cannot be written on this node (a slot
+        -- migration half-way: its slot is moving and the key is not here).
+        -- It keeps its place; the first call after the migration admits it.
+        break
+      end
       leave_queue(head)
-      if redis.call('exists', hold_key(head)) == 0 then
+      if present == 0 then
         local expire = math.max(1, math.min(lease, ttl))
         local token = grant(head, expire, now, now_us, 0, nonce, weight)
         local message = 'grant:' .. decimal(token) .. ':' .. decimal(now) .. ':' .. decimal(expire)
