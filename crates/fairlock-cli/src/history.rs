@@ -831,6 +831,21 @@ impl Revocations {
                 .and_then(|token| held_until.get(&(hold.owner.as_str(), token)))
                 .map_or(hold.end, |until| (*until).max(hold.end))
         };
+        // A re-entry under an acquisition's token, requested at r, found
+        // it held on the server at r or later: no force-unlock that had
+        // replied by r took it. The latest such r per acquisition.
+        let mut reentered: HashMap<(&str, u64), u64> = HashMap::new();
+        for hold in holds.iter().filter(|h| h.reentry) {
+            if let Some(token) = hold.token {
+                let at = reentered.entry((hold.owner.as_str(), token)).or_default();
+                *at = (*at).max(hold.requested);
+            }
+        }
+        let held_past = |hold: &Hold, at: u64| {
+            hold.token
+                .and_then(|token| reentered.get(&(hold.owner.as_str(), token)))
+                .is_some_and(|&requested| requested > at)
+        };
         let held_after_token = all_grants
             .iter()
             .filter_map(|h| h.token.map(|token| until(h).saturating_sub(token)))
@@ -854,6 +869,7 @@ impl Revocations {
             // of a loss later or not) when its first force-unlock began.
             let granted_by_then = |hold: &Hold| {
                 fresh(hold)
+                    && !held_past(hold, at)
                     && hold.requested <= at
                     && until(hold) > from
                     && hold.token.is_some_and(|token| token <= at)
@@ -918,6 +934,7 @@ impl Revocations {
                         }
                         let fits = |hold: &Hold| {
                             until(hold) > own_from
+                                && !held_past(hold, own_at)
                                 && hold.token.is_some_and(|token| token <= own_at)
                                 && !chosen_has(&chosen, hold)
                         };
@@ -3552,6 +3569,32 @@ pub(crate) mod tests {
                 .filter_map(Event::parse)
                 .collect();
         assert_eq!(events.len(), 25);
+        let report = native_unqueued(&events);
+        assert_eq!(report.overlaps, 0, "{report:?}");
+        assert!(report.revoked_overlaps >= 1, "{report:?}");
+    }
+
+    /// From the 20-minute native torture at d1c289f (its 26 events around
+    /// the overlap). Two force-unlocks in flight at once (…953,702..…957,107
+    /// and …954,065..…957,027) took 106 and 108 (108's successor, 2, was
+    /// granted at …956,287, inside both windows); a third (…968,112..
+    /// …970,358) took 2 and handed the lock to 362 (…968,831). Taken one by
+    /// one, the first took 108 and the second, whose window begins where
+    /// 106 ended, took 2 (its next grant came after the window: the lock
+    /// left free); the third then found 2 already revoked and took nothing,
+    /// and 2's re-entry ending at …970,400 beside 362 read as an overlap.
+    /// But 2 was re-entered under its token after both windows (requested
+    /// at …957,292 and …957,355): it was held on the server then, so
+    /// neither of the first two took it.
+    #[test]
+    fn a_reentry_after_the_window_proves_the_hold_was_not_revoked_in_it() {
+        let events: Vec<Event> = include_str!(
+            "../testdata/a_reentry_after_the_window_proves_the_hold_was_not_revoked.jsonl"
+        )
+        .lines()
+        .filter_map(Event::parse)
+        .collect();
+        assert_eq!(events.len(), 26);
         let report = native_unqueued(&events);
         assert_eq!(report.overlaps, 0, "{report:?}");
         assert!(report.revoked_overlaps >= 1, "{report:?}");
