@@ -194,8 +194,8 @@ MUTANTS = [
         "the reclaim drops a holder whose score passed although its key lives (native weighted_prelude.lua)",
         ["read_write_native"],
         [(NATIVE + "weighted_prelude.lua",
-          "    if left == -2 then\n      redis.call('zrem', KEYS[1], id)",
-          "    if left == -2 or left > 0 then\n      redis.call('zrem', KEYS[1], id)")],
+          "    elseif left == -2 then\n      redis.call('zrem', KEYS[1], id)",
+          "    elseif left == -2 or left > 0 then\n      redis.call('zrem', KEYS[1], id)")],
     ),
     Mutant(
         "native_rw_no_admit_on_release", "weighted:no_admit_on_release",
@@ -210,8 +210,8 @@ MUTANTS = [
         "a renewal keeps a read-write hold the holders set no longer names (native renew.lua)",
         ["read_write_native"],
         [(NATIVE + "renew.lua",
-          "if ours and holders and type(redis.pcall('zscore', holders, owner)) ~= 'string' then",
-          "if false then")],
+          "  elseif ours and holders and type(score) ~= 'string' then",
+          "  elseif false then")],
     ),
     Mutant(
         "native_rw_downgraded_writer_refused", NOT_MODELLED,

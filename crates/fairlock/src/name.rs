@@ -23,13 +23,14 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// # Why no native name needs the last rule
 ///
 /// Every native key and channel is `fairlock:{NAME}:SUFFIX`, SUFFIX one of
-/// `lock`, `queue`, `alive`, `meta`, `leases`, `labels`, `wake:OWNER`,
-/// `release:REQUEST`. None of the fixed suffixes ends another (`}:lock`,
-/// `}:queue`, `}:leases`, `}:labels`, ... differ in their last
-/// characters), and the variable ones
-/// end in an owner id or a request id, neither of which holds a `}`: so a
-/// key's ending tells its suffix, and stripping `fairlock:{` and `}:SUFFIX`
-/// gives back NAME. Two native names never share a key. A native key never
+/// the lock's `lock`, `queue`, `alive`, `meta`, `leases`, `labels`,
+/// `wake:OWNER`, `release:REQUEST`, the read-write lock's `rw:holders`,
+/// `rw:hold:ID`, `rw:queue`, `rw:alive`, `rw:meta`, `rw:leases`,
+/// `rw:wake:ID`, `rw:release:REQUEST`, or the semaphore's same with `sem:`.
+/// No SUFFIX holds a `}` (owner, holder and request ids do not), so a key's
+/// last `}` ends NAME: stripping `fairlock:{` and the last `}:SUFFIX` gives
+/// back NAME and SUFFIX, and two native names (or two kinds of one name)
+/// never share a key. A native key never
 /// equals a Redisson one either: Redisson's derived keys start with
 /// `redisson_`, fairlock's labels of a Redisson lock with `fairlock:labels:`
 /// (never `fairlock:{`), and its lock keys (bare names) may not start with

@@ -451,6 +451,35 @@ async fn a_hold_missing_from_the_holders_set_is_lost() {
     write.unlock().await.unwrap();
 }
 
+/// A holders set's score behind its hold key's lease (as an older
+/// fairlock's renewals, which moved the key's TTL and not the score, left
+/// it: the score was only a lower bound) is rescored from the key, not
+/// taken for a lease that ended: the writer stays out and the reader keeps
+/// its hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_score_behind_its_key_is_rescored_not_reclaimed() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("lagging").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let holders = "fairlock:{lagging}:rw:holders";
+    let owner = read.owner().to_string();
+    server.cmd::<()>(&["ZADD", holders, "XX", "1", &owner]);
+    assert!(
+        rw.write().try_lock().await.unwrap().is_none(),
+        "no writer beside the live reader"
+    );
+    assert!(read.is_held());
+    let score: f64 = server.cmd(&["ZSCORE", holders, &owner]);
+    let (secs, _): (u64, u64) = server.cmd(&["TIME"]);
+    assert!(
+        score > (secs * 1000) as f64,
+        "rescored to its key's lease end: {score}"
+    );
+    read.unlock().await.unwrap();
+    left_clean(&server, "lagging");
+}
+
 /// More crashed readers than one script reclaims (64 per call): the writer
 /// behind them still gets in soon after their leases end, each call
 /// dropping the next 64.

@@ -8,9 +8,12 @@
 -- Keys of object NAME, all 'fairlock:{NAME}:KIND:...' (KIND 'rw' or 'sem';
 -- one slot):
 --   KEYS[1] holders: sorted set, holder id -> the server ms at which its
---           lease was last known to end. A renewal extends the hold's own
---           key and not this score, so the score is a lower bound: an entry
---           whose score passed is checked against its key (reclaim).
+--           lease was last known to end. Every script that extends a hold's
+--           key moves its score with it (GT; renew.lua too), so a live
+--           holder is not due: the score never passes while the key lives
+--           (but by a script's run), and an entry whose score passed is
+--           checked against its key (reclaim), which keeps a score left
+--           behind (an older fairlock's renewals did not move it) safe.
 --   KEYS[2] queue, KEYS[3] liveness, KEYS[4] meta, KEYS[5] waiter records:
 --           as the lock's (see the native prelude); the object's prelude
 --           may keep more in meta (the semaphore: its capacity and weights)
