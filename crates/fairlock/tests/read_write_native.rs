@@ -596,3 +596,37 @@ async fn sentinel_serves_it_with_replica_acknowledgement() {
     assert_eq!(holders, 0, "the refused hold was undone");
     quick.shutdown().await;
 }
+
+/// `inspect` tells each waiter's side: one line holds both, and a writer's
+/// entry (its id `OWNER:write`) reads as a write request, a reader's as a
+/// read request, each asking for one hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_the_side_each_waiter_asks_for() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("sides").unwrap();
+    let reading = rw.read().lock().await.unwrap();
+    let writer = ask(&rw, true);
+    queued(&server, "sides", 1, "the writer queued").await;
+    let reader = ask(&rw, false);
+    queued(&server, "sides", 2, "a reader queued behind it").await;
+    let info = rw.read().inspect().await.unwrap();
+    let line: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{sides}:rw:queue", "0", "-1"]);
+    let shown: Vec<_> = info
+        .queue
+        .iter()
+        .map(|w| (w.owner.clone(), w.mode, w.permits))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (line[0].clone(), HoldMode::Write, 1),
+            (line[1].clone(), HoldMode::Read, 1)
+        ]
+    );
+    assert!(line[0].ends_with(":write") && !line[1].ends_with(":write"));
+    reading.unlock().await.unwrap();
+    granted(writer, "the writer").await.unlock().await.unwrap();
+    granted(reader, "the reader").await.unlock().await.unwrap();
+    left_clean(&server, "sides");
+}
