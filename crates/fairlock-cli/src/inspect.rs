@@ -122,7 +122,7 @@ pub(crate) fn semaphore_to_json(info: &SemaphoreInfo, other: Option<&OtherProtoc
 }
 
 /// The permits a semaphore's taken entries add up to.
-pub(crate) fn permits_taken(info: &SemaphoreInfo) -> u64 {
+fn permits_taken(info: &SemaphoreInfo) -> u64 {
     info.taken.iter().map(|t| u64::from(t.permits)).sum()
 }
 
@@ -299,7 +299,7 @@ pub(crate) struct OtherProtocol {
 
 /// The object `inspect` and `force-unlock` look at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+enum Kind {
     Lock,
     Semaphore,
 }
@@ -414,7 +414,7 @@ fn probe(other: Protocol, kind: Kind, name: &str) -> Probe {
 /// `redisson` the lock key is the bare name, which an application may use
 /// for other data). `None` when there are none, or when the look fails: it
 /// is a courtesy, not the answer.
-pub(crate) async fn look_at_other_protocol(
+async fn look_at_other_protocol(
     url: &str,
     protocol: Protocol,
     kind: Kind,
@@ -609,11 +609,18 @@ async fn force_release(
             return Ok(0);
         }
         // Native: each holder; redisson: permit ids, which name no owner.
-        let holders: Vec<&str> = info
+        // The first few: a semaphore may have thousands.
+        let mut holders: Vec<&str> = info
             .taken
             .iter()
+            .take(NAMED_HOLDERS)
             .map(|t| t.owner.as_deref().unwrap_or(&t.id))
             .collect();
+        let more = info.taken.len().saturating_sub(NAMED_HOLDERS);
+        let more = format!("and {more} more");
+        if info.taken.len() > NAMED_HOLDERS {
+            holders.push(&more);
+        }
         let question = format!(
             "force-release every permit of {} ({} of {} taken, by {})?",
             args.name,
@@ -635,6 +642,9 @@ async fn force_release(
     }
     Ok(0)
 }
+
+/// Holders named in `force-unlock --semaphore`'s question.
+const NAMED_HOLDERS: usize = 5;
 
 /// Ask `question` on the terminal, with what a forced release does to its
 /// holders; `true` for a yes.
