@@ -40,7 +40,7 @@ fn library(server: &RedisServer) -> fairlock::blocking::LockClient {
 }
 
 /// A library client of `protocol` labelled `library:1`; under redisson
-/// its watchdog lease is 600 ms (renewed every 200 ms: a holder finds its
+/// its watchdog lease is 3 s (renewed every second: a holder finds its
 /// permits gone within that), under native the default 30 s (a holder is
 /// told at once).
 fn labelled(server: &RedisServer, protocol: Protocol) -> fairlock::blocking::LockClient {
@@ -49,7 +49,7 @@ fn labelled(server: &RedisServer, protocol: Protocol) -> fairlock::blocking::Loc
         .protocol(protocol)
         .label("library:1");
     if protocol == Protocol::Redisson {
-        config = config.lease(Duration::from_millis(600));
+        config = config.lease(Duration::from_secs(3));
     }
     fairlock::blocking::LockClient::with_config(config).unwrap()
 }

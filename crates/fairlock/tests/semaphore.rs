@@ -1079,13 +1079,13 @@ fn handles_guards_and_futures_are_send_and_sync() {
 /// the count back to the total, the set empty, and the number given back
 /// published as Redisson's release of several ids publishes it (so Java
 /// waiters wake). A permit id names no owner: our holder finds its permits
-/// gone at its next renewal (a third of its 600 ms lease). Expired permits
+/// gone at its next renewal (a third of its 3 s lease). Expired permits
 /// are reclaimed first (announced as a reclaim) and not counted. `inspect`
 /// shows no owner for a permit, and leaves an absent semaphore absent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_release_gives_back_every_permit_id() {
     let server = RedisServer::start();
-    let client = with_lease(&server, Duration::from_millis(600)).await;
+    let client = with_lease(&server, Duration::from_secs(3)).await;
     let sem = client.semaphore("forced", 4).unwrap();
     let absent = sem.inspect().await.unwrap();
     assert!(!absent.exists, "{absent:?}");

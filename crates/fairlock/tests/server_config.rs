@@ -8,7 +8,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{AclRefusal, AcquireOptions, ClientConfig, Error, LockClient, Protocol};
+use fairlock::{
+    AclRefusal, AcquireOptions, ClientConfig, Error, LockClient, PermitLease, Protocol,
+};
 use fairlock_test_support as support;
 use support::{PROTOCOLS, RedisServer};
 
@@ -526,7 +528,13 @@ async fn documented_rules_suffice(protocol: Protocol) {
         sem_b.set_permits(3).await.expect("set permits");
         assert_eq!(sem_a.available().await.unwrap(), 2);
         one.release().await.expect("release");
-        let forced = sem_a.acquire(2).await.expect("acquire");
+        // A lease of its own, not the 300 ms one: on a busy machine the
+        // permits must not run out before the force-release counts them.
+        let forced = sem_a
+            .acquire_with(2, None, PermitLease::Fixed(Duration::from_secs(30)))
+            .await
+            .expect("acquire")
+            .expect("granted");
         assert_eq!(sem_b.force_release().await.expect("force release"), 2);
         if protocol == Protocol::Native {
             tokio::time::timeout(Duration::from_secs(2), forced.lost())
