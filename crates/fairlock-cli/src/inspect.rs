@@ -1,26 +1,43 @@
-//! `fairlock inspect` and `fairlock force-unlock`.
+//! `fairlock inspect` and `fairlock force-unlock`, of a lock, a read-write
+//! lock or (with `--semaphore`) a semaphore.
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use fairlock::{HoldMode, LockInfo, Protocol};
+use fairlock::{HoldMode, LockInfo, Protocol, QueuedWaiter, SemaphoreInfo};
 use serde_json::{Value, json};
 
 use crate::{Cli, Failure, LockSettings, duration, exit};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct InspectArgs {
-    /// Lock name.
+    /// Lock name (with --semaphore: semaphore name).
     name: String,
     /// Print one JSON object: {"name","protocol","locked","holders":[{"owner","label","count","mode"}],
-    /// "lease_ms","token","queue":[{"position","owner","label","expires_in_ms"}],
+    /// "lease_ms","token","queue":[{"position","owner","label","mode","expires_in_ms"}],
     /// "node","other_protocol"} (null where not applicable). "mode" is
     /// "exclusive" (a lock), or "read" / "write" (a read-write lock's
-    /// reader or writer: shown under redisson when the name is one). "node" is the
+    /// reader or writer, holding or waiting). "node" is the
     /// host:port serving the lock (on a Redis Cluster, the master of its slot). "other_protocol" is
     /// null, or {"protocol","locked","queue_length","flag"} when the other
     /// protocol's keys hold the name.
+    ///
+    /// With --semaphore: {"name","protocol","exists","total","available",
+    /// "taken":[{"id","owner","label","permits","token","lease_ms"}],
+    /// "queue":[{"position","owner","label","permits","expires_in_ms"}],
+    /// "other_protocol"}: "exists" is false when no total is stored (nobody
+    /// set the semaphore up, or under native nobody used it for 20 s);
+    /// each taken entry is an acquisition of "permits" permits under
+    /// native (id = owner), one permit under redisson (owner, label and
+    /// token null: Redisson's permit ids name no owner); "other_protocol"
+    /// is null or {"protocol","taken","queue_length","flag"}.
     #[arg(long)]
     json: bool,
+    /// NAME is a semaphore (the one `exec --semaphore` takes): show its
+    /// total, the permits available, each taken permit (holder, label,
+    /// permits, lease left) and the line (position, holder, permits asked
+    /// for, entry expiry; native only: Redisson's semaphore has no line).
+    #[arg(long)]
+    semaphore: bool,
     /// Lock settings, refused: this subcommand takes no lock.
     #[command(flatten)]
     pub(crate) misplaced: crate::MisplacedSettings,
@@ -28,7 +45,7 @@ pub(crate) struct InspectArgs {
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ForceUnlockArgs {
-    /// Lock name.
+    /// Lock name (with --semaphore: semaphore name).
     name: String,
     /// Do not ask for confirmation.
     #[arg(long, short)]
@@ -43,8 +60,14 @@ pub(crate) struct ForceUnlockArgs {
     read: bool,
     /// The lock is a read-write lock (redisson protocol): release the
     /// writer, if it is held for writing.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "semaphore")]
     write: bool,
+    /// NAME is a semaphore: give back every taken permit, whoever holds it,
+    /// and let the waiters in (native: each holder's client is told at
+    /// once; redisson: a permit id names no owner, so holders find out at
+    /// their next renewal, and Java waiters wake on the release message).
+    #[arg(long, conflicts_with_all = ["nonfair", "read"])]
+    semaphore: bool,
     /// Lock settings, refused: this subcommand takes no lock.
     #[command(flatten)]
     pub(crate) misplaced: crate::MisplacedSettings,
@@ -64,15 +87,127 @@ pub(crate) fn to_json(info: &LockInfo, other: Option<&OtherProtocol>) -> Value {
             "position": w.position,
             "owner": w.owner,
             "label": w.label,
+            "mode": mode(w.mode),
             "expires_in_ms": w.expires_in.map(|d| d.as_millis() as u64),
         })).collect::<Vec<_>>(),
-        "other_protocol": other.map(|o| json!({
-            "protocol": o.protocol.as_str(),
-            "locked": o.locked,
-            "queue_length": o.queue_length,
-            "flag": format!("--protocol {}", o.protocol),
-        })),
+        "other_protocol": other.map(OtherProtocol::to_json),
     })
+}
+
+/// The JSON form of a semaphore's state.
+pub(crate) fn semaphore_to_json(info: &SemaphoreInfo, other: Option<&OtherProtocol>) -> Value {
+    json!({
+        "name": info.name,
+        "protocol": info.protocol.as_str(),
+        "exists": info.exists,
+        "total": info.total,
+        "available": info.available,
+        "taken": info.taken.iter().map(|t| json!({
+            "id": t.id,
+            "owner": t.owner,
+            "label": t.label,
+            "permits": t.permits,
+            "token": t.token,
+            "lease_ms": t.remaining_lease.map(|d| d.as_millis() as u64),
+        })).collect::<Vec<_>>(),
+        "queue": info.queue.iter().map(|w| json!({
+            "position": w.position,
+            "owner": w.owner,
+            "label": w.label,
+            "permits": w.permits,
+            "expires_in_ms": w.expires_in.map(|d| d.as_millis() as u64),
+        })).collect::<Vec<_>>(),
+        "other_protocol": other.map(OtherProtocol::to_json),
+    })
+}
+
+/// The permits a semaphore's taken entries add up to.
+fn permits_taken(info: &SemaphoreInfo) -> u64 {
+    info.taken.iter().map(|t| u64::from(t.permits)).sum()
+}
+
+/// `N permit(s)`.
+pub(crate) fn permits(n: impl Into<u64>) -> String {
+    match n.into() {
+        1 => "1 permit".to_owned(),
+        n => format!("{n} permits"),
+    }
+}
+
+/// What a semaphore's permits are: `3 of 8 permits taken` and, formatted
+/// by `available`, the permits available; or that no total is stored.
+pub(crate) fn semaphore_summary(info: &SemaphoreInfo, available: fn(i64) -> String) -> String {
+    if !info.exists && info.taken.is_empty() {
+        return "no semaphore (no total stored)".to_owned();
+    }
+    format!(
+        "{} of {} taken{}",
+        permits_taken(info),
+        permits(info.total.max(0).unsigned_abs()),
+        available(info.available)
+    )
+}
+
+fn semaphore_to_text(info: &SemaphoreInfo, other: Option<&OtherProtocol>) -> String {
+    let mut out = format!(
+        "{} ({} semaphore): {}\n",
+        info.name,
+        info.protocol,
+        semaphore_summary(info, |n| format!(", {n} available"))
+    );
+    for taken in &info.taken {
+        let lease = taken
+            .remaining_lease
+            .map(|d| format!("lease {} left", duration::format(d)))
+            .unwrap_or_else(|| "no lease".to_owned());
+        match &taken.owner {
+            Some(owner) => {
+                let token = taken
+                    .token
+                    .map(|t| format!(", token {t}"))
+                    .unwrap_or_default();
+                out += &format!(
+                    "  holder   {owner}{}  ({}{token}, {lease})\n",
+                    on(&taken.label),
+                    permits(taken.permits)
+                );
+            }
+            // Redisson: one line per permit id, which names no owner.
+            None => out += &format!("  permit   {}  ({lease})\n", taken.id),
+        }
+    }
+    if info.protocol == Protocol::Redisson {
+        out += "  queue    none (Redisson's semaphore has no line)\n";
+    } else if info.queue.is_empty() {
+        out += "  queue    empty\n";
+    } else {
+        out += &format!("  queue    {} waiting\n", info.queue.len());
+        for waiter in &info.queue {
+            let asks = match waiter.permits {
+                0 => "asks an unknown number of permits (its record was lost)".to_owned(),
+                n => format!("asks {}", permits(n)),
+            };
+            out += &format!(
+                "    {:>3}. {}{}  ({asks}, {})\n",
+                waiter.position,
+                waiter.owner,
+                on(&waiter.label),
+                expires(waiter)
+            );
+        }
+    }
+    if let Some(other) = other {
+        out += &format!("note: {}\n", other.describe(&info.name));
+    }
+    out
+}
+
+/// When a waiter's entry expires, for a text line.
+fn expires(waiter: &QueuedWaiter) -> String {
+    waiter
+        .expires_in
+        .map(|d| format!("entry expires in {}", duration::format(d)))
+        .unwrap_or_else(|| "no deadline".to_owned())
 }
 
 fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
@@ -109,15 +244,19 @@ fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
     } else {
         out += &format!("  queue    {} waiting\n", info.queue.len());
         for waiter in &info.queue {
-            let expires = waiter
-                .expires_in
-                .map(|d| format!("entry expires in {}", duration::format(d)))
-                .unwrap_or_else(|| "no deadline".to_owned());
+            // The side a read-write lock's waiter asks for (one line for
+            // both under native).
+            let side = match waiter.mode {
+                HoldMode::Read => "reader, ",
+                HoldMode::Write => "writer, ",
+                _ => "",
+            };
             out += &format!(
-                "    {:>3}. {}{}  ({expires})\n",
+                "    {:>3}. {}{}  ({side}{})\n",
                 waiter.position,
                 waiter.owner,
-                on(&waiter.label)
+                on(&waiter.label),
+                expires(waiter)
             );
         }
     }
@@ -127,11 +266,12 @@ fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
     out
 }
 
-/// A holder's mode in JSON.
+/// A holder's or waiter's mode in JSON.
 pub(crate) fn mode(mode: HoldMode) -> &'static str {
     match mode {
         HoldMode::Read => "read",
         HoldMode::Write => "write",
+        HoldMode::Permits => "permits",
         _ => "exclusive",
     }
 }
@@ -146,26 +286,59 @@ pub(crate) fn on(label: &Option<String>) -> String {
 }
 
 /// What the other protocol's keys say about a name: the same name under
-/// the other protocol is a different lock, and a user who picked the wrong
-/// `--protocol` would otherwise see a free lock.
+/// the other protocol is a different lock (or semaphore), and a user who
+/// picked the wrong `--protocol` would otherwise see a free one.
 pub(crate) struct OtherProtocol {
     protocol: Protocol,
-    locked: bool,
+    /// What was looked for.
+    kind: Kind,
+    /// A lock: held; a semaphore: some permit taken.
+    held: bool,
     queue_length: u64,
+}
+
+/// The object `inspect` and `force-unlock` look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Lock,
+    Semaphore,
 }
 
 impl OtherProtocol {
     fn describe(&self, name: &str) -> String {
-        let state = match (self.locked, self.queue_length) {
-            (true, 0) => "locked".to_owned(),
-            (true, n) => format!("locked, {n} waiting"),
-            (false, n) => format!("free, {n} waiting"),
+        let (what, held) = match self.kind {
+            Kind::Lock => ("lock", if self.held { "locked" } else { "free" }),
+            Kind::Semaphore => (
+                "semaphore",
+                if self.held {
+                    "permits taken"
+                } else {
+                    "no permit taken"
+                },
+            ),
+        };
+        let state = match (self.kind, self.held, self.queue_length) {
+            (Kind::Lock, true, 0) | (Kind::Semaphore, _, 0) => held.to_owned(),
+            (_, _, n) => format!("{held}, {n} waiting"),
         };
         format!(
-            "{name} is also a lock under the {} protocol ({state}): pass --protocol {} to see \
+            "{name} is also a {what} under the {} protocol ({state}): pass --protocol {} to see \
              or change it",
             self.protocol, self.protocol
         )
+    }
+
+    fn to_json(&self) -> Value {
+        let held = match self.kind {
+            Kind::Lock => "locked",
+            Kind::Semaphore => "taken",
+        };
+        json!({
+            "protocol": self.protocol.as_str(),
+            held: self.held,
+            "queue_length": self.queue_length,
+            "flag": format!("--protocol {}", self.protocol),
+        })
     }
 }
 
@@ -176,34 +349,79 @@ fn other(protocol: Protocol) -> Protocol {
     }
 }
 
-/// Look for the other protocol's lock and queue keys of `name` (their
-/// names: `docs/native-protocol.md`, `docs/redisson-protocol.md`). Only keys
-/// of the right Redis type count (under `redisson` the lock key is the bare
-/// name, which an application may use for other data). `None` when there
-/// are none, or when the look fails: it is a courtesy, not the answer.
+/// A redisson key in the suffix form (`{NAME}:SUFFIX`, or `NAME:SUFFIX`
+/// for a name with a brace) or the prefix form (`PREFIX:{NAME}`).
+fn redisson_suffixed(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+fn redisson_prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// The keys that say whether the other protocol uses a name: the one that
+/// says it is held (its type, and the command counting its entries), the
+/// one that holds its line (the same), and for a Redisson semaphore the
+/// count under the bare name (used but idle when it holds a number).
+struct Probe {
+    held: (String, &'static str, &'static str),
+    queue: (String, &'static str, &'static str),
+    count: Option<String>,
+}
+
+fn probe(other: Protocol, kind: Kind, name: &str) -> Probe {
+    let native = |suffix: &str| format!("fairlock:{{{name}}}:{suffix}");
+    match (other, kind) {
+        (Protocol::Redisson, Kind::Lock) => Probe {
+            held: (name.to_owned(), "hash", "HLEN"),
+            queue: (
+                redisson_prefixed("redisson_lock_queue", name),
+                "list",
+                "LLEN",
+            ),
+            count: None,
+        },
+        (Protocol::Redisson, Kind::Semaphore) => Probe {
+            held: (redisson_suffixed(name, "timeout"), "zset", "ZCARD"),
+            // No line: a key that never exists.
+            queue: (redisson_suffixed(name, "timeout"), "none", "ZCARD"),
+            count: Some(name.to_owned()),
+        },
+        (_, Kind::Lock) => Probe {
+            held: (native("lock"), "hash", "HLEN"),
+            queue: (native("queue"), "zset", "ZCARD"),
+            count: None,
+        },
+        (_, Kind::Semaphore) => Probe {
+            held: (native("sem:holders"), "zset", "ZCARD"),
+            queue: (native("sem:queue"), "zset", "ZCARD"),
+            count: None,
+        },
+    }
+}
+
+/// Look for the other protocol's keys of `name` as a lock or a semaphore
+/// (their names: `docs/native-protocol.md`, `docs/redisson-protocol.md`,
+/// `docs/semaphore.md`). Only keys of the right Redis type count (under
+/// `redisson` the lock key is the bare name, which an application may use
+/// for other data). `None` when there are none, or when the look fails: it
+/// is a courtesy, not the answer.
 async fn look_at_other_protocol(
     url: &str,
     protocol: Protocol,
+    kind: Kind,
     name: &str,
 ) -> Option<OtherProtocol> {
     let other = other(protocol);
-    let (lock, lock_count, queue, queue_type, queue_count) = match other {
-        Protocol::Redisson => {
-            let queue = if name.contains('{') {
-                format!("redisson_lock_queue:{name}")
-            } else {
-                format!("redisson_lock_queue:{{{name}}}")
-            };
-            (name.to_owned(), "HLEN", queue, "list", "LLEN")
-        }
-        _ => (
-            format!("fairlock:{{{name}}}:lock"),
-            "HLEN",
-            format!("fairlock:{{{name}}}:queue"),
-            "zset",
-            "ZCARD",
-        ),
-    };
+    let probe = probe(other, kind, name);
     let look = async {
         let client = crate::redis_client(url).ok()?;
         let config = redis::AsyncConnectionConfig::new()
@@ -213,52 +431,82 @@ async fn look_at_other_protocol(
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .ok()?;
-        let (lock_type, found_queue_type): (String, String) = redis::pipe()
-            .cmd("TYPE")
-            .arg(&lock)
-            .cmd("TYPE")
-            .arg(&queue)
-            .query_async(&mut conn)
-            .await
-            .ok()?;
-        let mut locked = false;
-        if lock_type == "hash" {
-            let fields: u64 = redis::cmd(lock_count)
-                .arg(&lock)
+        let held = entries(&mut conn, &probe.held).await? > 0;
+        let queue_length = entries(&mut conn, &probe.queue).await?;
+        // A Redisson semaphore nobody holds: its count, a number.
+        let mut idle = false;
+        if let Some(key) = &probe.count {
+            let value: Option<String> = redis::cmd("GET")
+                .arg(key)
                 .query_async(&mut conn)
                 .await
-                .ok()?;
-            locked = fields > 0;
+                .unwrap_or(None);
+            idle = value.is_some_and(|v| v.parse::<i64>().is_ok());
         }
-        let mut queue_length = 0;
-        if found_queue_type == queue_type {
-            queue_length = redis::cmd(queue_count)
-                .arg(&queue)
-                .query_async(&mut conn)
-                .await
-                .ok()?;
-        }
-        (locked || queue_length > 0).then_some(OtherProtocol {
+        (held || queue_length > 0 || idle).then_some(OtherProtocol {
             protocol: other,
-            locked,
+            kind,
+            held,
             queue_length,
         })
     };
     look.await
 }
 
+/// The entries of `key` (counted with `command`) when it is of type
+/// `want`, else 0; `None` when a call failed.
+async fn entries(
+    conn: &mut redis::aio::MultiplexedConnection,
+    (key, want, command): &(String, &'static str, &'static str),
+) -> Option<u64> {
+    let found: String = redis::cmd("TYPE").arg(key).query_async(conn).await.ok()?;
+    if found != *want {
+        return Some(0);
+    }
+    redis::cmd(command).arg(key).query_async(conn).await.ok()
+}
+
 pub(crate) async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, Failure> {
     let url = cli.url();
     let client = cli.connect(&url, &LockSettings::default()).await?;
-    let info = inspect_any(&client, cli.protocol, &args.name).await?;
-    let other = look_at_other_protocol(&url, cli.protocol, &args.name).await;
+    let result = inspect_with(cli, &client, &url, args).await;
+    client.shutdown().await;
+    result
+}
+
+async fn inspect_with(
+    cli: &Cli,
+    client: &fairlock::LockClient,
+    url: &str,
+    args: &InspectArgs,
+) -> Result<u8, Failure> {
+    if args.semaphore {
+        let info = semaphore(client, &args.name)?.inspect().await?;
+        let other = look_at_other_protocol(url, cli.protocol, Kind::Semaphore, &args.name).await;
+        if args.json {
+            println!("{}", semaphore_to_json(&info, other.as_ref()));
+        } else {
+            print!("{}", semaphore_to_text(&info, other.as_ref()));
+        }
+        return Ok(0);
+    }
+    let info = inspect_any(client, cli.protocol, &args.name).await?;
+    let other = look_at_other_protocol(url, cli.protocol, Kind::Lock, &args.name).await;
     if args.json {
         println!("{}", to_json(&info, other.as_ref()));
     } else {
         print!("{}", to_text(&info, other.as_ref()));
     }
-    client.shutdown().await;
     Ok(0)
+}
+
+/// The semaphore `name`, to look at or force-release: made with a total of
+/// 0, which none of those calls writes (an absent semaphore stays absent).
+pub(crate) fn semaphore(
+    client: &fairlock::LockClient,
+    name: &str,
+) -> Result<fairlock::Semaphore, fairlock::Error> {
+    client.semaphore(name, 0)
 }
 
 /// The lock `name` as a lock, or as a read-write lock: under redisson when
@@ -301,29 +549,20 @@ async fn force_unlock_with(
     url: &str,
     args: &ForceUnlockArgs,
 ) -> Result<u8, Failure> {
+    if args.semaphore {
+        return force_release(cli, client, url, args).await;
+    }
     let fair = client.fair_lock(&args.name)?;
     if !args.yes && std::io::stdin().is_terminal() {
         let info = inspect_any(client, cli.protocol, &args.name).await?;
         if !info.is_locked() {
             println!("{} is not locked", args.name);
-            hint_other_protocol(cli, url, &args.name).await;
+            hint_other_protocol(cli, url, Kind::Lock, &args.name).await;
             return Ok(0);
         }
         let holders: Vec<&str> = info.holders.iter().map(|h| h.owner.as_str()).collect();
-        eprint!(
-            "force-unlock {} held by {}? A `fairlock exec` holder stops its command (exit 71) \
-             when it notices, at its next renewal at the latest; a fairlock library holder's \
-             lost() resolves; any other holder keeps running, unaware, unless it checks. [y/N] ",
-            args.name,
-            holders.join(", ")
-        );
-        let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        std::io::stdin()
-            .lock()
-            .read_line(&mut answer)
-            .map_err(|e| Failure::new(exit::SOFTWARE, format!("reading the answer: {e}")))?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        let question = format!("force-unlock {} held by {}?", args.name, holders.join(", "));
+        if !confirmed(&question)? {
             eprintln!("not unlocked: {} is still held", args.name);
             return Ok(exit::DECLINED_OR_FAILED);
         }
@@ -349,14 +588,84 @@ async fn force_unlock_with(
         println!("{} unlocked", args.name);
     } else {
         println!("{} was not locked", args.name);
-        hint_other_protocol(cli, url, &args.name).await;
+        hint_other_protocol(cli, url, Kind::Lock, &args.name).await;
     }
     Ok(0)
 }
 
-/// After finding nothing to unlock: say so when the other protocol holds the name.
-async fn hint_other_protocol(cli: &Cli, url: &str, name: &str) {
-    if let Some(other) = look_at_other_protocol(url, cli.protocol, name).await {
+/// `force-unlock --semaphore`: every taken permit given back.
+async fn force_release(
+    cli: &Cli,
+    client: &fairlock::LockClient,
+    url: &str,
+    args: &ForceUnlockArgs,
+) -> Result<u8, Failure> {
+    let semaphore = semaphore(client, &args.name)?;
+    if !args.yes && std::io::stdin().is_terminal() {
+        let info = semaphore.inspect().await?;
+        if info.taken.is_empty() {
+            println!("no permit of {} is taken", args.name);
+            hint_other_protocol(cli, url, Kind::Semaphore, &args.name).await;
+            return Ok(0);
+        }
+        // Native: each holder; redisson: permit ids, which name no owner.
+        // The first few: a semaphore may have thousands.
+        let mut holders: Vec<&str> = info
+            .taken
+            .iter()
+            .take(NAMED_HOLDERS)
+            .map(|t| t.owner.as_deref().unwrap_or(&t.id))
+            .collect();
+        let more = info.taken.len().saturating_sub(NAMED_HOLDERS);
+        let more = format!("and {more} more");
+        if info.taken.len() > NAMED_HOLDERS {
+            holders.push(&more);
+        }
+        let question = format!(
+            "force-release every permit of {} ({} of {} taken, by {})?",
+            args.name,
+            permits_taken(&info),
+            info.total,
+            holders.join(", ")
+        );
+        if !confirmed(&question)? {
+            eprintln!("not released: the permits of {} are still taken", args.name);
+            return Ok(exit::DECLINED_OR_FAILED);
+        }
+    }
+    match semaphore.force_release().await? {
+        0 => {
+            println!("no permit of {} was taken", args.name);
+            hint_other_protocol(cli, url, Kind::Semaphore, &args.name).await;
+        }
+        n => println!("{}: {} released", args.name, permits(n)),
+    }
+    Ok(0)
+}
+
+/// Holders named in `force-unlock --semaphore`'s question.
+const NAMED_HOLDERS: usize = 5;
+
+/// Ask `question` on the terminal, with what a forced release does to its
+/// holders; `true` for a yes.
+fn confirmed(question: &str) -> Result<bool, Failure> {
+    eprint!(
+        "{question} A `fairlock exec` holder stops its command (exit 71) when it notices, at \
+         its next renewal at the latest; a fairlock library holder's lost() resolves; any other \
+         holder keeps running, unaware, unless it checks. [y/N] "
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::new(exit::SOFTWARE, format!("reading the answer: {e}")))?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// After finding nothing to release: say so when the other protocol holds the name.
+async fn hint_other_protocol(cli: &Cli, url: &str, kind: Kind, name: &str) {
+    if let Some(other) = look_at_other_protocol(url, cli.protocol, kind, name).await {
         eprintln!("fairlock: note: {}", other.describe(name));
     }
 }

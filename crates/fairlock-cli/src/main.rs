@@ -236,12 +236,18 @@ enum Command {
     /// Show who holds NAME, for how long, and who waits in which order.
     ///
     /// Reads the lock under --protocol, and says so when the other
-    /// protocol's keys hold the name (then pass that --protocol).
+    /// protocol's keys hold the name (then pass that --protocol). A
+    /// read-write lock shows each holder and waiter as reader or writer.
+    /// With --semaphore, NAME is a semaphore: its total, the permits
+    /// available, who holds how many, and the line with the permits each
+    /// waiter asks for.
     #[command(after_help = after_help(Sub::Inspect, "fairlock inspect nightly-report --json"))]
     Inspect(inspect::InspectArgs),
     /// Release NAME whoever holds it, and wake the next waiter.
     ///
-    /// On a terminal, asks before it does (unless --yes). A `fairlock exec`
+    /// With --semaphore, gives back every taken permit of the semaphore
+    /// NAME and lets its waiters in. On a terminal, asks before it does
+    /// (unless --yes). A `fairlock exec`
     /// holder stops its command and exits 71 once it notices (at its next
     /// lease renewal at the latest); a fairlock library holder's `lost()`
     /// resolves; any other holder keeps running, unaware, unless it checks.
@@ -249,6 +255,9 @@ enum Command {
     ForceUnlock(inspect::ForceUnlockArgs),
     /// A live view of locks: holder, hold time, lease left, token, queue
     /// length and the longest wait, per lock.
+    ///
+    /// With --semaphore, the NAMEs are semaphores: the permits taken of the
+    /// total, by whom, and the line with the permits each waiter asks for.
     ///
     /// Redrawn in place on a terminal; one line per lock and refresh
     /// otherwise; --json for one JSON object per lock and refresh. Hold and

@@ -329,6 +329,7 @@ fn inspect_json(protocol: Protocol) {
     assert!(lease > 20_000 && lease <= 30_000, "{lease}");
     let queue = held["queue"].as_array().unwrap();
     assert_eq!(queue[0]["position"], 1);
+    assert_eq!(queue[0]["mode"], "exclusive");
     let expires = queue[0]["expires_in_ms"].as_u64().unwrap();
     match protocol {
         Protocol::Redisson => {

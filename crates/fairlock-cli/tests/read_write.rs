@@ -201,3 +201,78 @@ fn watch_shows_every_reader() {
     first.unlock().unwrap();
     second.unlock().unwrap();
 }
+
+/// Under native one line holds readers and writers: `inspect` and `watch`
+/// show each waiter's side (text and JSON), in line order.
+#[test]
+fn native_inspect_and_watch_show_each_waiters_side() {
+    let server = RedisServer::start();
+    let config = fairlock::ClientConfig::from_url(&server.url())
+        .unwrap()
+        .protocol(Protocol::Native)
+        .label("library:1");
+    let client = fairlock::blocking::LockClient::with_config(config).unwrap();
+    let reading = client
+        .read_write_lock("sides")
+        .unwrap()
+        .read()
+        .lock()
+        .unwrap();
+    let queued = |n: i64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while server.cmd::<i64>(&["ZCARD", "fairlock:{sides}:rw:queue"]) != n {
+            assert!(std::time::Instant::now() < deadline, "{n} never queued");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut waiters = Vec::new();
+    for (side, label, n) in [("--write", "w:1", 1), ("--read", "r:2", 2)] {
+        waiters.push(
+            fairlock(&server, Protocol::Native)
+                .args(["--label", label, "exec", "sides", side, "--", "true"])
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        queued(n);
+    }
+    let out = run(fairlock(&server, Protocol::Native).args(["inspect", "sides", "--json"]));
+    let state: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let queue: Vec<(&str, &str)> = state["queue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["label"].as_str().unwrap(), w["mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(queue, [("w:1", "write"), ("r:2", "read")], "{state}");
+    let out = run(fairlock(&server, Protocol::Native).args(["inspect", "sides"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(". ")).collect();
+    assert!(
+        lines[0].contains(":write on w:1  (writer, entry expires in ")
+            && lines[1].contains(" on r:2  (reader, entry expires in "),
+        "{text}"
+    );
+
+    let out =
+        run(fairlock(&server, Protocol::Native).args(["watch", "sides", "--count", "1", "--json"]));
+    let view: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let modes: Vec<&str> = view["waiters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["write", "read"], "{view}");
+    let out = run(fairlock(&server, Protocol::Native).args(["watch", "sides", "--count", "1"]));
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        line.trim_end().ends_with(": w:1 (write), r:2 (read)"),
+        "{line}"
+    );
+
+    reading.unlock().unwrap();
+    for mut waiter in waiters {
+        assert!(waiter.wait().unwrap().success());
+    }
+}

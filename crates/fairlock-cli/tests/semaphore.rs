@@ -2,12 +2,17 @@
 //! [--take K]` runs CMD with K permits of NAME, gives up with 75 when they
 //! do not come in time, gives them back when CMD ends, and refuses bad
 //! counts; under native CMD gets the acquisition's fencing token too.
+//! `inspect --semaphore` and `watch --semaphore` show the permits, who
+//! holds them and the line; `force-unlock --semaphore` gives every permit
+//! back (asking first on a terminal).
 
-use std::process::{Command, Output};
-use std::time::Duration;
+use std::io::Write;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use fairlock::Protocol;
 use fairlock_test_support as support;
+use serde_json::Value;
 use support::RedisServer;
 
 fn fairlock(server: &RedisServer, protocol: Protocol) -> Command {
@@ -32,6 +37,67 @@ fn library(server: &RedisServer) -> fairlock::blocking::LockClient {
         .unwrap()
         .protocol(Protocol::Redisson);
     fairlock::blocking::LockClient::with_config(config).unwrap()
+}
+
+/// A library client of `protocol` labelled `library:1`; under redisson
+/// its watchdog lease is 3 s (renewed every second: a holder finds its
+/// permits gone within that), under native the default 30 s (a holder is
+/// told at once).
+fn labelled(server: &RedisServer, protocol: Protocol) -> fairlock::blocking::LockClient {
+    let mut config = fairlock::ClientConfig::from_url(&server.url())
+        .unwrap()
+        .protocol(protocol)
+        .label("library:1");
+    if protocol == Protocol::Redisson {
+        config = config.lease(Duration::from_secs(3));
+    }
+    fairlock::blocking::LockClient::with_config(config).unwrap()
+}
+
+/// `fairlock ARGS` under `protocol`: its stdout, which must be a success.
+fn stdout(server: &RedisServer, protocol: Protocol, args: &[&str]) -> String {
+    let out = run(fairlock(server, protocol).args(args));
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json(server: &RedisServer, protocol: Protocol, args: &[&str]) -> Value {
+    serde_json::from_str(&stdout(server, protocol, args)).expect("JSON")
+}
+
+/// Poll `condition` every 20 ms for at most 10 s (state in other processes).
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_child(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("fairlock did not exit within 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A `fairlock exec NAME --semaphore` (labelled `waiter:9`) taking `take`
+/// of 3 permits, then running `true`.
+fn exec_waiter(server: &RedisServer, protocol: Protocol, name: &str, take: &str) -> Child {
+    fairlock(server, protocol)
+        .args(["--label", "waiter:9", "exec", name, "--semaphore"])
+        .args(["--permits", "3", "--take", take, "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 /// CMD runs with its permits (their ids in FAIRLOCK_PERMITS, taken in
@@ -219,4 +285,282 @@ fn exec_under_native_takes_the_fair_semaphore() {
         server.cmd::<i64>(&["EXISTS", "fairlock:{jobs}:sem:holders"]),
         0
     );
+}
+
+/// Under native, `inspect --semaphore` and `watch --semaphore` show the
+/// total, what is available, each holder (owner id, label, permits, token,
+/// lease left) and the line (who waits, for how many permits), in text and
+/// JSON.
+#[test]
+fn inspect_and_watch_show_the_holders_and_the_line() {
+    let server = RedisServer::start();
+    let client = labelled(&server, Protocol::Native);
+    let held = client.semaphore("jobs", 3).unwrap().acquire(2).unwrap();
+    let (owner, token) = (held.ids()[0].clone(), held.token().unwrap());
+    let mut waiter = exec_waiter(&server, Protocol::Native, "jobs", "2");
+    wait_until("the exec queued", || {
+        server.cmd::<i64>(&["ZCARD", "fairlock:{jobs}:sem:queue"]) == 1
+    });
+    let queued: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{jobs}:sem:queue", "0", "-1"]);
+
+    let state = json(
+        &server,
+        Protocol::Native,
+        &["inspect", "jobs", "--semaphore", "--json"],
+    );
+    assert_eq!(state["protocol"], "native");
+    assert_eq!(state["exists"], true);
+    assert_eq!(
+        (&state["total"], &state["available"]),
+        (&3.into(), &1.into())
+    );
+    let taken = state["taken"].as_array().unwrap();
+    assert_eq!(taken.len(), 1, "{state}");
+    assert_eq!(taken[0]["id"], owner.as_str());
+    assert_eq!(taken[0]["owner"], owner.as_str());
+    assert_eq!(taken[0]["label"], "library:1");
+    assert_eq!(taken[0]["permits"], 2);
+    assert_eq!(taken[0]["token"], token);
+    let lease = taken[0]["lease_ms"].as_u64().unwrap();
+    assert!(lease > 20_000 && lease <= 30_000, "{state}");
+    let queue = state["queue"].as_array().unwrap();
+    assert_eq!(queue.len(), 1, "{state}");
+    assert_eq!(queue[0]["position"], 1);
+    assert_eq!(queue[0]["owner"], queued[0].as_str());
+    assert_eq!(queue[0]["label"], "waiter:9");
+    assert_eq!(queue[0]["permits"], 2);
+    assert!(queue[0]["expires_in_ms"].as_u64().unwrap() > 0);
+    assert_eq!(state["other_protocol"], Value::Null);
+
+    let text = stdout(
+        &server,
+        Protocol::Native,
+        &["inspect", "jobs", "--semaphore"],
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0], "jobs (native semaphore): 2 of 3 permits taken, 1 available",
+        "{text}"
+    );
+    let holder = format!("  holder   {owner} on library:1  (2 permits, token {token}, lease ");
+    assert!(lines[1].starts_with(&holder), "{text}");
+    assert_eq!(lines[2], "  queue    1 waiting", "{text}");
+    let waiting = format!(
+        "      1. {} on waiter:9  (asks 2 permits, entry expires in ",
+        queued[0]
+    );
+    assert!(lines[3].starts_with(&waiting), "{text}");
+
+    let view = json(
+        &server,
+        Protocol::Native,
+        &["watch", "jobs", "--semaphore", "--count", "1", "--json"],
+    );
+    assert_eq!((&view["total"], &view["available"]), (&3.into(), &1.into()));
+    assert_eq!(view["taken"][0]["owner"], owner.as_str());
+    assert_eq!(view["taken"][0]["permits"], 2);
+    assert_eq!(view["queue_length"], 1);
+    assert_eq!(view["waiters"][0]["label"], "waiter:9");
+    assert_eq!(view["waiters"][0]["permits"], 2);
+    let line = stdout(
+        &server,
+        Protocol::Native,
+        &["watch", "jobs", "--semaphore", "--count", "1"],
+    );
+    let shown = format!(
+        " jobs: 2 of 3 permits taken (1 available) by {owner} on library:1 (2 permits, lease "
+    );
+    assert!(line.contains(&shown), "{line}");
+    assert!(
+        line.trim_end()
+            .ends_with(", 1 waiting (longest >=0s): waiter:9 (2 permits)"),
+        "{line}"
+    );
+
+    held.release().unwrap();
+    assert!(wait_child(&mut waiter).success());
+}
+
+/// Under redisson each taken permit is a line of its own, its id with no
+/// owner (Redisson records none), and there is no line of waiters; the
+/// native protocol's `inspect --semaphore` says the name is a semaphore
+/// under redisson. A semaphore nobody set up is shown as none, and looking
+/// creates nothing.
+#[test]
+fn inspect_under_redisson_shows_each_permit_id() {
+    let server = RedisServer::start();
+    let client = labelled(&server, Protocol::Redisson);
+    let held = client.semaphore("jobs", 3).unwrap().acquire(2).unwrap();
+    let state = json(
+        &server,
+        Protocol::Redisson,
+        &["inspect", "jobs", "--semaphore", "--json"],
+    );
+    assert_eq!(
+        (&state["total"], &state["available"]),
+        (&3.into(), &1.into())
+    );
+    let mut ids: Vec<&str> = state["taken"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            assert_eq!(t["owner"], Value::Null, "{state}");
+            assert_eq!(t["label"], Value::Null, "{state}");
+            assert_eq!(t["token"], Value::Null, "{state}");
+            assert_eq!(t["permits"], 1, "{state}");
+            t["id"].as_str().unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    let mut held_ids: Vec<&str> = held.ids().iter().map(String::as_str).collect();
+    held_ids.sort_unstable();
+    assert_eq!(ids, held_ids);
+    assert_eq!(state["queue"], Value::Array(vec![]));
+    let text = stdout(
+        &server,
+        Protocol::Redisson,
+        &["inspect", "jobs", "--semaphore"],
+    );
+    for id in &held_ids {
+        assert!(
+            text.contains(&format!("\n  permit   {id}  (lease ")),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains("\n  queue    none (Redisson's semaphore has no line)\n"),
+        "{text}"
+    );
+
+    // Under native: none of its own, but the redisson one is pointed at.
+    let native = json(
+        &server,
+        Protocol::Native,
+        &["inspect", "jobs", "--semaphore", "--json"],
+    );
+    assert_eq!(native["exists"], false);
+    assert_eq!(
+        native["other_protocol"],
+        serde_json::json!({"protocol": "redisson", "taken": true, "queue_length": 0,
+            "flag": "--protocol redisson"})
+    );
+    let text = stdout(
+        &server,
+        Protocol::Native,
+        &["inspect", "jobs", "--semaphore"],
+    );
+    assert!(
+        text.starts_with("jobs (native semaphore): no semaphore (no total stored)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: jobs is also a semaphore under the redisson protocol (permits taken)"),
+        "{text}"
+    );
+    held.release().unwrap();
+
+    for protocol in [Protocol::Native, Protocol::Redisson] {
+        let state = json(
+            &server,
+            protocol,
+            &["inspect", "none", "--semaphore", "--json"],
+        );
+        assert_eq!(state["exists"], false, "{protocol}: {state}");
+        assert_eq!(state["total"], 0, "{protocol}: {state}");
+    }
+    let created: Vec<String> = server.cmd(&["KEYS", "*none*"]);
+    assert!(created.is_empty(), "looking created {created:?}");
+}
+
+/// `force-unlock --semaphore` gives back every permit under both
+/// protocols and says how many; the holder hears it (native: at once;
+/// redisson: at its next renewal); with nothing taken it says so.
+#[test]
+fn force_unlock_gives_back_every_permit() {
+    for protocol in [Protocol::Native, Protocol::Redisson] {
+        let server = RedisServer::start();
+        let client = labelled(&server, protocol);
+        let sem = client.semaphore("jobs", 3).unwrap();
+        let held = sem.acquire(2).unwrap();
+        let other = sem.acquire(1).unwrap();
+        let said = stdout(
+            &server,
+            protocol,
+            &["force-unlock", "jobs", "--semaphore", "--yes"],
+        );
+        assert_eq!(said, "jobs: 3 permits released\n", "{protocol}");
+        for guard in [&held, &other] {
+            assert!(
+                guard.wait_lost(Duration::from_secs(5)).unwrap(),
+                "{protocol}: the holder hears it"
+            );
+        }
+        assert_eq!(sem.available().unwrap(), 3, "{protocol}");
+        let said = stdout(
+            &server,
+            protocol,
+            &["force-unlock", "jobs", "--semaphore", "--yes"],
+        );
+        assert_eq!(said, "no permit of jobs was taken\n", "{protocol}");
+    }
+}
+
+/// On a terminal `force-unlock --semaphore` asks first, naming the
+/// holders: "n" changes nothing and exits 1, "y" gives the permits back.
+#[test]
+fn force_unlock_of_a_semaphore_asks_on_a_terminal() {
+    let server = RedisServer::start();
+    let client = labelled(&server, Protocol::Native);
+    let sem = client.semaphore("asked", 3).unwrap();
+    let held = sem.acquire(2).unwrap();
+    for (answer, code) in [("n\n", 1), ("y\n", 0)] {
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let mut master = std::fs::File::from(pty.master);
+        let child = fairlock(&server, Protocol::Native)
+            .args(["force-unlock", "asked", "--semaphore"])
+            .stdin(Stdio::from(pty.slave))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        master.write_all(answer.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let said = stderr(&out);
+        let question = format!(
+            "force-release every permit of asked (2 of 3 taken, by {})? A `fairlock exec` \
+             holder stops its command (exit 71)",
+            held.ids()[0]
+        );
+        assert!(said.contains(&question), "{said}");
+        assert_eq!(out.status.code(), Some(code), "{said}");
+        if code == 1 {
+            assert!(
+                said.contains("not released: the permits of asked are still taken"),
+                "{said}"
+            );
+            assert_eq!(sem.available().unwrap(), 1);
+            assert!(held.is_held());
+        } else {
+            let printed = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(printed, "asked: 2 permits released\n");
+            assert!(held.wait_lost(Duration::from_secs(5)).unwrap());
+        }
+    }
+}
+
+/// `--semaphore` excludes the lock kinds' flags: a usage error.
+#[test]
+fn force_unlock_semaphore_excludes_the_lock_flags() {
+    let server = RedisServer::start();
+    for flag in ["--read", "--write", "--nonfair"] {
+        let out = run(fairlock(&server, Protocol::Native).args([
+            "force-unlock",
+            "x",
+            "--semaphore",
+            flag,
+            "--yes",
+        ]));
+        assert_eq!(out.status.code(), Some(64), "{flag}: {}", stderr(&out));
+    }
 }

@@ -314,3 +314,52 @@ fn exec_serves_its_lock_metrics_while_the_command_runs() {
     std::fs::write(&done, "").unwrap();
     assert!(wait_child(&mut exec, Duration::from_secs(20)).success());
 }
+
+/// `watch --semaphore --metrics-addr`: a semaphore is locked while a permit
+/// is taken, with its queue and the permits available (no lease or hold
+/// time: its holders come and go on their own).
+#[test]
+fn watch_serves_the_watched_semaphores_to_prometheus() {
+    let server = RedisServer::start();
+    let client = library_client(&server);
+    let held = client.semaphore("s1", 3).unwrap().acquire(2).unwrap();
+    let mut waiter = fairlock(&server)
+        .args(["exec", "s1", "--semaphore", "--permits", "3", "--take", "2"])
+        .args(["--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), "exec queued", || {
+        server.cmd::<i64>(&["ZCARD", "fairlock:{s1}:sem:queue"]) == 1
+    });
+    let mut watch = fairlock(&server)
+        .args(["watch", "s1", "--semaphore", "--interval", "100ms"])
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = metrics_address(watch.stderr.take().unwrap());
+    let mut body = String::new();
+    wait_until(Duration::from_secs(10), "a refresh exported", || {
+        body = get(&addr, "/metrics").1;
+        sample(&body, "fairlock_watch_queue_length", &["lock=\"s1\""]) == Some(1.0)
+    });
+    let gauge = |name: &str| sample(&body, name, &["lock=\"s1\""]);
+    assert_eq!(gauge("fairlock_watch_locked"), Some(1.0), "{body}");
+    assert_eq!(
+        gauge("fairlock_watch_permits_available"),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(gauge("fairlock_watch_lease_seconds"), None, "{body}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(watch.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(wait_child(&mut watch, Duration::from_secs(10)).success());
+    held.release().unwrap();
+    assert!(wait_child(&mut waiter, Duration::from_secs(10)).success());
+}

@@ -770,6 +770,15 @@ impl Semaphore {
         block_on(&self.runtime, self.semaphore.inspect())?
     }
 
+    /// Give back every taken permit, whoever holds it: how many were given
+    /// back.
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::force_release`].
+    pub fn force_release(&self) -> Result<u64> {
+        block_on(&self.runtime, self.semaphore.force_release())?
+    }
+
     /// Make the total `permits`.
     ///
     /// # Errors

@@ -54,8 +54,12 @@
 //! its `RPermitExpirableSemaphore` ([`Semaphore`]: permits with leases, given
 //! back when a holder dies) and [`LockClient::counting_semaphore`] its
 //! `RSemaphore` ([`CountingSemaphore`]: a bare counter), each byte for byte.
-//! None of them is fair (Redisson's have no queue). Under `native` they are
-//! not built yet.
+//! None of them is fair (Redisson's have no queue). Under `native` the
+//! read-write lock and the semaphore are fair (one line, first come first
+//! served, a fencing token per acquisition); the counting semaphore is
+//! Redisson's only. [`Semaphore::inspect`] shows who holds how many permits
+//! and who waits for how many; [`Semaphore::force_release`] gives every
+//! permit back.
 //!
 //! # Fencing tokens
 //!

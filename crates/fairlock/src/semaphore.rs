@@ -219,12 +219,24 @@ impl std::fmt::Debug for Semaphore {
     }
 }
 
-/// One taken permit, in a [`SemaphoreInfo`].
+/// One taken permit, in a [`SemaphoreInfo`]: under `native` one
+/// acquisition (its `n` permits), under `redisson` one permit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TakenPermit {
-    /// The permit id: 32 lowercase hex digits (Redisson shows it so).
+    /// The permit id: under `native` the acquisition's owner id
+    /// (`CLIENT_UUID:N`, as [`Permits::ids`] shows it); under `redisson`
+    /// 32 lowercase hex digits (Redisson shows it so).
     pub id: String,
+    /// Who holds it: the owner id (`CLIENT_UUID:N`) under `native`. `None`
+    /// under `redisson`, whose permit ids record no owner (a random id per
+    /// permit, the same for a Java and a fairlock holder).
+    pub owner: Option<String>,
+    /// The label of the holder's client
+    /// ([`ClientConfig::label`](crate::ClientConfig::label), `HOST:PID` by
+    /// default) under `native`, when it wrote one (see
+    /// [`Holder::label`](crate::Holder::label)). `None` under `redisson`.
+    pub label: Option<String>,
     /// Time until its lease ends (on this client's clock under
     /// `redisson`); `None` for a permit taken without a lease.
     pub remaining_lease: Option<Duration>,
@@ -232,6 +244,8 @@ pub struct TakenPermit {
     /// an id), the acquisition's `n` under `native` (one id per
     /// acquisition, its owner id).
     pub permits: u32,
+    /// The acquisition's fencing token (`native`; `None` under `redisson`).
+    pub token: Option<u64>,
 }
 
 /// A semaphore's state at one instant, from [`Semaphore::inspect`].
@@ -240,6 +254,13 @@ pub struct TakenPermit {
 pub struct SemaphoreInfo {
     /// The semaphore's name.
     pub name: String,
+    /// The protocol it was read with.
+    pub protocol: crate::Protocol,
+    /// Whether Redis stores its total: `false` for a semaphore no call has
+    /// set up yet (under `native` also one nobody held or waited for during
+    /// 20 s, which forgot its total). `total` is then the handle's
+    /// `permits`, which the next acquisition sets.
+    pub exists: bool,
     /// All its permits: available and taken.
     pub total: i64,
     /// Permits free to take now. Below 0 after
@@ -248,8 +269,10 @@ pub struct SemaphoreInfo {
     pub available: i64,
     /// Every taken permit, soonest lease end first.
     pub taken: Vec<TakenPermit>,
-    /// The requests waiting, first in line first (`native`; Redisson's
-    /// semaphore has no line).
+    /// The requests waiting, first in line first, each with the permits it
+    /// asks for ([`QueuedWaiter::permits`]; its mode is
+    /// [`HoldMode::Permits`](crate::HoldMode::Permits)). `native` only:
+    /// Redisson's semaphore has no line.
     pub queue: Vec<QueuedWaiter>,
 }
 
@@ -454,8 +477,13 @@ impl Semaphore {
         Ok(state.available)
     }
 
-    /// Every permit at one instant: the total, the available ones and each
-    /// taken one with its remaining lease (after reclaiming expired ones).
+    /// Every permit at one instant: the total, the available ones, each
+    /// taken one with its holder (under `native`) and remaining lease, and
+    /// the line (under `native`), after reclaiming expired ones.
+    ///
+    /// Unlike the other calls it never sets the total of a semaphore that
+    /// has none ([`SemaphoreInfo::exists`] is then `false`): looking does
+    /// not create it.
     ///
     /// # Errors
     /// As [`available`](Self::available).
@@ -473,6 +501,13 @@ impl Semaphore {
             .run(|| shared.object.state(shared.core.conn(), true))
             .await?;
         let now = shared.object.now_ms();
+        // Absent: the total the next acquisition sets (the taken permits
+        // of a count deleted by hand are still counted as taken).
+        let available = if state.exists {
+            state.available
+        } else {
+            i64::from(shared.object.permits).saturating_sub_unsigned(state.taken)
+        };
         let mut taken: Vec<(i64, TakenPermit)> = state
             .permits
             .into_iter()
@@ -484,8 +519,11 @@ impl Semaphore {
                     score,
                     TakenPermit {
                         id,
+                        owner: None,
+                        label: None,
                         remaining_lease,
                         permits: 1,
+                        token: None,
                     },
                 )
             })
@@ -493,11 +531,59 @@ impl Semaphore {
         taken.sort_by_key(|(score, _)| *score);
         Ok(SemaphoreInfo {
             name: shared.object.name.clone(),
-            total: state.available.saturating_add_unsigned(state.taken),
-            available: state.available,
+            protocol: crate::Protocol::Redisson,
+            exists: state.exists,
+            total: available.saturating_add_unsigned(state.taken),
+            available,
             taken: taken.into_iter().map(|(_, permit)| permit).collect(),
             queue: Vec::new(),
         })
+    }
+
+    /// Give back every taken permit, whoever holds it (the semaphore's
+    /// counterpart of [`LockHandle::force_unlock`](crate::LockHandle::force_unlock);
+    /// `fairlock force-unlock --semaphore NAME` on the command line), and
+    /// let the waiters in. Returns how many permits were given back (under
+    /// `native` an acquisition of `n` counts `n`; 0 when none was taken).
+    ///
+    /// - Under `native` every hold is removed and the line's head admitted
+    ///   while it fits; a fairlock holder's client is told at once (on its
+    ///   revocation channel), so its [`Permits::lost`] resolves within a
+    ///   round trip.
+    /// - Under `redisson` every permit id in `{NAME}:timeout` is given back
+    ///   as Redisson's release of several ids does (the count raised by
+    ///   their number, which is published on `redisson_sc:{NAME}`, so Java
+    ///   waiters wake); permits whose lease had already ended are reclaimed
+    ///   first, as by any call, and not counted. A permit id names no
+    ///   owner, so nobody is told: a fairlock holder's `lost()` resolves at
+    ///   its next renewal (a third of the lease), a Java holder's
+    ///   `release` fails.
+    ///
+    /// # Errors
+    /// [`Error::Connection`](crate::Error::Connection) (the call is not
+    /// sent again: it may or may not have run);
+    /// [`Error::WrongType`](crate::Error::WrongType) or
+    /// [`Error::NotALock`](crate::Error::NotALock) when the name's keys
+    /// hold other data (nothing is changed).
+    ///
+    /// # Cancel safety
+    /// The command may or may not have run when the future is dropped.
+    pub async fn force_release(&self) -> Result<u64> {
+        let (core, released) = match &self.backend {
+            Backend::Redisson(shared) => (
+                &shared.core,
+                shared.object.force_release(shared.core.conn()).await?,
+            ),
+            Backend::Native(handle) => {
+                let (core, lock) = (handle.core(), native_object(handle)?);
+                (core, lock.sem_force_release(core.conn()).await?.permits)
+            }
+        };
+        core.events().record(Event::ForceUnlocked {
+            lock: self.name(),
+            released: released > 0,
+        });
+        Ok(released)
     }
 
     /// Make the semaphore's total `permits` (Redisson's `setPermits`): the
@@ -595,17 +681,22 @@ async fn inspect_native(handle: &LockHandle) -> Result<SemaphoreInfo> {
     let state = native_state(handle).await?;
     let (total, used) = (signed(state.capacity), signed(state.used()));
     let mut holds = state.holds;
-    holds.sort_by_key(|hold| hold.3);
+    holds.sort_by_key(|hold| hold.pttl);
     Ok(SemaphoreInfo {
         name: handle.name().to_owned(),
+        protocol: crate::Protocol::Native,
+        exists: state.stored,
         total,
         available: total.saturating_sub(used),
         taken: holds
             .into_iter()
-            .map(|(id, weight, _, pttl)| TakenPermit {
-                id,
-                remaining_lease: Some(Duration::from_millis(pttl.max(0).unsigned_abs())),
-                permits: weight,
+            .map(|hold| TakenPermit {
+                owner: Some(hold.id.clone()),
+                id: hold.id,
+                label: hold.label,
+                remaining_lease: Some(Duration::from_millis(hold.pttl.max(0).unsigned_abs())),
+                permits: hold.weight,
+                token: Some(hold.token),
             })
             .collect(),
         queue: state.queue,

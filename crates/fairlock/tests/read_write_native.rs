@@ -770,3 +770,37 @@ async fn a_sentinel_failover_keeps_the_readers_and_the_writers_place() {
     write.unlock().await.unwrap();
     client.shutdown().await;
 }
+
+/// `inspect` tells each waiter's side: one line holds both, and a writer's
+/// entry (its id `OWNER:write`) reads as a write request, a reader's as a
+/// read request, each asking for one hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_the_side_each_waiter_asks_for() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("sides").unwrap();
+    let reading = rw.read().lock().await.unwrap();
+    let writer = ask(&rw, true);
+    queued(&server, "sides", 1, "the writer queued").await;
+    let reader = ask(&rw, false);
+    queued(&server, "sides", 2, "a reader queued behind it").await;
+    let info = rw.read().inspect().await.unwrap();
+    let line: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{sides}:rw:queue", "0", "-1"]);
+    let shown: Vec<_> = info
+        .queue
+        .iter()
+        .map(|w| (w.owner.clone(), w.mode, w.permits))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (line[0].clone(), HoldMode::Write, 1),
+            (line[1].clone(), HoldMode::Read, 1)
+        ]
+    );
+    assert!(line[0].ends_with(":write") && !line[1].ends_with(":write"));
+    reading.unlock().await.unwrap();
+    granted(writer, "the writer").await.unlock().await.unwrap();
+    granted(reader, "the reader").await.unlock().await.unwrap();
+    left_clean(&server, "sides");
+}

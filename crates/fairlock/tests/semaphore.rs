@@ -5,8 +5,8 @@
 //! Java client (Redisson's steps as test-side scripts), never more than
 //! the total out, wake-ups, leases (a dead holder's permits come back, the
 //! watchdog keeps live ones), `lost()`, bad input and other data, the
-//! blocking API, cancellation and a Redis Cluster. The native protocol has
-//! no semaphore yet: it says so.
+//! blocking API, cancellation, a force-release and a Redis Cluster. The
+//! native protocol's semaphore has its own tests (`semaphore_native.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -889,6 +889,10 @@ fn the_blocking_api_takes_and_gives_back() {
     drop(two); // gives back before it returns
     assert_eq!(waiter.join().unwrap().unwrap(), 2);
     assert_eq!(sem.available().unwrap(), 2);
+    let taken = sem.acquire(2).unwrap();
+    assert_eq!(sem.force_release().unwrap(), 2);
+    assert_eq!(sem.available().unwrap(), 2);
+    drop(taken);
     let plain = client.counting_semaphore("blocking-plain", 1).unwrap();
     let taken = plain.acquire(1).unwrap();
     assert!(plain.try_acquire(1).unwrap().is_none());
@@ -1069,4 +1073,68 @@ fn handles_guards_and_futures_are_send_and_sync() {
         send(&permits.lost());
         send(&permits.release());
     };
+}
+
+/// `force_release` gives back every permit id, a Java holder's and ours:
+/// the count back to the total, the set empty, and the number given back
+/// published as Redisson's release of several ids publishes it (so Java
+/// waiters wake). A permit id names no owner: our holder finds its permits
+/// gone at its next renewal (a third of its 3 s lease). Expired permits
+/// are reclaimed first (announced as a reclaim) and not counted. `inspect`
+/// shows no owner for a permit, and leaves an absent semaphore absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_release_gives_back_every_permit_id() {
+    let server = RedisServer::start();
+    let client = with_lease(&server, Duration::from_secs(3)).await;
+    let sem = client.semaphore("forced", 4).unwrap();
+    let absent = sem.inspect().await.unwrap();
+    assert!(!absent.exists, "{absent:?}");
+    assert_eq!((absent.total, absent.available), (4, 4));
+    assert_eq!(count(&server, "forced"), None, "looking wrote nothing");
+
+    let ours = sem.acquire(2).await.unwrap();
+    let java_id = java::new_id();
+    assert_eq!(
+        java::acquire(&server, "forced", std::slice::from_ref(&java_id), None).as_deref(),
+        Some("OK")
+    );
+    let info = sem.inspect().await.unwrap();
+    assert!(info.exists);
+    assert_eq!((info.total, info.available), (4, 1));
+    assert_eq!(info.taken.len(), 3);
+    assert!(
+        info.taken
+            .iter()
+            .all(|p| p.owner.is_none() && p.label.is_none() && p.token.is_none()),
+        "{info:?}"
+    );
+    let lost = ours.lost();
+    let mut listener = Listener::new(&server, "redisson_sc:{forced}");
+    assert_eq!(sem.force_release().await.unwrap(), 3);
+    assert_eq!(listener.drain(&server), ["3"], "the number given back");
+    assert_eq!(count(&server, "forced").as_deref(), Some("4"));
+    assert!(taken(&server, "forced").is_empty());
+    tokio::time::timeout(Duration::from_secs(5), lost)
+        .await
+        .expect("lost() resolves at the next renewal");
+    assert!(ours.release().await.expect_err("given back").is_lock_lost());
+    assert_eq!(java::release(&server, "forced", &java_id), 0, "gone");
+
+    // Nothing taken: nothing given back, nothing published.
+    assert_eq!(sem.force_release().await.unwrap(), 0);
+    assert!(listener.drain(&server).is_empty());
+    // An expired permit is reclaimed (announced with the new count), not
+    // counted as given back.
+    let expiry = now_ms() + 100;
+    assert_eq!(
+        java::acquire(&server, "forced", &[java::new_id()], Some(expiry)).as_deref(),
+        Some("OK")
+    );
+    eventually(Duration::from_secs(5), "the Java lease ended", || {
+        now_ms() > expiry
+    })
+    .await;
+    assert_eq!(sem.force_release().await.unwrap(), 0);
+    assert_eq!(listener.drain(&server), ["4"]);
+    assert_eq!(count(&server, "forced").as_deref(), Some("4"));
 }

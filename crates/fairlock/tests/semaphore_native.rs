@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use fairlock::{Error, LockClient, PermitLease, Permits, Protocol, Semaphore};
+use fairlock::{Error, HoldMode, LockClient, PermitLease, Permits, Protocol, Semaphore};
 use fairlock_test_support as support;
 use support::{RedisServer, eventually};
 use tokio::task::JoinHandle;
@@ -413,6 +413,10 @@ fn the_blocking_api_takes_and_gives_back() {
     assert_eq!(sem.available().unwrap(), 0);
     drop(one);
     two.release().unwrap();
+    assert_eq!(sem.available().unwrap(), 3);
+    let taken = sem.acquire(2).unwrap();
+    assert_eq!(sem.force_release().unwrap(), 2);
+    assert!(taken.wait_lost(Duration::from_secs(5)).unwrap(), "told");
     assert_eq!(sem.available().unwrap(), 3);
 }
 
@@ -874,4 +878,127 @@ async fn a_sentinel_failover_keeps_the_permits_and_the_line() {
     second.release().await.unwrap();
     assert_eq!(sem.available().await.unwrap(), 2);
     client.shutdown().await;
+}
+
+/// `force_release` gives back every hold, whoever holds it (here two
+/// clients' holds of 2 and 1 permits): it counts the permits, each
+/// holder's client is told at once (`lost()` resolves long before the
+/// first renewal, 10 s away), the request of 3 waiting is admitted by the
+/// force-release itself (its own retries are 20 s apart), and a second one
+/// finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_release_gives_back_every_permit_and_tells_each_holder() {
+    let server = RedisServer::start();
+    let (first, second, admin) = (
+        client(&server).await,
+        client(&server).await,
+        client(&server).await,
+    );
+    let sem = first.semaphore("forced", 3).unwrap();
+    let two = sem.acquire(2).await.unwrap();
+    let one = second
+        .semaphore("forced", 3)
+        .unwrap()
+        .acquire(1)
+        .await
+        .unwrap();
+    let (two_lost, one_lost) = (two.lost(), one.lost());
+    let all = ask(&sem, 3);
+    queued(&server, "forced", 1, "the request of 3 queued").await;
+
+    let forced = admin.semaphore("forced", 3).unwrap();
+    assert_eq!(forced.force_release().await.unwrap(), 3, "2 + 1 permits");
+    for (lost, what) in [(two_lost, "the holder of 2"), (one_lost, "the holder of 1")] {
+        tokio::time::timeout(Duration::from_secs(5), lost)
+            .await
+            .unwrap_or_else(|_| panic!("{what} is told at once"));
+    }
+    assert!(!two.is_held() && !one.is_held());
+    let all = granted(all, "the request of 3, admitted by the force-release").await;
+    assert!(all.token() > two.token().max(one.token()));
+    let err = two.release().await.expect_err("taken away");
+    assert!(err.is_lock_lost(), "{err:?}");
+    assert_eq!(admin.statistics().force_unlocks, 1);
+
+    all.release().await.unwrap();
+    assert_eq!(forced.force_release().await.unwrap(), 0, "nothing taken");
+    one.release().await.expect_err("taken away");
+    left_clean(&server, "forced");
+}
+
+/// `inspect` names each holder (owner id, its client's label, permits,
+/// token) and what each waiter asks for, in line order; a waiter whose
+/// record was lost asks for an unknown number (0). An absent semaphore
+/// is shown with the handle's total, as not existing, and looking at it
+/// writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_names_each_holder_and_what_each_waiter_asks_for() {
+    let server = RedisServer::start();
+    let holder = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(60)).label("holder:1")
+    })
+    .await;
+    let waiters = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(60)).label("waiter:2")
+    })
+    .await;
+    let sem = holder.semaphore("seen", 3).unwrap();
+    let absent = sem.inspect().await.unwrap();
+    assert!(!absent.exists, "{absent:?}");
+    assert_eq!((absent.total, absent.available), (3, 3));
+    assert!(absent.taken.is_empty() && absent.queue.is_empty());
+    assert!(keys_of(&server, "seen").is_empty(), "looking wrote nothing");
+
+    let two = sem.acquire(2).await.unwrap();
+    let theirs = waiters.semaphore("seen", 3).unwrap();
+    let three = ask(&theirs, 3);
+    queued(&server, "seen", 1, "the request of 3 queued").await;
+    let one = ask(&theirs, 1);
+    queued(&server, "seen", 2, "the request of 1 queued behind it").await;
+
+    let info = sem.inspect().await.unwrap();
+    assert!(info.exists);
+    assert_eq!(info.protocol, Protocol::Native);
+    assert_eq!((info.total, info.available), (3, 1), "{info:?}");
+    let [taken] = &info.taken[..] else {
+        panic!("one hold: {info:?}");
+    };
+    assert_eq!(taken.id, two.ids()[0]);
+    assert_eq!(taken.owner.as_deref(), Some(two.ids()[0].as_str()));
+    assert_eq!(taken.label.as_deref(), Some("holder:1"));
+    assert_eq!((taken.permits, taken.token), (2, two.token()));
+    assert!(
+        taken
+            .remaining_lease
+            .is_some_and(|d| d > Duration::from_secs(20))
+    );
+    let line: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{seen}:sem:queue", "0", "-1"]);
+    let shown: Vec<_> = info
+        .queue
+        .iter()
+        .map(|w| {
+            (
+                w.position,
+                w.owner.clone(),
+                w.mode,
+                w.permits,
+                w.label.clone(),
+            )
+        })
+        .collect();
+    let waiter = |i: usize, permits| {
+        let label = Some("waiter:2".to_owned());
+        (i + 1, line[i].clone(), HoldMode::Permits, permits, label)
+    };
+    assert_eq!(shown, [waiter(0, 3), waiter(1, 1)]);
+
+    // The records lost (as to an eviction): what they asked is unknown.
+    server.cmd::<()>(&["DEL", "fairlock:{seen}:sem:leases"]);
+    let info = sem.inspect().await.unwrap();
+    assert!(info.queue.iter().all(|w| w.permits == 0), "{info:?}");
+
+    three.abort();
+    one.abort();
+    two.release().await.unwrap();
+    waiters.flush().await;
 }

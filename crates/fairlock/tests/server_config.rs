@@ -8,7 +8,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{AclRefusal, AcquireOptions, ClientConfig, Error, LockClient, Protocol};
+use fairlock::{
+    AclRefusal, AcquireOptions, ClientConfig, Error, LockClient, PermitLease, Protocol,
+};
 use fairlock_test_support as support;
 use support::{PROTOCOLS, RedisServer};
 
@@ -506,10 +508,10 @@ async fn documented_rules_suffice(protocol: Protocol) {
             .await
             .expect("the writer learned of the force-unlock");
     }
-    if protocol == Protocol::Redisson {
-        // The semaphores (redisson only so far): permits kept by their
-        // watchdog, a waiter woken by a release, inspect, a new total; the
-        // plain kind's permits.
+    {
+        // The semaphore: permits kept by their watchdog, a waiter woken
+        // (native: admitted) by a release, inspect, a new total, a
+        // force-release; under redisson the plain kind's permits.
         let sem_a = a.semaphore("locks:acl-sem", 2).unwrap();
         let sem_b = b.semaphore("locks:acl-sem", 2).unwrap();
         let both = sem_a.acquire(2).await.expect("acquire");
@@ -519,12 +521,29 @@ async fn documented_rules_suffice(protocol: Protocol) {
         });
         tokio::time::sleep(Duration::from_millis(1_100)).await;
         assert!(both.is_held(), "renewed");
-        assert_eq!(sem_b.inspect().await.unwrap().taken.len(), 2);
+        let info = sem_b.inspect().await.unwrap();
+        assert_eq!(info.taken.iter().map(|t| t.permits).sum::<u32>(), 2);
         both.release().await.expect("release");
         let one = waiter.await.unwrap().expect("waiter").expect("granted");
         sem_b.set_permits(3).await.expect("set permits");
         assert_eq!(sem_a.available().await.unwrap(), 2);
         one.release().await.expect("release");
+        // A lease of its own, not the 300 ms one: on a busy machine the
+        // permits must not run out before the force-release counts them.
+        let forced = sem_a
+            .acquire_with(2, None, PermitLease::Fixed(Duration::from_secs(30)))
+            .await
+            .expect("acquire")
+            .expect("granted");
+        assert_eq!(sem_b.force_release().await.expect("force release"), 2);
+        if protocol == Protocol::Native {
+            tokio::time::timeout(Duration::from_secs(2), forced.lost())
+                .await
+                .expect("the holder learned of the force-release");
+        }
+        drop(forced);
+    }
+    if protocol == Protocol::Redisson {
         let plain = a.counting_semaphore("locks:acl-plain-sem", 1).unwrap();
         let taken = plain.acquire(1).await.expect("acquire");
         assert!(plain.try_acquire(1).await.unwrap().is_none());

@@ -720,6 +720,8 @@ pub(crate) fn waiters(
         .enumerate()
         .map(|(i, owner)| QueuedWaiter {
             position: i + 1,
+            mode: HoldMode::Exclusive,
+            permits: 1,
             expires_in: deadline_of.get(owner.as_str()).map(|&deadline| {
                 // `as` saturates (NaN -> 0); the subtraction must too.
                 let left = (deadline as i64).saturating_sub(now_ms).max(0);
@@ -790,16 +792,33 @@ pub enum HoldMode {
     /// The writer of a [`ReadWriteLock`](crate::ReadWriteLock): nobody else
     /// holds it (its owner may also read: a downgrade).
     Write,
+    /// A holder or request of a [`Semaphore`](crate::Semaphore): it takes
+    /// some of the semaphore's permits, beside other holders while the
+    /// total lasts ([`QueuedWaiter::permits`] says how many it asks for).
+    Permits,
 }
 
-/// A queued waiter, in a [`LockInfo`].
+/// A queued waiter, in a [`LockInfo`] or a
+/// [`SemaphoreInfo`](crate::SemaphoreInfo).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueuedWaiter {
     /// 1-based position in the queue.
     pub position: usize,
-    /// The owner id (`CLIENT_UUID:N`).
+    /// The owner id (`CLIENT_UUID:N`; a read-write lock's writer
+    /// `CLIENT_UUID:N:write`).
     pub owner: String,
+    /// What it waits for: [`HoldMode::Exclusive`] for a lock,
+    /// [`HoldMode::Read`] or [`HoldMode::Write`] for the side of a native
+    /// read-write lock (whose line holds both), [`HoldMode::Permits`] for a
+    /// native semaphore's request. (Redisson's read-write lock and
+    /// semaphore have no line.)
+    pub mode: HoldMode,
+    /// How many permits it asks for: the `n` of a semaphore's request, 1
+    /// for a lock's waiter. 0 for a semaphore's request whose record was
+    /// lost (evicted or deleted): what it asked for is unknown, and it waits
+    /// at the head of the line until its next attempt writes it again.
+    pub permits: u32,
     /// Time left before the entry is considered dead and skipped; `None`
     /// when it has no deadline. Under `redisson` this is measured against
     /// the reading client's clock.

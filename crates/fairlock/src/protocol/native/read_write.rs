@@ -85,17 +85,41 @@ pub(crate) struct SemState {
     /// The permits in all (the stored capacity, or the one this handle
     /// would set).
     pub(crate) capacity: u64,
-    /// Each live hold: id, weight, token, ms left of its lease.
-    pub(crate) holds: Vec<(String, u32, u64, i64)>,
-    /// The line, first first.
+    /// Whether meta stores the capacity (else the semaphore has none yet,
+    /// or forgot it, and `capacity` is the handle's).
+    pub(crate) stored: bool,
+    /// Each live hold.
+    pub(crate) holds: Vec<SemHold>,
+    /// The line, first first, each with the permits it asks for.
     pub(crate) queue: Vec<super::super::QueuedWaiter>,
+}
+
+/// One live hold of a native semaphore.
+#[derive(Debug, Clone)]
+pub(crate) struct SemHold {
+    /// The holder id (the acquisition's owner id).
+    pub(crate) id: String,
+    /// The label of its client, when it wrote one.
+    pub(crate) label: Option<String>,
+    /// Its permits.
+    pub(crate) weight: u32,
+    pub(crate) token: u64,
+    /// Ms left of its lease.
+    pub(crate) pttl: i64,
 }
 
 impl SemState {
     /// The permits the live holds take.
     pub(crate) fn used(&self) -> u64 {
-        self.holds.iter().map(|hold| u64::from(hold.1)).sum()
+        self.holds.iter().map(|hold| u64::from(hold.weight)).sum()
     }
+}
+
+/// What a force-release of a native semaphore removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SemForceRelease {
+    pub(crate) holds: u64,
+    pub(crate) permits: u64,
 }
 
 /// One side of a read-write lock, or a semaphore, under the native
@@ -347,11 +371,7 @@ impl NativeRwLock {
     /// `true` when one was released.
     pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
         if self.is_semaphore() {
-            let args: [&str; 3] = [&self.waiter_ttl_ms, &self.keys.channel, REVOKED_PREFIX];
-            let reply: i64 = conn
-                .script(&SEM_FORCE_RELEASE, &self.name, &self.keys(), &args)
-                .await?;
-            return Ok(reply > 0);
+            return Ok(self.sem_force_release(conn).await?.holds > 0);
         }
         let args: [&str; 4] = [
             &self.waiter_ttl_ms,
@@ -365,6 +385,22 @@ impl NativeRwLock {
         Ok(reply > 0)
     }
 
+    /// Release every hold of a semaphore, each revoked on its client's
+    /// channel, and admit the line's head while it fits.
+    pub(crate) async fn sem_force_release(&self, conn: &Connection) -> Result<SemForceRelease> {
+        let args: [&str; 3] = [&self.waiter_ttl_ms, &self.keys.channel, REVOKED_PREFIX];
+        let reply: Vec<i64> = conn
+            .script(&SEM_FORCE_RELEASE, &self.name, &self.keys(), &args)
+            .await?;
+        match reply[..] {
+            [holds, permits] if holds >= 0 && permits >= 0 => Ok(SemForceRelease {
+                holds: holds as u64,
+                permits: permits as u64,
+            }),
+            _ => Err(unexpected("native semaphore force release", &reply)),
+        }
+    }
+
     pub(crate) async fn queue_position(&self, conn: &Connection, id: &str) -> Result<(u64, u64)> {
         let reply: Vec<i64> = conn
             .script(&super::POSITION, &self.name, &self.keys(), &[id])
@@ -374,12 +410,21 @@ impl NativeRwLock {
 
     /// A semaphore's holds, capacity and line at one instant.
     pub(crate) async fn sem_state(&self, conn: &Connection) -> Result<SemState> {
-        type Reply = (Vec<String>, Vec<String>, Vec<String>, i64, Vec<String>, i64);
+        type Reply = (
+            Vec<String>,
+            Vec<String>,
+            Vec<String>,
+            i64,
+            Vec<String>,
+            i64,
+            i64,
+            Vec<i64>,
+        );
         let [k1, k2, k3, k4, k5] = self.keys();
         let all = [k1, k2, k3, k4, k5, &self.keys.labels];
         let permits = Decimal::new(self.permits.unwrap_or(0).into());
         let args: [&str; 1] = [&permits];
-        let (held, queue, alive, now, labels, capacity): Reply = self
+        let (held, queue, alive, now, labels, capacity, stored, asked): Reply = self
             .labels
             .call(|with| {
                 let keys = &all[..if with { 6 } else { 5 }];
@@ -393,17 +438,27 @@ impl NativeRwLock {
             let [id, weight, token, pttl] = entry else {
                 return Err(bad());
             };
-            holds.push((
-                id.clone(),
-                weight.parse().map_err(|_| bad())?,
-                token.parse().map_err(|_| bad())?,
-                pttl.parse().map_err(|_| bad())?,
-            ));
+            holds.push(SemHold {
+                id: id.clone(),
+                label: labels.of(id),
+                weight: weight.parse().map_err(|_| bad())?,
+                token: token.parse().map_err(|_| bad())?,
+                pttl: pttl.parse().map_err(|_| bad())?,
+            });
+        }
+        if asked.len() != queue.len() {
+            return Err(unexpected("native semaphore inspect", ("asked", &asked)));
+        }
+        let mut queue = super::super::waiters(queue, &alive, now, &labels);
+        for (waiter, asked) in queue.iter_mut().zip(asked) {
+            waiter.mode = HoldMode::Permits;
+            waiter.permits = u32::try_from(asked).map_err(|_| bad())?;
         }
         Ok(SemState {
             capacity: u64::try_from(capacity).map_err(|_| bad())?,
+            stored: stored == 1,
             holds,
-            queue: super::super::waiters(queue, &alive, now, &labels),
+            queue,
         })
     }
 
@@ -426,16 +481,16 @@ impl NativeRwLock {
     pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {
         if self.is_semaphore() {
             let state = self.sem_state(conn).await?;
-            let longest = state.holds.iter().map(|hold| hold.3).max().unwrap_or(-2);
-            let newest = state.holds.iter().map(|hold| hold.2).max();
+            let longest = state.holds.iter().map(|hold| hold.pttl).max().unwrap_or(-2);
+            let newest = state.holds.iter().map(|hold| hold.token).max();
             let holders = state
                 .holds
                 .into_iter()
-                .map(|(id, weight, _, _)| Holder {
-                    label: None,
-                    owner: id,
-                    count: weight,
-                    mode: HoldMode::Exclusive,
+                .map(|hold| Holder {
+                    label: hold.label,
+                    owner: hold.id,
+                    count: hold.weight,
+                    mode: HoldMode::Permits,
                 })
                 .collect();
             return Ok(LockInfo::from_parts(
@@ -478,13 +533,22 @@ impl NativeRwLock {
         }
         // The writer first, then the readers in the set's order.
         holders.sort_by_key(|holder| holder.mode != HoldMode::Write);
+        // One line for both sides: a waiter's id says which it asks for.
+        let mut queue = super::super::waiters(queue, &alive, now, &labels);
+        for waiter in &mut queue {
+            waiter.mode = if waiter.owner.ends_with(WRITE_SUFFIX) {
+                HoldMode::Write
+            } else {
+                HoldMode::Read
+            };
+        }
         Ok(LockInfo::from_parts(
             &self.name,
             Protocol::Native,
             holders,
             longest,
             newest,
-            super::super::waiters(queue, &alive, now, &labels),
+            queue,
         ))
     }
 

@@ -4,17 +4,18 @@
 -- ARGV[1] waiter ttl ms (for a waiter without a record), ARGV[2] channel
 -- prefix, ARGV[3] revocation channel prefix (the holder's client id is
 -- appended)
--- Returns the number of holds removed. Cost: O(H) in the holders.
+-- Returns {holds removed, the permits they held}. Cost: O(H) in the
+-- holders.
 -- Every hold key is read before anything is written: one that is not a
 -- semaphore's hold is refused (NOTALOCK), and nothing is deleted.
 local err = weighted_check_types() or read_meta() or sem_read(nil)
 if err then
   return err
 end
-local removed, bad = force_release(function()
+local removed, bad, permits = force_release(function()
   return true
 end, ARGV[3], ARGV[2], tonumber(ARGV[1]))
 if bad then
   return bad
 end
-return removed
+return {removed, permits}

@@ -5,8 +5,11 @@
 -- Returns {holders as a flat list [id, weight, token, pttl, ...] (those
 -- whose hold key lives), queue ids in order, liveness (ZRANGE WITHSCORES),
 -- server now ms, labels (HGETALL; empty when the key holds another type),
--- capacity}. What is taken is the sum of the live holders' weights: a
--- holder whose lease ended and who was not reclaimed yet is not counted.
+-- capacity, 1 when meta stores the capacity (else 0: the semaphore has none
+-- yet, or forgot it, and the capacity shown is ARGV[1]), the permits each
+-- queued request asks for (in queue order; 0 when its record names none)}.
+-- What is taken is the sum of the live holders' weights: a holder whose
+-- lease ended and who was not reclaimed yet is not counted.
 local err = weighted_check_types()
 if err then
   return err
@@ -20,4 +23,11 @@ if bad then
   return bad
 end
 state[#state + 1] = counter(capacity) or counter(ARGV[1]) or 0
+state[#state + 1] = capacity and 1 or 0
+local asked = {}
+for i, id in ipairs(state[2]) do
+  local _, _, _, weight = waiter_of(id, 0)
+  asked[i] = weight or 0
+end
+state[#state + 1] = asked
 return state

@@ -341,7 +341,8 @@ end
 -- on its client's channel (`revoked_prefix`), then admit who fits. Every
 -- hold key is read before anything is written: one that is not a hold is
 -- refused (returned as the error), and nothing is deleted. Returns the
--- number of holds removed (whose keys lived), or nil and NOTALOCK.
+-- number of holds removed (whose keys lived) and the sum of their weights
+-- (0 for an object without weights), or nil and NOTALOCK.
 local function force_release(which, revoked_prefix, channel_prefix, default_ttl)
   local ids = {}
   for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
@@ -350,17 +351,18 @@ local function force_release(which, revoked_prefix, channel_prefix, default_ttl)
       if bad then
         return nil, bad
       end
-      ids[#ids + 1] = {id, hold.owner ~= nil}
+      ids[#ids + 1] = {id, hold.owner ~= nil, hold.weight or 0}
     end
   end
-  local removed = 0
+  local removed, weights = 0, 0
   for _, entry in ipairs(ids) do
     drop_hold(entry[1])
     if entry[2] then
       revoke_holder(revoked_prefix, entry[1])
       removed = removed + 1
+      weights = weights + entry[3]
     end
   end
   after_release(channel_prefix, default_ttl)
-  return removed
+  return removed, nil, weights
 end

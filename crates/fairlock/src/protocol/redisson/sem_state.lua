@@ -1,9 +1,10 @@
 -- Expirable semaphore: its state, after the reclaim (Redisson's
 -- availablePermits and getPermits reclaim too).
 -- KEYS as sem_acquire.lua; ARGV[1] now (ms, this client's clock), ARGV[2]
--- the total to initialise an absent semaphore with, ARGV[3] 'all' for
--- every taken permit, else none
--- Returns {available, taken count, {id hex, score, ...}}.
+-- the total to initialise an absent semaphore with ('' to leave it
+-- absent), ARGV[3] 'all' for every taken permit, else none
+-- Returns {available, taken count, {id hex, score, ...}, 1 when the count
+-- exists (else 0: absent, and available reads 0)}.
 local available, bad = open_expirable(ARGV[2], ARGV[1], nil)
 if bad then
   return bad
@@ -16,4 +17,4 @@ if ARGV[3] == 'all' then
     taken[#taken + 1] = flat[i + 1]
   end
 end
-return {available, redis.call('zcard', KEYS[2]), taken}
+return {available, redis.call('zcard', KEYS[2]), taken, redis.call('exists', KEYS[1])}

@@ -40,6 +40,7 @@ static ACQUIRE: LazyLock<Script> = sem_script!("sem_acquire.lua");
 static RELEASE: LazyLock<Script> = sem_script!("sem_release.lua");
 static RENEW: LazyLock<Script> = sem_script!("sem_renew.lua");
 static STATE: LazyLock<Script> = sem_script!("sem_state.lua");
+static FORCE_RELEASE: LazyLock<Script> = sem_script!("sem_force_release.lua");
 static SET_PERMITS: LazyLock<Script> = sem_script!("sem_set_permits.lua");
 static COUNTER_ACQUIRE: LazyLock<Script> = sem_script!("counter_acquire.lua");
 static COUNTER_RELEASE: LazyLock<Script> = sem_script!("counter_release.lua");
@@ -84,12 +85,14 @@ pub(crate) struct SemRelease {
 }
 
 /// The state after a reclaim: the available count, the number of taken
-/// permits and (when asked for) each taken permit as (hex id, score).
+/// permits, (when asked for) each taken permit as (hex id, score), and
+/// whether the count exists (absent: `available` reads 0).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SemState {
     pub(crate) available: i64,
     pub(crate) taken: u64,
     pub(crate) permits: Vec<(String, i64)>,
+    pub(crate) exists: bool,
 }
 
 /// Redisson's `RPermitExpirableSemaphore` under one name.
@@ -100,6 +103,8 @@ pub(crate) struct ExpirableSemaphore {
     keys: [String; 3],
     /// The total that initialises an absent semaphore.
     init: Box<str>,
+    /// The same, as a number.
+    pub(crate) permits: u32,
     /// Test hook: shifts this client's clock.
     clock_offset_ms: i64,
 }
@@ -124,6 +129,7 @@ impl ExpirableSemaphore {
                 crate::name::prefixed("redisson_sc", name),
             ],
             init: (*Decimal::new(permits.into())).into(),
+            permits,
             clock_offset_ms,
         }
     }
@@ -211,11 +217,18 @@ impl ExpirableSemaphore {
         u64::try_from(missing).map_err(|_| unexpected("semaphore renew", missing))
     }
 
-    /// The state after a reclaim; every taken permit with `all`.
+    /// The state after a reclaim; every taken permit with `all`, which
+    /// also leaves an absent semaphore absent (without `all` it gets this
+    /// handle's total, as any other call gives it).
     pub(crate) async fn state(&self, conn: &Connection, all: bool) -> Result<SemState> {
         let now = Decimal::signed(self.now_ms());
-        let args: [&str; 3] = [&now, &self.init, if all { "all" } else { "count" }];
-        let (available, taken, flat): (i64, i64, Vec<String>) =
+        let (init, which) = if all {
+            ("", "all")
+        } else {
+            (&*self.init, "count")
+        };
+        let args: [&str; 3] = [&now, init, which];
+        let (available, taken, flat, exists): (i64, i64, Vec<String>, i64) =
             conn.script(&STATE, &self.name, &self.keys(), &args).await?;
         let mut permits = Vec::with_capacity(flat.len() / 2);
         for pair in flat.chunks(2) {
@@ -233,7 +246,19 @@ impl ExpirableSemaphore {
             available,
             taken: u64::try_from(taken).map_err(|_| unexpected("semaphore state", taken))?,
             permits,
+            exists: exists == 1,
         })
+    }
+
+    /// Give back every taken permit, whoever took it (after the reclaim of
+    /// the expired ones): the number given back, published as a release
+    /// publishes it.
+    pub(crate) async fn force_release(&self, conn: &Connection) -> Result<u64> {
+        let now = Decimal::signed(self.now_ms());
+        let released: i64 = conn
+            .script(&FORCE_RELEASE, &self.name, &self.keys(), &[&now])
+            .await?;
+        u64::try_from(released).map_err(|_| unexpected("semaphore force release", released))
     }
 
     /// Make the total `permits` (Redisson's `setPermits`); the available
