@@ -312,10 +312,17 @@ impl ClientConfig {
     ///
     /// This narrows the window in which a failover loses a lock: a lock
     /// acknowledged by `replicas` replicas survives the promotion of any of
-    /// them. It cannot close it: replication stays asynchronous (a write
-    /// between the grant and the `WAIT`, a renewal, is not waited for), and
-    /// the sentinels may promote a replica that had not acknowledged. Fencing
-    /// tokens are the real protection (see `docs/topologies.md`).
+    /// them. It cannot close it: replication stays asynchronous (a renewal
+    /// is believed only once acknowledged, but the server applied it
+    /// before), and the sentinels may promote a replica that had not
+    /// acknowledged. Fencing tokens are the real protection (see
+    /// `docs/topologies.md`). Holds survive a failover only when the new
+    /// master has `replicas` replicas acknowledging their renewals within the
+    /// lease (a demoted master rejoins late: run one replica more).
+    ///
+    /// It applies to the locks and to the native read-write lock and
+    /// semaphore, not to the redisson semaphores (Redisson applies
+    /// `checkLockSyncedSlaves` to its locks only).
     ///
     /// `replicas == 0` turns it off (the default). Each acquisition and
     /// release costs one more round trip on a separate connection (`WAIT`
