@@ -191,6 +191,72 @@ async fn reentry_downgrade_and_no_upgrade() {
     other.unlock().await.unwrap();
 }
 
+/// One owner in several tasks at once: its reads in four tasks are
+/// re-entries of one hold (one token, the count rising to four and back),
+/// a writer of another owner waits for all of them and no longer, a task
+/// of the owner asking to write meanwhile is refused at once (an upgrade
+/// would wait for its own reads), and once every task released the owner
+/// holds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_owner_reading_in_several_tasks_is_one_hold() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("shared").unwrap();
+    let owner = client.new_owner();
+    let first = rw
+        .read()
+        .acquire(AcquireOptions::new().owner(owner.clone()))
+        .await
+        .unwrap()
+        .expect("free");
+    let writer = ask(&rw, true);
+    queued(&server, "shared", 1, "the writer waits for the reader").await;
+    let (release, released) = tokio::sync::watch::channel(false);
+    let tasks: Vec<_> = (0..3)
+        .map(|_| {
+            let (rw, owner, mut released) = (rw.clone(), owner.clone(), released.clone());
+            tokio::spawn(async move {
+                let guard = rw
+                    .read()
+                    .acquire(AcquireOptions::new().owner(owner).wait(Duration::ZERO))
+                    .await
+                    .unwrap()
+                    .expect("a re-entry waits for nobody, not even the writer in line");
+                let token = guard.token();
+                released.wait_for(|r| *r).await.unwrap();
+                guard.unlock().await.unwrap();
+                token
+            })
+        })
+        .collect();
+    eventually(Duration::from_secs(5), "four holds of one owner", || {
+        server.cmd::<Option<String>>(&[
+            "HGET",
+            &format!("fairlock:{{shared}}:rw:hold:{owner}"),
+            "count",
+        ]) == Some("4".to_owned())
+    })
+    .await;
+    let err = rw
+        .write()
+        .acquire(AcquireOptions::new().owner(owner.clone()))
+        .await
+        .expect_err("an upgrade would wait for its own reads");
+    assert!(matches!(err, Error::WouldDeadlock { .. }), "{err:?}");
+    let token = first.token();
+    first.unlock().await.unwrap();
+    assert!(!writer.is_finished(), "three reads of the owner still hold");
+    release.send(true).unwrap();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), token, "one hold, one token");
+    }
+    let write = granted(writer, "the last release admits the writer").await;
+    assert!(write.token() > token);
+    assert_eq!(rw.read().hold_count(&owner).await.unwrap(), 0);
+    write.unlock().await.unwrap();
+    left_clean(&server, "shared");
+}
+
 /// A reader that crashed (its guard never released, its lease short) stops
 /// counting when its lease ends: the writer waiting behind it gets in then,
 /// woken by its own retry (no release tells it), within its bound.
