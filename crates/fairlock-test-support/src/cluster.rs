@@ -361,6 +361,17 @@ impl Cluster {
         port
     }
 
+    /// The port of a master other than the one serving `slot`: where a
+    /// migration of it can go.
+    pub fn other_master(&self, slot: u16) -> u16 {
+        let from = self.node_for_slot(slot).port();
+        self.masters()
+            .iter()
+            .map(|m| m.port())
+            .find(|&p| p != from)
+            .expect("a cluster of one master has nowhere to move a slot")
+    }
+
     /// Start moving `slot` to the master on `to`: `SETSLOT IMPORTING` on
     /// it, `SETSLOT MIGRATING` on the current owner. Commands on the slot's
     /// existing keys still run on the old owner; new keys are redirected

@@ -53,3 +53,17 @@ pub async fn granted<T, E: Debug>(task: JoinHandle<Result<T, E>>, what: &str) ->
         .expect("the acquisition's task")
         .unwrap_or_else(|e| panic!("{what}: {e:?}"))
 }
+
+/// A native client of `deployment` for a failover under `min_replicas(1,
+/// 5 s)`: a lease of 10 s (longer than a failover takes to give the new
+/// master a replica), a waiter ttl of 60 s and a retry budget of 60 s.
+pub async fn failover_client(deployment: &crate::Sentinel) -> fairlock::LockClient {
+    let config = fairlock::ClientConfig::from_url(&deployment.url())
+        .unwrap()
+        .protocol(fairlock::Protocol::Native)
+        .lease(Duration::from_secs(10))
+        .waiter_ttl(Duration::from_secs(60))
+        .retry_budget(Duration::from_secs(60))
+        .min_replicas(1, Duration::from_secs(5));
+    fairlock::LockClient::with_config(config).await.unwrap()
+}

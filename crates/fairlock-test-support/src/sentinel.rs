@@ -99,6 +99,17 @@ impl Sentinel {
         });
     }
 
+    /// `SENTINEL FAILOVER` (a live master demoted, a replica promoted), and
+    /// wait (at most 60 s) until the sentinels name another master.
+    pub async fn fail_over(&self) {
+        let old = self.master_addr();
+        let _: String = self.sentinels[0].cmd(&["SENTINEL", "FAILOVER", MASTER_NAME]);
+        crate::eventually(Duration::from_secs(60), "a replica promoted", || {
+            self.master_addr() != old
+        })
+        .await;
+    }
+
     /// The master the deployment was started with (after a failover it may
     /// be a replica: [`master_addr`](Self::master_addr) asks the sentinels).
     pub fn master(&self) -> &RedisServer {

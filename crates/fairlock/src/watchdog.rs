@@ -263,6 +263,23 @@ struct Entry {
 }
 
 impl Entry {
+    /// A renewal (or check) of this hold failed, or answered neither held
+    /// nor lost: a renewal marks it failing, and once the lease last
+    /// confirmed ran out the hold is lost and leaves (returns true: the
+    /// caller removes it from the registry).
+    fn failed(&mut self, owner: &str, check_only: bool, events: &Recorder) -> bool {
+        if !check_only {
+            self.failing = true;
+        }
+        if Instant::now() < self.state.status().expires {
+            return false;
+        }
+        self.state
+            .mark_lost(self.lock.name(), owner, LostCause::RenewalsFailed);
+        self.ended(owner, events);
+        true
+    }
+
     /// The hold of `owner` leaves the registry; a lease that ran out before
     /// (and was not reported lost) is reported now.
     fn ended(&self, owner: &str, events: &Recorder) {
@@ -739,15 +756,8 @@ async fn run(
                                 recheck = Some(Instant::now() + recheck_delay.min(retry));
                             } else {
                                 next_renewal = next_renewal.min(Instant::now() + retry);
-                                entry.failing = true;
                             }
-                            if Instant::now() >= entry.state.status().expires {
-                                entry.state.mark_lost(
-                                    entry.lock.name(),
-                                    key.owner(),
-                                    LostCause::RenewalsFailed,
-                                );
-                                entry.ended(key.owner(), &events);
+                            if entry.failed(key.owner(), check_only, &events) {
                                 map.remove(key);
                             }
                             continue;
@@ -806,27 +816,17 @@ async fn run(
                     } else {
                         next_renewal = Instant::now() + retry;
                     }
-                    let now = Instant::now();
                     for (key, _, state, _) in chunk {
                         let Some(entry) = map.get_mut(key).filter(|e| Arc::ptr_eq(&e.state, state))
                         else {
                             continue;
                         };
-                        if !check_only {
-                            entry.failing = true;
-                        }
                         events.record(Event::RenewalFailed {
                             lock: entry.lock.name(),
                             owner: key.owner(),
                             error: &err,
                         });
-                        if now >= entry.state.status().expires {
-                            entry.state.mark_lost(
-                                entry.lock.name(),
-                                key.owner(),
-                                LostCause::RenewalsFailed,
-                            );
-                            entry.ended(key.owner(), &events);
+                        if entry.failed(key.owner(), check_only, &events) {
                             map.remove(key);
                         }
                     }

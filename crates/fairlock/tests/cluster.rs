@@ -202,13 +202,7 @@ async fn busy_lock_slot_migrated_while_held_and_waited_on() {
         .await;
 
         let slot = cluster.slot_of(&lock_keys(protocol, &name).1);
-        let from = cluster.node_for_slot(slot).port();
-        let to = cluster
-            .masters()
-            .iter()
-            .map(|m| m.port())
-            .find(|&p| p != from)
-            .unwrap();
+        let to = cluster.other_master(slot);
         let migration = cluster.begin_migration(slot, to);
         // A lease runs out while the slot is half-way: renewals still work.
         tokio::time::sleep(lease).await;

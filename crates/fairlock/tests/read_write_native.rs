@@ -654,12 +654,7 @@ async fn a_slot_migration_half_way_keeps_the_readers_hold() {
         tokio::time::sleep(lease + lease / 2).await;
         let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:rw:holders"));
         let from = cluster.node_for_slot(slot).port();
-        let to = cluster
-            .masters()
-            .iter()
-            .map(|m| m.port())
-            .find(|&p| p != from)
-            .unwrap();
+        let to = cluster.other_master(slot);
         // A waiter that dies half-way (its liveness ends 1 s from now):
         // every declared key then exists (so Redis runs the re-entry's
         // script rather than answer TRYAGAIN itself), and nobody live waits
@@ -787,19 +782,11 @@ async fn sentinel_serves_it_with_replica_acknowledgement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sentinel_failover_keeps_the_readers_and_the_writers_place() {
     let deployment = support::Sentinel::start_with(2, 3);
-    let config = fairlock::ClientConfig::from_url(&deployment.url())
-        .unwrap()
-        .protocol(Protocol::Native)
-        .lease(Duration::from_secs(10))
-        .waiter_ttl(Duration::from_secs(60))
-        .retry_budget(Duration::from_secs(60))
-        .min_replicas(1, Duration::from_secs(5));
-    let client = LockClient::with_config(config).await.unwrap();
+    let client = support::objects::failover_client(&deployment).await;
     let rw = client.read_write_lock("failing-over").unwrap();
     let first = rw.read().lock().await.unwrap();
     let second = rw.read().lock().await.unwrap();
     let writer = ask(&rw, true);
-    let old = deployment.master_addr();
     let replica = &deployment.replicas()[0];
     eventually(
         Duration::from_secs(10),
@@ -807,12 +794,7 @@ async fn a_sentinel_failover_keeps_the_readers_and_the_writers_place() {
         || replica.cmd::<usize>(&["ZCARD", "fairlock:{failing-over}:rw:queue"]) == 1,
     )
     .await;
-    let _: String =
-        deployment.sentinels()[0].cmd(&["SENTINEL", "FAILOVER", support::sentinel::MASTER_NAME]);
-    eventually(Duration::from_secs(60), "a replica promoted", || {
-        deployment.master_addr() != old
-    })
-    .await;
+    deployment.fail_over().await;
     // Past a lease on the new master: the readers were renewed there (a
     // renewal counts once a replica of the new master acknowledged it: the
     // other replica follows it within the failover, while the old master

@@ -632,13 +632,7 @@ async fn a_slot_migration_half_way_loses_no_permit() {
         tokio::time::sleep(lease + lease / 2).await;
         assert!(!taking.is_finished(), "{name}: 1 of 1 held");
         let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:sem:holders"));
-        let from = cluster.node_for_slot(slot).port();
-        let to = cluster
-            .masters()
-            .iter()
-            .map(|m| m.port())
-            .find(|&p| p != from)
-            .unwrap();
+        let to = cluster.other_master(slot);
         let migration = cluster.begin_migration(slot, to);
         let hold_key = format!("fairlock:{{{name}}}:sem:hold:{}", held.ids()[0]);
         migration.move_keys_where(|key| (key == hold_key) == hold_first);
@@ -826,14 +820,7 @@ async fn sentinel_serves_it_with_replica_acknowledgement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sentinel_failover_keeps_the_permits_and_the_line() {
     let deployment = support::Sentinel::start_with(2, 3);
-    let config = fairlock::ClientConfig::from_url(&deployment.url())
-        .unwrap()
-        .protocol(Protocol::Native)
-        .lease(Duration::from_secs(10))
-        .waiter_ttl(Duration::from_secs(60))
-        .retry_budget(Duration::from_secs(60))
-        .min_replicas(1, Duration::from_secs(5));
-    let client = LockClient::with_config(config).await.unwrap();
+    let client = support::objects::failover_client(&deployment).await;
     let sem = client.semaphore("failing-over", 2).unwrap();
     let first = sem.acquire(1).await.unwrap();
     let second = sem.acquire(1).await.unwrap();
@@ -841,7 +828,6 @@ async fn a_sentinel_failover_keeps_the_permits_and_the_line() {
         let sem = sem.clone();
         tokio::spawn(async move { sem.acquire(1).await })
     };
-    let old = deployment.master_addr();
     let replica = &deployment.replicas()[0];
     eventually(
         Duration::from_secs(10),
@@ -849,12 +835,7 @@ async fn a_sentinel_failover_keeps_the_permits_and_the_line() {
         || replica.cmd::<usize>(&["ZCARD", "fairlock:{failing-over}:sem:queue"]) == 1,
     )
     .await;
-    let _: String =
-        deployment.sentinels()[0].cmd(&["SENTINEL", "FAILOVER", support::sentinel::MASTER_NAME]);
-    eventually(Duration::from_secs(60), "a replica promoted", || {
-        deployment.master_addr() != old
-    })
-    .await;
+    deployment.fail_over().await;
     // Past a lease on the new master: the holders were renewed there (a
     // renewal counts once a replica of the new master acknowledged it: the
     // other replica follows it within the failover, while the old master
