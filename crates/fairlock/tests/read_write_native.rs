@@ -647,6 +647,67 @@ async fn a_slot_migration_half_way_keeps_the_readers_hold() {
     }
 }
 
+/// A force-unlock of the write side half-way through a slot migration, the
+/// writer's hold key not moved yet (the call runs on the new master, which
+/// reads it as absent while the holders set says its lease runs): the
+/// writer is taken away, so it must be told (`lost()`) and the call must
+/// say it unlocked something. Its lease is explicit (no renewal would find
+/// the hold gone): it is told by the revocation message or never, while a
+/// reader is let in beside the write hold it believes in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_half_way_through_a_slot_migration_tells_the_writer() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let holder = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let admin = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let name = "forced-moving";
+    let rw = holder.read_write_lock(name).unwrap();
+    let write = rw
+        .write()
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let lost = write.lost();
+    // A reader waiting behind the writer (so every key a script declares
+    // exists: Redis runs the call rather than answer TRYAGAIN itself).
+    let forced = admin.read_write_lock(name).unwrap();
+    let reader = ask(&forced, false);
+    let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:rw:holders"));
+    let from = cluster.node_for_slot(slot).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port())
+        .find(|&p| p != from)
+        .unwrap();
+    let queue = format!("fairlock:{{{name}}}:rw:queue");
+    eventually(Duration::from_secs(5), "the reader queued", || {
+        cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
+    })
+    .await;
+    let migration = cluster.begin_migration(slot, to);
+    let hold_key = format!("fairlock:{{{name}}}:rw:hold:{}", write.owner());
+    // Every key but the writer's hold: calls run on the new master (ASK).
+    migration.move_keys_where(|key| key != hold_key);
+    let unlocked = forced.write().force_unlock().await.expect("made half-way");
+    migration.move_keys();
+    migration.finish();
+    let reading = tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("the waiting reader goes in")
+        .unwrap()
+        .unwrap();
+    let told = tokio::time::timeout(Duration::from_secs(3), lost)
+        .await
+        .is_ok();
+    assert!(
+        told && !write.is_held(),
+        "a reader went in beside a writer that, never told, still believes \
+         it writes (force_unlock said {unlocked})"
+    );
+    assert!(unlocked, "the write hold taken away is reported");
+    reading.unlock().await.unwrap();
+}
+
 /// Through Sentinel with `min_replicas`: each acquisition, a handed-over
 /// grant included, is acknowledged by the replica before its guard is
 /// returned (the proof: the hold key's token on the replica).

@@ -677,6 +677,67 @@ async fn a_slot_migration_half_way_loses_no_permit() {
     }
 }
 
+/// A force-release half-way through a slot migration, the hold's key not
+/// moved yet (the call runs on the new master, which reads it as absent
+/// while the holders set says its lease runs): the permit is given back,
+/// so its holder must be told, as after any force-release (`lost()`
+/// resolves), and the permit counted. Here the holder's lease is explicit
+/// (no renewal would find the hold gone): it is told by the revocation
+/// message or never, while the permit it believes in is taken by another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_release_half_way_through_a_slot_migration_tells_the_holder() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let holder = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let admin = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let name = "forced-moving";
+    let sem = holder.semaphore(name, 1).unwrap();
+    let held = sem
+        .acquire_with(1, None, PermitLease::Fixed(Duration::from_secs(30)))
+        .await
+        .unwrap()
+        .expect("the only permit");
+    let lost = held.lost();
+    // A request waiting for the permit (so every key a script declares
+    // exists: Redis runs the call rather than answer TRYAGAIN itself).
+    let forced = admin.semaphore(name, 1).unwrap();
+    let waiting = ask(&forced, 1);
+    let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:sem:holders"));
+    let from = cluster.node_for_slot(slot).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port())
+        .find(|&p| p != from)
+        .unwrap();
+    let queue = format!("fairlock:{{{name}}}:sem:queue");
+    eventually(Duration::from_secs(5), "the request queued", || {
+        cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
+    })
+    .await;
+    let migration = cluster.begin_migration(slot, to);
+    let hold_key = format!("fairlock:{{{name}}}:sem:hold:{}", held.ids()[0]);
+    // Every key but the hold's: calls run on the new master (ASK).
+    migration.move_keys_where(|key| key != hold_key);
+    let released = forced.force_release().await.expect("made half-way");
+    migration.move_keys();
+    migration.finish();
+    let taken = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting request gets the permit given back")
+        .unwrap()
+        .unwrap();
+    let told = tokio::time::timeout(Duration::from_secs(3), lost)
+        .await
+        .is_ok();
+    assert!(
+        told && !held.is_held(),
+        "the permit went to the waiting request while its holder, never told, \
+         still believes in it (force_release said {released})"
+    );
+    assert_eq!(released, 1, "the permit given back is counted");
+    taken.release().await.unwrap();
+}
+
 /// A lost acquisition reply (the script ran, its answer held, the
 /// connections cut) is claimed by the retry or undone, never counted twice
 /// nor leaked: after the guard's release (or the undo) all permits are
