@@ -708,6 +708,58 @@ async fn a_force_unlock_half_way_through_a_slot_migration_tells_the_writer() {
     reading.unlock().await.unwrap();
 }
 
+/// A standalone server (no slot ever migrates) whose reader's hold key was
+/// deleted (by hand, or evicted under `maxmemory`) while the holders set
+/// still says its lease runs: the owner's next acquisition is an ordinary
+/// call on a healthy server and must be answered as one (acquired, or
+/// waited for within its own budget), not refused as a server that
+/// "cannot serve requests now" once the retry budget (shorter than a
+/// lease, as the defaults: 10 s of 30 s) has gone by.
+///
+/// OPEN (not fixed): fails since 05266ed. `own_hold` (weighted_prelude.lua)
+/// answers `TRYAGAIN ... (a slot migration?)` for an own hold whose key is
+/// absent while its score runs, which in a Cluster means "on the other
+/// node half-way through a migration" but in standalone or Sentinel means
+/// "deleted or evicted": the call is retried for the retry budget, then
+/// fails with `Error::Unavailable` for as long as the score runs (a lease;
+/// an explicit lease may be hours), the owner's write side too (the
+/// upgrade check's `elsewhere`). Before 05266ed it was granted afresh (its
+/// old guard then told `TakenOver` by its next renewal). A script cannot
+/// tell the two apart; the client can: a fix passes whether the connection
+/// is a Cluster one (an ARGV of the acquire and renew scripts) and keeps
+/// TRYAGAIN and 'unsure' for a Cluster only.
+#[ignore = "open: a deleted or evicted hold key is answered TRYAGAIN (Unavailable) outside a Cluster"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_hold_key_does_not_make_its_owners_next_acquisition_unavailable() {
+    let server = RedisServer::start();
+    let lease = Duration::from_secs(3);
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.lease(lease)
+            .retry_budget(Duration::from_secs(1))
+            .waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let rw = client.read_write_lock("deleted").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let hold_key = format!("fairlock:{{deleted}}:rw:hold:{}", read.owner());
+    assert_eq!(server.cmd::<i64>(&["DEL", &hold_key]), 1);
+    let again = tokio::time::timeout(
+        lease * 3,
+        rw.read().acquire(
+            AcquireOptions::new()
+                .owner(read.owner().clone())
+                .wait(lease * 2),
+        ),
+    )
+    .await
+    .expect("within its bound");
+    match again {
+        Ok(Some(again)) => again.unlock().await.unwrap(),
+        Ok(None) => {}
+        Err(err) => panic!("a healthy standalone server answered: {err}"),
+    }
+}
+
 /// Through Sentinel with `min_replicas`: each acquisition, a handed-over
 /// grant included, is acknowledged by the replica before its guard is
 /// returned (the proof: the hold key's token on the replica).
