@@ -738,6 +738,72 @@ async fn a_force_release_half_way_through_a_slot_migration_tells_the_holder() {
     taken.release().await.unwrap();
 }
 
+/// A slot migration stalled half-way past a lease, whichever way round the
+/// keys are split: the holder's renewals are answered 'unsure' for as long
+/// as its key is on the other node, and an 'unsure' never confirms. The
+/// hold is believed no longer than its last confirmed renewal (`lost()`
+/// resolves, `is_held()` turns false), and once the migration completed
+/// its permit is free again (the key expired with the lease it was given).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_stalled_past_a_lease_ends_the_belief_in_a_hold() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let lease = Duration::from_secs(2);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| {
+        c.lease(lease).waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    for (name, hold_first) in [("stalled-a", false), ("stalled-b", true)] {
+        let sem = client.semaphore(name, 1).unwrap();
+        let held = sem.acquire(1).await.unwrap();
+        let lost = held.lost();
+        // Every key a script declares exists (a waiter in line), so Redis
+        // runs the renewals rather than answer TRYAGAIN itself.
+        let waiting = {
+            let sem = sem.clone();
+            tokio::spawn(async move { sem.try_acquire_for(1, Duration::from_secs(30)).await })
+        };
+        let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:sem:holders"));
+        let from = cluster.node_for_slot(slot).port();
+        let to = cluster
+            .masters()
+            .iter()
+            .map(|m| m.port())
+            .find(|&p| p != from)
+            .unwrap();
+        let queue = format!("fairlock:{{{name}}}:sem:queue");
+        eventually(Duration::from_secs(5), "the request queued", || {
+            cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
+        })
+        .await;
+        let migration = cluster.begin_migration(slot, to);
+        let hold_key = format!("fairlock:{{{name}}}:sem:hold:{}", held.ids()[0]);
+        migration.move_keys_where(|key| (key == hold_key) == hold_first);
+        // Every renewal confirmed from here on was sent before: the hold is
+        // believed at most a lease from now (renewals every lease / 3
+        // meanwhile answered 'unsure', each of which, taken for a
+        // confirmation, would stretch it).
+        let split = tokio::time::Instant::now();
+        tokio::time::sleep_until(split + lease + Duration::from_millis(50)).await;
+        assert!(
+            !held.is_held(),
+            "{name}: believed past its last confirmed lease"
+        );
+        tokio::time::timeout(Duration::from_secs(1), lost)
+            .await
+            .unwrap_or_else(|_| panic!("{name}: lost() resolves with the lease"));
+        migration.move_keys();
+        migration.finish();
+        let other = tokio::time::timeout(Duration::from_secs(20), waiting)
+            .await
+            .expect("the acquisition ends")
+            .unwrap()
+            .expect("no error")
+            .expect("the permit of the hold that ended");
+        other.release().await.unwrap();
+        held.release().await.expect_err("lost");
+    }
+}
+
 /// A lost acquisition reply (the script ran, its answer held, the
 /// connections cut) is claimed by the retry or undone, never counted twice
 /// nor leaked: after the guard's release (or the undo) all permits are
