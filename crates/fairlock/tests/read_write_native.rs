@@ -760,6 +760,78 @@ async fn a_deleted_hold_key_does_not_make_its_owners_next_acquisition_unavailabl
     }
 }
 
+/// A rolling upgrade meets a slot migration: a reader of a fairlock whose
+/// renewals moved the hold key's TTL and not the holders set's score (every
+/// version before 05266ed) leaves its score behind its key (planted here,
+/// as `a_score_behind_its_key_is_rescored_not_reclaimed` does). Half-way
+/// through a migration, with its key not moved yet, a call on the new
+/// master finds the score passed, reads the key as absent and reclaims a
+/// live hold: a writer goes in beside the reader, who is told only by its
+/// next renewal.
+///
+/// OPEN (a limitation, not fixable in the scripts): on the new master an
+/// absent key and a key not moved yet look the same, and an older
+/// client's score may lag its key by any amount. Until every client runs a
+/// version whose renewals move the score (and has renewed once since), the
+/// old rule stands: migrate slots holding native read-write locks or
+/// semaphores only while nobody holds them (docs/topologies.md).
+#[ignore = "open: a score left behind by an older fairlock is reclaimed half-way through a slot migration"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_score_left_behind_by_an_older_fairlock_half_way_through_a_migration() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let name = "upgrading";
+    let rw = client.read_write_lock(name).unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let writer = ask(&rw, true);
+    let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:rw:holders"));
+    let from = cluster.node_for_slot(slot).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port())
+        .find(|&p| p != from)
+        .unwrap();
+    let at = |key: &str| format!("fairlock:{{{name}}}:rw:{key}");
+    eventually(Duration::from_secs(5), "the writer queued", || {
+        cluster.node(from).cmd::<i64>(&["ZCARD", &at("queue")]) == 1
+    })
+    .await;
+    // The score an older fairlock's renewals leave: its grant's (passed).
+    let owner = read.owner().to_string();
+    cluster
+        .node(from)
+        .cmd::<()>(&["ZADD", &at("holders"), "XX", "1", &owner]);
+    let migration = cluster.begin_migration(slot, to);
+    let hold_key = at(&format!("hold:{owner}"));
+    migration.move_keys_where(|key| key != hold_key);
+    // The writer's next attempt (every waiter ttl / 3) runs there.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let reader_held = read.is_held();
+    let (early, writer) = if writer.is_finished() {
+        (Some(writer.await.unwrap()), None)
+    } else {
+        (None, Some(writer))
+    };
+    migration.move_keys();
+    migration.finish();
+    match early {
+        Some(Ok(write)) => {
+            assert!(!reader_held, "a writer went in beside a live reader");
+            write.unlock().await.unwrap();
+        }
+        Some(Err(err)) => panic!("the writer: {err}"),
+        None => {
+            read.unlock().await.unwrap();
+            let writer = writer.expect("still waiting");
+            granted(writer, "the writer").await.unlock().await.unwrap();
+        }
+    }
+}
+
 /// Through Sentinel with `min_replicas`: each acquisition, a handed-over
 /// grant included, is acknowledged by the replica before its guard is
 /// returned (the proof: the hold key's token on the replica).
