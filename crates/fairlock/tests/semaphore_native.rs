@@ -480,6 +480,48 @@ async fn a_holder_counted_again_after_meta_was_lost_gives_its_permits_back() {
     left_clean(&server, "amnesia");
 }
 
+/// Meta and one hold key both lost (evicted under `maxmemory`, or deleted)
+/// while the holders set still says that hold's lease runs: since 05266ed
+/// its holder is told no earlier than its last confirmed lease (its
+/// renewals answer 'unsure', not 'gone'), and the set keeps counting it
+/// until then. The `used` counted again from the hold keys must count it
+/// too: otherwise its permits are handed out again while it still
+/// believes it holds them (3 of 2 out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_key_and_meta_were_lost_is_counted_while_it_is_believed() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.lease(Duration::from_secs(3))
+    })
+    .await;
+    let sem = client.semaphore("forgotten", 2).unwrap();
+    let a = sem.acquire(1).await.unwrap();
+    server.cmd::<()>(&[
+        "DEL",
+        &format!("fairlock:{{forgotten}}:sem:hold:{}", a.ids()[0]),
+        "fairlock:{forgotten}:sem:meta",
+    ]);
+    let b = sem.try_acquire(2).await.unwrap();
+    let out = if a.is_held() { 1 } else { 0 } + b.as_ref().map_or(0, |_| 2);
+    assert!(out <= 2, "{out} of 2 permits believed held");
+    if let Some(b) = b {
+        b.release().await.unwrap();
+    }
+    // Counted no longer than its lease: both permits come back.
+    tokio::time::timeout(Duration::from_secs(5), a.lost())
+        .await
+        .expect("told by the end of its lease");
+    let both = sem
+        .try_acquire_for(2, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("both permits, once its lease ended");
+    both.release().await.unwrap();
+    a.release().await.expect_err("lost");
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 2);
+}
+
 /// A waiter whose record (with its weight) was lost (the records hash
 /// evicted under `maxmemory`, or deleted) is not granted a guess: admitted
 /// as a request of 1 it would believe it holds all it asked for while the
