@@ -832,6 +832,54 @@ async fn a_score_left_behind_by_an_older_fairlock_half_way_through_a_migration()
     }
 }
 
+/// `inspect` (and `is_locked`) half-way through a slot migration, a
+/// writer's hold key not moved yet: the holders set on the new master
+/// names the writer and its lease runs, so the lock is held (nobody else is
+/// admitted), and `inspect` must not say it is free.
+///
+/// OPEN (diagnostics only): fails. `inspect_state` (weighted_prelude.lua)
+/// lists only holders whose key it reads; one whose key is on the other
+/// node (or was evicted while its lease runs) is left out, and
+/// `is_locked()` answers false. A fix lists such an entry (its lease end
+/// from the score; count, token and a semaphore's weight unknown here, or
+/// the weight from meta), or answers TRYAGAIN in a Cluster only.
+#[ignore = "open: inspect leaves out a holder whose key is on the other node half-way through a migration"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_half_way_through_a_slot_migration_shows_the_writer() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let name = "inspected-moving";
+    let rw = client.read_write_lock(name).unwrap();
+    let write = rw.write().lock().await.unwrap();
+    let reader = ask(&rw, false);
+    let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:rw:holders"));
+    let from = cluster.node_for_slot(slot).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port())
+        .find(|&p| p != from)
+        .unwrap();
+    let queue = format!("fairlock:{{{name}}}:rw:queue");
+    eventually(Duration::from_secs(5), "the reader queued", || {
+        cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
+    })
+    .await;
+    let migration = cluster.begin_migration(slot, to);
+    let hold_key = format!("fairlock:{{{name}}}:rw:hold:{}", write.owner());
+    migration.move_keys_where(|key| key != hold_key);
+    let locked = rw.write().is_locked().await;
+    migration.move_keys();
+    migration.finish();
+    assert!(write.is_held());
+    assert!(
+        matches!(locked, Ok(true)),
+        "the write side half-way: {locked:?}"
+    );
+    write.unlock().await.unwrap();
+    granted(reader, "the reader").await.unlock().await.unwrap();
+}
+
 /// Through Sentinel with `min_replicas`: each acquisition, a handed-over
 /// grant included, is acknowledged by the replica before its guard is
 /// returned (the proof: the hold key's token on the replica).
