@@ -708,6 +708,239 @@ async fn a_slot_migration_half_way_keeps_the_readers_hold() {
     }
 }
 
+/// A force-unlock of the write side half-way through a slot migration, the
+/// writer's hold key not moved yet (the call runs on the new master, which
+/// reads it as absent while the holders set says its lease runs): the
+/// writer is taken away, so it must be told (`lost()`) and the call must
+/// say it unlocked something. Its lease is explicit (no renewal would find
+/// the hold gone): it is told by the revocation message or never, while a
+/// reader is let in beside the write hold it believes in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_half_way_through_a_slot_migration_tells_the_writer() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let holder = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let admin = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let name = "forced-moving";
+    let rw = holder.read_write_lock(name).unwrap();
+    let write = rw
+        .write()
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let lost = write.lost();
+    // A reader waiting behind the writer (so every key a script declares
+    // exists: Redis runs the call rather than answer TRYAGAIN itself).
+    let forced = admin.read_write_lock(name).unwrap();
+    let reader = ask(&forced, false);
+    let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:rw:holders"));
+    let from = cluster.node_for_slot(slot).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port())
+        .find(|&p| p != from)
+        .unwrap();
+    let queue = format!("fairlock:{{{name}}}:rw:queue");
+    eventually(Duration::from_secs(5), "the reader queued", || {
+        cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
+    })
+    .await;
+    let migration = cluster.begin_migration(slot, to);
+    let hold_key = format!("fairlock:{{{name}}}:rw:hold:{}", write.owner());
+    // Every key but the writer's hold: calls run on the new master (ASK).
+    migration.move_keys_where(|key| key != hold_key);
+    let unlocked = forced.write().force_unlock().await.expect("made half-way");
+    migration.move_keys();
+    migration.finish();
+    let reading = tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("the waiting reader goes in")
+        .unwrap()
+        .unwrap();
+    let told = tokio::time::timeout(Duration::from_secs(3), lost)
+        .await
+        .is_ok();
+    assert!(
+        told && !write.is_held(),
+        "a reader went in beside a writer that, never told, still believes \
+         it writes (force_unlock said {unlocked})"
+    );
+    assert!(unlocked, "the write hold taken away is reported");
+    reading.unlock().await.unwrap();
+}
+
+/// A standalone server (no slot ever migrates) whose reader's hold key was
+/// deleted (by hand, or evicted under `maxmemory`) while the holders set
+/// still says its lease runs: the owner's next acquisition is an ordinary
+/// call on a healthy server and must be answered as one (acquired, or
+/// waited for within its own budget), not refused as a server that
+/// "cannot serve requests now" once the retry budget (shorter than a
+/// lease, as the defaults: 10 s of 30 s) has gone by.
+///
+/// OPEN (not fixed): fails since 05266ed. `own_hold` (weighted_prelude.lua)
+/// answers `TRYAGAIN ... (a slot migration?)` for an own hold whose key is
+/// absent while its score runs, which in a Cluster means "on the other
+/// node half-way through a migration" but in standalone or Sentinel means
+/// "deleted or evicted": the call is retried for the retry budget, then
+/// fails with `Error::Unavailable` for as long as the score runs (a lease;
+/// an explicit lease may be hours), the owner's write side too (the
+/// upgrade check's `elsewhere`). Before 05266ed it was granted afresh (its
+/// old guard then told `TakenOver` by its next renewal). A script cannot
+/// tell the two apart; the client can: a fix passes whether the connection
+/// is a Cluster one (an ARGV of the acquire and renew scripts) and keeps
+/// TRYAGAIN and 'unsure' for a Cluster only.
+#[ignore = "open: a deleted or evicted hold key is answered TRYAGAIN (Unavailable) outside a Cluster"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_hold_key_does_not_make_its_owners_next_acquisition_unavailable() {
+    let server = RedisServer::start();
+    let lease = Duration::from_secs(3);
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.lease(lease)
+            .retry_budget(Duration::from_secs(1))
+            .waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let rw = client.read_write_lock("deleted").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let hold_key = format!("fairlock:{{deleted}}:rw:hold:{}", read.owner());
+    assert_eq!(server.cmd::<i64>(&["DEL", &hold_key]), 1);
+    let again = tokio::time::timeout(
+        lease * 3,
+        rw.read().acquire(
+            AcquireOptions::new()
+                .owner(read.owner().clone())
+                .wait(lease * 2),
+        ),
+    )
+    .await
+    .expect("within its bound");
+    match again {
+        Ok(Some(again)) => again.unlock().await.unwrap(),
+        Ok(None) => {}
+        Err(err) => panic!("a healthy standalone server answered: {err}"),
+    }
+}
+
+/// A rolling upgrade meets a slot migration: a reader of a fairlock whose
+/// renewals moved the hold key's TTL and not the holders set's score (every
+/// version before 05266ed) leaves its score behind its key (planted here,
+/// as `a_score_behind_its_key_is_rescored_not_reclaimed` does). Half-way
+/// through a migration, with its key not moved yet, a call on the new
+/// master finds the score passed, reads the key as absent and reclaims a
+/// live hold: a writer goes in beside the reader, who is told only by its
+/// next renewal.
+///
+/// OPEN (a limitation, not fixable in the scripts): on the new master an
+/// absent key and a key not moved yet look the same, and an older
+/// client's score may lag its key by any amount. Until every client runs a
+/// version whose renewals move the score (and has renewed once since), the
+/// old rule stands: migrate slots holding native read-write locks or
+/// semaphores only while nobody holds them (docs/topologies.md).
+#[ignore = "open: a score left behind by an older fairlock is reclaimed half-way through a slot migration"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_score_left_behind_by_an_older_fairlock_half_way_through_a_migration() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let name = "upgrading";
+    let rw = client.read_write_lock(name).unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let writer = ask(&rw, true);
+    let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:rw:holders"));
+    let from = cluster.node_for_slot(slot).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port())
+        .find(|&p| p != from)
+        .unwrap();
+    let at = |key: &str| format!("fairlock:{{{name}}}:rw:{key}");
+    eventually(Duration::from_secs(5), "the writer queued", || {
+        cluster.node(from).cmd::<i64>(&["ZCARD", &at("queue")]) == 1
+    })
+    .await;
+    // The score an older fairlock's renewals leave: its grant's (passed).
+    let owner = read.owner().to_string();
+    cluster
+        .node(from)
+        .cmd::<()>(&["ZADD", &at("holders"), "XX", "1", &owner]);
+    let migration = cluster.begin_migration(slot, to);
+    let hold_key = at(&format!("hold:{owner}"));
+    migration.move_keys_where(|key| key != hold_key);
+    // The writer's next attempt (every waiter ttl / 3) runs there.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let reader_held = read.is_held();
+    let (early, writer) = if writer.is_finished() {
+        (Some(writer.await.unwrap()), None)
+    } else {
+        (None, Some(writer))
+    };
+    migration.move_keys();
+    migration.finish();
+    match early {
+        Some(Ok(write)) => {
+            assert!(!reader_held, "a writer went in beside a live reader");
+            write.unlock().await.unwrap();
+        }
+        Some(Err(err)) => panic!("the writer: {err}"),
+        None => {
+            read.unlock().await.unwrap();
+            let writer = writer.expect("still waiting");
+            granted(writer, "the writer").await.unlock().await.unwrap();
+        }
+    }
+}
+
+/// `inspect` (and `is_locked`) half-way through a slot migration, a
+/// writer's hold key not moved yet: the holders set on the new master
+/// names the writer and its lease runs, so the lock is held (nobody else is
+/// admitted), and `inspect` must not say it is free.
+///
+/// OPEN (diagnostics only): fails. `inspect_state` (weighted_prelude.lua)
+/// lists only holders whose key it reads; one whose key is on the other
+/// node (or was evicted while its lease runs) is left out, and
+/// `is_locked()` answers false. A fix lists such an entry (its lease end
+/// from the score; count, token and a semaphore's weight unknown here, or
+/// the weight from meta), or answers TRYAGAIN in a Cluster only.
+#[ignore = "open: inspect leaves out a holder whose key is on the other node half-way through a migration"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_half_way_through_a_slot_migration_shows_the_writer() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let name = "inspected-moving";
+    let rw = client.read_write_lock(name).unwrap();
+    let write = rw.write().lock().await.unwrap();
+    let reader = ask(&rw, false);
+    let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:rw:holders"));
+    let from = cluster.node_for_slot(slot).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port())
+        .find(|&p| p != from)
+        .unwrap();
+    let queue = format!("fairlock:{{{name}}}:rw:queue");
+    eventually(Duration::from_secs(5), "the reader queued", || {
+        cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
+    })
+    .await;
+    let migration = cluster.begin_migration(slot, to);
+    let hold_key = format!("fairlock:{{{name}}}:rw:hold:{}", write.owner());
+    migration.move_keys_where(|key| key != hold_key);
+    let locked = rw.write().is_locked().await;
+    migration.move_keys();
+    migration.finish();
+    assert!(write.is_held());
+    assert!(
+        matches!(locked, Ok(true)),
+        "the write side half-way: {locked:?}"
+    );
+    write.unlock().await.unwrap();
+    granted(reader, "the reader").await.unlock().await.unwrap();
+}
+
 /// Through Sentinel with `min_replicas`: each acquisition, a handed-over
 /// grant included, is acknowledged by the replica before its guard is
 /// returned (the proof: the hold key's token on the replica).

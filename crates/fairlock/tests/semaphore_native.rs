@@ -480,6 +480,48 @@ async fn a_holder_counted_again_after_meta_was_lost_gives_its_permits_back() {
     left_clean(&server, "amnesia");
 }
 
+/// Meta and one hold key both lost (evicted under `maxmemory`, or deleted)
+/// while the holders set still says that hold's lease runs: since 05266ed
+/// its holder is told no earlier than its last confirmed lease (its
+/// renewals answer 'unsure', not 'gone'), and the set keeps counting it
+/// until then. The `used` counted again from the hold keys must count it
+/// too: otherwise its permits are handed out again while it still
+/// believes it holds them (3 of 2 out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_key_and_meta_were_lost_is_counted_while_it_is_believed() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.lease(Duration::from_secs(3))
+    })
+    .await;
+    let sem = client.semaphore("forgotten", 2).unwrap();
+    let a = sem.acquire(1).await.unwrap();
+    server.cmd::<()>(&[
+        "DEL",
+        &format!("fairlock:{{forgotten}}:sem:hold:{}", a.ids()[0]),
+        "fairlock:{forgotten}:sem:meta",
+    ]);
+    let b = sem.try_acquire(2).await.unwrap();
+    let out = if a.is_held() { 1 } else { 0 } + b.as_ref().map_or(0, |_| 2);
+    assert!(out <= 2, "{out} of 2 permits believed held");
+    if let Some(b) = b {
+        b.release().await.unwrap();
+    }
+    // Counted no longer than its lease: both permits come back.
+    tokio::time::timeout(Duration::from_secs(5), a.lost())
+        .await
+        .expect("told by the end of its lease");
+    let both = sem
+        .try_acquire_for(2, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("both permits, once its lease ended");
+    both.release().await.unwrap();
+    a.release().await.expect_err("lost");
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 2);
+}
+
 /// A waiter whose record (with its weight) was lost (the records hash
 /// evicted under `maxmemory`, or deleted) is not granted a guess: admitted
 /// as a request of 1 it would believe it holds all it asked for while the
@@ -668,6 +710,133 @@ async fn a_slot_migration_half_way_loses_no_permit() {
         assert_eq!(sem.available().await.unwrap(), 1, "{name}: 1 of 2 taken");
         other.release().await.unwrap();
         assert_eq!(sem.available().await.unwrap(), 2, "{name}");
+    }
+}
+
+/// A force-release half-way through a slot migration, the hold's key not
+/// moved yet (the call runs on the new master, which reads it as absent
+/// while the holders set says its lease runs): the permit is given back,
+/// so its holder must be told, as after any force-release (`lost()`
+/// resolves), and the permit counted. Here the holder's lease is explicit
+/// (no renewal would find the hold gone): it is told by the revocation
+/// message or never, while the permit it believes in is taken by another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_release_half_way_through_a_slot_migration_tells_the_holder() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let holder = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let admin = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let name = "forced-moving";
+    let sem = holder.semaphore(name, 1).unwrap();
+    let held = sem
+        .acquire_with(1, None, PermitLease::Fixed(Duration::from_secs(30)))
+        .await
+        .unwrap()
+        .expect("the only permit");
+    let lost = held.lost();
+    // A request waiting for the permit (so every key a script declares
+    // exists: Redis runs the call rather than answer TRYAGAIN itself).
+    let forced = admin.semaphore(name, 1).unwrap();
+    let waiting = ask(&forced, 1);
+    let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:sem:holders"));
+    let from = cluster.node_for_slot(slot).port();
+    let to = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port())
+        .find(|&p| p != from)
+        .unwrap();
+    let queue = format!("fairlock:{{{name}}}:sem:queue");
+    eventually(Duration::from_secs(5), "the request queued", || {
+        cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
+    })
+    .await;
+    let migration = cluster.begin_migration(slot, to);
+    let hold_key = format!("fairlock:{{{name}}}:sem:hold:{}", held.ids()[0]);
+    // Every key but the hold's: calls run on the new master (ASK).
+    migration.move_keys_where(|key| key != hold_key);
+    let released = forced.force_release().await.expect("made half-way");
+    migration.move_keys();
+    migration.finish();
+    let taken = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting request gets the permit given back")
+        .unwrap()
+        .unwrap();
+    let told = tokio::time::timeout(Duration::from_secs(3), lost)
+        .await
+        .is_ok();
+    assert!(
+        told && !held.is_held(),
+        "the permit went to the waiting request while its holder, never told, \
+         still believes in it (force_release said {released})"
+    );
+    assert_eq!(released, 1, "the permit given back is counted");
+    taken.release().await.unwrap();
+}
+
+/// A slot migration stalled half-way past a lease, whichever way round the
+/// keys are split: the holder's renewals are answered 'unsure' for as long
+/// as its key is on the other node, and an 'unsure' never confirms. The
+/// hold is believed no longer than its last confirmed renewal (`lost()`
+/// resolves, `is_held()` turns false), and once the migration completed
+/// its permit is free again (the key expired with the lease it was given).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_stalled_past_a_lease_ends_the_belief_in_a_hold() {
+    let cluster = support::cluster::Cluster::start_with(3, 0);
+    let lease = Duration::from_secs(2);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| {
+        c.lease(lease).waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    for (name, hold_first) in [("stalled-a", false), ("stalled-b", true)] {
+        let sem = client.semaphore(name, 1).unwrap();
+        let held = sem.acquire(1).await.unwrap();
+        let lost = held.lost();
+        // Every key a script declares exists (a waiter in line), so Redis
+        // runs the renewals rather than answer TRYAGAIN itself.
+        let waiting = {
+            let sem = sem.clone();
+            tokio::spawn(async move { sem.try_acquire_for(1, Duration::from_secs(30)).await })
+        };
+        let slot = cluster.slot_of(&format!("fairlock:{{{name}}}:sem:holders"));
+        let from = cluster.node_for_slot(slot).port();
+        let to = cluster
+            .masters()
+            .iter()
+            .map(|m| m.port())
+            .find(|&p| p != from)
+            .unwrap();
+        let queue = format!("fairlock:{{{name}}}:sem:queue");
+        eventually(Duration::from_secs(5), "the request queued", || {
+            cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
+        })
+        .await;
+        let migration = cluster.begin_migration(slot, to);
+        let hold_key = format!("fairlock:{{{name}}}:sem:hold:{}", held.ids()[0]);
+        migration.move_keys_where(|key| (key == hold_key) == hold_first);
+        // Every renewal confirmed from here on was sent before: the hold is
+        // believed at most a lease from now (renewals every lease / 3
+        // meanwhile answered 'unsure', each of which, taken for a
+        // confirmation, would stretch it).
+        let split = tokio::time::Instant::now();
+        tokio::time::sleep_until(split + lease + Duration::from_millis(50)).await;
+        assert!(
+            !held.is_held(),
+            "{name}: believed past its last confirmed lease"
+        );
+        tokio::time::timeout(Duration::from_secs(1), lost)
+            .await
+            .unwrap_or_else(|_| panic!("{name}: lost() resolves with the lease"));
+        migration.move_keys();
+        migration.finish();
+        let other = tokio::time::timeout(Duration::from_secs(20), waiting)
+            .await
+            .expect("the acquisition ends")
+            .unwrap()
+            .expect("no error")
+            .expect("the permit of the hold that ended");
+        other.release().await.unwrap();
+        held.release().await.expect_err("lost");
     }
 }
 

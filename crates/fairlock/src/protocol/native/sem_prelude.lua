@@ -41,14 +41,30 @@ local function sem_read(permits)
     -- The ids counted, in the holders set's order: sem_write stores their
     -- weights ('w:ID') with the `used` they add up to.
     sem.recounted = {}
-    for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
+    local now
+    local entries = redis.call('zrange', KEYS[1], 0, -1, 'withscores')
+    for i = 1, #entries, 2 do
+      local id = entries[i]
       local hold, bad = hold_of(id)
       if bad then
         return bad
       end
-      if hold.owner then
-        used = used + hold.weight
-        sem.weights[id] = hold.weight
+      local weight = hold.weight
+      if not hold.owner then
+        -- No key here while the set says its lease runs (evicted or
+        -- deleted with meta; or on the other node half-way through a slot
+        -- migration): its holder believes in it until then (renew.lua
+        -- answers 'unsure'), so it counts, with the weight meta recorded
+        -- or, that lost too, the whole capacity (nothing is admitted
+        -- beside it before its lease ends; given back whole with it).
+        now = now or server_now()
+        if tonumber(entries[i + 1]) > now then
+          weight = counter(redis.call('hget', KEYS[4], 'w:' .. id)) or sem.capacity
+        end
+      end
+      if weight then
+        used = used + weight
+        sem.weights[id] = weight
         sem.recounted[#sem.recounted + 1] = id
       end
     end

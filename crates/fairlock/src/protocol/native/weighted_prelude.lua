@@ -340,18 +340,33 @@ end
 -- Force-release: drop every hold whose id `which` selects, each revoked
 -- on its client's channel (`revoked_prefix`), then admit who fits. Every
 -- hold key is read before anything is written: one that is not a hold is
--- refused (returned as the error), and nothing is deleted. Returns the
--- number of holds removed (whose keys lived) and the sum of their weights
--- (0 for an object without weights), or nil and NOTALOCK.
+-- refused (returned as the error), and nothing is deleted. A hold whose
+-- key is not on this node while the holders set says its lease runs (on
+-- the other node half-way through a slot migration; or evicted, deleted)
+-- is dropped as a live one: its holder is told (it may still act on it,
+-- and with an explicit lease nothing else would tell it) and it is
+-- counted, with the weight meta recorded for it. Returns the number of
+-- holds removed (whose keys lived, or whose lease ran) and the sum of
+-- their weights (0 for an object without weights), or nil and NOTALOCK.
 local function force_release(which, revoked_prefix, channel_prefix, default_ttl)
   local ids = {}
-  for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
+  local now = server_now()
+  local entries = redis.call('zrange', KEYS[1], 0, -1, 'withscores')
+  for i = 1, #entries, 2 do
+    local id = entries[i]
     if which(id) then
       local hold, bad = hold_of(id)
       if bad then
         return nil, bad
       end
-      ids[#ids + 1] = {id, hold.owner ~= nil, hold.weight or 0}
+      local live, weight = hold.owner ~= nil, hold.weight or 0
+      if not live and tonumber(entries[i + 1]) > now then
+        live = true
+        if kind.weighted then
+          weight = counter(redis.call('hget', KEYS[4], 'w:' .. id)) or 0
+        end
+      end
+      ids[#ids + 1] = {id, live, weight}
     end
   end
   local removed, weights = 0, 0
