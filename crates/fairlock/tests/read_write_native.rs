@@ -777,19 +777,12 @@ async fn a_force_unlock_half_way_through_a_slot_migration_tells_the_writer() {
 /// "cannot serve requests now" once the retry budget (shorter than a
 /// lease, as the defaults: 10 s of 30 s) has gone by.
 ///
-/// OPEN (not fixed): fails since 05266ed. `own_hold` (weighted_prelude.lua)
-/// answers `TRYAGAIN ... (a slot migration?)` for an own hold whose key is
-/// absent while its score runs, which in a Cluster means "on the other
-/// node half-way through a migration" but in standalone or Sentinel means
-/// "deleted or evicted": the call is retried for the retry budget, then
-/// fails with `Error::Unavailable` for as long as the score runs (a lease;
-/// an explicit lease may be hours), the owner's write side too (the
-/// upgrade check's `elsewhere`). Before 05266ed it was granted afresh (its
-/// old guard then told `TakenOver` by its next renewal). A script cannot
-/// tell the two apart; the client can: a fix passes whether the connection
-/// is a Cluster one (an ARGV of the acquire and renew scripts) and keeps
-/// TRYAGAIN and 'unsure' for a Cluster only.
-#[ignore = "open: a deleted or evicted hold key is answered TRYAGAIN (Unavailable) outside a Cluster"]
+/// Failed from 05266ed (`own_hold` answered `TRYAGAIN ... (a slot
+/// migration?)` for an own hold whose key is absent while its score runs,
+/// which in a Cluster means "on the other node half-way through a
+/// migration" but elsewhere "deleted or evicted"): the acquire scripts now
+/// learn from their caller whether they run on a Cluster (`slots_move`),
+/// and answer TRYAGAIN there only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_hold_key_does_not_make_its_owners_next_acquisition_unavailable() {
     let server = RedisServer::start();

@@ -358,6 +358,12 @@ impl Connection {
         }
     }
 
+    /// Whether this is a Redis Cluster connection (where a slot migration
+    /// half-way may leave a key a script builds on the other node).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.backend, Backend::Cluster(_))
+    }
+
     /// The group of `key` for calls on several keys: keys of one group may
     /// go in one script call. Its hash slot on a cluster (a call whose keys
     /// span slots fails with CROSSSLOT); one group on one server.

@@ -251,7 +251,7 @@ impl NativeRwLock {
             return self.acquire_permits(conn, args, permits).await;
         }
         let (lease, base) = (ms(args.lease), Decimal::new(args.base.into()));
-        let argv: [&str; 8] = [
+        let argv: [&str; 9] = [
             args.owner,
             &lease,
             &self.waiter_ttl_ms,
@@ -260,6 +260,7 @@ impl NativeRwLock {
             &base,
             args.nonce,
             &self.label,
+            slots_move(conn),
         ];
         let [k1, k2, k3, k4, k5] = self.keys();
         let all = [k1, k2, k3, k4, k5, &self.keys.labels];
@@ -294,7 +295,7 @@ impl NativeRwLock {
             Decimal::new(args.weight.into()),
             Decimal::new(permits.into()),
         );
-        let argv: [&str; 10] = [
+        let argv: [&str; 11] = [
             args.owner,
             &lease,
             &self.waiter_ttl_ms,
@@ -305,6 +306,7 @@ impl NativeRwLock {
             &self.label,
             &weight,
             &permits,
+            slots_move(conn),
         ];
         let [k1, k2, k3, k4, k5] = self.keys();
         let all = [k1, k2, k3, k4, k5, &self.keys.labels];
@@ -569,4 +571,13 @@ impl NativeRwLock {
     pub(crate) async fn remaining_lease(&self, conn: &Connection) -> Result<Option<Duration>> {
         Ok(self.inspect(conn).await?.remaining_lease)
     }
+}
+
+/// The acquire scripts' last argument: `cluster` on a Redis Cluster, where
+/// a hold key missing while its lease runs may be on the other node of a
+/// slot migration half-way (the scripts answer TRYAGAIN), `''` elsewhere,
+/// where it is gone (deleted, evicted: the acquisition goes on as a fresh
+/// one).
+fn slots_move(conn: &Connection) -> &'static str {
+    if conn.is_cluster() { "cluster" } else { "" }
 }

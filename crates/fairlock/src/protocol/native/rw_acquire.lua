@@ -5,7 +5,7 @@
 -- side), ARGV[2] lease ms, ARGV[3] waiter ttl ms, ARGV[4] channel prefix,
 -- ARGV[5] 'queue' (wait in line) or 'once', ARGV[6] the id's hold count
 -- before this acquisition, ARGV[7] the acquisition's secret, ARGV[8] this
--- client's label
+-- client's label, ARGV[9] 'cluster' on a Redis Cluster (see slots_move)
 -- Returns {1, token} acquired (or claimed a grant made while it waited),
 -- {2, count, token} re-entered, {3, ms until the soonest holder's lease
 -- may end (-1: none), position, server ms} waiting, {4} busy (mode
@@ -19,6 +19,7 @@
 -- holder's reclaim makes (each once) and dead waiters dropped (each once).
 local id, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local queue, base, nonce = ARGV[5] == 'queue', tonumber(ARGV[6]), ARGV[7]
+slots_move = ARGV[9] == 'cluster'
 -- Reads first: bad data is refused before anything is written.
 local err = rw_check_types() or read_meta()
 if err then

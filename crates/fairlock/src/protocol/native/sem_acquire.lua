@@ -7,7 +7,8 @@
 -- line) or 'once', ARGV[6] unused (the hold count before: always 0),
 -- ARGV[7] the acquisition's secret, ARGV[8] this client's label, ARGV[9]
 -- the weight (permits asked for, >= 1), ARGV[10] the capacity of a
--- semaphore that has none yet
+-- semaphore that has none yet, ARGV[11] 'cluster' on a Redis Cluster (see
+-- slots_move)
 -- Returns {1, token} acquired (or claimed a grant made while it waited),
 -- {3, ms until the soonest holder's lease may end (-1: none), position,
 -- server ms} waiting, {4} busy (mode 'once'), {6, capacity} refused: more
@@ -19,6 +20,7 @@
 -- holder's reclaim makes (each once) and dead waiters dropped (each once).
 local id, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local queue, nonce, weight = ARGV[5] == 'queue', ARGV[7], counter(ARGV[9])
+slots_move = ARGV[11] == 'cluster'
 if not weight or weight < 1 then
   return redis.error_reply('ERR fairlock: the weight must be a decimal integer >= 1')
 end

@@ -108,7 +108,13 @@ local function registered(id)
   return redis.call('zscore', KEYS[1], id) ~= false
 end
 
--- A TRYAGAIN error reply when the holders set says the lease of `id` has
+-- Set by the acquire scripts from their caller: true on a Redis Cluster,
+-- where a slot migration half-way may leave a hold key on the other node.
+-- Elsewhere an absent hold key is gone (deleted, evicted), whatever its
+-- score says.
+local slots_move = false
+
+-- On a Cluster (slots_move), a TRYAGAIN error reply when the holders set says the lease of `id` has
 -- not ended but its hold key (`held`, from hold_of) is not on this node:
 -- half-way through a Cluster slot migration that moved the declared keys
 -- before it (or after: scripts then run on the other node), the key is on
@@ -121,7 +127,7 @@ end
 -- lasts until the score passes: at most one lease, as the score never
 -- outlives the key's TTL by more than a script's run. False otherwise.
 local function elsewhere(id, held)
-  if held.owner then
+  if held.owner or not slots_move then
     return false
   end
   local score = redis.call('zscore', KEYS[1], id)
