@@ -56,6 +56,11 @@ impl Server {
         Ok(Self::parse(&cpu, &stats))
     }
 
+    /// Script calls so far (EVAL, EVALSHA, FCALL and their read-only forms).
+    pub(crate) fn script_calls(&self) -> u64 {
+        self.script_calls
+    }
+
     /// Whether no script ran between `earlier` and this.
     pub(crate) fn same_scripts(&self, earlier: &Server) -> bool {
         self.script_calls == earlier.script_calls
