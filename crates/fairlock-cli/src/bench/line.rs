@@ -187,6 +187,9 @@ pub(crate) struct LineSample {
     /// The line's length read by the holders (ZCARD, native lines),
     /// counted in the Redis CPU and taken off the commands.
     pub(crate) polls: u64,
+    /// Calls and usec of each command over the run (the scripts' steps
+    /// under their own names, the line reads as `zcard`).
+    pub(crate) by_command: measure::CommandStats,
     pub(crate) cost: Cost,
 }
 
@@ -485,6 +488,7 @@ async fn line_run(
         before = now;
     }
     let meter = Meter::start(admin).await?;
+    let commands = measure::CommandStats::read(admin).await?;
     let polls = line.polls.load(Ordering::SeqCst);
     let finished = line.finished.notified();
     tokio::pin!(finished);
@@ -502,6 +506,7 @@ async fn line_run(
             ),
         ));
     }
+    let by_command = measure::CommandStats::read(admin).await?.since(&commands);
     let mut cost = meter.stop(admin).await?;
     let polls = line.polls.load(Ordering::SeqCst) - polls;
     cost.commands = cost.commands.saturating_sub(polls);
@@ -510,6 +515,7 @@ async fn line_run(
     }
     Ok(LineSample {
         polls,
+        by_command,
         acquisitions: line.acquisitions.load(Ordering::SeqCst),
         writes: line.writes.load(Ordering::SeqCst),
         handoffs: line.handoffs.load(Ordering::SeqCst),
@@ -637,6 +643,9 @@ pub(crate) fn json(series: &[KindSeries<LineSubject>]) -> serde_json::Value {
                         "script_usec": r.cost.script_usec,
                         "commands": r.cost.commands,
                         "redis_cpu_seconds": r.cost.redis_cpu_seconds,
+                        "by_command": r.by_command.0.iter().map(|(name, (calls, usec))| {
+                            (name.clone(), serde_json::json!({"calls": calls, "usec": usec}))
+                        }).collect::<serde_json::Map<_, _>>(),
                     })).collect::<Vec<_>>(),
                 })
             })
