@@ -42,7 +42,10 @@ fn assert_lines(report: &Value, expected: &[&str]) {
         assert!(round["script_calls"].as_u64().unwrap() > 0, "{line}");
         // Each command's calls over the run: the scripts' steps by name.
         let by_command = round["by_command"].as_object().unwrap();
-        assert!(by_command["evalsha"]["calls"].as_u64().unwrap() > 0, "{line}");
+        assert!(
+            by_command["evalsha"]["calls"].as_u64().unwrap() > 0,
+            "{line}"
+        );
         assert!(!by_command.contains_key("info"), "{line}");
         assert!(
             line["script_us_per_handoff"].as_f64().unwrap() > 0.0,

@@ -535,6 +535,8 @@ struct Summary {
     scripts: f64,
     redis_cpu_us: f64,
     commands: f64,
+    /// The holders' reads of the line's length.
+    reads: f64,
     /// Per handoff, over every round.
     script_us_hand: f64,
     scripts_hand: f64,
@@ -557,6 +559,7 @@ fn summarize(samples: &[LineSample]) -> Summary {
         scripts: per(scripts, acquisitions),
         redis_cpu_us: per(sum(&|s| s.cost.redis_cpu_seconds) * 1e6, acquisitions),
         commands: per(sum(&|s| s.cost.commands as f64), acquisitions),
+        reads: per(sum(&|s| s.polls as f64), acquisitions),
         script_us_hand: per(script_us, handoffs),
         scripts_hand: per(scripts, handoffs),
     }
@@ -574,12 +577,13 @@ pub(crate) fn table(series: &[KindSeries<LineSubject>]) -> String {
             "\nqueue of a read-write lock or a semaphore of {PERMITS}, {n} waiters on one client: \
              each holder queues a request like its own and releases; per acquisition and per \
              handoff (a release that lets the next holder or group in; a semaphore's every \
-             acquisition): Redis script time (INFO commandstats usec) and calls; Redis CPU and \
-             server commands per acquisition"
+             acquisition): Redis script time (INFO commandstats usec) and calls; per \
+             acquisition, server commands, the native holders' reads of the line's length (ZCARD, \
+             one round trip each: left out of the commands) and Redis CPU (the reads included)"
         );
         let _ = writeln!(
             out,
-            "  {:<34} {:>8} {:>7} {:>8} {:>11} {:>9} {:>12} {:>10} {:>10} {:>9}",
+            "  {:<34} {:>8} {:>7} {:>8} {:>11} {:>9} {:>12} {:>10} {:>9} {:>6} {:>11}",
             "implementation",
             "acq/s",
             "spread",
@@ -588,15 +592,16 @@ pub(crate) fn table(series: &[KindSeries<LineSubject>]) -> String {
             "scr/acq",
             "script/hand",
             "scr/hand",
-            "Redis CPU",
-            "commands"
+            "commands",
+            "reads",
+            "Redis CPU"
         );
         for s in series.iter().filter(|s| s.workers == n) {
             let sum = summarize(&s.samples);
             let _ = writeln!(
                 out,
-                "  {:<34} {:>8.0} {:>6.0}% {:>8.2} {:>8.1} us {:>9.2} {:>9.1} us {:>10.2} {:>7.1} us \
-                 {:>9.1}",
+                "  {:<34} {:>8.0} {:>6.0}% {:>8.2} {:>8.1} us {:>9.2} {:>9.1} us {:>10.2} {:>9.1} \
+                 {:>6.1} {:>8.1} us",
                 s.subject.label(),
                 sum.rate,
                 sum.spread * 100.0,
@@ -605,8 +610,9 @@ pub(crate) fn table(series: &[KindSeries<LineSubject>]) -> String {
                 sum.scripts,
                 sum.script_us_hand,
                 sum.scripts_hand,
-                sum.redis_cpu_us,
-                sum.commands
+                sum.commands,
+                sum.reads,
+                sum.redis_cpu_us
             );
         }
     }
@@ -633,6 +639,7 @@ pub(crate) fn json(series: &[KindSeries<LineSubject>]) -> serde_json::Value {
                     "script_calls_per_handoff": sum.scripts_hand,
                     "redis_cpu_us_per_acquisition": sum.redis_cpu_us,
                     "commands_per_acquisition": sum.commands,
+                    "length_reads_per_acquisition": sum.reads,
                     "rounds": s.samples.iter().map(|r| serde_json::json!({
                         "acquisitions": r.acquisitions,
                         "writes": r.writes,
