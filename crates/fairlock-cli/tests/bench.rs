@@ -15,6 +15,63 @@ const IMPLEMENTATIONS: [&str; 5] = [
     "rslock",
 ];
 
+/// The lines of the queue scenario for the other kinds.
+const ALL_LINES: [&str; 6] = [
+    "native-rw-mixed",
+    "native-rw-writers",
+    "redisson-rw-writers",
+    "native-semaphore",
+    "redisson-semaphore",
+    "redisson-counting-semaphore",
+];
+
+/// `queue_kinds` holds exactly `expected`, each granted and measured.
+fn assert_lines(report: &Value, expected: &[&str]) {
+    let lines = report["queue_kinds"].as_array().unwrap();
+    let names: BTreeSet<&str> = lines
+        .iter()
+        .map(|r| r["implementation"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, expected.iter().copied().collect());
+    for line in lines {
+        let round = &line["rounds"][0];
+        let acquisitions = round["acquisitions"].as_u64().unwrap();
+        let handoffs = round["handoffs"].as_u64().unwrap();
+        assert!(acquisitions > 0, "{line}");
+        assert!(handoffs > 0 && handoffs <= acquisitions, "{line}");
+        assert!(round["script_calls"].as_u64().unwrap() > 0, "{line}");
+        // Each command's calls over the run: the scripts' steps by name.
+        let by_command = round["by_command"].as_object().unwrap();
+        assert!(
+            by_command["evalsha"]["calls"].as_u64().unwrap() > 0,
+            "{line}"
+        );
+        assert!(!by_command.contains_key("info"), "{line}");
+        assert!(
+            line["script_us_per_handoff"].as_f64().unwrap() > 0.0,
+            "{line}"
+        );
+        let name = line["implementation"].as_str().unwrap();
+        let writes = round["writes"].as_u64().unwrap();
+        if name.contains("writers") {
+            // Every acquisition a write, every one a handoff.
+            assert_eq!(writes, acquisitions, "{line}");
+            assert_eq!(handoffs, acquisitions, "{line}");
+        } else if name == "native-rw-mixed" {
+            // Writers and readers, one in four writing: once the whole
+            // first line was through, readers were among it, two of them
+            // let in by one handoff.
+            assert!(writes <= acquisitions, "{line}");
+            if acquisitions > line["waiters"].as_u64().unwrap() {
+                assert!(writes < acquisitions && handoffs < acquisitions, "{line}");
+            }
+        } else {
+            assert_eq!(writes, 0, "{line}");
+            assert_eq!(handoffs, acquisitions, "{line}");
+        }
+    }
+}
+
 #[test]
 fn a_short_run_measures_every_implementation_in_every_scenario() {
     let dir = tempfile::tempdir().unwrap();
@@ -106,6 +163,9 @@ fn a_short_run_measures_every_implementation_in_every_scenario() {
             "{result}"
         );
     }
+    // The lines of the other kinds (queue scenario): each was granted,
+    // with handoffs counted, and its scripts measured.
+    assert_lines(&report, &ALL_LINES);
     let chart = std::fs::read_to_string(&svg).expect("the chart");
     assert!(
         chart.contains("<svg"),
@@ -217,4 +277,46 @@ fn only_runs_the_named_implementations() {
         stderr.contains("unknown implementation \"spinlock\"") && stderr.contains("rslock"),
         "{stderr}"
     );
+}
+
+/// `queue --kind`: only the lines of the kinds named; the locks' queue
+/// runs only with `lock` among them.
+#[test]
+fn queue_kind_measures_the_lines_of_the_kinds_named() {
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["bench", "queue", "--kind", "read-write,semaphore"])
+        .args([
+            "--waiters",
+            "12",
+            "--duration",
+            "300ms",
+            "--rounds",
+            "1",
+            "--json",
+        ])
+        .output()
+        .expect("run fairlock bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert!(report["results"].as_array().unwrap().is_empty(), "{report}");
+    assert_lines(&report, &ALL_LINES);
+    for line in report["queue_kinds"].as_array().unwrap() {
+        assert_eq!(line["waiters"].as_u64(), Some(12), "{line}");
+    }
+
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["bench", "queue", "--kind", "semaphore", "--waiters", "3"])
+        .args(["--duration", "200ms", "--rounds", "1"])
+        .output()
+        .expect("run fairlock bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench failed: {stderr}");
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("3 waiters on one client"), "{table}");
+    assert!(table.contains("native semaphore"), "{table}");
+    assert!(!table.contains("read-write,"), "{table}");
+    assert!(!table.contains("fairlock native fair"), "{table}");
 }

@@ -18,13 +18,16 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(60);
 pub(crate) trait KindSubject: Copy {
     /// The scenario, in lock names and messages: `read-write`.
     const SCENARIO: &'static str;
+    /// What a series' size counts, in messages: `workers`.
+    const SIZE: &'static str;
     /// One round's figures.
     type Sample;
     /// The name in the JSON output.
     fn key(self) -> &'static str;
     /// The name in the table.
     fn label(self) -> &'static str;
-    /// One round: `workers` tasks on the object `name` for `duration`.
+    /// One round: `workers` tasks (or waiters, as `SIZE` says) on the
+    /// object `name` for `duration`.
     async fn run(
         self,
         url: &str,
@@ -35,7 +38,8 @@ pub(crate) trait KindSubject: Copy {
     ) -> Result<Self::Sample, Failure>;
 }
 
-/// Every round of one implementation with one number of workers.
+/// Every round of one implementation with one number of workers (or
+/// waiters, as `S::SIZE` says).
 pub(crate) struct KindSeries<S: KindSubject> {
     pub(crate) workers: usize,
     pub(crate) subject: S,
@@ -44,12 +48,12 @@ pub(crate) struct KindSeries<S: KindSubject> {
 
 impl<S: KindSubject> KindSeries<S> {
     /// Each of `subjects` with each number of `workers`.
-    pub(crate) fn each(subjects: &[S], workers: &[u16]) -> Vec<Self> {
+    pub(crate) fn each(subjects: &[S], workers: &[usize]) -> Vec<Self> {
         workers
             .iter()
             .flat_map(|&n| {
                 subjects.iter().map(move |&subject| KindSeries {
-                    workers: usize::from(n),
+                    workers: n,
                     subject,
                     samples: Vec::new(),
                 })
@@ -77,10 +81,11 @@ pub(crate) async fn run_round<S: KindSubject>(
         );
         if !args.json {
             eprintln!(
-                "round {round}/{}: {}, {} workers: {}",
+                "round {round}/{}: {}, {} {}: {}",
                 args.rounds,
                 S::SCENARIO,
                 series.workers,
+                S::SIZE,
                 series.subject.label()
             );
         }

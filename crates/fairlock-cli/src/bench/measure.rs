@@ -56,6 +56,11 @@ impl Server {
         Ok(Self::parse(&cpu, &stats))
     }
 
+    /// Script calls so far (EVAL, EVALSHA, FCALL and their read-only forms).
+    pub(crate) fn script_calls(&self) -> u64 {
+        self.script_calls
+    }
+
     /// Whether no script ran between `earlier` and this.
     pub(crate) fn same_scripts(&self, earlier: &Server) -> bool {
         self.script_calls == earlier.script_calls
@@ -100,6 +105,62 @@ impl Server {
             }
         }
         server
+    }
+}
+
+/// Calls and usec of each command (`INFO commandstats`, INFO left out;
+/// Redis 7 counts the commands scripts run under their own names): where
+/// a script's time goes, step by step.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CommandStats(pub(crate) std::collections::BTreeMap<String, (u64, u64)>);
+
+impl CommandStats {
+    pub(crate) async fn read(conn: &mut MultiplexedConnection) -> Result<Self, Failure> {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(conn)
+            .await
+            .map_err(|e| redis_failure("INFO commandstats", e))?;
+        Ok(Self::parse(&stats))
+    }
+
+    fn parse(stats: &str) -> Self {
+        let mut all = std::collections::BTreeMap::new();
+        for line in stats.lines() {
+            let Some((name, fields)) = line
+                .trim()
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            if name == "info" {
+                continue;
+            }
+            let field = |wanted: &str| -> u64 {
+                fields
+                    .split(',')
+                    .filter_map(|f| f.split_once('='))
+                    .find(|(k, _)| *k == wanted)
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(0)
+            };
+            all.insert(name.to_owned(), (field("calls"), field("usec")));
+        }
+        Self(all)
+    }
+
+    /// What ran since `earlier`: the commands whose calls went up.
+    pub(crate) fn since(&self, earlier: &CommandStats) -> CommandStats {
+        Self(
+            self.0
+                .iter()
+                .filter_map(|(name, &(calls, usec))| {
+                    let (c0, u0) = earlier.0.get(name).copied().unwrap_or((0, 0));
+                    (calls > c0).then(|| (name.clone(), (calls - c0, usec.saturating_sub(u0))))
+                })
+                .collect(),
+        )
     }
 }
 
@@ -299,6 +360,17 @@ mod tests {
         assert_eq!(server.calls, 17);
         assert_eq!(server.script_calls, 10);
         assert_eq!(server.script_usec, 500);
+        let before = CommandStats::parse(stats);
+        assert_eq!(before.0.get("get"), Some(&(7, 7)));
+        assert!(!before.0.contains_key("info"));
+        let after = CommandStats::parse(
+            "cmdstat_evalsha:calls=12,usec=640\r\ncmdstat_get:calls=7,usec=7\r\n\
+             cmdstat_zadd:calls=3,usec=4\r\n",
+        );
+        let ran = after.since(&before);
+        assert_eq!(ran.0.get("evalsha"), Some(&(2, 140)));
+        assert_eq!(ran.0.get("zadd"), Some(&(3, 4)));
+        assert!(!ran.0.contains_key("get"));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 mod chart;
 mod kinds;
+mod line;
 mod measure;
 mod read_write;
 mod report;
@@ -20,6 +21,7 @@ use crate::private_redis::PrivateRedis;
 use crate::{Cli, Failure, duration, exit};
 
 use kinds::KindSeries;
+use line::LineSubject;
 use read_write::RwSubject;
 use scenario::{Sample, Workload};
 use semaphore::SemSubject;
@@ -39,7 +41,8 @@ pub(crate) enum Which {
     Shared,
     /// Latency from a release sent to the next holder proceeding, 8 workers.
     Handoff,
-    /// Redis time per handoff with --waiters waiters in line (fair locks).
+    /// Redis time per handoff with --waiters waiters in line: the fair
+    /// locks, the read-write locks and the semaphores (--kind).
     Queue,
     /// --workers tasks sharing one client take a read-write lock, one in
     /// four writing: fairlock's under both protocols and rds_lock.
@@ -63,6 +66,11 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_values_t = [10u32, 1_000, 10_000],
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     waiters: Vec<u32>,
+    /// queue: the kinds whose lines are measured (a comma list of lock,
+    /// read-write, semaphore).
+    #[arg(long, value_name = "KIND[,KIND...]", value_delimiter = ',', value_enum,
+          default_values_t = [QueueKind::Lock, QueueKind::ReadWrite, QueueKind::Semaphore])]
+    kind: Vec<QueueKind>,
     /// Rounds: each implementation runs once per round, in turn (1 to 100).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
@@ -91,6 +99,18 @@ pub(crate) struct BenchArgs {
     /// Lock settings, refused: bench sets its own.
     #[command(flatten)]
     pub(crate) misplaced: crate::MisplacedSettings,
+}
+
+/// The kinds of object whose lines the queue scenario measures.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QueueKind {
+    /// The fair locks (native and Redisson's `RFairLock`).
+    Lock,
+    /// The read-write locks (native, mixed and writers only; Redisson's,
+    /// writers only).
+    ReadWrite,
+    /// The semaphores (native, Redisson's expirable and counting ones).
+    Semaphore,
 }
 
 fn implementation(name: &str) -> Result<Subject, String> {
@@ -183,6 +203,9 @@ pub(crate) struct Results {
     pub(crate) read_write: Vec<KindSeries<RwSubject>>,
     /// The semaphore scenario: per worker count, each semaphore's rounds.
     pub(crate) semaphore: Vec<KindSeries<SemSubject>>,
+    /// The queue scenario of the read-write locks and the semaphores: per
+    /// number of waiters, each line's rounds.
+    pub(crate) lines: Vec<KindSeries<LineSubject>>,
 }
 
 pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
@@ -238,24 +261,39 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
             })
             .collect(),
         read_write: if matches!(args.scenario, Which::All | Which::ReadWrite) {
-            KindSeries::each(&RwSubject::ALL, &args.workers)
+            KindSeries::each(&RwSubject::ALL, &workers(args))
         } else {
             Vec::new()
         },
         semaphore: if matches!(args.scenario, Which::All | Which::Semaphore) {
-            KindSeries::each(&SemSubject::ALL, &args.workers)
+            KindSeries::each(&SemSubject::ALL, &workers(args))
+        } else {
+            Vec::new()
+        },
+        lines: if matches!(args.scenario, Which::All | Which::Queue) {
+            KindSeries::each(&line_subjects(args), &waiters(args))
         } else {
             Vec::new()
         },
     };
     if !args.json {
+        let mut titles: Vec<String> = cases.iter().map(|c| c.title()).collect();
+        if !results.read_write.is_empty() {
+            titles.push("read-write".into());
+        }
+        if !results.semaphore.is_empty() {
+            titles.push("semaphore".into());
+        }
+        let mut lines: Vec<usize> = results.lines.iter().map(|s| s.workers).collect();
+        lines.dedup();
+        titles.extend(
+            lines
+                .iter()
+                .map(|n| format!("queue of the other kinds, {n} waiters")),
+        );
         eprintln!(
             "fairlock bench: {} on {} ({}), {} round(s) of {} per implementation and scenario",
-            cases
-                .iter()
-                .map(|c| c.title())
-                .collect::<Vec<_>>()
-                .join("; "),
+            titles.join("; "),
             if server.is_some() {
                 "a private redis-server"
             } else {
@@ -323,6 +361,7 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
             &mut admin,
         )
         .await?;
+        kinds::run_round(&mut results.lines, round, args, &url, &run_id, &mut admin).await?;
     }
     results.load_after = measure::load_average();
     drop(metrics);
@@ -358,6 +397,26 @@ fn order(series: &[Series], round: u32) -> Vec<usize> {
     order
 }
 
+fn workers(args: &BenchArgs) -> Vec<usize> {
+    args.workers.iter().map(|&n| usize::from(n)).collect()
+}
+
+fn waiters(args: &BenchArgs) -> Vec<usize> {
+    args.waiters.iter().map(|&n| n as usize).collect()
+}
+
+/// The lines of the other kinds that `--kind` asks for.
+fn line_subjects(args: &BenchArgs) -> Vec<LineSubject> {
+    let mut subjects = Vec::new();
+    if args.kind.contains(&QueueKind::ReadWrite) {
+        subjects.extend(LineSubject::READ_WRITE);
+    }
+    if args.kind.contains(&QueueKind::Semaphore) {
+        subjects.extend(LineSubject::SEMAPHORE);
+    }
+    subjects
+}
+
 /// The cases the arguments ask for, in the order they run in each round.
 fn cases(args: &BenchArgs) -> Vec<Case> {
     let mut cases = Vec::new();
@@ -378,7 +437,7 @@ fn cases(args: &BenchArgs) -> Vec<Case> {
     if all || args.scenario == Which::Handoff {
         cases.push(Case::Handoff(HANDOFF_WORKERS));
     }
-    if all || args.scenario == Which::Queue {
+    if (all || args.scenario == Which::Queue) && args.kind.contains(&QueueKind::Lock) {
         cases.extend(args.waiters.iter().map(|&n| Case::Queue(n as usize)));
     }
     cases

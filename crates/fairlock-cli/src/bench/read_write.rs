@@ -29,7 +29,7 @@ use crate::{Failure, exit, failure};
 const RDS_RETRY: u64 = 10;
 
 /// One in this many acquisitions writes.
-const WRITE_EVERY: u64 = 4;
+pub(crate) const WRITE_EVERY: u64 = 4;
 
 /// One read-write lock under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +46,7 @@ impl RwSubject {
 
 impl KindSubject for RwSubject {
     const SCENARIO: &'static str = "read-write";
+    const SIZE: &'static str = "workers";
     type Sample = RwSample;
 
     async fn run(

@@ -25,10 +25,10 @@ use super::measure::{self, Cost, Meter, redis_failure};
 use crate::{Failure, exit, failure};
 
 /// The semaphore's total.
-const PERMITS: u32 = 4;
+pub(crate) const PERMITS: u32 = 4;
 
 /// One request in this many asks for two permits.
-const TWO_EVERY: u64 = 4;
+pub(crate) const TWO_EVERY: u64 = 4;
 
 /// One semaphore under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +48,7 @@ impl SemSubject {
 
 impl KindSubject for SemSubject {
     const SCENARIO: &'static str = "semaphore";
+    const SIZE: &'static str = "workers";
     type Sample = SemSample;
 
     async fn run(
