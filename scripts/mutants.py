@@ -165,6 +165,14 @@ MUTANTS = [
           "redis.call('hset', KEYS[1], 'nonce', ARGV[8])")],
     ),
     Mutant(
+        "stale_grant_trusted", "stale_grant_trusted",
+        "a waiter trusts a grant message made before its last attempt ran (acquire/wait.rs)",
+        ["force_unlock"],
+        [(SRC + "acquire/wait.rs",
+          "grant.granted_at_ms <= self.server_ms",
+          "false")],
+    ),
+    Mutant(
         "no_owner_turns", "concurrent_same_owner",
         "acquisitions of one owner do not take turns (acquire/mod.rs)",
         ["reentry"],

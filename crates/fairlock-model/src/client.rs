@@ -76,6 +76,7 @@ pub(crate) fn attempt(sc: &Scenario, env: Env<'_>, st: &mut State, c: usize, t: 
                 alive,
                 refreshed: true,
                 served: false,
+                queued_at: st.now,
             };
             return;
         }
@@ -167,13 +168,30 @@ pub(crate) fn deliver(env: Env<'_>, st: &mut State, c: usize) {
             let Some(task) = st.clients[c].tasks.get_mut(t) else {
                 return;
             };
-            let ours = task.owner == owner
-                && (c as u8, t as u8, task.pc) == nonce
-                && matches!(task.phase, Phase::Waiting { .. });
+            let Phase::Waiting {
+                queued_at,
+                ref mut refreshed,
+                ..
+            } = task.phase
+            else {
+                return;
+            };
+            let ours = task.owner == owner && (c as u8, t as u8, task.pc) == nonce;
             // Fresh: more than half the grant left (else the next attempt
             // claims it, if still its own).
             let fresh = 2 * u16::from(st.now - at) < u16::from(expire);
-            if ours && fresh {
+            // Made after the waiter's last attempt ran: that attempt queued
+            // it, so an older grant was gone by then (a force-unlock took
+            // it), and the waiter's new place would be left behind. The
+            // same tick is not known to be later (the implementation compares
+            // server milliseconds). Reverted: any authentic fresh grant.
+            let after_last_attempt = at > queued_at || env.variant.stale_grant_trusted;
+            if ours && fresh && !after_last_attempt {
+                // Only a wake-up: the waiter attempts again at once (the
+                // attempt claims the grant if it is still its own).
+                *refreshed = false;
+            }
+            if ours && fresh && after_last_attempt {
                 let extra = if env.variant.grant_overtrusted {
                     GRANT_OVERTRUST
                 } else {

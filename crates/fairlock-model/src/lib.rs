@@ -37,7 +37,9 @@
 //!
 //! See [`properties`]: mutual exclusion (never two believing holders; with
 //! `min_replicas` also across a failover), beliefs backed by the server,
-//! increasing tokens, FIFO among live waiters, no idle lock while a live
+//! every counted hold has a guard, no ghost waiter (a live place in line
+//! whose acquisition is over), increasing tokens, FIFO among live waiters,
+//! no idle lock while a live
 //! waiter waits, bounded waits, bounded unclaimed grants; and `sometimes`
 //! witnesses (a handoff, a re-entry, a renewal, a claim, ...) so that a
 //! vacuous model is caught.

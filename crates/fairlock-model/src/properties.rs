@@ -48,11 +48,18 @@ pub const SOME_EXPIRY: &str = "sometimes a lease runs out";
 /// nothing of that owner is in flight (no hold nobody can release).
 pub const COUNT_BACKED: &str = "every counted hold has a guard";
 
+/// Always: every live place in the line belongs to an acquisition still in
+/// flight (or to a crashed client): no ghost waiter, whom a release would
+/// hand the lock with nobody to take it. (Waived after a failover: the
+/// promoted replica may keep places its clients have left.)
+pub const NO_GHOST_WAITER: &str = "no ghost waiter";
+
 /// The names of the `always` properties.
-pub const SAFETY: [&str; 8] = [
+pub const SAFETY: [&str; 9] = [
     MUTUAL_EXCLUSION,
     BELIEF_BACKED,
     COUNT_BACKED,
+    NO_GHOST_WAITER,
     TOKENS_INCREASE,
     FIFO,
     NO_IDLE_LOCK,
@@ -113,6 +120,21 @@ fn count_backed(m: &NativeModel, st: &State) -> bool {
     lock.count <= guards
 }
 
+fn no_ghost_waiter(m: &NativeModel, st: &State) -> bool {
+    if m.exclusion_waived(st) || st.epoch > 0 {
+        return true;
+    }
+    st.master.queue.iter().all(|w| {
+        let client = &st.clients[crate::state::client_of(w.owner)];
+        let (_, t, pc) = w.nonce;
+        w.alive <= st.now
+            || client.crashed
+            || client.tasks.get(usize::from(t)).is_some_and(|task| {
+                task.owner == w.owner && task.pc == pc && task.phase.in_flight()
+            })
+    })
+}
+
 fn waits_end(_: &NativeModel, st: &State) -> bool {
     st.clients.iter().filter(|c| !c.crashed).all(|c| {
         c.tasks.iter().all(|t| {
@@ -133,6 +155,7 @@ pub fn all() -> Vec<Property<NativeModel>> {
         Property::always(MUTUAL_EXCLUSION, mutual_exclusion),
         Property::always(BELIEF_BACKED, belief_backed),
         Property::always(COUNT_BACKED, count_backed),
+        Property::always(NO_GHOST_WAITER, no_ghost_waiter),
         Property::always(TOKENS_INCREASE, |_, st: &State| !st.ghost.token_regressed),
         Property::always(FIFO, |_, st: &State| !st.ghost.fifo_broken),
         Property::always(NO_IDLE_LOCK, |_, st: &State| !st.ghost.idle_with_waiter),

@@ -117,6 +117,9 @@ pub enum Phase {
         /// Ghost: the server handed it the lock (it has been served, even
         /// if it never learns it).
         served: bool,
+        /// When its last attempt ran (the server time its last queued reply
+        /// carries): a grant message dated no later is not trusted.
+        queued_at: u8,
     },
     /// A grant message was read and checked, its hold not yet registered.
     GrantRead {

@@ -52,6 +52,10 @@ pub struct Variant {
     /// handed-over hold unclaimed (a give-up naming the secret then passes
     /// the lock on under the holder's guard).
     pub reentry_leaves_unclaimed: bool,
+    /// The torture's ghost-waiter finding: a waiter trusts an authentic,
+    /// fresh grant message even when it was made before the waiter's last
+    /// attempt ran (that attempt found the grant gone and queued it again).
+    pub stale_grant_trusted: bool,
 }
 
 /// How many ticks longer than the server's grant the `grant_overtrusted`
@@ -59,7 +63,7 @@ pub struct Variant {
 pub const GRANT_OVERTRUST: u8 = 10;
 
 /// The names of the variants (`--variant NAME`), `correct` first.
-pub const VARIANT_NAMES: [&str; 15] = [
+pub const VARIANT_NAMES: [&str; 16] = [
     "correct",
     "renew_may_shorten",
     "revocation_before_registration_lost",
@@ -75,6 +79,7 @@ pub const VARIANT_NAMES: [&str; 15] = [
     "release_ignores_owner",
     "undo_by_count",
     "reentry_leaves_unclaimed",
+    "stale_grant_trusted",
 ];
 
 impl Variant {
@@ -97,6 +102,7 @@ impl Variant {
             "release_ignores_owner" => v.release_ignores_owner = true,
             "undo_by_count" => v.undo_by_count = true,
             "reentry_leaves_unclaimed" => v.reentry_leaves_unclaimed = true,
+            "stale_grant_trusted" => v.stale_grant_trusted = true,
             _ => return None,
         }
         Some(v)

@@ -1,7 +1,12 @@
 //! A small loopback TCP proxy for fault injection: forwards to a target
 //! port, and on command stalls all traffic, cuts every connection, refuses
 //! new ones, delays replies, or (on pub/sub connections only: those that
-//! sent a SUBSCRIBE) delays messages or silently drops every byte.
+//! sent a SUBSCRIBE) delays messages or silently drops every byte. It can
+//! also hold the requests of command connections, or the messages of pub/sub
+//! connections, apart from each other (so that a script runs only after
+//! other clients' calls while the client's messages still flow, say), and
+//! counts the script calls sent and the messages delivered that contain a
+//! pattern, for tests to wait on.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -32,6 +37,17 @@ struct State {
     script_sent: AtomicBool,
     /// Both ends of every live connection, to cut them.
     connections: Mutex<Vec<(TcpStream, TcpStream)>>,
+    /// Requests of command connections (not pub/sub ones) are held.
+    hold_requests: AtomicBool,
+    /// Server-to-client bytes of pub/sub connections are held.
+    hold_pubsub: AtomicBool,
+    /// Script calls (`EVALSHA`) read from command connections so far,
+    /// held or not.
+    script_calls: AtomicU64,
+    /// The pattern [`Proxy::watch_pubsub`] set, and how many chunks
+    /// containing it were delivered to pub/sub connections since.
+    watch: Mutex<Option<Vec<u8>>>,
+    watched: AtomicU64,
 }
 
 #[derive(Default)]
@@ -60,6 +76,11 @@ impl Proxy {
             stopped: AtomicBool::new(false),
             script_sent: AtomicBool::new(false),
             connections: Mutex::new(Vec::new()),
+            hold_requests: AtomicBool::new(false),
+            hold_pubsub: AtomicBool::new(false),
+            script_calls: AtomicU64::new(0),
+            watch: Mutex::new(None),
+            watched: AtomicU64::new(0),
         });
         let accept_state = Arc::clone(&state);
         std::thread::spawn(move || {
@@ -100,9 +121,58 @@ impl Proxy {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// Forward normally.
+    /// Forward normally (held requests and messages included).
     pub fn pass(&self) {
+        self.state.hold_requests.store(false, Ordering::SeqCst);
+        self.state.hold_pubsub.store(false, Ordering::SeqCst);
         self.state.mode.store(PASS, Ordering::SeqCst);
+    }
+
+    /// Hold every request of the command connections (those that never
+    /// sent a SUBSCRIBE) until [`release_requests`](Self::release_requests)
+    /// or [`pass`](Self::pass): a call sent meanwhile runs on the server
+    /// only then, after whatever other clients did in between. Pub/sub
+    /// connections are not held.
+    pub fn hold_requests(&self) {
+        self.state.hold_requests.store(true, Ordering::SeqCst);
+    }
+
+    /// Let the held requests (and later ones) through, in order.
+    pub fn release_requests(&self) {
+        self.state.hold_requests.store(false, Ordering::SeqCst);
+    }
+
+    /// Hold every byte the server sends to pub/sub connections (messages,
+    /// PING replies) until [`release_pubsub`](Self::release_pubsub) or
+    /// [`pass`](Self::pass).
+    pub fn hold_pubsub(&self) {
+        self.state.hold_pubsub.store(true, Ordering::SeqCst);
+    }
+
+    /// Deliver the held pub/sub bytes (and later ones), in order.
+    pub fn release_pubsub(&self) {
+        self.state.hold_pubsub.store(false, Ordering::SeqCst);
+    }
+
+    /// Script calls (`EVALSHA`) the clients sent on command connections so
+    /// far, counted as they reach the proxy (held ones included).
+    pub fn script_calls(&self) -> u64 {
+        self.state.script_calls.load(Ordering::SeqCst)
+    }
+
+    /// Count, from now on, the chunks delivered to pub/sub connections that
+    /// contain `pattern` (see [`pubsub_delivered`](Self::pubsub_delivered)).
+    pub fn watch_pubsub(&self, pattern: &[u8]) {
+        assert!(!pattern.is_empty(), "watch a pattern of at least one byte");
+        *self.state.watch.lock().unwrap() = Some(pattern.to_vec());
+        self.state.watched.store(0, Ordering::SeqCst);
+    }
+
+    /// Chunks containing the pattern of the last
+    /// [`watch_pubsub`](Self::watch_pubsub) delivered to a pub/sub
+    /// connection (written to the client's socket) since that call.
+    pub fn pubsub_delivered(&self) -> u64 {
+        self.state.watched.load(Ordering::SeqCst)
     }
 
     /// Hold all bytes in both directions (connections stay open).
@@ -210,6 +280,12 @@ fn pump(
                 {
                     reader_flags.pubsub.store(true, Ordering::SeqCst);
                 }
+                if !reader_flags.pubsub.load(Ordering::SeqCst) {
+                    let calls = chunk.windows(7).filter(|w| w == b"EVALSHA").count();
+                    reader_state
+                        .script_calls
+                        .fetch_add(calls as u64, Ordering::SeqCst);
+                }
             }
             if reader_flags.dead.load(Ordering::SeqCst) {
                 continue;
@@ -226,10 +302,13 @@ fn pump(
         for (read_at, chunk) in rx {
             loop {
                 let mode = state.mode.load(Ordering::SeqCst);
+                let pubsub = flags.pubsub.load(Ordering::SeqCst);
                 let held = mode == STALL
                     || (replies
                         && mode == HOLD_SCRIPT_REPLIES
-                        && state.script_sent.load(Ordering::SeqCst));
+                        && state.script_sent.load(Ordering::SeqCst))
+                    || (!replies && !pubsub && state.hold_requests.load(Ordering::SeqCst))
+                    || (replies && pubsub && state.hold_pubsub.load(Ordering::SeqCst));
                 if !held || state.stopped.load(Ordering::SeqCst) {
                     break;
                 }
@@ -253,6 +332,14 @@ fn pump(
             }
             if to.write_all(&chunk).is_err() {
                 break;
+            }
+            if replies && flags.pubsub.load(Ordering::SeqCst) {
+                let watch = state.watch.lock().unwrap();
+                if let Some(pattern) = watch.as_deref() {
+                    if chunk.windows(pattern.len()).any(|w| w == pattern) {
+                        state.watched.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
             }
         }
         let _ = to.shutdown(Shutdown::Write);

@@ -106,7 +106,8 @@ pub(crate) enum Event<'a> {
         owner: &'a Owner,
         token: u64,
     },
-    /// A grant message arrived too late to trust; the next attempt confirms it.
+    /// A grant message arrived too late to trust, or was written before the
+    /// waiter's last attempt ran; the next attempt confirms it.
     LateGrant { lock: &'a str, owner: &'a Owner },
     /// A grant that a revocation may have overtaken was checked with the
     /// server; `held`: it was still this acquisition's.

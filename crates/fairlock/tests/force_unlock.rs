@@ -451,3 +451,140 @@ async fn adv2_force_unlock_during_forged_revocations_is_labelled_force_unlocked(
     );
     client.shutdown().await;
 }
+
+/// The torture's `shared_owner` finding (20 minutes, commit beb9f95):
+/// after every guard of a shared owner was released, the owner still held
+/// the lock once. W waited first in line; its refresh attempt was on its
+/// way when the release handed W the lock and a force-unlock (right after,
+/// the combination `force_unlock_at_handoff`) passed it on to X. The
+/// attempt then ran, found X holding and queued W again, under the same
+/// secret. W read the grant message only after that reply, found it
+/// authentic and half its life left, and went on with the revoked grant
+/// (the revocation, coming after, only ended its guard) while still in
+/// line. Its place was nobody's: X's release handed the lock to it, and
+/// the next acquisition of W's owner read a hold count of 1 and counted a
+/// re-entry on top of that grant: one hold more than the owner's guards,
+/// until its lease ran out. A grant message older than the waiter's latest
+/// queued reply is now only a wake-up: the next attempt claims the grant if
+/// it is still the waiter's, and else W waits on in its place.
+///
+/// The proxy makes the order deterministic: W's attempt is held until the
+/// handoff and the force-unlock ran; the grant message reaches W's client
+/// and the revocation waits, so that nothing but the message's age can
+/// tell W the grant is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_grant_taken_before_the_waiters_attempt_ran_leaves_no_ghost_waiter() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let waiter = connect(config(&proxy.url(), Protocol::Native)).await;
+    let holder = client(&server, Protocol::Native).await;
+    let next = client(&server, Protocol::Native).await;
+    let operator = client(&server, Protocol::Native).await;
+    let name = "stale-grant";
+    let lock = waiter.fair_lock(name).unwrap();
+    // Scripts loaded, so that every later call of W is one EVALSHA.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let owner = waiter.new_owner();
+    let acquire = |lock: &fairlock::LockHandle| {
+        let (lock, owner) = (lock.clone(), owner.clone());
+        async move {
+            let options = fairlock::AcquireOptions::new()
+                .owner(owner)
+                .wait(Duration::from_secs(30));
+            lock.acquire(options).await
+        }
+    };
+
+    let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
+    let mut w = tokio::spawn(acquire(&lock));
+    common::until_queued(&server, name, 1).await;
+    common::until_subscribed_n(&server, name, 1).await;
+    let x = tokio::spawn({
+        let lock = next.fair_lock(name).unwrap();
+        async move { lock.lock().await }
+    });
+    common::until_queued(&server, name, 2).await;
+
+    // W's next attempt (a plain wake-up makes it at once) is held.
+    proxy.hold_requests();
+    let sent = proxy.script_calls();
+    let wake_channel = format!("fairlock:{{{name}}}:wake:{owner}");
+    let _: i64 = server.cmd(&["PUBLISH", &wake_channel, "free"]);
+    eventually(Duration::from_secs(10), "W's attempt sent", || {
+        proxy.script_calls() > sent
+    })
+    .await;
+    // The release hands the lock to W; its grant message reaches W's client.
+    proxy.watch_pubsub(b"grant:");
+    held.unlock().await.unwrap();
+    eventually(Duration::from_secs(10), "the grant delivered to W", || {
+        proxy.pubsub_delivered() > 0
+    })
+    .await;
+    let granted: String = common::lock_field(&server, name, "token").unwrap();
+    // The revocation waits; the force-unlock passes the lock on to X.
+    proxy.hold_pubsub();
+    assert!(
+        operator
+            .fair_lock(name)
+            .unwrap()
+            .force_unlock()
+            .await
+            .unwrap()
+    );
+    let x = tokio::time::timeout(Duration::from_secs(10), x)
+        .await
+        .expect("X is granted the force-unlocked lock")
+        .unwrap()
+        .unwrap();
+    // W's attempt runs now: X holds the lock, W is queued again.
+    let sent = proxy.script_calls();
+    proxy.release_requests();
+    // W either goes on with the grant it read (a guard), or takes it for a
+    // wake-up and attempts again (and waits on).
+    let early = tokio::select! {
+        w = &mut w => Some(w.unwrap().unwrap().expect("granted")),
+        () = eventually(Duration::from_secs(10), "W's next attempt", || {
+            proxy.script_calls() > sent
+        }) => None,
+    };
+    let ghost =
+        early.is_some() && common::queued_owners(&server, name).contains(&owner.to_string());
+    if let Some(guard) = &early {
+        eprintln!(
+            "W went on with token {:?} (the force-unlocked grant's: {granted}); still queued: {ghost}",
+            guard.token()
+        );
+    }
+
+    proxy.pass();
+    x.unlock().await.unwrap();
+    let first = match early {
+        Some(guard) => guard,
+        None => tokio::time::timeout(Duration::from_secs(10), w)
+            .await
+            .expect("W is granted after X")
+            .unwrap()
+            .unwrap()
+            .expect("granted"),
+    };
+    let stale = first.token().is_some_and(|t| t.to_string() == granted);
+    let _ = first.unlock().await;
+    // The next acquisition of W's owner, as the torture's next round.
+    let again = tokio::time::timeout(Duration::from_secs(10), acquire(&lock))
+        .await
+        .expect("W's owner acquires again")
+        .unwrap()
+        .expect("granted");
+    again.unlock().await.unwrap();
+    waiter.flush().await;
+    let count = lock.hold_count(&owner).await.unwrap();
+    assert!(
+        count == 0 && !ghost && !stale,
+        "after every guard was released, W's owner holds {name} {count} time(s) \
+         (W went on with the force-unlocked grant {granted}: {stale}, while still queued: {ghost})"
+    );
+    for c in [&waiter, &holder, &next, &operator] {
+        c.shutdown().await;
+    }
+}

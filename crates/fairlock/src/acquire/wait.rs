@@ -139,6 +139,16 @@ impl Anchor {
             .checked_add(Duration::from_millis(after_anchor))
     }
 
+    /// Whether `grant` may have been written before the anchoring call ran.
+    /// That call queued this waiter instead of claiming the grant, so such a
+    /// grant was already gone when it ran (force-unlocked, say), however
+    /// authentic and long-lived its message: acting on it would leave the
+    /// waiter's new place in line behind, to be handed the lock later with
+    /// nobody to take it. Same millisecond: not known to be later.
+    fn predates(&self, grant: &Grant) -> bool {
+        grant.granted_at_ms <= self.server_ms
+    }
+
     /// The earliest local instant at which `grant` may have expired on the
     /// server (`None` when it had before the anchoring call ran).
     fn grant_expiry(&self, grant: &Grant) -> Option<Instant> {
@@ -368,8 +378,10 @@ impl<'a> Waiter<'a> {
     /// it was written for this acquisition (native direct handoff) makes it
     /// the holder with no further call, unless it may be half over (read
     /// late: this process was paused, say, or pub/sub lagged); then the
-    /// next attempt confirms (and claims) it instead. Forged or stale
-    /// messages are only wake-ups.
+    /// next attempt confirms (and claims) it instead, as it does for a grant
+    /// written before the last attempt ran (that attempt queued this waiter
+    /// again: the grant was gone by then). Forged or stale messages are
+    /// only wake-ups.
     async fn pause_until(&mut self, until: Instant) -> Option<ArmedHold> {
         let subscription = self.subscription.as_mut()?;
         let pause = until.saturating_duration_since(Instant::now());
@@ -384,7 +396,14 @@ impl<'a> Waiter<'a> {
         loop {
             if let Some(grant) = protocol.verify_grant(&payload, &acquisition.nonce) {
                 let half = Duration::from_millis(grant.expire_ms / 2);
-                match self.anchor.and_then(|anchor| anchor.grant_expiry(&grant)) {
+                // Only a grant written after the last attempt ran (which
+                // queued this waiter): an older one is a wake-up, and the
+                // next attempt claims it if it is still this acquisition's.
+                let expiry = self
+                    .anchor
+                    .filter(|anchor| !anchor.predates(&grant))
+                    .and_then(|anchor| anchor.grant_expiry(&grant));
+                match expiry {
                     Some(expires) if expires.saturating_duration_since(Instant::now()) > half => {
                         // From the grant on the server's clock (mapped no
                         // later than it happened) to now: an upper bound.
