@@ -1138,3 +1138,63 @@ async fn force_release_gives_back_every_permit_id() {
     assert_eq!(listener.drain(&server), ["4"]);
     assert_eq!(count(&server, "forced").as_deref(), Some("4"));
 }
+
+/// Through Sentinel, across `SENTINEL FAILOVER`: both redisson semaphores
+/// keep what was taken (the count and the taken permits replicated), the
+/// holder's watchdog renews on the new master, and a release there wakes
+/// the waiter by its message (its own retries are 20 s apart). No
+/// `min_replicas`: the redisson semaphores do not apply it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_failover_keeps_both_semaphores() {
+    let deployment = support::Sentinel::start_with(2, 3);
+    let config = fairlock::ClientConfig::from_url(&deployment.url())
+        .unwrap()
+        .protocol(Protocol::Redisson)
+        .lease(Duration::from_secs(10))
+        .waiter_ttl(Duration::from_secs(60))
+        .retry_budget(Duration::from_secs(60));
+    let client = LockClient::with_config(config).await.unwrap();
+    let sem = client.semaphore("quota", 2).unwrap();
+    let counting = client.counting_semaphore("slots", 2).unwrap();
+    let both = sem.acquire(2).await.unwrap();
+    let counted = counting.acquire(2).await.unwrap();
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(1).await })
+    };
+    let counting_waiter = {
+        let counting = counting.clone();
+        tokio::spawn(async move { counting.acquire(1).await })
+    };
+    let replica = &deployment.replicas()[0];
+    eventually(Duration::from_secs(10), "replicated", || {
+        replica.cmd::<Option<String>>(&["GET", "quota"]) == Some("0".to_owned())
+            && replica.cmd::<Option<String>>(&["GET", "slots"]) == Some("0".to_owned())
+    })
+    .await;
+    deployment.fail_over().await;
+    // Past a lease since the failover began: the expirable permits were
+    // renewed on the new master. (The lease outlasts the failover: for the
+    // few seconds the old master is switched over, renewals cannot be
+    // confirmed, and a shorter lease loses the permits, told by lost().)
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert!(both.is_held(), "kept across the failover");
+    assert!(!waiter.is_finished() && !counting_waiter.is_finished());
+    both.release().await.expect("released on the new master");
+    counted.release().await.expect("released on the new master");
+    let one = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the expirable semaphore's waiter is woken")
+        .unwrap()
+        .unwrap();
+    let counted_one = tokio::time::timeout(Duration::from_secs(10), counting_waiter)
+        .await
+        .expect("the counting semaphore's waiter is woken")
+        .unwrap()
+        .unwrap();
+    one.release().await.unwrap();
+    counted_one.release().await.unwrap();
+    assert_eq!(sem.available().await.unwrap(), 2);
+    assert_eq!(counting.available().await.unwrap(), 2);
+    client.shutdown().await;
+}
