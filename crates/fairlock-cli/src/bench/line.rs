@@ -475,18 +475,7 @@ async fn line_run(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Let the enqueue traffic settle: no script for 300 ms (at most 10 s,
-    // on a server others use).
-    let settle = Instant::now() + Duration::from_secs(10);
-    let mut before = measure::Server::read(admin).await?;
-    loop {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let now = measure::Server::read(admin).await?;
-        if now.same_scripts(&before) || Instant::now() > settle {
-            break;
-        }
-        before = now;
-    }
+    measure::settle(admin).await?;
     let meter = Meter::start(admin).await?;
     let commands = measure::CommandStats::read(admin).await?;
     let polls = line.polls.load(Ordering::SeqCst);

@@ -108,6 +108,21 @@ impl Server {
     }
 }
 
+/// Let a line's enqueue traffic settle before measuring: wait until no
+/// script ran for 300 ms (at most 10 s, on a server others use).
+pub(crate) async fn settle(admin: &mut MultiplexedConnection) -> Result<(), Failure> {
+    let settle = Instant::now() + Duration::from_secs(10);
+    let mut before = Server::read(admin).await?;
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = Server::read(admin).await?;
+        if now.same_scripts(&before) || Instant::now() > settle {
+            return Ok(());
+        }
+        before = now;
+    }
+}
+
 /// Calls and usec of each command (`INFO commandstats`, INFO left out;
 /// Redis 7 counts the commands scripts run under their own names): where
 /// a script's time goes, step by step.
