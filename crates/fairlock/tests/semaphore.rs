@@ -341,6 +341,8 @@ async fn expirable_permits_are_written_as_redisson_writes_them() {
     let server = RedisServer::start();
     const NOW: i64 = 1_700_000_000_000;
     let offset = NOW - now_ms();
+    // The client's clock reads NOW + the time since here (to the ms).
+    let clock = Instant::now();
     let client =
         support::client_with(&server, Protocol::Redisson, |c| c.clock_offset_ms(offset)).await;
     let pes = client.semaphore("pes", 2).unwrap();
@@ -363,7 +365,12 @@ async fn expirable_permits_are_written_as_redisson_writes_them() {
         .await
         .unwrap()
         .expect("free");
-    let elapsed = started.elapsed().as_millis() as i64 + 50;
+    // Read on the client's clock (NOW + the time since `clock`) between
+    // `started` and now, plus a ms for the truncations.
+    let (earliest, latest) = (
+        (started - clock).as_millis() as i64,
+        clock.elapsed().as_millis() as i64 + 1,
+    );
     assert_eq!(count(&server, "pes").as_deref(), Some("1"));
     assert_eq!(server.cmd::<String>(&["TYPE", "{pes}:timeout"]), "zset");
     let permits = taken(&server, "pes");
@@ -377,7 +384,7 @@ async fn expirable_permits_are_written_as_redisson_writes_them() {
     assert_eq!(id.len(), 32);
     let score: i64 = score.parse().expect("an integer score, no fraction");
     assert!(
-        (NOW + 10_000..=NOW + 10_000 + elapsed).contains(&score),
+        (NOW + 10_000 + earliest..=NOW + 10_000 + latest).contains(&score),
         "{score}: the client clock now + 10 s"
     );
 
@@ -394,7 +401,7 @@ async fn expirable_permits_are_written_as_redisson_writes_them() {
     assert!(pes.try_acquire(1).await.unwrap().is_none());
     // (A Java client on the same clock: on a real clock the permit of 2023
     // would be long expired, and reclaimed.)
-    let java_now = NOW + started.elapsed().as_millis() as i64;
+    let java_now = NOW + clock.elapsed().as_millis() as i64;
     let reply = java::acquire_at(&server, "pes", &[java::new_id()], None, java_now);
     assert_eq!(reply, Some(format!(":{score}")));
     assert_eq!(keys(&server), ["pes", "{pes}:timeout"]);
