@@ -1147,7 +1147,25 @@ impl CountingSemaphore {
                     release_counted(&background, n, "undo of a cancelled acquire").await;
                 }
             });
-            match taken.await {
+            // Dropped before the reply was read (the caller cancelled): after
+            // close(), a send fails (and the sender gives the permits back)
+            // or has already happened, and the permits it reports taken are
+            // given back here. Without it, a reply sent just before the drop
+            // was lost with its permits.
+            let mut pending =
+                DisarmOnDrop::new((taken, Arc::clone(shared), n), |(taken, shared, n)| {
+                    taken.close();
+                    if let Ok(Ok(None)) = taken.try_recv() {
+                        let (shared, n) = (Arc::clone(shared), *n);
+                        let core = Arc::clone(&shared.core);
+                        core.spawn_cleanup(async move {
+                            release_counted(&shared, n, "undo of a cancelled acquire").await;
+                        });
+                    }
+                });
+            let reply = (&mut pending.get_mut().0).await;
+            pending.disarm();
+            match reply {
                 Ok(Ok(None)) => Ok(Attempt::Done(CountedPermits::new(Arc::clone(shared), n))),
                 Ok(Ok(Some(_))) => Ok(Attempt::Busy(None)),
                 Ok(Err(err)) => Err(err),
