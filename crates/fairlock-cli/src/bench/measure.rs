@@ -75,33 +75,14 @@ impl Server {
                 }
             }
         }
-        for line in stats.lines() {
-            let Some((name, fields)) = line
-                .trim()
-                .strip_prefix("cmdstat_")
-                .and_then(|l| l.split_once(':'))
-            else {
-                continue;
-            };
-            if name == "info" {
-                continue;
-            }
-            let field = |wanted: &str| -> u64 {
-                fields
-                    .split(',')
-                    .filter_map(|f| f.split_once('='))
-                    .find(|(k, _)| *k == wanted)
-                    .and_then(|(_, v)| v.parse().ok())
-                    .unwrap_or(0)
-            };
-            let calls = field("calls");
+        for (name, (calls, usec)) in CommandStats::parse(stats).0 {
             server.calls += calls;
             if matches!(
-                name,
+                name.as_str(),
                 "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
             ) {
                 server.script_calls += calls;
-                server.script_usec += field("usec");
+                server.script_usec += usec;
             }
         }
         server
