@@ -178,23 +178,11 @@ fn semaphore_to_text(info: &SemaphoreInfo, other: Option<&OtherProtocol>) -> Str
     }
     if info.protocol == Protocol::Redisson {
         out += "  queue    none (Redisson's semaphore has no line)\n";
-    } else if info.queue.is_empty() {
-        out += "  queue    empty\n";
     } else {
-        out += &format!("  queue    {} waiting\n", info.queue.len());
-        for waiter in &info.queue {
-            let asks = match waiter.permits {
-                0 => "asks an unknown number of permits (its record was lost)".to_owned(),
-                n => format!("asks {}", permits(n)),
-            };
-            out += &format!(
-                "    {:>3}. {}{}  ({asks}, {})\n",
-                waiter.position,
-                waiter.owner,
-                on(&waiter.label),
-                expires(waiter)
-            );
-        }
+        out += &queue_text(&info.queue, |waiter| match waiter.permits {
+            0 => "asks an unknown number of permits (its record was lost), ".to_owned(),
+            n => format!("asks {}, ", permits(n)),
+        });
     }
     if let Some(other) = other {
         out += &format!("note: {}\n", other.describe(&info.name));
@@ -202,12 +190,28 @@ fn semaphore_to_text(info: &SemaphoreInfo, other: Option<&OtherProtocol>) -> Str
     out
 }
 
-/// When a waiter's entry expires, for a text line.
-fn expires(waiter: &QueuedWaiter) -> String {
-    waiter
-        .expires_in
-        .map(|d| format!("entry expires in {}", duration::format(d)))
-        .unwrap_or_else(|| "no deadline".to_owned())
+/// The text lines of a line of waiters: each with its position, owner and
+/// label, then `what` it asks for (ending in ", " when not empty) and when
+/// its entry expires.
+fn queue_text(queue: &[QueuedWaiter], what: impl Fn(&QueuedWaiter) -> String) -> String {
+    if queue.is_empty() {
+        return "  queue    empty\n".to_owned();
+    }
+    let mut out = format!("  queue    {} waiting\n", queue.len());
+    for waiter in queue {
+        let expires = waiter
+            .expires_in
+            .map(|d| format!("entry expires in {}", duration::format(d)))
+            .unwrap_or_else(|| "no deadline".to_owned());
+        out += &format!(
+            "    {:>3}. {}{}  ({}{expires})\n",
+            waiter.position,
+            waiter.owner,
+            on(&waiter.label),
+            what(waiter)
+        );
+    }
+    out
 }
 
 fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
@@ -239,27 +243,16 @@ fn to_text(info: &LockInfo, other: Option<&OtherProtocol>) -> String {
     if let Some(token) = info.token {
         out += &format!("  token    {token}\n");
     }
-    if info.queue.is_empty() {
-        out += "  queue    empty\n";
-    } else {
-        out += &format!("  queue    {} waiting\n", info.queue.len());
-        for waiter in &info.queue {
-            // The side a read-write lock's waiter asks for (one line for
-            // both under native).
-            let side = match waiter.mode {
-                HoldMode::Read => "reader, ",
-                HoldMode::Write => "writer, ",
-                _ => "",
-            };
-            out += &format!(
-                "    {:>3}. {}{}  ({side}{})\n",
-                waiter.position,
-                waiter.owner,
-                on(&waiter.label),
-                expires(waiter)
-            );
+    // The side a read-write lock's waiter asks for (one line for both
+    // under native).
+    out += &queue_text(&info.queue, |waiter| {
+        match waiter.mode {
+            HoldMode::Read => "reader, ",
+            HoldMode::Write => "writer, ",
+            _ => "",
         }
-    }
+        .to_owned()
+    });
     if let Some(other) = other {
         out += &format!("note: {}\n", other.describe(&info.name));
     }
