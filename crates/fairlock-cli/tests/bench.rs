@@ -227,6 +227,63 @@ fn a_chart_that_cannot_be_written_is_refused_before_the_run() {
     assert!(!stderr.contains("round 1"), "{stderr}");
 }
 
+/// `--before FILE`: an earlier run's JSON is drawn beside this run, a
+/// lighter bar per implementation it has; a file that is not such a run is
+/// refused before anything runs.
+#[test]
+fn an_earlier_run_is_drawn_beside_this_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&std::ffi::OsStr]| {
+        Command::new(env!("CARGO_BIN_EXE_fairlock"))
+            .env_remove("REDIS_URL")
+            .args(["bench", "uncontended", "--only", "rslock,native-fair"])
+            .args(["--duration", "100ms", "--rounds", "1"])
+            .args(extra)
+            .output()
+            .expect("run fairlock bench")
+    };
+    let earlier = run(&["--json".as_ref()]);
+    assert!(
+        earlier.status.success(),
+        "{}",
+        String::from_utf8_lossy(&earlier.stderr)
+    );
+    let before = dir.path().join("before.json");
+    std::fs::write(&before, &earlier.stdout).unwrap();
+    let svg = dir.path().join("chart.svg");
+    let now = run(&[
+        "--svg".as_ref(),
+        svg.as_os_str(),
+        "--before".as_ref(),
+        before.as_os_str(),
+    ]);
+    assert!(
+        now.status.success(),
+        "{}",
+        String::from_utf8_lossy(&now.stderr)
+    );
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    for label in ["fairlock native fair (before)", "rslock 0.10 (before)"] {
+        assert!(chart.contains(label), "no {label:?} in the chart");
+    }
+    let without = run(&["--svg".as_ref(), svg.as_os_str()]);
+    assert!(without.status.success());
+    assert!(!std::fs::read_to_string(&svg).unwrap().contains("(before)"));
+
+    let not_a_run = dir.path().join("other.json");
+    std::fs::write(&not_a_run, "{\"results\": []}").unwrap();
+    let refused = run(&[
+        "--svg".as_ref(),
+        svg.as_os_str(),
+        "--before".as_ref(),
+        not_a_run.as_os_str(),
+    ]);
+    assert_eq!(refused.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--before: cannot read"), "{stderr}");
+    assert!(!stderr.contains("round 1"), "{stderr}");
+}
+
 #[test]
 fn a_round_too_short_is_refused() {
     let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))

@@ -83,6 +83,12 @@ pub(crate) struct BenchArgs {
     /// Also write a chart of the results to FILE (SVG).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
+    /// With --svg: an earlier run's --json output, drawn beside this run
+    /// (each implementation's earlier bar, lighter, next to its bar now):
+    /// before and after a change. Compare ratios to rslock, not rates
+    /// across runs.
+    #[arg(long, value_name = "FILE", requires = "svg")]
+    before: Option<PathBuf>,
     /// Also run each of fairlock's locks with metrics written (a Prometheus
     /// recorder installed, lock names as labels), right beside the same
     /// lock without (the order swapped every round), and report what the
@@ -219,6 +225,16 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
             )
         })?;
     }
+    // So is an earlier run that cannot be read.
+    let before = match &args.before {
+        Some(path) => Some(chart::Before::read(path).map_err(|e| {
+            Failure::new(
+                exit::USAGE,
+                format!("--before: cannot read {}: {e}", path.display()),
+            )
+        })?),
+        None => None,
+    };
     let (url, server) = match cli.explicit_url() {
         Some(url) => (url, None),
         None => {
@@ -366,7 +382,7 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
     results.load_after = measure::load_average();
     drop(metrics);
     if let Some(path) = &args.svg {
-        chart::write(&results, path).map_err(|e| {
+        chart::write(&results, path, before.as_ref()).map_err(|e| {
             Failure::new(
                 exit::SOFTWARE,
                 format!("cannot write the chart to {}: {e}", path.display()),
