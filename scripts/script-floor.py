@@ -89,6 +89,15 @@ setpx = cmd('SCRIPT', 'LOAD', "redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2]
 strings = cmd('SCRIPT', 'LOAD', "local t = tonumber(ARGV[1]) + 1; local s = string.format('%.0f', t); "
               "local x = 'h:' .. s .. ':1:1:' .. ARGV[2] .. ':' .. ARGV[3]; local m = string.match(x, '^h:(%d+)'); return 1")
 VALUE = 'h:1234567890123456:1:1:x:' + OWNER
+# The native prelude (common.lua + prelude.lua) defined per EVALSHA, and
+# once in a function library: what every non-fast-path call pays for it.
+NATIVE = 'crates/fairlock/src/protocol/'
+PRELUDE = open(NATIVE + 'common.lua').read() + open(NATIVE + 'native/prelude.lua').read()
+with_prelude = cmd('SCRIPT', 'LOAD', PRELUDE + '\nreturn 1')
+cmd('FUNCTION', 'LOAD', 'REPLACE', '#!lua name=prelude\n' + PRELUDE +
+    "\nredis.register_function('prelude_one', function(keys, args) return 1 end)\n")
+K5 = ['fairlock:{b}:lock', 'fairlock:{b}:queue', 'fairlock:{b}:alive', 'fairlock:{b}:meta', 'fairlock:{b}:leases']
+A9 = [OWNER, 30000, 90000, 'fairlock:{b}:wake', 'fair', 'queue', 0, 'n' * 32, 'label']
 
 base = measure('rslock-equivalent pair', rs)
 for label, run in [('floor pair, answer cache', pair(True)),
@@ -102,5 +111,8 @@ for label, run in [('PING', lambda i: cmd('PING')),
                    ('  GET inside', lambda i: cmd('EVALSHA', get, 1, LOCK)),
                    ('  SET PX inside', lambda i: cmd('EVALSHA', setpx, 1, LOCK, VALUE, 30000)),
                    ('  string work of the floor acquire', lambda i: cmd('EVALSHA', strings, 0, '1234567890123456', 'n' * 32, OWNER)),
-                   ('SET PX (plain command)', lambda i: cmd('SET', LOCK, VALUE, 'PX', 30000))]:
+                   ('SET PX (plain command)', lambda i: cmd('SET', LOCK, VALUE, 'PX', 30000)),
+                   ('EVALSHA return 1, 5 keys 9 arguments', lambda i: cmd('EVALSHA', one, 5, *K5, *A9)),
+                   ('  the native prelude defined first', lambda i: cmd('EVALSHA', with_prelude, 5, *K5, *A9)),
+                   ('FCALL return 1, prelude in the library', lambda i: cmd('FCALL', 'prelude_one', 5, *K5, *A9))]:
     measure(label, run)
