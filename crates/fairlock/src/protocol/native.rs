@@ -87,6 +87,24 @@ pub(crate) fn decode_acquire(fair: bool, waiter_ttl: Duration, reply: &[i64]) ->
     }
 }
 
+/// The reply of the native acquire script: the uncontended take
+/// (`acquire_fast.lua`) answers with the new hold's token alone, an
+/// integer, which the client reads for less than an array; every other
+/// outcome is an array of integers (see [`decode_acquire`]).
+enum AcquireReply {
+    Took(i64),
+    Other(Vec<i64>),
+}
+
+impl redis::FromRedisValue for AcquireReply {
+    fn from_redis_value(value: redis::Value) -> std::result::Result<Self, redis::ParsingError> {
+        match value {
+            redis::Value::Int(token) => Ok(Self::Took(token)),
+            other => Vec::from_redis_value(other).map(Self::Other),
+        }
+    }
+}
+
 /// One lock under the native protocol.
 #[derive(Debug, Clone)]
 pub(crate) struct NativeLock {
@@ -178,10 +196,13 @@ impl NativeLock {
             args.nonce,
             &self.label,
         ];
-        let reply: Vec<i64> = conn
+        let reply: AcquireReply = conn
             .script(&ACQUIRE, &self.name, &self.keys_with_labels(), &script_args)
             .await?;
-        decode_acquire(self.fair, waiter_ttl, &reply)
+        match reply {
+            AcquireReply::Took(token) => decode_acquire(self.fair, waiter_ttl, &[1, token]),
+            AcquireReply::Other(reply) => decode_acquire(self.fair, waiter_ttl, &reply),
+        }
     }
 
     pub(crate) async fn give_up(
