@@ -16,7 +16,7 @@ use super::{
 use crate::decimal::Decimal;
 use crate::error::Result;
 use crate::name::NativeKeys;
-use crate::transport::{Connection, Script};
+use crate::transport::{Connection, Ints, Script};
 
 static ACQUIRE: LazyLock<Script> = protocol_script!("native", "acquire_fast.lua", "acquire.lua");
 static RELEASE: LazyLock<Script> = protocol_script!("native", "release_fast.lua", "release.lua");
@@ -84,24 +84,6 @@ pub(crate) fn decode_acquire(fair: bool, waiter_ttl: Duration, reply: &[i64]) ->
         }
         [4] => Ok(Acquire::Busy),
         _ => Err(bad()),
-    }
-}
-
-/// The reply of the native acquire script: the uncontended take
-/// (`acquire_fast.lua`) answers with the new hold's token alone, an
-/// integer, which the client reads for less than an array; every other
-/// outcome is an array of integers (see [`decode_acquire`]).
-enum AcquireReply {
-    Took(i64),
-    Other(Vec<i64>),
-}
-
-impl redis::FromRedisValue for AcquireReply {
-    fn from_redis_value(value: redis::Value) -> std::result::Result<Self, redis::ParsingError> {
-        match value {
-            redis::Value::Int(token) => Ok(Self::Took(token)),
-            other => Vec::from_redis_value(other).map(Self::Other),
-        }
     }
 }
 
@@ -196,12 +178,15 @@ impl NativeLock {
             args.nonce,
             &self.label,
         ];
-        let reply: AcquireReply = conn
+        // The uncontended take (`acquire_fast.lua`) answers with the new
+        // hold's token alone: an integer, which the client reads for less
+        // than an array; every other outcome is an array.
+        let reply: Ints = conn
             .script(&ACQUIRE, &self.name, &self.keys_with_labels(), &script_args)
             .await?;
         match reply {
-            AcquireReply::Took(token) => decode_acquire(self.fair, waiter_ttl, &[1, token]),
-            AcquireReply::Other(reply) => decode_acquire(self.fair, waiter_ttl, &reply),
+            Ints::One(token) => decode_acquire(self.fair, waiter_ttl, &[1, token]),
+            Ints::Many(reply) => decode_acquire(self.fair, waiter_ttl, &reply),
         }
     }
 
