@@ -16,7 +16,7 @@ use super::{
 use crate::decimal::Decimal;
 use crate::error::Result;
 use crate::name::NativeKeys;
-use crate::transport::{Connection, Script};
+use crate::transport::{Connection, Ints, Script};
 
 static ACQUIRE: LazyLock<Script> = protocol_script!("native", "acquire_fast.lua", "acquire.lua");
 static RELEASE: LazyLock<Script> = protocol_script!("native", "release_fast.lua", "release.lua");
@@ -178,10 +178,16 @@ impl NativeLock {
             args.nonce,
             &self.label,
         ];
-        let reply: Vec<i64> = conn
+        // The uncontended take (`acquire_fast.lua`) answers with the new
+        // hold's token alone: an integer, which the client reads for less
+        // than an array; every other outcome is an array.
+        let reply: Ints = conn
             .script(&ACQUIRE, &self.name, &self.keys_with_labels(), &script_args)
             .await?;
-        decode_acquire(self.fair, waiter_ttl, &reply)
+        match reply {
+            Ints::One(token) => decode_acquire(self.fair, waiter_ttl, &[1, token]),
+            Ints::Many(reply) => decode_acquire(self.fair, waiter_ttl, &reply),
+        }
     }
 
     pub(crate) async fn give_up(

@@ -126,6 +126,24 @@ impl ScriptLog {
     }
 }
 
+/// A script reply that is one integer or an array of integers (the native
+/// acquire answers an uncontended take with the token alone: an integer
+/// reply costs the client less to read than an array).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ints {
+    One(i64),
+    Many(Vec<i64>),
+}
+
+impl FromRedisValue for Ints {
+    fn from_redis_value(value: redis::Value) -> std::result::Result<Self, redis::ParsingError> {
+        match value {
+            redis::Value::Int(n) => Ok(Self::One(n)),
+            other => Vec::from_redis_value(other).map(Self::Many),
+        }
+    }
+}
+
 /// How a script the server lacks is sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reload {

@@ -17,6 +17,6 @@ mod resp2;
 mod sentinel;
 mod sharded;
 
-pub(crate) use connection::{Connection, HoldProof, Script, Timeouts};
+pub(crate) use connection::{Connection, HoldProof, Ints, Script, Timeouts};
 pub(crate) use endpoint::{Endpoint, URL_FORMS};
 pub(crate) use pubsub::{Incoming, Message, PubSubConnector};

@@ -7,7 +7,8 @@
 -- waiter's secret for its grant message (see hand_off)
 -- KEYS[6], ARGV[9] (optional): the lock's labels and this client's label,
 -- written when the owner takes, re-enters or waits (see write_label)
--- Returns {1, token} acquired (or claimed a grant made while it waited),
+-- Returns {1, token} acquired (or claimed a grant made while it waited;
+-- the uncontended take of acquire_fast.lua answers with the token alone),
 -- {2, count, token} re-entered, {3, lock pttl, position, server ms} waiting,
 -- {4} busy (mode 'once').
 -- Cost: O(log N) in the number of waiters (plus dead waiters dropped, each once).

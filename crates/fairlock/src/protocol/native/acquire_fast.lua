@@ -1,6 +1,7 @@
 -- Native lock: the uncontended acquire, run before the prelude's helpers
 -- are even defined (defining them costs as much as a few Redis calls).
--- Arguments as in acquire.lua. Its reads (`fields`, `waiting`) are reused
+-- Arguments as in acquire.lua; replies with the new hold's token alone (an
+-- integer, see below). Its reads (`fields`, `waiting`) are reused
 -- there when this fast path does not apply.
 --
 -- Free and nobody queued: take it. Type checks without TYPE: the lock's
@@ -46,5 +47,8 @@ if fields[1] == nil and not waiting then
       redis.call('pexpire', KEYS[6], ARGV[2])
     end
   end
-  return {1, token}
+  -- The token alone, an integer reply, where acquire.lua answers {1,
+  -- token}: the client reads an integer for less than an array (about
+  -- 2,900 instructions per lock + unlock with redis-rs's parser).
+  return token
 end
