@@ -110,6 +110,16 @@ fn a_short_run_measures_every_implementation_in_every_scenario() {
         if scenario == "contended" || scenario == "shared" {
             assert_eq!(result["summary"]["counter_ok"], Value::Bool(true));
             assert_eq!(rounds[0]["per_worker"].as_array().unwrap().len(), 4);
+            // Every acquisition's wait was timed: p99 at least p50, both set.
+            let (p50, p99) = (
+                result["summary"]["wait_p50_us"].as_f64(),
+                result["summary"]["wait_p99_us"].as_f64(),
+            );
+            assert!(
+                p50.zip(p99)
+                    .is_some_and(|(p50, p99)| p50 > 0.0 && p99 >= p50),
+                "{scenario} {implementation}: waits {p50:?} {p99:?}"
+            );
         }
         seen.insert((scenario.to_owned(), implementation.to_owned()));
     }

@@ -57,6 +57,9 @@ pub(crate) struct Summary {
     pub(crate) handoff_p50_us: Option<f64>,
     pub(crate) handoff_p99_us: Option<f64>,
     pub(crate) handoffs: usize,
+    /// `lock` called -> returned, over all rounds (contended, shared).
+    pub(crate) wait_p50_us: Option<f64>,
+    pub(crate) wait_p99_us: Option<f64>,
     /// The largest difference between two workers' acquisitions in a round.
     pub(crate) worker_spread: Option<u64>,
     /// Every round's counter matched its acquisitions.
@@ -75,6 +78,11 @@ pub(crate) fn summarize(samples: &[Sample]) -> Summary {
         .flat_map(|s| s.handoff_latencies.iter().copied())
         .collect();
     latencies.sort();
+    let mut waits: Vec<Duration> = samples
+        .iter()
+        .flat_map(|s| s.waits.iter().copied())
+        .collect();
+    waits.sort();
     let worker_spread = samples
         .iter()
         .filter(|s| !s.per_worker.is_empty())
@@ -113,6 +121,8 @@ pub(crate) fn summarize(samples: &[Sample]) -> Summary {
         handoff_p50_us: percentile(&latencies, 0.5).map(micros),
         handoff_p99_us: percentile(&latencies, 0.99).map(micros),
         handoffs: latencies.len(),
+        wait_p50_us: percentile(&waits, 0.5).map(micros),
+        wait_p99_us: percentile(&waits, 0.99).map(micros),
         worker_spread,
         counter_ok,
     }
@@ -228,8 +238,8 @@ pub(crate) fn table(results: &Results) -> String {
             Case::Contended(_) | Case::Shared(_) => {
                 let _ = write!(
                     out,
-                    " {:>11} {:>9} {:>9}",
-                    "worker gap", "hand p50", "counter"
+                    " {:>11} {:>9} {:>9} {:>9}",
+                    "worker gap", "hand p50", "wait p99", "counter"
                 );
             }
             Case::Handoff(_) => {
@@ -264,10 +274,11 @@ pub(crate) fn table(results: &Results) -> String {
                 Case::Contended(_) | Case::Shared(_) => {
                     let _ = write!(
                         out,
-                        " {:>11} {:>6} us {:>9}",
+                        " {:>11} {:>6} us {:>6} us {:>9}",
                         s.worker_spread
                             .map_or_else(|| "-".into(), |g| g.to_string()),
                         fmt_opt(s.handoff_p50_us, 0),
+                        fmt_opt(s.wait_p99_us, 0),
                         match s.counter_ok {
                             Some(true) => "ok",
                             Some(false) => "LOST",
@@ -409,7 +420,8 @@ fn describe(case: Case) -> String {
         Case::Contended(n) => format!(
             "{n} workers (own connections) GET and SET a counter under the lock; worker gap = \
              most minus fewest acquisitions of a worker in a round (fair: 1 or less); hand p50 = \
-             release sent -> another worker proceeds; counter ok = no update lost; rslock retries \
+             release sent -> another worker proceeds; wait p99 = lock called -> returned, 99th \
+             percentile; counter ok = no update lost; rslock retries \
              after a random delay below {}",
             duration::format(RSLOCK_RETRY_DELAY)
         ),
@@ -432,6 +444,8 @@ fn describe(case: Case) -> String {
 fn sample_json(sample: &Sample) -> Value {
     let mut latencies = sample.handoff_latencies.clone();
     latencies.sort();
+    let mut waits = sample.waits.clone();
+    waits.sort();
     json!({
         "ops": sample.ops,
         "seconds": sample.cost.seconds,
@@ -445,6 +459,8 @@ fn sample_json(sample: &Sample) -> Value {
         "handoffs": latencies.len(),
         "handoff_p50_us": percentile(&latencies, 0.5).map(micros),
         "handoff_p99_us": percentile(&latencies, 0.99).map(micros),
+        "wait_p50_us": percentile(&waits, 0.5).map(micros),
+        "wait_p99_us": percentile(&waits, 0.99).map(micros),
         "counter_ok": sample.counter_ok,
     })
 }
@@ -485,6 +501,8 @@ pub(crate) fn json(results: &Results) -> Value {
                     "handoffs": s.handoffs,
                     "handoff_p50_us": s.handoff_p50_us,
                     "handoff_p99_us": s.handoff_p99_us,
+                    "wait_p50_us": s.wait_p50_us,
+                    "wait_p99_us": s.wait_p99_us,
                     "worker_gap_max": s.worker_spread,
                     "counter_ok": s.counter_ok,
                 },

@@ -38,6 +38,9 @@ pub(crate) struct Sample {
     pub(crate) per_worker: Vec<u64>,
     /// Release sent by one worker -> another worker holds the lock.
     pub(crate) handoff_latencies: Vec<Duration>,
+    /// `lock` called -> returned, every acquisition (contended, shared,
+    /// handoff): how long a worker waited for its turn.
+    pub(crate) waits: Vec<Duration>,
     /// The counter incremented under the lock equals the acquisitions
     /// (contended): no update was lost to two holders at once.
     pub(crate) counter_ok: Option<bool>,
@@ -84,6 +87,7 @@ struct Contest {
     /// Who released last, and when the release was sent.
     last_release: Mutex<Option<(usize, Instant)>>,
     latencies: Mutex<Vec<Duration>>,
+    waits: Mutex<Vec<Duration>>,
     total: AtomicU64,
 }
 
@@ -138,6 +142,7 @@ pub(crate) async fn contended(
         stop: AtomicBool::new(false),
         last_release: Mutex::new(None),
         latencies: Mutex::new(Vec::new()),
+        waits: Mutex::new(Vec::new()),
         total: AtomicU64::new(0),
     });
     let meter = Meter::start(admin).await?;
@@ -197,11 +202,13 @@ pub(crate) async fn contended(
         None
     };
     let handoff_latencies = std::mem::take(&mut *locked(&contest.latencies));
+    let waits = std::mem::take(&mut *locked(&contest.waits));
     Ok(Sample {
         ops,
         cost,
         per_worker,
         handoff_latencies,
+        waits,
         counter_ok,
     })
 }
@@ -216,8 +223,10 @@ async fn work(
 ) -> Result<u64, Failure> {
     let mut n = 0u64;
     while !contest.stop.load(Ordering::SeqCst) {
+        let asked = Instant::now();
         let held = locker.lock().await?;
         let now = Instant::now();
+        locked(&contest.waits).push(now.saturating_duration_since(asked));
         if let Some((from, at)) = *locked(&contest.last_release) {
             if from != me {
                 locked(&contest.latencies).push(now.saturating_duration_since(at));
