@@ -11,6 +11,8 @@
 -- {2, count, token} re-entered, {3, lock pttl, position, server ms} waiting,
 -- {4} busy (mode 'once').
 -- Cost: O(log N) in the number of waiters (plus dead waiters dropped, each once).
+-- The lease and waiter ttl go to Redis (PEXPIRE, the waiter's record) as
+-- the argument's text, a decimal integer as the client writes it.
 --
 -- Type checks: the first touch of the lock (HMGET) and of the queue (ZRANGE)
 -- are reads, which fail on another type before anything is written. The
@@ -54,10 +56,10 @@ if holder == owner then
     if waiting then
       leave_queue(owner)
     end
-    redis.call('hset', KEYS[1], 'claimed', 1)
+    redis.call('hset', KEYS[1], 'claimed', '1')
     -- GT: never shortens what another hold of this owner was given.
-    redis.call('pexpire', KEYS[1], lease, 'gt')
-    write_label(KEYS[6], owner, ARGV[9], lease)
+    redis.call('pexpire', KEYS[1], ARGV[2], 'gt')
+    write_label(KEYS[6], owner, ARGV[9], ARGV[2])
     if count == 1 then
       return {1, token}
     end
@@ -73,11 +75,11 @@ if holder == owner then
   -- Claimed too: the owner acts on a handed-over grant it re-enters, and a
   -- give-up naming this secret must never pass the lock on as a grant
   -- nobody took (give_up.lua).
-  count = redis.call('hincrby', KEYS[1], 'count', 1)
-  redis.call('hset', KEYS[1], 'nonce', ARGV[8], 'claimed', 1)
+  count = redis.call('hincrby', KEYS[1], 'count', '1')
+  redis.call('hset', KEYS[1], 'nonce', ARGV[8], 'claimed', '1')
   -- GT: a re-entry with a shorter lease never cuts the owner's other holds.
-  redis.call('pexpire', KEYS[1], lease, 'gt')
-  write_label(KEYS[6], owner, ARGV[9], lease)
+  redis.call('pexpire', KEYS[1], ARGV[2], 'gt')
+  write_label(KEYS[6], owner, ARGV[9], ARGV[2])
   return {2, count, token}
 end
 
@@ -103,8 +105,9 @@ if not holder then
     -- Non-fair: a free lock goes to whoever asks (a woken waiter that
     -- comes later finds it taken and waits for the next wake-up).
     leave_queue(owner)
-    write_label(KEYS[6], owner, ARGV[9], lease)
-    return {1, take(owner, lease, now_us, 1, ARGV[8])}
+    write_label(KEYS[6], owner, ARGV[9], ARGV[2])
+    local token = take(owner, lease, ARGV[2], now_us, '1', ARGV[8])
+    return {1, token}
   end
 end
 
@@ -113,16 +116,17 @@ if not queue then
 end
 local pttl = redis.call('pttl', KEYS[1])
 if not redis.call('zscore', KEYS[2], owner) then
-  redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), owner)
-  redis.call('hset', KEYS[5], owner, decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. ARGV[8])
+  local _, seq = next_counter('seq', now_us)
+  redis.call('zadd', KEYS[2], seq, owner)
+  redis.call('hset', KEYS[5], owner, ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[8])
   -- The records may lack entries of waiters queued by other versions (and
   -- so have been empty, gone, while the queue was not): keep them on their
   -- own once per waiter; the refreshes keep the three keys together.
-  keep(KEYS[5], waiter_ttl)
+  keep(KEYS[5], waiter_ttl, ARGV[3])
 end
-redis.call('zadd', KEYS[3], now + waiter_ttl, owner)
+redis.call('zadd', KEYS[3], decimal(now + waiter_ttl), owner)
 -- The line's keys outlive the longest-lived waiter's place, and no more.
-keep_line(waiter_ttl)
+keep_line(waiter_ttl, ARGV[3])
 keep(KEYS[4], waiter_ttl + META_GRACE_MS)
-write_label(KEYS[6], owner, ARGV[9], waiter_ttl)
+write_label(KEYS[6], owner, ARGV[9], ARGV[3])
 return {3, pttl, redis.call('zrank', KEYS[2], owner) + 1, now}

@@ -17,7 +17,8 @@ local META_GRACE_MS = 20000
 -- At most this many dead waiters are dropped per call from the middle of
 -- the line (bounded work per call; each dead waiter is dropped once). Dead
 -- waiters at the head are always dropped, however many (see first_live).
-local PURGE_LIMIT = 64
+-- As text: the ZRANGE argument.
+local PURGE_LIMIT = '64'
 
 -- Server time in milliseconds and in microseconds.
 local function server_now()
@@ -26,9 +27,23 @@ local function server_now()
   return sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
 end
 
--- An integer as a decimal string (Lua's own conversion would use exponents).
+-- An integer (0 <= n < 2^53) as a decimal string: Lua's own conversion
+-- (and Redis's, of a number passed to redis.call) would use exponents, and
+-- '%.0f' is exact but costly (floating-point formatting with
+-- multi-precision arithmetic). '%d' formats a C long: the same text, but
+-- exact above 2^31 only where a long has 64 bits (not on a 32-bit build),
+-- which the first such number of a call finds out (`wide`).
+local wide
 local function decimal(n)
-  return string.format('%.0f', n)
+  if n >= 2147483648 then
+    if wide == nil then
+      wide = string.format('%d', 4294967296) == '4294967296'
+    end
+    if not wide then
+      return string.format('%.0f', n)
+    end
+  end
+  return string.format('%d', n)
 end
 
 -- The meta counters ('token', 'seq'), read and checked by read_meta()
@@ -53,11 +68,13 @@ end
 
 -- Next value of a strictly increasing counter: above the last value and not
 -- below the server clock in microseconds. read_meta() must have run.
+-- Returns the value and its text (decimal).
 local function next_counter(field, now_us)
   local value = math.max(meta[field] + 1, now_us)
+  local text = decimal(value)
   meta[field] = value
-  redis.call('hset', KEYS[4], field, decimal(value))
-  return value
+  redis.call('hset', KEYS[4], field, text)
+  return value, text
 end
 
 -- The lock hash's fields (HGETALL) as {owner, token, count, nonce, partial},
@@ -90,23 +107,27 @@ end
 
 -- Make `key` live at least `ms` longer (never shortens a TTL; a key without
 -- one gets it). Every key of a lock thus expires once nobody uses the name.
-local function keep(key, ms)
+-- `text`: `ms` as text when the caller has it (an argument), else nil.
+-- (Numbers go to Redis as text: redis.call would format a Lua number with
+-- sprintf's floating-point '%.17g'.)
+local function keep(key, ms, text)
   local left = redis.call('pttl', key)
   if left ~= -2 and left < ms then
-    redis.call('pexpire', key, ms)
+    redis.call('pexpire', key, text or decimal(ms))
   end
 end
 
 -- keep() for the line's three keys (queue, liveness, records): a waiter is
 -- in the queue iff in the liveness set (invariant 2), the three are kept
 -- together with the same TTL, so one PTTL tells all three (the records get
--- their own keep() when a waiter queues, see acquire.lua).
-local function keep_line(ms)
+-- their own keep() when a waiter queues, see acquire.lua). `text`: `ms`
+-- as text (the waiter ttl argument).
+local function keep_line(ms, text)
   local left = redis.call('pttl', KEYS[2])
   if left ~= -2 and left < ms then
-    redis.call('pexpire', KEYS[2], ms)
-    redis.call('pexpire', KEYS[3], ms)
-    redis.call('pexpire', KEYS[5], ms)
+    redis.call('pexpire', KEYS[2], text)
+    redis.call('pexpire', KEYS[3], text)
+    redis.call('pexpire', KEYS[5], text)
   end
 end
 
@@ -140,7 +161,7 @@ end
 
 -- Drop waiters whose liveness deadline passed, wherever they are in line.
 local function purge_dead(now)
-  local dead = redis.call('zrange', KEYS[3], '-inf', now, 'byscore', 'limit', 0, PURGE_LIMIT)
+  local dead = redis.call('zrange', KEYS[3], '-inf', decimal(now), 'byscore', 'limit', '0', PURGE_LIMIT)
   for _, owner in ipairs(dead) do
     redis.call('zrem', KEYS[2], owner)
     redis.call('zrem', KEYS[3], owner)
@@ -149,17 +170,18 @@ local function purge_dead(now)
 end
 
 -- Make `owner` the holder of the free lock (no lock key) under a new fencing
--- token, expiring after `expire_ms`. `claimed`: 1 when the caller itself
--- takes it, 0 for a handoff its new holder has not acted on yet. `nonce`
--- identifies the acquisition (clean-up of an older acquisition by the same
--- owner checks it and leaves this one alone).
-local function take(owner, expire_ms, now_us, claimed, nonce)
-  local token = next_counter('token', now_us)
-  redis.call('hset', KEYS[1], 'owner', owner, 'count', 1, 'token', decimal(token), 'claimed', claimed,
+-- token, expiring after `expire_ms` (`expire_text` as text). `claimed`: '1'
+-- when the caller itself takes it, '0' for a handoff its new holder has not
+-- acted on yet. `nonce` identifies the acquisition (clean-up of an older
+-- acquisition by the same owner checks it and leaves this one alone).
+-- Returns the token and its text.
+local function take(owner, expire_ms, expire_text, now_us, claimed, nonce)
+  local token, text = next_counter('token', now_us)
+  redis.call('hset', KEYS[1], 'owner', owner, 'count', '1', 'token', text, 'claimed', claimed,
     'nonce', nonce)
-  redis.call('pexpire', KEYS[1], expire_ms)
+  redis.call('pexpire', KEYS[1], expire_text)
   keep(KEYS[4], expire_ms + META_GRACE_MS)
-  return token
+  return token, text
 end
 
 -- The first waiter in line whose liveness has not passed. Dead waiters
@@ -168,7 +190,7 @@ end
 -- this call's time.
 local function first_live(now)
   while true do
-    local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+    local head = redis.call('zrange', KEYS[2], '0', '0')[1]
     if not head then
       return nil
     end
@@ -197,8 +219,9 @@ local function hand_off(channel_prefix, default_ttl, now, now_us)
   local lease, ttl, nonce = waiter_record(head, default_ttl)
   leave_queue(head)
   local expire = math.max(1, math.min(lease, ttl))
-  local token = take(head, expire, now_us, 0, nonce)
-  local grant = 'grant:' .. decimal(token) .. ':' .. decimal(now) .. ':' .. decimal(expire)
+  local expire_text = decimal(expire)
+  local _, token = take(head, expire, expire_text, now_us, '0', nonce)
+  local grant = 'grant:' .. token .. ':' .. decimal(now) .. ':' .. expire_text
   redis.call('publish', channel_prefix .. ':' .. head, grant .. ':' .. redis.sha1hex(nonce .. ':' .. grant))
   return head
 end
@@ -281,5 +304,5 @@ end
 -- Is anybody queued? Also the queue key's type check (a read that fails on
 -- another type).
 local function anybody_waits()
-  return redis.call('zrange', KEYS[2], 0, 0)[1] ~= nil
+  return redis.call('zrange', KEYS[2], '0', '0')[1] ~= nil
 end

@@ -53,13 +53,13 @@ end
 if count > 1 then
   -- The cache first (SET ... GET: the cache key's type check when its GET
   -- was skipped; another type fails before anything is written).
-  redis.call('set', KEYS[6], 0, 'px', ARGV[4], 'get')
-  redis.call('hincrby', KEYS[1], 'count', -1)
-  redis.call('hset', KEYS[1], 'partial', 1)
+  redis.call('set', KEYS[6], '0', 'px', ARGV[4], 'get')
+  redis.call('hincrby', KEYS[1], 'count', '-1')
+  redis.call('hset', KEYS[1], 'partial', '1')
   return 0
 end
 -- The cache first: under maxmemory (OOM) SET is refused before any effect,
 -- while DEL would not be (the OOM state of a script is fixed when it starts).
-redis.call('set', KEYS[6], 1, 'px', ARGV[4], 'get')
+redis.call('set', KEYS[6], '1', 'px', ARGV[4], 'get')
 release_fully(ARGV[3], tonumber(ARGV[2]), ARGV[7] ~= 'nonfair', waiting)
 return 1

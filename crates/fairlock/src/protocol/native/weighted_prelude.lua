@@ -33,8 +33,8 @@
 
 -- At most this many holders whose score passed are checked per call
 -- (bounded work; each dead holder is dropped once, a live one rescored
--- once per lease).
-local RECLAIM_LIMIT = 64
+-- once per lease). As text: the ZRANGE argument.
+local RECLAIM_LIMIT = '64'
 
 -- What the object's prelude fills in (it comes after this one; these are
 -- called, never read, before it ran):
@@ -184,7 +184,7 @@ end
 -- Holders whose score passed: gone ones leave the set, live ones (renewed
 -- since) get the end of their key's TTL as their score.
 local function reclaim(now)
-  local due = redis.call('zrange', KEYS[1], '-inf', now, 'byscore', 'limit', 0, RECLAIM_LIMIT)
+  local due = redis.call('zrange', KEYS[1], '-inf', decimal(now), 'byscore', 'limit', '0', RECLAIM_LIMIT)
   for _, id in ipairs(due) do
     local left = redis.pcall('pttl', hold_key(id))
     if type(left) ~= 'number' then
@@ -196,30 +196,31 @@ local function reclaim(now)
     elseif left == -1 then
       -- No TTL: not a key these scripts wrote. It counts as a holder (the
       -- safe side) and is looked at again in a minute.
-      redis.call('zadd', KEYS[1], now + 60000, id)
+      redis.call('zadd', KEYS[1], decimal(now + 60000), id)
     else
-      redis.call('zadd', KEYS[1], now + left, id)
+      redis.call('zadd', KEYS[1], decimal(now + left), id)
     end
   end
 end
 
 -- Make `id` a holder of `weight` under a new fencing token for
--- `expire_ms`. `claimed`: 1 when the caller takes it, 0 for a grant its
--- waiter has not acted on; `nonce`: the acquisition's secret.
-local function grant(id, expire_ms, now, now_us, claimed, nonce, weight)
-  local token = next_counter('token', now_us)
+-- `expire_ms` (`expire_text` as text). `claimed`: '1' when the caller takes
+-- it, '0' for a grant its waiter has not acted on; `nonce`: the
+-- acquisition's secret. Returns the token and its text.
+local function grant(id, expire_ms, expire_text, now, now_us, claimed, nonce, weight)
+  local token, text = next_counter('token', now_us)
   local key = hold_key(id)
-  redis.call('hset', key, 'owner', id, 'count', 1, 'token', decimal(token), 'claimed', claimed,
+  redis.call('hset', key, 'owner', id, 'count', '1', 'token', text, 'claimed', claimed,
     'nonce', nonce)
   if kind.weighted then
-    redis.call('hset', key, 'weight', weight)
+    redis.call('hset', key, 'weight', decimal(weight))
   end
-  redis.call('pexpire', key, expire_ms)
-  redis.call('zadd', KEYS[1], now + expire_ms, id)
-  keep(KEYS[1], expire_ms)
+  redis.call('pexpire', key, expire_text)
+  redis.call('zadd', KEYS[1], decimal(now + expire_ms), id)
+  keep(KEYS[1], expire_ms, expire_text)
   keep(KEYS[4], expire_ms + META_GRACE_MS)
   kind.added(id, weight)
-  return token
+  return token, text
 end
 
 -- Grant the first live waiters while each fits, in line order (readers
@@ -263,8 +264,9 @@ local function admit(channel_prefix, default_ttl, now, now_us)
       leave_queue(head)
       if present == 0 then
         local expire = math.max(1, math.min(lease, ttl))
-        local token = grant(head, expire, now, now_us, 0, nonce, weight)
-        local message = 'grant:' .. decimal(token) .. ':' .. decimal(now) .. ':' .. decimal(expire)
+        local expire_text = decimal(expire)
+        local _, token = grant(head, expire, expire_text, now, now_us, '0', nonce, weight)
+        local message = 'grant:' .. token .. ':' .. decimal(now) .. ':' .. expire_text
         redis.call('publish', channel_prefix .. ':' .. head,
           message .. ':' .. redis.sha1hex(nonce .. ':' .. message))
         granted = granted + 1

@@ -36,12 +36,12 @@ end
 local count = counter(mine.count)
 if count > 1 then
   -- The cache first (SET ... GET: another type fails before any effect).
-  redis.call('set', KEYS[6], 0, 'px', ARGV[4], 'get')
-  redis.call('hincrby', hold_key(id), 'count', -1)
-  redis.call('hset', hold_key(id), 'partial', 1)
+  redis.call('set', KEYS[6], '0', 'px', ARGV[4], 'get')
+  redis.call('hincrby', hold_key(id), 'count', '-1')
+  redis.call('hset', hold_key(id), 'partial', '1')
   return 0
 end
-redis.call('set', KEYS[6], 1, 'px', ARGV[4], 'get')
+redis.call('set', KEYS[6], '1', 'px', ARGV[4], 'get')
 drop_hold(id)
 after_release(ARGV[3], tonumber(ARGV[2]))
 return 1
