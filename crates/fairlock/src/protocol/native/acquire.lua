@@ -17,8 +17,8 @@
 -- Type checks: the first touch of the lock (HMGET) and of the queue (ZRANGE)
 -- are reads, which fail on another type before anything is written. The
 -- other keys are checked with TYPE on every path that touches them, except
--- the uncontended take (acquire_fast.lua), whose only other key (meta) is
--- first read (HGET).
+-- meta where its counters are read first (HMGET, read_meta; HGET in the
+-- uncontended take, acquire_fast.lua, whose only other key it is).
 local owner, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local fair, queue, base = ARGV[5] == 'fair', ARGV[6] == 'queue', tonumber(ARGV[7])
 -- `fields` (HGETALL of the lock) and `waiting` were read by
@@ -85,7 +85,7 @@ end
 
 -- Somebody waits, or another owner holds the lock: the line's keys are
 -- touched from here on.
-local err = check_line_types() or read_meta()
+local err = check_line_types(true) or read_meta()
 if err then
   return err
 end

@@ -288,17 +288,22 @@ local function revoke(revoked_prefix, holder)
   end
 end
 
-local function check_types()
+-- The types of the lock's five keys. `meta_read_next`: the caller reads
+-- meta next, before any write (read_meta(): its HMGET fails on another
+-- type as TYPE would, and the client takes either WRONGTYPE error alike),
+-- so meta's TYPE is not asked.
+local function check_types(meta_read_next)
   return wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
-    or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
+    or (not meta_read_next and wrong_type(KEYS[4], 'hash')) or wrong_type(KEYS[5], 'hash')
 end
 
 -- The types of the keys besides the lock and the queue, for the paths that
 -- touch them; the lock's and the queue's are checked by each script's first
 -- reads (HMGET, ZRANGE), which fail on another type before anything is
--- written.
-local function check_line_types()
-  return wrong_type(KEYS[3], 'zset') or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
+-- written. `meta_read_next` as for check_types.
+local function check_line_types(meta_read_next)
+  return wrong_type(KEYS[3], 'zset') or (not meta_read_next and wrong_type(KEYS[4], 'hash'))
+    or wrong_type(KEYS[5], 'hash')
 end
 
 -- Is anybody queued? Also the queue key's type check (a read that fails on

@@ -21,7 +21,7 @@ local id, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[
 local queue, base, nonce = ARGV[5] == 'queue', tonumber(ARGV[6]), ARGV[7]
 slots_move = ARGV[9] == 'cluster'
 -- Reads first: bad data is refused before anything is written.
-local err = rw_check_types() or read_meta()
+local err = rw_check_types(true) or read_meta()
 if err then
   return err
 end

@@ -25,7 +25,7 @@ if not weight or weight < 1 then
   return redis.error_reply('ERR fairlock: the weight must be a decimal integer >= 1')
 end
 -- Reads first: bad data is refused before anything is written.
-local err = weighted_check_types() or read_meta() or sem_read(counter(ARGV[10]))
+local err = weighted_check_types(true) or read_meta() or sem_read(counter(ARGV[10]))
 if err then
   return err
 end

@@ -158,9 +158,11 @@ local function own_hold(id)
   return held, nil, false
 end
 
-local function weighted_check_types()
+-- The types of the object's five keys (`meta_read_next` as for
+-- check_types in the native prelude: meta's is then its HMGET's).
+local function weighted_check_types(meta_read_next)
   return wrong_type(KEYS[1], 'zset') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
-    or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
+    or (not meta_read_next and wrong_type(KEYS[4], 'hash')) or wrong_type(KEYS[5], 'hash')
 end
 
 -- A queued waiter's record: the lock's 'LEASE:TTL:NONCE' (see waiter_record

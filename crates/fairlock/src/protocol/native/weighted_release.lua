@@ -29,7 +29,7 @@ end
 if (ARGV[5] ~= '' and mine.token ~= ARGV[5]) or (ARGV[6] ~= '' and mine.nonce ~= ARGV[6]) then
   return -2
 end
-local err = weighted_check_types() or read_meta() or kind.check()
+local err = weighted_check_types(true) or read_meta() or kind.check()
 if err then
   return err
 end
