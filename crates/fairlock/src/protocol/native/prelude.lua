@@ -55,14 +55,14 @@ local meta
 -- nothing is written. Returns the error reply, or false.
 local function read_meta()
   local values = redis.call('hmget', KEYS[4], 'token', 'seq')
-  meta = {}
-  for i, field in ipairs({'token', 'seq'}) do
-    local value = values[i] and counter(values[i])
-    if values[i] and not value then
-      return not_a_lock(4, 'meta field ' .. field .. ' is not a decimal integer below 2^53')
-    end
-    meta[field] = value or 0
+  local token, seq = counter(values[1]), counter(values[2])
+  if values[1] and not token then
+    return not_a_lock(4, 'meta field token is not a decimal integer below 2^53')
   end
+  if values[2] and not seq then
+    return not_a_lock(4, 'meta field seq is not a decimal integer below 2^53')
+  end
+  meta = {token = token or 0, seq = seq or 0}
   return false
 end
 
