@@ -62,9 +62,9 @@ MUTANTS = [
     ),
     Mutant(
         "handoff_full_lease", "handoff_full_lease",
-        "a handoff grant lasts the lease, not min(lease, waiter ttl) (prelude hand_off)",
+        "a handoff grant lasts the lease, not min(lease, waiter ttl) (lock_prelude hand_off)",
         ["native", "handoff"],
-        [(NATIVE + "prelude.lua",
+        [(NATIVE + "lock_prelude.lua",
           "local expire = math.max(1, math.min(lease, ttl))",
           "local expire = math.max(1, lease)")],
     ),

@@ -159,14 +159,14 @@ local function own_hold(id)
 end
 
 -- The types of the object's five keys (`meta_read_next` as for
--- check_types in the native prelude: meta's is then its HMGET's).
+-- check_types in the lock's lock_prelude.lua: meta's is then its HMGET's).
 local function weighted_check_types(meta_read_next)
   return wrong_type(KEYS[1], 'zset') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
     or (not meta_read_next and wrong_type(KEYS[4], 'hash')) or wrong_type(KEYS[5], 'hash')
 end
 
 -- A queued waiter's record: the lock's 'LEASE:TTL:NONCE' (see waiter_record
--- in the native prelude), with ':wWEIGHT' appended for a semaphore's
+-- in lock_prelude.lua), with ':wWEIGHT' appended for a semaphore's
 -- request. Returns lease, ttl, nonce and the weight (nil when the record
 -- names none).
 local function waiter_of(id, default_ttl)
@@ -229,7 +229,7 @@ end
 -- queued together behind a writer go together, a semaphore's requests
 -- while their permits are free), and nobody passes a head that does not
 -- fit. Each is told on its channel with a grant message signed with its
--- secret (see hand_off in the native prelude) and holds for min(its lease,
+-- secret (see hand_off in lock_prelude.lua) and holds for min(its lease,
 -- its waiter ttl) until it claims. A waiter whose hold key holds something
 -- else is dropped from the line ungranted (its next attempt gets
 -- NOTALOCK); one that can never fit is dropped and told 'refused' (its
@@ -302,7 +302,7 @@ local function drop_hold(id)
 end
 
 -- Tell the client of holder `id` that its hold was taken away (see revoke
--- in the native prelude): the message names KEYS[1], the key every hold of
+-- in lock_prelude.lua): the message names KEYS[1], the key every hold of
 -- the object is registered under.
 local function revoke_holder(revoked_prefix, id)
   local owner = string.gsub(id, ':write$', '')
