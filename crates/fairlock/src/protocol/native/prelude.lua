@@ -31,19 +31,17 @@ end
 -- (and Redis's, of a number passed to redis.call) would use exponents, and
 -- '%.0f' is exact but costly (floating-point formatting with
 -- multi-precision arithmetic). '%d' formats a C long: the same text, but
--- exact above 2^31 only where a long has 64 bits (not on a 32-bit build),
--- which the first such number of a call finds out (`wide`).
-local wide
+-- only where a long holds n: always below 2^31; above, where it has 64
+-- bits, not on a 32-bit build. A 32-bit long is at most 11 characters
+-- ('-2147483648'), so a longer text proves the long wide enough; the few
+-- numbers between 2^31 and 10^11 (leases of weeks) are written with
+-- '%.0f'. Tokens, arrival numbers and server times are all longer.
 local function decimal(n)
-  if n >= 2147483648 then
-    if wide == nil then
-      wide = string.format('%d', 4294967296) == '4294967296'
-    end
-    if not wide then
-      return string.format('%.0f', n)
-    end
+  local text = string.format('%d', n)
+  if n < 2147483648 or #text > 11 then
+    return text
   end
-  return string.format('%d', n)
+  return string.format('%.0f', n)
 end
 
 -- The meta counters ('token', 'seq'), read and checked by read_meta()
