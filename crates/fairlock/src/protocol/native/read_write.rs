@@ -96,7 +96,8 @@ static SEM_RELEASE: LazyLock<Script> = sem_script!("sem_release.lua", "weighted_
 static SEM_GIVE_UP: LazyLock<Script> = sem_script!("sem_give_up.lua", "weighted_give_up.lua");
 static SEM_FORCE_RELEASE: LazyLock<Script> =
     weighted_script!("sem_prelude.lua", admin, "sem_force_release.lua");
-static SEM_INSPECT: LazyLock<Script> = weighted_script!("sem_prelude.lua", admin, "sem_inspect.lua");
+static SEM_INSPECT: LazyLock<Script> =
+    weighted_script!("sem_prelude.lua", admin, "sem_inspect.lua");
 static SEM_SET_PERMITS: LazyLock<Script> = sem_script!("sem_set_permits.lua");
 
 /// A native semaphore's state at one instant (`sem_inspect.lua`).
