@@ -62,9 +62,9 @@ MUTANTS = [
     ),
     Mutant(
         "handoff_full_lease", "handoff_full_lease",
-        "a handoff grant lasts the lease, not min(lease, waiter ttl) (prelude hand_off)",
+        "a handoff grant lasts the lease, not min(lease, waiter ttl) (lock_prelude hand_off)",
         ["native", "handoff"],
-        [(NATIVE + "prelude.lua",
+        [(NATIVE + "lock_prelude.lua",
           "local expire = math.max(1, math.min(lease, ttl))",
           "local expire = math.max(1, lease)")],
     ),
@@ -90,9 +90,9 @@ MUTANTS = [
         ["reentry"],
         [(NATIVE + "acquire.lua",
           "  -- GT: a re-entry with a shorter lease never cuts the owner's other holds.\n"
-          "  redis.call('pexpire', KEYS[1], lease, 'gt')",
+          "  redis.call('pexpire', KEYS[1], ARGV[2], 'gt')",
           "  -- GT: a re-entry with a shorter lease never cuts the owner's other holds.\n"
-          "  redis.call('pexpire', KEYS[1], lease)")],
+          "  redis.call('pexpire', KEYS[1], ARGV[2])")],
     ),
     Mutant(
         "grant_overtrusted", "grant_overtrusted",
@@ -117,8 +117,8 @@ MUTANTS = [
         "the purge drops waiters whose liveness passes within 5 s, live ones too (prelude purge_dead)",
         ["native", "expiry"],
         [(NATIVE + "prelude.lua",
-          "redis.call('zrange', KEYS[3], '-inf', now, 'byscore'",
-          "redis.call('zrange', KEYS[3], '-inf', now + 5000, 'byscore'")],
+          "redis.call('zrange', KEYS[3], '-inf', decimal(now), 'byscore'",
+          "redis.call('zrange', KEYS[3], '-inf', decimal(now + 5000), 'byscore'")],
     ),
     Mutant(
         "release_ignores_owner", "release_ignores_owner",
@@ -161,7 +161,7 @@ MUTANTS = [
         "a re-entry writes its secret but leaves a handed-over hold unclaimed (acquire.lua)",
         ["reentry"],
         [(NATIVE + "acquire.lua",
-          "redis.call('hset', KEYS[1], 'nonce', ARGV[8], 'claimed', 1)",
+          "redis.call('hset', KEYS[1], 'nonce', ARGV[8], 'claimed', '1')",
           "redis.call('hset', KEYS[1], 'nonce', ARGV[8])")],
     ),
     Mutant(
@@ -234,8 +234,8 @@ MUTANTS = [
         "a read-write grant reuses the last fencing token (native weighted_prelude.lua grant)",
         ["read_write_native"],
         [(NATIVE + "weighted_prelude.lua",
-          "  local token = next_counter('token', now_us)\n  local key = hold_key(id)",
-          "  local token = math.max(meta.token, 1)\n  local key = hold_key(id)")],
+          "  local token, text = next_counter('token', now_us)\n  local key = hold_key(id)",
+          "  local token = math.max(meta.token, 1)\n  local text = decimal(token)\n  local key = hold_key(id)")],
     ),
     Mutant(
         "native_sem_past_capacity", "weighted:admit_past_capacity",

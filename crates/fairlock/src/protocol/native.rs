@@ -18,13 +18,50 @@ use crate::error::Result;
 use crate::name::NativeKeys;
 use crate::transport::{Connection, Ints, Script};
 
-static ACQUIRE: LazyLock<Script> = protocol_script!("native", "acquire_fast.lua", "acquire.lua");
-static RELEASE: LazyLock<Script> = protocol_script!("native", "release_fast.lua", "release.lua");
-static GIVE_UP: LazyLock<Script> = protocol_script!("native", "give_up.lua");
-static FORCE_RELEASE: LazyLock<Script> = protocol_script!("native", "force_release.lua");
-pub(crate) static RENEW: LazyLock<Script> = protocol_script!("native", "renew.lua");
-static INSPECT: LazyLock<Script> = protocol_script!("native", "inspect.lua");
-pub(crate) static POSITION: LazyLock<Script> = protocol_script!("native", "position.lua");
+/// A native lock script `$file` from `protocol/native/`: as
+/// `protocol_script!`, with the lock's own helpers (`lock_prelude.lua`)
+/// after the native prelude. The read-write lock and the semaphore leave
+/// them out (`read_write.rs`): a chunk's every function is defined again at
+/// each call.
+macro_rules! lock_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(
+                concat!("native/", $file),
+                concat!(
+                    include_str!("common.lua"),
+                    include_str!("native/prelude.lua"),
+                    include_str!("native/lock_prelude.lua"),
+                    include_str!(concat!("native/", $file))
+                ),
+            )
+        })
+    };
+    // With a fast path `$head` run first, before the preludes define
+    // anything (it returns early or leaves its reads to `$file`).
+    ($head:literal, $file:literal) => {
+        LazyLock::new(|| {
+            Script::new(
+                concat!("native/", $file),
+                concat!(
+                    include_str!(concat!("native/", $head)),
+                    include_str!("common.lua"),
+                    include_str!("native/prelude.lua"),
+                    include_str!("native/lock_prelude.lua"),
+                    include_str!(concat!("native/", $file))
+                ),
+            )
+        })
+    };
+}
+
+static ACQUIRE: LazyLock<Script> = lock_script!("acquire_fast.lua", "acquire.lua");
+static RELEASE: LazyLock<Script> = lock_script!("release_fast.lua", "release.lua");
+static GIVE_UP: LazyLock<Script> = lock_script!("give_up.lua");
+static FORCE_RELEASE: LazyLock<Script> = lock_script!("force_release.lua");
+pub(crate) static RENEW: LazyLock<Script> = lock_script!("renew.lua");
+static INSPECT: LazyLock<Script> = lock_script!("inspect.lua");
+pub(crate) static POSITION: LazyLock<Script> = lock_script!("position.lua");
 
 /// The prefix of a grant message: `grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC`.
 pub(crate) const GRANT_PREFIX: &str = "grant:";

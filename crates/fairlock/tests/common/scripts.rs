@@ -12,6 +12,7 @@ pub const NEW_RELEASE: &str = concat!(
     include_str!("../../src/protocol/native/release_fast.lua"),
     include_str!("../../src/protocol/common.lua"),
     include_str!("../../src/protocol/native/prelude.lua"),
+    include_str!("../../src/protocol/native/lock_prelude.lua"),
     include_str!("../../src/protocol/native/release.lua"),
 );
 /// The native acquire script exactly as the library sends it.
@@ -19,6 +20,7 @@ pub const NEW_ACQUIRE: &str = concat!(
     include_str!("../../src/protocol/native/acquire_fast.lua"),
     include_str!("../../src/protocol/common.lua"),
     include_str!("../../src/protocol/native/prelude.lua"),
+    include_str!("../../src/protocol/native/lock_prelude.lua"),
     include_str!("../../src/protocol/native/acquire.lua"),
 );
 

@@ -12,12 +12,14 @@
 -- {2, count, token} re-entered, {3, lock pttl, position, server ms} waiting,
 -- {4} busy (mode 'once').
 -- Cost: O(log N) in the number of waiters (plus dead waiters dropped, each once).
+-- The lease and waiter ttl go to Redis (PEXPIRE, the waiter's record) as
+-- the argument's text, a decimal integer as the client writes it.
 --
 -- Type checks: the first touch of the lock (HMGET) and of the queue (ZRANGE)
 -- are reads, which fail on another type before anything is written. The
 -- other keys are checked with TYPE on every path that touches them, except
--- the uncontended take (acquire_fast.lua), whose only other key (meta) is
--- first read (HGET).
+-- meta where its counters are read first (HMGET, read_meta; HGET in the
+-- uncontended take, acquire_fast.lua, whose only other key it is).
 local owner, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local fair, queue, base = ARGV[5] == 'fair', ARGV[6] == 'queue', tonumber(ARGV[7])
 -- `fields` (HGETALL of the lock) and `waiting` were read by
@@ -55,10 +57,10 @@ if holder == owner then
     if waiting then
       leave_queue(owner)
     end
-    redis.call('hset', KEYS[1], 'claimed', 1)
+    redis.call('hset', KEYS[1], 'claimed', '1')
     -- GT: never shortens what another hold of this owner was given.
-    redis.call('pexpire', KEYS[1], lease, 'gt')
-    write_label(KEYS[6], owner, ARGV[9], lease)
+    redis.call('pexpire', KEYS[1], ARGV[2], 'gt')
+    write_label(KEYS[6], owner, ARGV[9], ARGV[2])
     if count == 1 then
       return {1, token}
     end
@@ -74,17 +76,17 @@ if holder == owner then
   -- Claimed too: the owner acts on a handed-over grant it re-enters, and a
   -- give-up naming this secret must never pass the lock on as a grant
   -- nobody took (give_up.lua).
-  count = redis.call('hincrby', KEYS[1], 'count', 1)
-  redis.call('hset', KEYS[1], 'nonce', ARGV[8], 'claimed', 1)
+  count = redis.call('hincrby', KEYS[1], 'count', '1')
+  redis.call('hset', KEYS[1], 'nonce', ARGV[8], 'claimed', '1')
   -- GT: a re-entry with a shorter lease never cuts the owner's other holds.
-  redis.call('pexpire', KEYS[1], lease, 'gt')
-  write_label(KEYS[6], owner, ARGV[9], lease)
+  redis.call('pexpire', KEYS[1], ARGV[2], 'gt')
+  write_label(KEYS[6], owner, ARGV[9], ARGV[2])
   return {2, count, token}
 end
 
 -- Somebody waits, or another owner holds the lock: the line's keys are
 -- touched from here on.
-local err = check_line_types() or read_meta()
+local err = check_line_types(true) or read_meta()
 if err then
   return err
 end
@@ -104,8 +106,9 @@ if not holder then
     -- Non-fair: a free lock goes to whoever asks (a woken waiter that
     -- comes later finds it taken and waits for the next wake-up).
     leave_queue(owner)
-    write_label(KEYS[6], owner, ARGV[9], lease)
-    return {1, take(owner, lease, now_us, 1, ARGV[8])}
+    write_label(KEYS[6], owner, ARGV[9], ARGV[2])
+    local token = take(owner, lease, ARGV[2], now_us, '1', ARGV[8])
+    return {1, token}
   end
 end
 
@@ -114,16 +117,17 @@ if not queue then
 end
 local pttl = redis.call('pttl', KEYS[1])
 if not redis.call('zscore', KEYS[2], owner) then
-  redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), owner)
-  redis.call('hset', KEYS[5], owner, decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. ARGV[8])
+  local _, seq = next_counter('seq', now_us)
+  redis.call('zadd', KEYS[2], seq, owner)
+  redis.call('hset', KEYS[5], owner, ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[8])
   -- The records may lack entries of waiters queued by other versions (and
   -- so have been empty, gone, while the queue was not): keep them on their
   -- own once per waiter; the refreshes keep the three keys together.
-  keep(KEYS[5], waiter_ttl)
+  keep(KEYS[5], waiter_ttl, ARGV[3])
 end
-redis.call('zadd', KEYS[3], now + waiter_ttl, owner)
+redis.call('zadd', KEYS[3], decimal(now + waiter_ttl), owner)
 -- The line's keys outlive the longest-lived waiter's place, and no more.
-keep_line(waiter_ttl)
+keep_line(waiter_ttl, ARGV[3])
 keep(KEYS[4], waiter_ttl + META_GRACE_MS)
-write_label(KEYS[6], owner, ARGV[9], waiter_ttl)
+write_label(KEYS[6], owner, ARGV[9], ARGV[3])
 return {3, pttl, redis.call('zrank', KEYS[2], owner) + 1, now}

@@ -27,7 +27,12 @@ if fields[1] == nil and not waiting then
   local time = redis.call('time')
   local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
   local token = math.max(tonumber(last or '0') + 1, now_us)
-  local text = string.format('%.0f', token)
+  -- As decimal() in the prelude (not defined yet): '%d' where its text
+  -- proves a 64-bit C long (longer than a 32-bit one's 11 characters).
+  local text = string.format('%d', token)
+  if #text <= 11 then
+    text = string.format('%.0f', token)
+  end
   redis.call('hset', KEYS[4], 'token', text)
   redis.call('hset', KEYS[1], 'owner', ARGV[1], 'count', '1', 'token', text, 'claimed', '1', 'nonce', ARGV[8])
   redis.call('pexpire', KEYS[1], ARGV[2])

@@ -7,7 +7,7 @@
 -- Returns 1 when a holder was removed, else 0. Cost: O(log N).
 -- A lock hash that is not a lock's, or bad meta counters, are refused
 -- before any write: application data under the name is never deleted.
-local err = check_types() or read_meta()
+local err = check_types(true) or read_meta()
 if err then
   return err
 end

@@ -9,7 +9,7 @@
 -- Returns 0 not queued, 1 left the queue, 2 passed on a grant it had not taken.
 -- Cost: O(log N).
 -- Meta's counters are checked before any write (a grant may be passed on).
-local err = check_types() or read_meta()
+local err = check_types(true) or read_meta()
 if err then
   return err
 end

@@ -17,7 +17,8 @@ local META_GRACE_MS = 20000
 -- At most this many dead waiters are dropped per call from the middle of
 -- the line (bounded work per call; each dead waiter is dropped once). Dead
 -- waiters at the head are always dropped, however many (see first_live).
-local PURGE_LIMIT = 64
+-- As text: the ZRANGE argument.
+local PURGE_LIMIT = '64'
 
 -- Server time in milliseconds and in microseconds.
 local function server_now()
@@ -26,8 +27,20 @@ local function server_now()
   return sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
 end
 
--- An integer as a decimal string (Lua's own conversion would use exponents).
+-- An integer (0 <= n < 2^53) as a decimal string: Lua's own conversion
+-- (and Redis's, of a number passed to redis.call) would use exponents, and
+-- '%.0f' is exact but costly (floating-point formatting with
+-- multi-precision arithmetic). '%d' formats a C long: the same text, but
+-- only where a long holds n: always below 2^31; above, where it has 64
+-- bits, not on a 32-bit build. A 32-bit long is at most 11 characters
+-- ('-2147483648'), so a longer text proves the long wide enough; the few
+-- numbers between 2^31 and 10^11 (leases of weeks) are written with
+-- '%.0f'. Tokens, arrival numbers and server times are all longer.
 local function decimal(n)
+  local text = string.format('%d', n)
+  if n < 2147483648 or #text > 11 then
+    return text
+  end
   return string.format('%.0f', n)
 end
 
@@ -40,24 +53,26 @@ local meta
 -- nothing is written. Returns the error reply, or false.
 local function read_meta()
   local values = redis.call('hmget', KEYS[4], 'token', 'seq')
-  meta = {}
-  for i, field in ipairs({'token', 'seq'}) do
-    local value = values[i] and counter(values[i])
-    if values[i] and not value then
-      return not_a_lock(4, 'meta field ' .. field .. ' is not a decimal integer below 2^53')
-    end
-    meta[field] = value or 0
+  local token, seq = counter(values[1]), counter(values[2])
+  if values[1] and not token then
+    return not_a_lock(4, 'meta field token is not a decimal integer below 2^53')
   end
+  if values[2] and not seq then
+    return not_a_lock(4, 'meta field seq is not a decimal integer below 2^53')
+  end
+  meta = {token = token or 0, seq = seq or 0}
   return false
 end
 
 -- Next value of a strictly increasing counter: above the last value and not
 -- below the server clock in microseconds. read_meta() must have run.
+-- Returns the value and its text (decimal).
 local function next_counter(field, now_us)
   local value = math.max(meta[field] + 1, now_us)
+  local text = decimal(value)
   meta[field] = value
-  redis.call('hset', KEYS[4], field, decimal(value))
-  return value
+  redis.call('hset', KEYS[4], field, text)
+  return value, text
 end
 
 -- The lock hash's fields (HGETALL) as {owner, token, count, nonce, partial},
@@ -90,42 +105,28 @@ end
 
 -- Make `key` live at least `ms` longer (never shortens a TTL; a key without
 -- one gets it). Every key of a lock thus expires once nobody uses the name.
-local function keep(key, ms)
+-- `text`: `ms` as text when the caller has it (an argument), else nil.
+-- (Numbers go to Redis as text: redis.call would format a Lua number with
+-- sprintf's floating-point '%.17g'.)
+local function keep(key, ms, text)
   local left = redis.call('pttl', key)
   if left ~= -2 and left < ms then
-    redis.call('pexpire', key, ms)
+    redis.call('pexpire', key, text or decimal(ms))
   end
 end
 
 -- keep() for the line's three keys (queue, liveness, records): a waiter is
 -- in the queue iff in the liveness set (invariant 2), the three are kept
 -- together with the same TTL, so one PTTL tells all three (the records get
--- their own keep() when a waiter queues, see acquire.lua).
-local function keep_line(ms)
+-- their own keep() when a waiter queues, see acquire.lua). `text`: `ms`
+-- as text (the waiter ttl argument).
+local function keep_line(ms, text)
   local left = redis.call('pttl', KEYS[2])
   if left ~= -2 and left < ms then
-    redis.call('pexpire', KEYS[2], ms)
-    redis.call('pexpire', KEYS[3], ms)
-    redis.call('pexpire', KEYS[5], ms)
+    redis.call('pexpire', KEYS[2], text)
+    redis.call('pexpire', KEYS[3], text)
+    redis.call('pexpire', KEYS[5], text)
   end
-end
-
--- A queued waiter's record: the lease it asked for, its own waiter ttl and
--- the secret (nonce) that authenticates its grant message. Written as
--- 'LEASE:TTL:NONCE'; anything else (a record from another version, or
--- garbage) falls back to `default_ttl` and an empty nonce, which no waiter
--- of this version accepts, so it confirms the grant with a call. Its
--- numbers are checked as counters (an out-of-range one falls back too): it
--- is read after the release's first write, so it is never refused, and a
--- bad one never reaches PEXPIRE.
-local function waiter_record(owner, default_ttl)
-  local record = redis.call('hget', KEYS[5], owner) or ''
-  local lease, ttl, nonce = string.match(record, '^(%d+):(%d+):(.*)$')
-  lease, ttl = counter(lease), counter(ttl)
-  if not lease or not ttl then
-    return counter(record) or default_ttl, default_ttl, ''
-  end
-  return lease, ttl, nonce
 end
 
 -- Remove `owner` from the queue (and its liveness and lease); 1 if it was queued.
@@ -140,26 +141,12 @@ end
 
 -- Drop waiters whose liveness deadline passed, wherever they are in line.
 local function purge_dead(now)
-  local dead = redis.call('zrange', KEYS[3], '-inf', now, 'byscore', 'limit', 0, PURGE_LIMIT)
+  local dead = redis.call('zrange', KEYS[3], '-inf', decimal(now), 'byscore', 'limit', '0', PURGE_LIMIT)
   for _, owner in ipairs(dead) do
     redis.call('zrem', KEYS[2], owner)
     redis.call('zrem', KEYS[3], owner)
     redis.call('hdel', KEYS[5], owner)
   end
-end
-
--- Make `owner` the holder of the free lock (no lock key) under a new fencing
--- token, expiring after `expire_ms`. `claimed`: 1 when the caller itself
--- takes it, 0 for a handoff its new holder has not acted on yet. `nonce`
--- identifies the acquisition (clean-up of an older acquisition by the same
--- owner checks it and leaves this one alone).
-local function take(owner, expire_ms, now_us, claimed, nonce)
-  local token = next_counter('token', now_us)
-  redis.call('hset', KEYS[1], 'owner', owner, 'count', 1, 'token', decimal(token), 'claimed', claimed,
-    'nonce', nonce)
-  redis.call('pexpire', KEYS[1], expire_ms)
-  keep(KEYS[4], expire_ms + META_GRACE_MS)
-  return token
 end
 
 -- The first waiter in line whose liveness has not passed. Dead waiters
@@ -168,7 +155,7 @@ end
 -- this call's time.
 local function first_live(now)
   while true do
-    local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+    local head = redis.call('zrange', KEYS[2], '0', '0')[1]
     if not head then
       return nil
     end
@@ -180,106 +167,8 @@ local function first_live(now)
   end
 end
 
--- Hand the free lock to the first live waiter and tell it on its channel.
--- The grant lasts min(its lease, its own waiter ttl) until the new holder
--- claims it, so a grant to a waiter that just died is reclaimed quickly.
--- The message 'grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC' carries the token, the
--- server time of the grant and the PEXPIRE set, and MAC = sha1 of
--- 'NONCE:grant:TOKEN:SERVER_MS:EXPIRE_MS' with the secret the waiter sent
--- when it queued: only the server state and that waiter know it, so a
--- message published by anyone else is not taken for a grant.
--- Returns the new holder, or false when nobody (alive) waits.
-local function hand_off(channel_prefix, default_ttl, now, now_us)
-  local head = first_live(now)
-  if not head then
-    return false
-  end
-  local lease, ttl, nonce = waiter_record(head, default_ttl)
-  leave_queue(head)
-  local expire = math.max(1, math.min(lease, ttl))
-  local token = take(head, expire, now_us, 0, nonce)
-  local grant = 'grant:' .. decimal(token) .. ':' .. decimal(now) .. ':' .. decimal(expire)
-  redis.call('publish', channel_prefix .. ':' .. head, grant .. ':' .. redis.sha1hex(nonce .. ':' .. grant))
-  return head
-end
-
--- A waiter of the non-fair lock that has waited this long (since it queued)
--- is no longer overtaken: the lock is handed to it as to a fair waiter.
--- Barging keeps the lock busy while a woken waiter is on its way; this
--- bound keeps a waiter from being overtaken forever by holders that
--- release and acquire again at once.
-local STARVE_US = 10000
-
--- Has `waiter` (queued) waited longer than STARVE_US?
-local function starving(waiter, now_us)
-  local arrival = tonumber(redis.call('zscore', KEYS[2], waiter))
-  return arrival ~= nil and arrival < now_us - STARVE_US
-end
-
--- Wake one waiter of a non-fair lock: the first live one, on its own
--- channel. It stays in line; its next attempt takes the free lock, or
--- (overtaken meanwhile) it waits for the next release, which wakes it
--- again. A waiter that has waited longer than STARVE_US is handed the lock
--- instead. Returns false when nobody (alive) waits.
-local function wake_one(channel_prefix, default_ttl, now, now_us)
-  local head = first_live(now)
-  if not head then
-    return false
-  end
-  if starving(head, now_us) then
-    return hand_off(channel_prefix, default_ttl, now, now_us)
-  end
-  redis.call('publish', channel_prefix .. ':' .. head, 'free')
-  return head
-end
-
--- The holder is gone: hand the lock to the next live waiter (fair), or free
--- it and wake one waiter (non-fair). `waiting`: the queue was not empty
--- (else only the lock key is deleted: nobody to hand it to or to wake).
-local function release_fully(channel_prefix, default_ttl, fair, waiting)
-  redis.call('del', KEYS[1])
-  if not waiting then
-    return
-  end
-  local now, now_us = server_now()
-  purge_dead(now)
-  local passed
-  if fair then
-    passed = hand_off(channel_prefix, default_ttl, now, now_us)
-  else
-    passed = wake_one(channel_prefix, default_ttl, now, now_us)
-  end
-  if not passed then
-    -- Nobody alive waits: the name's last key goes with the release caches.
-    redis.call('pexpire', KEYS[4], META_GRACE_MS)
-  end
-end
-
--- Tell the client of `holder` (owner 'CLIENT:N') that a hold of this lock
--- was taken away, on 'PREFIX:CLIENT'. The message only makes the client
--- check its holds with a call; a forged one costs that call and nothing else.
-local function revoke(revoked_prefix, holder)
-  local client = string.match(holder, '^(.*):[^:]*$')
-  if client then
-    redis.call('publish', revoked_prefix .. client, KEYS[1])
-  end
-end
-
-local function check_types()
-  return wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
-    or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
-end
-
--- The types of the keys besides the lock and the queue, for the paths that
--- touch them; the lock's and the queue's are checked by each script's first
--- reads (HMGET, ZRANGE), which fail on another type before anything is
--- written.
-local function check_line_types()
-  return wrong_type(KEYS[3], 'zset') or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
-end
-
 -- Is anybody queued? Also the queue key's type check (a read that fails on
 -- another type).
 local function anybody_waits()
-  return redis.call('zrange', KEYS[2], 0, 0)[1] ~= nil
+  return redis.call('zrange', KEYS[2], '0', '0')[1] ~= nil
 end

@@ -29,8 +29,26 @@ use crate::transport::{Connection, HoldProof, Script};
 
 /// A script of the weighted engine: the common prelude, the native
 /// prelude, the engine's, the object's (`$object`: the read-write lock's or
-/// the semaphore's), then the script itself.
+/// the semaphore's), then the script itself. With `admin`: the helpers of
+/// inspect and force-release (`weighted_admin.lua`) before it, which the
+/// other scripts do not define (a chunk's every function is defined again
+/// at each call).
 macro_rules! weighted_script {
+    ($object:literal, admin, $file:literal) => {
+        LazyLock::new(|| {
+            Script::new(
+                concat!("native/", $file),
+                concat!(
+                    include_str!("../common.lua"),
+                    include_str!("prelude.lua"),
+                    include_str!("weighted_prelude.lua"),
+                    include_str!($object),
+                    include_str!("weighted_admin.lua"),
+                    include_str!($file)
+                ),
+            )
+        })
+    };
     ($object:literal, $name:literal, $file:literal) => {
         LazyLock::new(|| {
             Script::new(
@@ -70,13 +88,16 @@ macro_rules! sem_script {
 static ACQUIRE: LazyLock<Script> = rw_script!("rw_acquire.lua");
 static RELEASE: LazyLock<Script> = rw_script!("rw_release.lua", "weighted_release.lua");
 static GIVE_UP: LazyLock<Script> = rw_script!("rw_give_up.lua", "weighted_give_up.lua");
-static FORCE_RELEASE: LazyLock<Script> = rw_script!("rw_force_release.lua");
-static INSPECT: LazyLock<Script> = rw_script!("rw_inspect.lua");
+static FORCE_RELEASE: LazyLock<Script> =
+    weighted_script!("rw_prelude.lua", admin, "rw_force_release.lua");
+static INSPECT: LazyLock<Script> = weighted_script!("rw_prelude.lua", admin, "rw_inspect.lua");
 static SEM_ACQUIRE: LazyLock<Script> = sem_script!("sem_acquire.lua");
 static SEM_RELEASE: LazyLock<Script> = sem_script!("sem_release.lua", "weighted_release.lua");
 static SEM_GIVE_UP: LazyLock<Script> = sem_script!("sem_give_up.lua", "weighted_give_up.lua");
-static SEM_FORCE_RELEASE: LazyLock<Script> = sem_script!("sem_force_release.lua");
-static SEM_INSPECT: LazyLock<Script> = sem_script!("sem_inspect.lua");
+static SEM_FORCE_RELEASE: LazyLock<Script> =
+    weighted_script!("sem_prelude.lua", admin, "sem_force_release.lua");
+static SEM_INSPECT: LazyLock<Script> =
+    weighted_script!("sem_prelude.lua", admin, "sem_inspect.lua");
 static SEM_SET_PERMITS: LazyLock<Script> = sem_script!("sem_set_permits.lua");
 
 /// A native semaphore's state at one instant (`sem_inspect.lua`).

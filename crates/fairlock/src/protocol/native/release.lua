@@ -12,8 +12,9 @@
 --
 -- Type checks: the lock's, the queue's and the cache's first touches are
 -- reads (HMGET, ZRANGE, GET), which fail on another type before anything
--- is written; the other keys are checked with TYPE when somebody waits
--- (only then are they touched).
+-- is written; the other keys are checked when somebody waits (only then
+-- are they touched): meta's by its first read (HMGET, read_meta), the
+-- others' with TYPE.
 local owner = ARGV[1]
 -- `lock` (HMGET owner, token, nonce, count, partial) and `waiting` were read
 -- by release_fast.lua, which did the uncontended release.
@@ -45,7 +46,7 @@ if not count then
   return not_a_lock(1, 'the lock field count is not a decimal integer below 2^53')
 end
 if waiting then
-  local err = check_line_types() or read_meta()
+  local err = check_line_types(true) or read_meta()
   if err then
     return err
   end
@@ -53,13 +54,13 @@ end
 if count > 1 then
   -- The cache first (SET ... GET: the cache key's type check when its GET
   -- was skipped; another type fails before anything is written).
-  redis.call('set', KEYS[6], 0, 'px', ARGV[4], 'get')
-  redis.call('hincrby', KEYS[1], 'count', -1)
-  redis.call('hset', KEYS[1], 'partial', 1)
+  redis.call('set', KEYS[6], '0', 'px', ARGV[4], 'get')
+  redis.call('hincrby', KEYS[1], 'count', '-1')
+  redis.call('hset', KEYS[1], 'partial', '1')
   return 0
 end
 -- The cache first: under maxmemory (OOM) SET is refused before any effect,
 -- while DEL would not be (the OOM state of a script is fixed when it starts).
-redis.call('set', KEYS[6], 1, 'px', ARGV[4], 'get')
+redis.call('set', KEYS[6], '1', 'px', ARGV[4], 'get')
 release_fully(ARGV[3], tonumber(ARGV[2]), ARGV[7] ~= 'nonfair', waiting)
 return 1

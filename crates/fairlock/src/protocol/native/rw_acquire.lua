@@ -21,7 +21,7 @@ local id, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[
 local queue, base, nonce = ARGV[5] == 'queue', tonumber(ARGV[6]), ARGV[7]
 slots_move = ARGV[9] == 'cluster'
 -- Reads first: bad data is refused before anything is written.
-local err = rw_check_types() or read_meta()
+local err = rw_check_types(true) or read_meta()
 if err then
   return err
 end
@@ -64,16 +64,16 @@ if mine.owner then
   local claim = mine.nonce == nonce or count == base + 1 or base == 0
   if claim then
     leave_queue(id)
-    redis.call('hset', hold_key(id), 'claimed', 1)
+    redis.call('hset', hold_key(id), 'claimed', '1')
   else
-    count = redis.call('hincrby', hold_key(id), 'count', 1)
-    redis.call('hset', hold_key(id), 'nonce', nonce, 'claimed', 1)
+    count = redis.call('hincrby', hold_key(id), 'count', '1')
+    redis.call('hset', hold_key(id), 'nonce', nonce, 'claimed', '1')
   end
   -- GT: never shortens what another hold of this id was given.
-  redis.call('pexpire', hold_key(id), lease, 'gt')
-  redis.call('zadd', KEYS[1], 'gt', now + lease, id)
-  keep(KEYS[1], lease)
-  write_label(KEYS[6], id, ARGV[8], lease)
+  redis.call('pexpire', hold_key(id), ARGV[2], 'gt')
+  redis.call('zadd', KEYS[1], 'gt', decimal(now + lease), id)
+  keep(KEYS[1], lease, ARGV[2])
+  write_label(KEYS[6], id, ARGV[8], ARGV[2])
   if count == 1 then
     return {1, token}
   end
@@ -84,23 +84,25 @@ local n, writer = holders_state()
 local downgrade = not is_write(id) and writer == id .. ':write'
 if fits(id, n, writer) and (downgrade or not first_live(now)) then
   leave_queue(id)
-  write_label(KEYS[6], id, ARGV[8], lease)
-  return {1, grant(id, lease, now, now_us, 1, nonce)}
+  write_label(KEYS[6], id, ARGV[8], ARGV[2])
+  local token = grant(id, lease, ARGV[2], now, now_us, '1', nonce)
+  return {1, token}
 end
 
 if not queue then
   return {4}
 end
 if not redis.call('zscore', KEYS[2], id) then
-  redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), id)
-  redis.call('hset', KEYS[5], id, decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. nonce)
-  keep(KEYS[5], waiter_ttl)
+  local _, seq = next_counter('seq', now_us)
+  redis.call('zadd', KEYS[2], seq, id)
+  redis.call('hset', KEYS[5], id, ARGV[2] .. ':' .. ARGV[3] .. ':' .. nonce)
+  keep(KEYS[5], waiter_ttl, ARGV[3])
 end
-redis.call('zadd', KEYS[3], now + waiter_ttl, id)
-keep_line(waiter_ttl)
+redis.call('zadd', KEYS[3], decimal(now + waiter_ttl), id)
+keep_line(waiter_ttl, ARGV[3])
 keep(KEYS[4], waiter_ttl + META_GRACE_MS)
-write_label(KEYS[6], id, ARGV[8], waiter_ttl)
-local soonest = redis.call('zrange', KEYS[1], 0, 0, 'withscores')[2]
+write_label(KEYS[6], id, ARGV[8], ARGV[3])
+local soonest = redis.call('zrange', KEYS[1], '0', '0', 'withscores')[2]
 local wait = -1
 if soonest then
   wait = math.max(0, tonumber(soonest) - now)

@@ -8,7 +8,7 @@
 -- Returns the number of holds removed. Cost: O(H) in the holders.
 -- Every hold key is read before anything is written: one that is not a
 -- lock's hold is refused (NOTALOCK), and nothing is deleted.
-local err = rw_check_types() or read_meta()
+local err = rw_check_types(true) or read_meta()
 if err then
   return err
 end

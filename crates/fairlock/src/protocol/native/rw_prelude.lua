@@ -25,7 +25,7 @@ local function holders_state()
   local n = redis.call('zcard', KEYS[1])
   local writer
   if n > 0 and n <= 2 then
-    for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
+    for _, id in ipairs(redis.call('zrange', KEYS[1], '0', '-1')) do
       if is_write(id) then
         writer = id
       end

@@ -25,7 +25,7 @@ if not weight or weight < 1 then
   return redis.error_reply('ERR fairlock: the weight must be a decimal integer >= 1')
 end
 -- Reads first: bad data is refused before anything is written.
-local err = weighted_check_types() or read_meta() or sem_read(counter(ARGV[10]))
+local err = weighted_check_types(true) or read_meta() or sem_read(counter(ARGV[10]))
 if err then
   return err
 end
@@ -53,10 +53,10 @@ if not sem.stored or sem.stale then
 end
 -- A waiter's record (its lease, ttl, secret and weight) is written again
 -- when it was lost: admit() grants no request whose weight it cannot read.
-local record = decimal(lease) .. ':' .. decimal(waiter_ttl) .. ':' .. nonce .. ':w' .. decimal(weight)
+local record = ARGV[2] .. ':' .. ARGV[3] .. ':' .. nonce .. ':w' .. decimal(weight)
 if queue and redis.call('zscore', KEYS[2], id) and not redis.call('hget', KEYS[5], id) then
   redis.call('hset', KEYS[5], id, record)
-  keep(KEYS[5], waiter_ttl)
+  keep(KEYS[5], waiter_ttl, ARGV[3])
 end
 purge_dead(now)
 -- Holders whose lease ended make room: the line's head goes first (it may
@@ -69,35 +69,37 @@ if mine.owner then
   -- This acquisition's own hold (a grant made to it, or an attempt whose
   -- reply was lost): claimed, never counted again.
   leave_queue(id)
-  redis.call('hset', hold_key(id), 'claimed', 1)
+  redis.call('hset', hold_key(id), 'claimed', '1')
   -- GT: never shortens what the hold was given.
-  redis.call('pexpire', hold_key(id), lease, 'gt')
-  redis.call('zadd', KEYS[1], 'gt', now + lease, id)
-  keep(KEYS[1], lease)
+  redis.call('pexpire', hold_key(id), ARGV[2], 'gt')
+  redis.call('zadd', KEYS[1], 'gt', decimal(now + lease), id)
+  keep(KEYS[1], lease, ARGV[2])
   keep(KEYS[4], lease + META_GRACE_MS)
-  write_label(KEYS[6], id, ARGV[8], lease)
+  write_label(KEYS[6], id, ARGV[8], ARGV[2])
   return {1, counter(mine.token)}
 end
 
 if kind.fits(id, weight) and not first_live(now) then
   leave_queue(id)
-  write_label(KEYS[6], id, ARGV[8], lease)
-  return {1, grant(id, lease, now, now_us, 1, nonce, weight)}
+  write_label(KEYS[6], id, ARGV[8], ARGV[2])
+  local token = grant(id, lease, ARGV[2], now, now_us, '1', nonce, weight)
+  return {1, token}
 end
 
 if not queue then
   return {4}
 end
 if not redis.call('zscore', KEYS[2], id) then
-  redis.call('zadd', KEYS[2], decimal(next_counter('seq', now_us)), id)
+  local _, seq = next_counter('seq', now_us)
+  redis.call('zadd', KEYS[2], seq, id)
   redis.call('hset', KEYS[5], id, record)
-  keep(KEYS[5], waiter_ttl)
+  keep(KEYS[5], waiter_ttl, ARGV[3])
 end
-redis.call('zadd', KEYS[3], now + waiter_ttl, id)
-keep_line(waiter_ttl)
+redis.call('zadd', KEYS[3], decimal(now + waiter_ttl), id)
+keep_line(waiter_ttl, ARGV[3])
 keep(KEYS[4], waiter_ttl + META_GRACE_MS)
-write_label(KEYS[6], id, ARGV[8], waiter_ttl)
-local soonest = redis.call('zrange', KEYS[1], 0, 0, 'withscores')[2]
+write_label(KEYS[6], id, ARGV[8], ARGV[3])
+local soonest = redis.call('zrange', KEYS[1], '0', '0', 'withscores')[2]
 local wait = -1
 if soonest then
   wait = math.max(0, tonumber(soonest) - now)

@@ -8,7 +8,7 @@
 -- holders.
 -- Every hold key is read before anything is written: one that is not a
 -- semaphore's hold is refused (NOTALOCK), and nothing is deleted.
-local err = weighted_check_types() or read_meta() or sem_read(nil)
+local err = weighted_check_types(true) or read_meta() or sem_read(nil)
 if err then
   return err
 end

@@ -42,7 +42,7 @@ local function sem_read(permits)
     -- weights ('w:ID') with the `used` they add up to.
     sem.recounted = {}
     local now
-    local entries = redis.call('zrange', KEYS[1], 0, -1, 'withscores')
+    local entries = redis.call('zrange', KEYS[1], '0', '-1', 'withscores')
     for i = 1, #entries, 2 do
       local id = entries[i]
       local hold, bad = hold_of(id)
@@ -111,7 +111,7 @@ local function sem_write()
     if sem.recounted then
       for _, id in ipairs(sem.recounted) do
         if sem.weights[id] then
-          redis.call('hset', KEYS[4], 'w:' .. id, sem.weights[id])
+          redis.call('hset', KEYS[4], 'w:' .. id, decimal(sem.weights[id]))
         end
       end
       sem.recounted = nil
@@ -131,7 +131,7 @@ kind.never_fits = function(weight)
 end
 kind.added = function(id, weight)
   sem.used = sem.used + weight
-  redis.call('hset', KEYS[4], 'w:' .. id, weight)
+  redis.call('hset', KEYS[4], 'w:' .. id, decimal(weight))
   sem_write()
 end
 kind.removed = function(id)

@@ -11,7 +11,7 @@ local capacity = counter(ARGV[1])
 if not capacity then
   return redis.error_reply('ERR fairlock: the capacity must be a decimal integer')
 end
-local err = weighted_check_types() or read_meta() or sem_read(nil)
+local err = weighted_check_types(true) or read_meta() or sem_read(nil)
 if err then
   return err
 end

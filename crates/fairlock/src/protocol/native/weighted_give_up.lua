@@ -9,7 +9,7 @@
 -- released, never a later acquisition's of the same id)
 -- Returns 0 not queued, 1 left the queue, 2 released a grant it had not
 -- taken. Cost: O(log N) plus the grants it makes.
-local err = weighted_check_types() or read_meta() or kind.check()
+local err = weighted_check_types(true) or read_meta() or kind.check()
 if err then
   return err
 end

@@ -33,8 +33,8 @@
 
 -- At most this many holders whose score passed are checked per call
 -- (bounded work; each dead holder is dropped once, a live one rescored
--- once per lease).
-local RECLAIM_LIMIT = 64
+-- once per lease). As text: the ZRANGE argument.
+local RECLAIM_LIMIT = '64'
 
 -- What the object's prelude fills in (it comes after this one; these are
 -- called, never read, before it ran):
@@ -158,13 +158,15 @@ local function own_hold(id)
   return held, nil, false
 end
 
-local function weighted_check_types()
+-- The types of the object's five keys (`meta_read_next` as for
+-- check_types in the lock's lock_prelude.lua: meta's is then its HMGET's).
+local function weighted_check_types(meta_read_next)
   return wrong_type(KEYS[1], 'zset') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
-    or wrong_type(KEYS[4], 'hash') or wrong_type(KEYS[5], 'hash')
+    or (not meta_read_next and wrong_type(KEYS[4], 'hash')) or wrong_type(KEYS[5], 'hash')
 end
 
 -- A queued waiter's record: the lock's 'LEASE:TTL:NONCE' (see waiter_record
--- in the native prelude), with ':wWEIGHT' appended for a semaphore's
+-- in lock_prelude.lua), with ':wWEIGHT' appended for a semaphore's
 -- request. Returns lease, ttl, nonce and the weight (nil when the record
 -- names none).
 local function waiter_of(id, default_ttl)
@@ -184,7 +186,7 @@ end
 -- Holders whose score passed: gone ones leave the set, live ones (renewed
 -- since) get the end of their key's TTL as their score.
 local function reclaim(now)
-  local due = redis.call('zrange', KEYS[1], '-inf', now, 'byscore', 'limit', 0, RECLAIM_LIMIT)
+  local due = redis.call('zrange', KEYS[1], '-inf', decimal(now), 'byscore', 'limit', '0', RECLAIM_LIMIT)
   for _, id in ipairs(due) do
     local left = redis.pcall('pttl', hold_key(id))
     if type(left) ~= 'number' then
@@ -196,37 +198,38 @@ local function reclaim(now)
     elseif left == -1 then
       -- No TTL: not a key these scripts wrote. It counts as a holder (the
       -- safe side) and is looked at again in a minute.
-      redis.call('zadd', KEYS[1], now + 60000, id)
+      redis.call('zadd', KEYS[1], decimal(now + 60000), id)
     else
-      redis.call('zadd', KEYS[1], now + left, id)
+      redis.call('zadd', KEYS[1], decimal(now + left), id)
     end
   end
 end
 
 -- Make `id` a holder of `weight` under a new fencing token for
--- `expire_ms`. `claimed`: 1 when the caller takes it, 0 for a grant its
--- waiter has not acted on; `nonce`: the acquisition's secret.
-local function grant(id, expire_ms, now, now_us, claimed, nonce, weight)
-  local token = next_counter('token', now_us)
+-- `expire_ms` (`expire_text` as text). `claimed`: '1' when the caller takes
+-- it, '0' for a grant its waiter has not acted on; `nonce`: the
+-- acquisition's secret. Returns the token and its text.
+local function grant(id, expire_ms, expire_text, now, now_us, claimed, nonce, weight)
+  local token, text = next_counter('token', now_us)
   local key = hold_key(id)
-  redis.call('hset', key, 'owner', id, 'count', 1, 'token', decimal(token), 'claimed', claimed,
+  redis.call('hset', key, 'owner', id, 'count', '1', 'token', text, 'claimed', claimed,
     'nonce', nonce)
   if kind.weighted then
-    redis.call('hset', key, 'weight', weight)
+    redis.call('hset', key, 'weight', decimal(weight))
   end
-  redis.call('pexpire', key, expire_ms)
-  redis.call('zadd', KEYS[1], now + expire_ms, id)
-  keep(KEYS[1], expire_ms)
+  redis.call('pexpire', key, expire_text)
+  redis.call('zadd', KEYS[1], decimal(now + expire_ms), id)
+  keep(KEYS[1], expire_ms, expire_text)
   keep(KEYS[4], expire_ms + META_GRACE_MS)
   kind.added(id, weight)
-  return token
+  return token, text
 end
 
 -- Grant the first live waiters while each fits, in line order (readers
 -- queued together behind a writer go together, a semaphore's requests
 -- while their permits are free), and nobody passes a head that does not
 -- fit. Each is told on its channel with a grant message signed with its
--- secret (see hand_off in the native prelude) and holds for min(its lease,
+-- secret (see hand_off in lock_prelude.lua) and holds for min(its lease,
 -- its waiter ttl) until it claims. A waiter whose hold key holds something
 -- else is dropped from the line ungranted (its next attempt gets
 -- NOTALOCK); one that can never fit is dropped and told 'refused' (its
@@ -263,8 +266,9 @@ local function admit(channel_prefix, default_ttl, now, now_us)
       leave_queue(head)
       if present == 0 then
         local expire = math.max(1, math.min(lease, ttl))
-        local token = grant(head, expire, now, now_us, 0, nonce, weight)
-        local message = 'grant:' .. decimal(token) .. ':' .. decimal(now) .. ':' .. decimal(expire)
+        local expire_text = decimal(expire)
+        local _, token = grant(head, expire, expire_text, now, now_us, '0', nonce, weight)
+        local message = 'grant:' .. token .. ':' .. decimal(now) .. ':' .. expire_text
         redis.call('publish', channel_prefix .. ':' .. head,
           message .. ':' .. redis.sha1hex(nonce .. ':' .. message))
         granted = granted + 1
@@ -295,95 +299,4 @@ local function drop_hold(id)
   if redis.call('zrem', KEYS[1], id) == 1 then
     kind.removed(id)
   end
-end
-
--- Tell the client of holder `id` that its hold was taken away (see revoke
--- in the native prelude): the message names KEYS[1], the key every hold of
--- the object is registered under.
-local function revoke_holder(revoked_prefix, id)
-  local owner = string.gsub(id, ':write$', '')
-  local client = string.match(owner, '^(.*):[^:]*$')
-  if client then
-    redis.call('publish', revoked_prefix .. client, KEYS[1])
-  end
-end
-
--- The object's whole state for inspect (read-only; O(N) in holders and
--- waiters): {holders as a flat list [id, hold[field], token, pttl, ...]
--- (those whose hold key lives), queue ids in order, liveness (ZRANGE
--- WITHSCORES), server now ms, labels (HGETALL of the optional KEYS[6];
--- empty when it holds another type)}, or nil and NOTALOCK when a hold key
--- holds anything but a hold. `field`: 'count' (the read-write lock) or
--- 'weight' (the semaphore).
-local function inspect_state(field)
-  local holders = {}
-  for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
-    local hold, bad = hold_of(id)
-    if bad then
-      return nil, bad
-    end
-    if hold.owner then
-      holders[#holders + 1] = id
-      holders[#holders + 1] = hold[field]
-      holders[#holders + 1] = hold.token
-      holders[#holders + 1] = redis.call('pttl', hold_key(id))
-    end
-  end
-  local now = server_now()
-  local labels = KEYS[6] and redis.pcall('hgetall', KEYS[6])
-  if type(labels) ~= 'table' or labels.err then
-    labels = {}
-  end
-  return {
-    holders,
-    redis.call('zrange', KEYS[2], 0, -1),
-    redis.call('zrange', KEYS[3], 0, -1, 'withscores'),
-    now,
-    labels,
-  }
-end
-
--- Force-release: drop every hold whose id `which` selects, each revoked
--- on its client's channel (`revoked_prefix`), then admit who fits. Every
--- hold key is read before anything is written: one that is not a hold is
--- refused (returned as the error), and nothing is deleted. A hold whose
--- key is not on this node while the holders set says its lease runs (on
--- the other node half-way through a slot migration; or evicted, deleted)
--- is dropped as a live one: its holder is told (it may still act on it,
--- and with an explicit lease nothing else would tell it) and it is
--- counted, with the weight meta recorded for it. Returns the number of
--- holds removed (whose keys lived, or whose lease ran) and the sum of
--- their weights (0 for an object without weights), or nil and NOTALOCK.
-local function force_release(which, revoked_prefix, channel_prefix, default_ttl)
-  local ids = {}
-  local now = server_now()
-  local entries = redis.call('zrange', KEYS[1], 0, -1, 'withscores')
-  for i = 1, #entries, 2 do
-    local id = entries[i]
-    if which(id) then
-      local hold, bad = hold_of(id)
-      if bad then
-        return nil, bad
-      end
-      local live, weight = hold.owner ~= nil, hold.weight or 0
-      if not live and tonumber(entries[i + 1]) > now then
-        live = true
-        if kind.weighted then
-          weight = counter(redis.call('hget', KEYS[4], 'w:' .. id)) or 0
-        end
-      end
-      ids[#ids + 1] = {id, live, weight}
-    end
-  end
-  local removed, weights = 0, 0
-  for _, entry in ipairs(ids) do
-    drop_hold(entry[1])
-    if entry[2] then
-      revoke_holder(revoked_prefix, entry[1])
-      removed = removed + 1
-      weights = weights + entry[3]
-    end
-  end
-  after_release(channel_prefix, default_ttl)
-  return removed, nil, weights
 end

@@ -29,19 +29,19 @@ end
 if (ARGV[5] ~= '' and mine.token ~= ARGV[5]) or (ARGV[6] ~= '' and mine.nonce ~= ARGV[6]) then
   return -2
 end
-local err = weighted_check_types() or read_meta() or kind.check()
+local err = weighted_check_types(true) or read_meta() or kind.check()
 if err then
   return err
 end
 local count = counter(mine.count)
 if count > 1 then
   -- The cache first (SET ... GET: another type fails before any effect).
-  redis.call('set', KEYS[6], 0, 'px', ARGV[4], 'get')
-  redis.call('hincrby', hold_key(id), 'count', -1)
-  redis.call('hset', hold_key(id), 'partial', 1)
+  redis.call('set', KEYS[6], '0', 'px', ARGV[4], 'get')
+  redis.call('hincrby', hold_key(id), 'count', '-1')
+  redis.call('hset', hold_key(id), 'partial', '1')
   return 0
 end
-redis.call('set', KEYS[6], 1, 'px', ARGV[4], 'get')
+redis.call('set', KEYS[6], '1', 'px', ARGV[4], 'get')
 drop_hold(id)
 after_release(ARGV[3], tonumber(ARGV[2]))
 return 1
