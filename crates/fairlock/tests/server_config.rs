@@ -386,7 +386,10 @@ async fn documented_rules_suffice(protocol: Protocol) {
     let server = RedisServer::start();
     let (user, rules) = documented(protocol);
     create_user(&server, user, rules);
-    let config = config_for(&server, user, protocol).lease(Duration::from_millis(300));
+    // A lease of 1 s, renewed every 333 ms: a renewal may come 660 ms late
+    // on a loaded machine (with 300 ms, 200 ms late lost the hold once).
+    let lease = Duration::from_secs(1);
+    let config = config_for(&server, user, protocol).lease(lease);
     let a = LockClient::with_config(config.clone())
         .await
         .expect("connect");
@@ -400,7 +403,7 @@ async fn documented_rules_suffice(protocol: Protocol) {
 
     // Lock, and keep it through the watchdog for more than three leases.
     let held = lock_a.lock().await.expect("lock");
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    tokio::time::sleep(lease * 3 + lease / 5).await;
     assert!(held.is_held(), "{protocol}: the watchdog kept the lease");
     assert!(lock_b.is_locked().await.unwrap());
     assert!(lock_b.remaining_lease().await.unwrap().is_some());
@@ -493,7 +496,7 @@ async fn documented_rules_suffice(protocol: Protocol) {
             let rw_b = rw_b.clone();
             async move { rw_b.write().try_lock_for(Duration::from_secs(10)).await }
         });
-        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        tokio::time::sleep(lease * 3 + lease / 5).await;
         assert!(
             read.is_held() && again.is_held() && other.is_held(),
             "renewed"
@@ -519,7 +522,7 @@ async fn documented_rules_suffice(protocol: Protocol) {
             let sem_b = sem_b.clone();
             async move { sem_b.try_acquire_for(1, Duration::from_secs(10)).await }
         });
-        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        tokio::time::sleep(lease * 3 + lease / 5).await;
         assert!(both.is_held(), "renewed");
         let info = sem_b.inspect().await.unwrap();
         assert_eq!(info.taken.iter().map(|t| t.permits).sum::<u32>(), 2);
@@ -962,8 +965,10 @@ async fn users_set_up_before_labels_still_lock() {
             .join(" ");
         assert!(!old_rules.contains("hlen"));
         create_user(&server, user, &old_rules);
+        // A lease of 1 s: a renewal may come 660 ms late on a loaded machine.
+        let lease = Duration::from_secs(1);
         let config = config_for(&server, user, protocol)
-            .lease(Duration::from_millis(300))
+            .lease(lease)
             .label("old-acl");
         let a = LockClient::with_config(config.clone())
             .await
@@ -974,7 +979,7 @@ async fn users_set_up_before_labels_still_lock() {
         let lock_b = b.fair_lock(name).unwrap();
         let waiting = tokio::spawn(async move { lock_b.lock().await.map(|g| g.owner().clone()) });
         // Held through more than three leases: renewals work.
-        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        tokio::time::sleep(lease * 3 + lease / 5).await;
         assert!(guard.is_held(), "{protocol}");
         let info = a.fair_lock(name).unwrap().inspect().await.expect("inspect");
         assert_eq!(info.holders.len(), 1, "{protocol}");
