@@ -546,6 +546,32 @@ async fn a_score_behind_its_key_is_rescored_not_reclaimed() {
     left_clean(&server, "lagging");
 }
 
+/// A hold key whose expiry another program moved to the end of Redis's time
+/// (`PEXPIREAT` of the largest value it keeps), its score behind: rescored
+/// to that end, a number above 2^63 written as such (not wrapped to a
+/// negative score, which would have the reader reclaimed at once and the
+/// writer's attempt told to retry in 0 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_key_expiring_at_the_end_of_time_is_rescored_as_such() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let rw = client.read_write_lock("forever").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let holders = "fairlock:{forever}:rw:holders";
+    let owner = read.owner().to_string();
+    let key = format!("fairlock:{{forever}}:rw:hold:{owner}");
+    server.cmd::<()>(&["PEXPIREAT", &key, "9223372036854775807"]);
+    server.cmd::<()>(&["ZADD", holders, "XX", "1", &owner]);
+    assert!(
+        rw.write().try_lock().await.unwrap().is_none(),
+        "no writer beside the live reader"
+    );
+    let score: f64 = server.cmd(&["ZSCORE", holders, &owner]);
+    assert!(score > 9.2e18, "rescored to the key's expiry: {score}");
+    read.unlock().await.unwrap();
+    left_clean(&server, "forever");
+}
+
 /// More crashed readers than one script reclaims (64 per call): the writer
 /// behind them still gets in soon after their leases end, each call
 /// dropping the next 64.

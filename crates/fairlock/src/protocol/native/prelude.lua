@@ -35,10 +35,12 @@ end
 -- bits, not on a 32-bit build. A 32-bit long is at most 11 characters
 -- ('-2147483648'), so a longer text proves the long wide enough; the few
 -- numbers between 2^31 and 10^11 (leases of weeks) are written with
--- '%.0f'. Tokens, arrival numbers and server times are all longer.
+-- '%.0f'. Tokens, arrival numbers and server times are all longer. From
+-- 2^63 up (only data another program wrote can lead there: an expiry set
+-- near the largest time Redis keeps) no long holds n: '%.0f' too.
 local function decimal(n)
   local text = string.format('%d', n)
-  if n < 2147483648 or #text > 11 then
+  if n < 2147483648 or (#text > 11 and n < 9223372036854775808) then
     return text
   end
   return string.format('%.0f', n)
