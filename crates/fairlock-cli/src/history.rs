@@ -434,7 +434,7 @@ pub(crate) fn check(
         if holds.iter().any(|h| h.permits.is_some()) {
             // A semaphore: permits add up, tokens are unique (holders share,
             // so grant order says nothing about start order).
-            check_permits(lock, &holds, &mut report);
+            check_permits(lock, &holds, failovers, &mut report);
             if native {
                 check_unique_tokens(lock, &holds, &mut report);
             }
@@ -1379,34 +1379,54 @@ fn check_tokens(lock: &str, holds: &[&Hold], report: &mut Report) {
 /// A semaphore's holds. Rule: at no server instant do the permits of the
 /// valid holds then open add up to more than the total (a hold starting
 /// at the very moment another ended is not open beside it).
-fn check_permits(lock: &str, holds: &[&Hold], report: &mut Report) {
-    let mut open: Vec<(u64, u32, &str)> = Vec::new();
+fn check_permits(lock: &str, holds: &[&Hold], failovers: &Failovers, report: &mut Report) {
+    // The holds out: end, permits, owner, start.
+    let mut open: Vec<(u64, u32, &str, u64)> = Vec::new();
     for hold in holds.iter().filter(|h| h.valid) {
         let Some(Permits { n, total }) = hold.permits else {
             continue;
         };
         report.permit_holds += 1;
         open.retain(|(end, ..)| *end > hold.start);
-        let out = open.iter().map(|(_, n, _)| n).sum::<u32>() + n;
+        let out = open.iter().map(|(_, n, ..)| n).sum::<u32>() + n;
         report.most_permits_out = report.most_permits_out.max(out);
         if out > total {
-            report.permits_over += 1;
-            report.first_overlap.get_or_insert_with(|| {
-                let first = open.iter().map(|(end, ..)| *end).min().unwrap_or(hold.end);
-                (lock.to_owned(), hold.start, first)
-            });
-            report.example(format!(
-                "{lock}: {} took {n} permits at {} while {} were out of {total} ({})",
+            // Holds that a failover of this semaphore's master may have
+            // lost (or that a master already replaced granted) count apart,
+            // as the exclusive locks' overlaps do (check_overlaps).
+            let unexcused = n + open
+                .iter()
+                .filter(|(_, _, owner, start)| {
+                    !failovers.excuse(lock, (owner, *start), (&hold.owner, hold.start))
+                })
+                .map(|(_, k, ..)| *k)
+                .sum::<u32>();
+            let others = open
+                .iter()
+                .map(|(_, n, owner, _)| format!("{owner}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let at = format!(
+                "{lock}: {} took {n} permits at {} while {} were out of {total} ({others})",
                 hold.owner,
                 hold.start,
                 out - n,
-                open.iter()
-                    .map(|(_, n, owner)| format!("{owner}: {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            );
+            if unexcused <= total {
+                report.failover_overlaps += 1;
+                report.example(format!(
+                    "{at}, across a failover (asynchronous replication)"
+                ));
+            } else {
+                report.permits_over += 1;
+                report.first_overlap.get_or_insert_with(|| {
+                    let first = open.iter().map(|(end, ..)| *end).min().unwrap_or(hold.end);
+                    (lock.to_owned(), hold.start, first)
+                });
+                report.example(at);
+            }
         }
-        open.push((hold.end, n, &hold.owner));
+        open.push((hold.end, n, &hold.owner, hold.start));
     }
 }
 
@@ -2695,6 +2715,49 @@ pub(crate) mod tests {
         assert_eq!(report.overlaps, 1, "{report:?}");
     }
 
+    /// Permits over the total across a failover of the semaphore's master
+    /// are the failover's (asynchronous replication), as exclusive locks'
+    /// overlaps are; a failover of another master explains nothing.
+    #[test]
+    fn permits_over_the_total_across_a_failover_count_apart() {
+        let permits = |owner: &str, start: u64, end: u64, token: u64| {
+            let Event::Hold(mut hold) = hold(owner, token, 0, start, end) else {
+                unreachable!()
+            };
+            hold.permits = Some(Permits { n: 3, total: 3 });
+            Event::Hold(hold)
+        };
+        let events = [permits("a", 10, 100, 1), permits("b", 20, 30, 2)];
+        let failover_of = |lock: &str| Failovers {
+            at: vec![Failover {
+                at: 5,
+                kind: "test".into(),
+                locks: vec![lock.to_owned()],
+            }],
+            settle_us: 10,
+            window_us: 1000,
+            acked_clients: Vec::new(),
+        };
+        let mut report = Report::default();
+        check_permits("l", &holds(&events), &failover_of("l"), &mut report);
+        assert_eq!(
+            (report.permits_over, report.failover_overlaps),
+            (0, 1),
+            "{report:?}"
+        );
+        assert!(
+            report.examples[0].contains("across a failover"),
+            "{report:?}"
+        );
+        let mut report = Report::default();
+        check_permits("l", &holds(&events), &failover_of("other"), &mut report);
+        assert_eq!(
+            (report.permits_over, report.failover_overlaps),
+            (1, 0),
+            "{report:?}"
+        );
+    }
+
     #[test]
     fn permits_add_up_to_the_total_at_most() {
         let permits = |owner: &str, n: u32, start: u64, end: u64, token: u64| {
@@ -2706,7 +2769,7 @@ pub(crate) mod tests {
         };
         let check = |events: &[Event]| {
             let mut report = Report::default();
-            check_permits("l", &holds(events), &mut report);
+            check_permits("l", &holds(events), &Failovers::default(), &mut report);
             check_unique_tokens("l", &holds(events), &mut report);
             report
         };
