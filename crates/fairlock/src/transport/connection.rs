@@ -30,6 +30,7 @@ use super::endpoint::{Endpoint, Topology};
 use super::errors::{from_first_reply, from_redis, from_redis_conn, from_script};
 use super::pubsub::PubSubConnector;
 use super::sentinel::Follower;
+use super::timeouts::Timeouts;
 use crate::error::{Error, Result};
 use crate::events::{self, Event, Recorder};
 
@@ -281,13 +282,6 @@ pub(crate) fn sharded_source(code: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// How long connecting and each reply may take.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Timeouts {
-    pub(crate) connect: Duration,
-    pub(crate) response: Duration,
 }
 
 /// The command connection of one client: one server, or the master a

@@ -16,7 +16,9 @@ mod pushes;
 mod resp2;
 mod sentinel;
 mod sharded;
+mod timeouts;
 
-pub(crate) use connection::{Connection, HoldProof, Ints, Script, Timeouts};
+pub(crate) use connection::{Connection, HoldProof, Ints, Script};
 pub(crate) use endpoint::{Endpoint, URL_FORMS};
 pub(crate) use pubsub::{Incoming, Message, PubSubConnector};
+pub(crate) use timeouts::Timeouts;

@@ -15,12 +15,12 @@ use std::sync::Arc;
 use redis::PushKind;
 
 use super::cluster::Builder;
-use super::connection::Timeouts;
 use super::errors::{from_redis_conn, timed_out};
 use super::pushes::{self, Push, PushReceiver};
 use super::resp2;
 use super::sentinel::Follower;
 use super::sharded::{ShardedConnector, ShardedSink, ShardedStream};
+use super::timeouts::Timeouts;
 use crate::error::Result;
 
 /// Opens pub/sub connections to the client's server (for Sentinel: to the

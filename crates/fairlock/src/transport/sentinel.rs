@@ -35,10 +35,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-use super::connection::{Direct, Timeouts};
+use super::connection::Direct;
 use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis_conn, timed_out};
 use super::pubsub::{Incoming, PubSubConnector};
+use super::timeouts::Timeouts;
 use crate::error::{Error, Result};
 use crate::events::{self, Event};
 use crate::retry::Backoff;
