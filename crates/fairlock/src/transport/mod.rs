@@ -14,11 +14,13 @@ mod errors;
 mod pubsub;
 mod pushes;
 mod resp2;
+mod script;
 mod sentinel;
 mod sharded;
 mod timeouts;
 
-pub(crate) use connection::{Connection, HoldProof, Ints, Script};
+pub(crate) use connection::{Connection, HoldProof};
 pub(crate) use endpoint::{Endpoint, URL_FORMS};
 pub(crate) use pubsub::{Incoming, Message, PubSubConnector};
+pub(crate) use script::{Ints, Script};
 pub(crate) use timeouts::Timeouts;
