@@ -31,9 +31,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{FromRedisValue, IntoConnectionInfo};
 
-use super::connection::ReplicaSync;
 use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis, from_redis_conn, from_script};
+use super::replica_sync::ReplicaSync;
 use super::script::{Reload, eval_cached};
 use super::timeouts::Timeouts;
 use crate::error::{Error, Result};

@@ -13,14 +13,16 @@ mod endpoint;
 mod errors;
 mod pubsub;
 mod pushes;
+mod replica_sync;
 mod resp2;
 mod script;
 mod sentinel;
 mod sharded;
 mod timeouts;
 
-pub(crate) use connection::{Connection, HoldProof};
+pub(crate) use connection::Connection;
 pub(crate) use endpoint::{Endpoint, URL_FORMS};
 pub(crate) use pubsub::{Incoming, Message, PubSubConnector};
+pub(crate) use replica_sync::HoldProof;
 pub(crate) use script::{Ints, Script};
 pub(crate) use timeouts::Timeouts;
