@@ -33,6 +33,7 @@ use redis::{FromRedisValue, IntoConnectionInfo};
 
 use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis, from_redis_conn, from_script};
+use super::eviction::read_cluster_eviction_policy;
 use super::replica_sync::ReplicaSync;
 use super::script::{Reload, eval_cached};
 use super::timeouts::Timeouts;
@@ -297,7 +298,7 @@ impl ClusterCommands {
             .query_async::<redis::Value>(&mut conn)
             .await
             .is_ok();
-        let maxmemory_policy = read_eviction_policy(&mut conn, &addr).await;
+        let maxmemory_policy = read_cluster_eviction_policy(&mut conn, &addr).await;
         Ok(Self {
             conn,
             addr: builder.seeds_address().into(),
@@ -439,23 +440,6 @@ fn serving(table: &redis::Value, slot: u16) -> Option<String> {
         let port = i64::from_redis_value_ref(master.get(1)?).ok()?;
         Some(format!("{host}:{port}"))
     })
-}
-
-/// `maxmemory-policy` of one master (the cluster's nodes are expected to
-/// share their settings), logged as `connection.rs` does for one server.
-async fn read_eviction_policy(conn: &mut ClusterConnection, addr: &str) -> Option<Arc<str>> {
-    let mut cmd = redis::cmd("CONFIG");
-    cmd.arg("GET").arg("maxmemory-policy");
-    let reply = conn
-        .route_command(
-            cmd,
-            RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
-        )
-        .await
-        .and_then(|value| {
-            HashMap::<String, String>::from_redis_value(value).map_err(redis::RedisError::from)
-        });
-    super::connection::eviction_policy_from(reply, addr)
 }
 
 #[cfg(test)]

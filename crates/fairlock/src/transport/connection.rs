@@ -1,15 +1,19 @@
 //! The command connection: one multiplexed, self-reconnecting connection per
-//! client, and the script runner that maps Redis errors to [`Error`].
+//! client, a backend per topology (one server: `direct.rs`; Sentinel:
+//! `sentinel.rs`; a cluster: `cluster.rs`), scripts run through `script.rs`
+//! and Redis errors mapped to [`Error`](crate::Error).
 //!
 //! ## Behavior
 //! - A command that finds the connection broken fails with
-//!   [`Error::Connection`]; the connection reconnects in the background and
-//!   the next command uses the new one. Callers that wait (acquire loops)
-//!   retry within the retry budget (see `retry.rs`).
+//!   [`Error::Connection`](crate::Error::Connection); the connection
+//!   reconnects in the background and the next command uses the new one.
+//!   Callers that wait (acquire loops) retry within the retry budget (see
+//!   `retry.rs`).
 //! - A command that gets no reply within the response timeout fails with
-//!   [`Error::Connection`]. It may or may not have run on the server; the
-//!   scripts are written so that a retry is safe (the base hold count in
-//!   the acquire scripts and the unlock result cache).
+//!   [`Error::Connection`](crate::Error::Connection). It may or may not
+//!   have run on the server; the scripts are written so that a retry is
+//!   safe (the base hold count in the acquire scripts and the unlock result
+//!   cache).
 //! - A script is sent with EVALSHA, and loaded again after NOSCRIPT (a
 //!   restarted or flushed server).
 //! - At connect the server's `maxmemory-policy` is read (`CONFIG GET`); a
@@ -17,24 +21,23 @@
 //!   (see `docs/deployment.md`). A server that refuses `CONFIG` is not
 //!   checked, and the connect goes on.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
 use super::cluster::{self, ClusterCommands};
+use super::direct::Direct;
 use super::endpoint::{Endpoint, Topology};
-use super::errors::{from_first_reply, from_redis, from_redis_conn, from_script};
+use super::errors::from_first_reply;
 use super::pubsub::PubSubConnector;
-use super::replica_sync::{HoldProof, ReplicaSync, ReplicasSynced};
-use super::script::{Reload, Script, ScriptLog, eval_cached};
+use super::replica_sync::{HoldProof, ReplicasSynced};
+use super::script::{Script, ScriptLog};
 use super::sentinel::Follower;
 use super::timeouts::Timeouts;
-use crate::error::{Error, Result};
-use crate::events::{self, Event, Recorder};
+use crate::error::Result;
+use crate::events::Recorder;
 
 /// The command connection of one client: one server, or the master a
 /// sentinel deployment names now (`sentinel.rs`). Cheap to clone.
@@ -79,7 +82,7 @@ impl Connection {
         match endpoint.topology() {
             Topology::Standalone => {
                 let direct = Direct::connect(endpoint, timeouts).await?;
-                let pubsub = PubSubConnector::new(direct.client.clone(), timeouts);
+                let pubsub = PubSubConnector::new(direct.client().clone(), timeouts);
                 Ok((Backend::Standalone(Box::new(direct)), pubsub))
             }
             Topology::Sentinel(spec) => {
@@ -252,7 +255,7 @@ impl Connection {
         match &self.backend {
             Backend::Standalone(direct) => {
                 direct
-                    .replica_sync
+                    .replica_sync()
                     .sync(&publish_sync(), replicas, timeout, proofs, false)
                     .await
             }
@@ -280,135 +283,13 @@ impl Connection {
                 follower
                     .on_master(|direct| async move {
                         direct
-                            .replica_sync
+                            .replica_sync()
                             .sync(&publish_sync(), replicas, timeout, proofs, false)
                             .await
                     })
                     .await
             }
         }
-    }
-}
-
-/// A connection to one server. Cheap to clone.
-#[derive(Clone)]
-pub(super) struct Direct {
-    manager: ConnectionManager,
-    client: redis::Client,
-    addr: Arc<str>,
-    maxmemory_policy: Option<Arc<str>>,
-    /// Connections for `WAIT` (see [`Connection::sync_replicas`]).
-    replica_sync: ReplicaSync,
-}
-
-impl Direct {
-    /// Connect to the server of a standalone `endpoint` (see
-    /// [`Connection::connect`]).
-    pub(super) async fn connect(endpoint: &Endpoint, timeouts: Timeouts) -> Result<Self> {
-        let addr: Arc<str> = endpoint.address().into();
-        let client = endpoint.redis_client()?;
-        let probe_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeouts.connect))
-            .set_response_timeout(Some(timeouts.response));
-        // The probe runs the handshake (AUTH) once, on database 0, then
-        // selects the URL's database itself: a down server, a server of
-        // another kind, a wrong password and a missing database are each
-        // reported now and told apart.
-        let mut probe = endpoint
-            .probe_client()?
-            .get_multiplexed_async_connection_with_config(&probe_config)
-            .await
-            .map_err(|e| from_first_reply(e, &addr))?;
-        redis::cmd("PING")
-            .query_async::<()>(&mut probe)
-            .await
-            .map_err(|e| from_first_reply(e, &addr))?;
-        let db = endpoint.db();
-        if db != 0 {
-            redis::cmd("SELECT")
-                .arg(db)
-                .query_async::<()>(&mut probe)
-                .await
-                .map_err(|e| missing_database(e, &addr, db))?;
-        }
-        refuse_cluster_node(&mut probe, &addr).await?;
-        let maxmemory_policy = read_eviction_policy(&mut probe, &addr).await;
-        drop(probe);
-
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeouts.connect))
-            .set_response_timeout(Some(timeouts.response))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(500));
-        let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
-            .await
-            .map_err(|e| from_redis_conn(e, &addr))?;
-        Ok(Self {
-            manager,
-            replica_sync: ReplicaSync::new(client.clone(), Arc::clone(&addr), timeouts),
-            client,
-            addr,
-            maxmemory_policy,
-        })
-    }
-
-    /// The server's `maxmemory-policy` as read at connect.
-    pub(super) fn maxmemory_policy(&self) -> Option<&str> {
-        self.maxmemory_policy.as_deref()
-    }
-
-    /// `host:port` of the server.
-    pub(super) fn address(&self) -> &str {
-        &self.addr
-    }
-
-    /// The Redis client of this server (for pub/sub connections).
-    pub(super) fn client(&self) -> &redis::Client {
-        &self.client
-    }
-
-    async fn script<T: FromRedisValue>(
-        &self,
-        script: &Script,
-        name: &str,
-        keys: &[&str],
-        args: &[&str],
-        log: &ScriptLog,
-        group: u16,
-    ) -> Result<T> {
-        let mut manager = self.manager.clone();
-        let reloaded = || log.reloaded(script, group, &self.addr);
-        eval_cached(
-            &mut manager,
-            script.plain.get_hash(),
-            &script.plain_code,
-            keys,
-            args,
-            self.replica_sync.timeouts.response,
-            Reload::Load,
-            reloaded,
-        )
-        .await
-        .map_err(|e| from_script(e, &self.addr, name, keys))
-    }
-
-    async fn command<T: FromRedisValue>(
-        &self,
-        name: &str,
-        command: &str,
-        key: &str,
-        args: &[&str],
-    ) -> Result<T> {
-        let mut cmd = redis::cmd(command);
-        cmd.arg(key);
-        for arg in args {
-            cmd.arg(*arg);
-        }
-        let mut manager = self.manager.clone();
-        cmd.query_async(&mut manager)
-            .await
-            .map_err(|e| from_redis(e, &self.addr, name, key))
     }
 }
 
@@ -438,28 +319,6 @@ fn set_sync(key: &str) -> redis::Cmd {
 /// only advances the replication offset that `WAIT` waits for).
 const REPLICA_SYNC_CHANNEL: &str = "fairlock:replica-sync";
 
-/// A cluster node reached with `redis://` would answer MOVED for most
-/// locks and CROSSSLOT for batched renewals: refused at connect with the
-/// URL to use. Read with `CONFIG GET cluster-enabled` (the optional
-/// `+config|get` permission of `docs/deployment.md`); a server that
-/// refuses CONFIG is not checked.
-async fn refuse_cluster_node(probe: &mut MultiplexedConnection, addr: &str) -> Result<()> {
-    let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("cluster-enabled")
-        .query_async(probe)
-        .await;
-    match reply {
-        Ok(settings) if settings.get("cluster-enabled").map(String::as_str) == Some("yes") => {
-            Err(Error::InvalidConfig(format!(
-                "Redis at {addr} is a Redis Cluster node: connect with \
-                 redis+cluster://{addr} (add more nodes, comma-separated, as seeds)"
-            )))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// Connect to one cluster seed and PING it, within the timeouts.
 async fn probe_seed(client: &redis::Client, addr: &str, timeouts: Timeouts) -> Result<()> {
     let config = AsyncConnectionConfig::new()
@@ -473,48 +332,4 @@ async fn probe_seed(client: &redis::Client, addr: &str, timeouts: Timeouts) -> R
         .query_async::<()>(&mut probe)
         .await
         .map_err(|e| from_first_reply(e, addr))
-}
-
-async fn read_eviction_policy(probe: &mut MultiplexedConnection, addr: &str) -> Option<Arc<str>> {
-    let reply = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("maxmemory-policy")
-        .query_async(probe)
-        .await;
-    eviction_policy_from(reply, addr)
-}
-
-/// The policy in a `CONFIG GET maxmemory-policy` reply from `addr`,
-/// recorded as an event (or the error that kept it from being read).
-pub(super) fn eviction_policy_from(
-    reply: redis::RedisResult<HashMap<String, String>>,
-    addr: &str,
-) -> Option<Arc<str>> {
-    let policy = match reply {
-        Ok(mut settings) => settings.remove("maxmemory-policy"),
-        Err(err) => {
-            events::record(Event::EvictionPolicy {
-                addr,
-                policy: Err(&err),
-            });
-            return None;
-        }
-    };
-    events::record(Event::EvictionPolicy {
-        addr,
-        policy: Ok(policy.as_deref()),
-    });
-    policy.map(Arc::from)
-}
-
-fn missing_database(err: redis::RedisError, addr: &str, db: i64) -> Error {
-    if err.kind() != redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) {
-        return from_redis_conn(err, addr);
-    }
-    let said = err.detail().unwrap_or("refused");
-    Error::InvalidConfig(format!(
-        "Redis at {addr} has no database {db} (it answered: {said}); use a database the \
-         server has, from 0 to its `databases` setting minus one (0 to 15 by default), \
-         as in redis://HOST:PORT/0"
-    ))
 }

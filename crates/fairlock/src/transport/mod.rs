@@ -9,8 +9,10 @@
 
 mod cluster;
 mod connection;
+mod direct;
 mod endpoint;
 mod errors;
+mod eviction;
 mod pubsub;
 mod pushes;
 mod replica_sync;

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-use super::connection::Direct;
+use super::direct::Direct;
 use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis_conn, timed_out};
 use super::pubsub::{Incoming, PubSubConnector};
