@@ -21,12 +21,13 @@ pub(super) struct Order<'o, 'h> {
 }
 
 /// FIFO (fair locks). Rule: for two waiters that stayed alive (see
-/// [`live_grants`](super::liveness::live_grants)) seen in one snapshot, a ahead of b, taken after both
-/// last (re)arrived and before both were granted (neither revoked and
-/// queued again by a force-unlock), a was granted no later than b, unless the protocol
-/// dropped a at the head of the line when its deadline had passed (Redisson,
-/// see [`QueueLog::may_have_been_dropped`]: counted apart). Each ordered
-/// pair is checked once, at the first snapshot that shows it.
+/// [`live_grants`](super::liveness::live_grants)) seen in one snapshot, a
+/// ahead of b, taken after both last (re)arrived and before both were
+/// granted (neither revoked and queued again by a force-unlock), a was
+/// granted no later than b, unless the protocol dropped a at the head of
+/// the line when its deadline had passed (Redisson, see
+/// [`QueueLog::may_have_been_dropped`]: counted apart). Each ordered pair is
+/// checked once, at the first snapshot that shows it.
 pub(super) fn check_fifo(lock: &str, log: &QueueLog, order: &Order<'_, '_>, report: &mut Report) {
     let mut checked = HashSet::new();
     for (i, snapshot) in log.snapshots.iter().enumerate() {
