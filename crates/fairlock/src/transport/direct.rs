@@ -27,7 +27,8 @@ pub(super) struct Direct {
     client: redis::Client,
     addr: Arc<str>,
     maxmemory_policy: Option<Arc<str>>,
-    /// Connections for `WAIT` (see [`Connection::sync_replicas`](super::Connection::sync_replicas)).
+    /// Connections for `WAIT` (see
+    /// [`Connection::sync_replicas`](super::Connection::sync_replicas)).
     replica_sync: ReplicaSync,
 }
 

@@ -12,8 +12,9 @@ use super::errors::from_redis_conn;
 use super::timeouts::Timeouts;
 use crate::error::Result;
 
-/// Connections for `WAIT` to one server (see [`Connection::sync_replicas`](super::Connection::sync_replicas)):
-/// a pool of idle ones. Cheap to clone.
+/// Connections for `WAIT` to one server (see
+/// [`Connection::sync_replicas`](super::Connection::sync_replicas)): a pool
+/// of idle ones. Cheap to clone.
 #[derive(Clone)]
 pub(super) struct ReplicaSync {
     client: redis::Client,
