@@ -21,6 +21,7 @@ mod script;
 mod sentinel;
 mod sharded;
 mod timeouts;
+mod url;
 
 pub(crate) use connection::Connection;
 pub(crate) use endpoint::{Endpoint, URL_FORMS};
