@@ -38,7 +38,8 @@ use std::time::Duration;
 use super::direct::Direct;
 use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis_conn, timed_out};
-use super::pubsub::{Incoming, PubSubConnector};
+use super::messages::Incoming;
+use super::server_pubsub;
 use super::timeouts::Timeouts;
 use super::url::{SentinelSpec, format_host_port};
 use crate::error::{Error, Result};
@@ -435,8 +436,9 @@ async fn listen_for_switches(follower: Weak<Follower>) {
         // queue: anyone may PUBLISH on a sentinel too), each command bounded.
         let subscribed = async {
             let client = client.map_err(|e| e.to_string())?;
-            let connector = PubSubConnector::new(client, timeouts);
-            let (mut sink, stream) = connector.connect().await.map_err(|e| e.to_string())?;
+            let (mut sink, stream) = server_pubsub::connect(&client, timeouts)
+                .await
+                .map_err(|e| e.to_string())?;
             sink.subscribe(&["+switch-master".to_owned()])
                 .await
                 .map_err(|e| e.to_string())?;
