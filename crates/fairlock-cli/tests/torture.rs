@@ -389,7 +389,7 @@ fn server_faults_only_on_request_against_a_server_it_did_not_start() {
 fn combinations_run(protocol: &str) -> String {
     let server = RedisServer::start();
     // Kept under the target directory: a failed run's history can be
-    // checked again (`recheck_a_saved_history` in src/history.rs).
+    // checked again (`recheck_a_saved_history` in src/history/recheck.rs).
     let history = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("torture-combinations-{protocol}.history"));
     let (code, stdout, stderr) = run_torture_keeping(

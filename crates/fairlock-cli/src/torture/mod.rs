@@ -1,5 +1,5 @@
 //! `fairlock torture`: a randomized multi-process workload with fault
-//! injection, checked against the history checker (see `history.rs`).
+//! injection, checked against the history checker (see `history/`).
 //!
 //! The orchestrator starts worker processes (`fairlock torture-worker`,
 //! hidden), each running several tasks that take a fair and a non-fair lock

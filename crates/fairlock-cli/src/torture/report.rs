@@ -473,7 +473,7 @@ fn context(history: &History, (lock, from, to): &(String, u64, u64)) -> Vec<Stri
 mod tests {
     use super::*;
 
-    use crate::history::tests::{hold, with};
+    use crate::history::test_support::{hold, with};
 
     /// A hold of `lock` from `start` to `end` (µs), its token its start.
     fn held(lock: &str, owner: &str, start: u64, end: u64) -> Event {

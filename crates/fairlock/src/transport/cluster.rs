@@ -1,6 +1,7 @@
-//! Redis Cluster: the seeds of a `redis+cluster://` URL, the command
-//! connection that routes every call by its first key's hash slot, and the
-//! slot arithmetic the watchdog groups renewals by.
+//! Redis Cluster: the command connection that routes every call by its
+//! first key's hash slot, and the slot arithmetic the watchdog groups
+//! renewals by (the seeds of a `redis+cluster://` URL are parsed in
+//! `url.rs`).
 //!
 //! ## Behavior
 //! - Connecting asks the seeds (any one that answers is enough) for the
@@ -26,95 +27,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::FromRedisValue;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{FromRedisValue, IntoConnectionInfo};
 
-use super::connection::{Reload, ReplicaSync, Timeouts, eval_cached};
 use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis, from_redis_conn, from_script};
+use super::eviction::read_cluster_eviction_policy;
+use super::replica_sync::ReplicaSync;
+use super::script::{Reload, eval_cached};
+use super::timeouts::Timeouts;
+use super::url::Seeds;
 use crate::error::{Error, Result};
 
 /// Number of hash slots of a Redis Cluster.
 pub(crate) const SLOTS: u16 = 16384;
-
-/// The seed nodes of a `redis+cluster://` URL, parsed.
-#[derive(Clone)]
-pub(crate) struct Seeds {
-    pub(super) nodes: Arc<[redis::ConnectionInfo]>,
-}
-
-/// `redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]` (or
-/// `rediss+cluster://`): one connection info per seed, each with the
-/// credentials. `None` when `url` is not a cluster URL. A cluster has one
-/// database, so a path other than `/` or `/0` is refused.
-pub(super) fn parse_seeds(url: &str) -> Option<std::result::Result<Seeds, String>> {
-    let (scheme, rest) = url.split_once("://")?;
-    let base = match scheme {
-        "redis+cluster" => "redis",
-        "rediss+cluster" => "rediss",
-        _ => return None,
-    };
-    Some(parse_rest(base, rest))
-}
-
-fn parse_rest(base: &str, rest: &str) -> std::result::Result<Seeds, String> {
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    if !matches!(tail, "" | "/" | "/0") {
-        return Err(format!(
-            "a cluster URL has no database or options after the hosts (found {tail:?}): \
-             a cluster serves database 0 only"
-        ));
-    }
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => (format!("{userinfo}@"), hosts),
-        None => (String::new(), authority),
-    };
-    let mut nodes = Vec::new();
-    for host in hosts.split(',') {
-        if host.is_empty() {
-            return Err("an empty host in the list of seeds".to_owned());
-        }
-        if !has_port(host) {
-            return Err(format!(
-                "seed {host:?} has no valid port: give every seed as HOST:PORT, \
-                 PORT from 1 to 65535"
-            ));
-        }
-        let info = format!("{base}://{userinfo}{host}")
-            .into_connection_info()
-            .map_err(|_| {
-                format!(
-                    "seed {host:?} does not parse: check the host, the port (1 to 65535) and \
-                     that a password's special characters are %-encoded"
-                )
-            })?;
-        nodes.push(info);
-    }
-    Ok(Seeds {
-        nodes: nodes.into(),
-    })
-}
-
-/// Whether seed `host` ends in `:PORT`, PORT decimal digits from 1 to
-/// 65535, after the host (outside the brackets of an IPv6 address).
-fn has_port(host: &str) -> bool {
-    let after_host = match host.strip_prefix('[') {
-        Some(bracketed) => match bracketed.split_once(']') {
-            Some((_, rest)) => rest,
-            None => return false,
-        },
-        None => host,
-    };
-    let Some((_, port)) = after_host.rsplit_once(':') else {
-        return false;
-    };
-    !port.is_empty()
-        && port.bytes().all(|b| b.is_ascii_digit())
-        && port.parse::<u32>().is_ok_and(|p| (1..=65535).contains(&p))
-}
 
 /// The hash slot of `key`: CRC16 (XMODEM) of the key, or of its hash tag
 /// (the text between the first `{` and the next `}`, when not empty),
@@ -295,7 +223,7 @@ impl ClusterCommands {
             .query_async::<redis::Value>(&mut conn)
             .await
             .is_ok();
-        let maxmemory_policy = read_eviction_policy(&mut conn, &addr).await;
+        let maxmemory_policy = read_cluster_eviction_policy(&mut conn, &addr).await;
         Ok(Self {
             conn,
             addr: builder.seeds_address().into(),
@@ -439,23 +367,6 @@ fn serving(table: &redis::Value, slot: u16) -> Option<String> {
     })
 }
 
-/// `maxmemory-policy` of one master (the cluster's nodes are expected to
-/// share their settings), logged as `connection.rs` does for one server.
-async fn read_eviction_policy(conn: &mut ClusterConnection, addr: &str) -> Option<Arc<str>> {
-    let mut cmd = redis::cmd("CONFIG");
-    cmd.arg("GET").arg("maxmemory-policy");
-    let reply = conn
-        .route_command(
-            cmd,
-            RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
-        )
-        .await
-        .and_then(|value| {
-            HashMap::<String, String>::from_redis_value(value).map_err(redis::RedisError::from)
-        });
-    super::connection::eviction_policy_from(reply, addr)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,41 +403,5 @@ mod tests {
             same_slot_key("p:", "fairlock:{job}:lock"),
             "p:{job}".to_owned()
         );
-    }
-
-    #[test]
-    fn seeds_parse() {
-        let seeds = parse_seeds("redis+cluster://u:p%40ss@127.0.0.1:7000,localhost:7001")
-            .expect("a cluster url")
-            .expect("valid");
-        assert_eq!(seeds.nodes.len(), 2);
-        assert_eq!(seeds.nodes[1].addr().to_string(), "localhost:7001");
-        assert_eq!(seeds.nodes[0].redis_settings().username(), Some("u"));
-        assert_eq!(seeds.nodes[1].redis_settings().password(), Some("p@ss"));
-        assert!(parse_seeds("redis://127.0.0.1:7000").is_none());
-        for bad in [
-            "redis+cluster://127.0.0.1:7000/3",
-            "redis+cluster://127.0.0.1:7000,,127.0.0.1:7001",
-            "redis+cluster://127.0.0.1",
-            "redis+cluster://127.0.0.1:99999",
-            "redis+cluster://127.0.0.1:",
-            "redis+cluster://127.0.0.1:0",
-            "redis+cluster://127.0.0.1:65536",
-            "redis+cluster://127.0.0.1:+7000",
-            "redis+cluster://127.0.0.1:70a0",
-            "redis+cluster://[::1]",
-            "redis+cluster://[::1]:",
-            "redis+cluster://[::1",
-        ] {
-            let err = parse_seeds(bad).expect("cluster").err();
-            assert!(err.is_some(), "{bad}");
-        }
-        for good in [
-            "redis+cluster://127.0.0.1:1",
-            "redis+cluster://127.0.0.1:65535",
-            "redis+cluster://[::1]:7000",
-        ] {
-            assert!(parse_seeds(good).expect("cluster").is_ok(), "{good}");
-        }
     }
 }

@@ -1,15 +1,19 @@
 //! The command connection: one multiplexed, self-reconnecting connection per
-//! client, and the script runner that maps Redis errors to [`Error`].
+//! client, a backend per topology (one server: `direct.rs`; Sentinel:
+//! `sentinel.rs`; a cluster: `cluster.rs`), scripts run through `script.rs`
+//! and Redis errors mapped to [`Error`](crate::Error).
 //!
 //! ## Behavior
 //! - A command that finds the connection broken fails with
-//!   [`Error::Connection`]; the connection reconnects in the background and
-//!   the next command uses the new one. Callers that wait (acquire loops)
-//!   retry within the retry budget (see `retry.rs`).
+//!   [`Error::Connection`](crate::Error::Connection); the connection
+//!   reconnects in the background and the next command uses the new one.
+//!   Callers that wait (acquire loops) retry within the retry budget (see
+//!   `retry.rs`).
 //! - A command that gets no reply within the response timeout fails with
-//!   [`Error::Connection`]. It may or may not have run on the server; the
-//!   scripts are written so that a retry is safe (the base hold count in
-//!   the acquire scripts and the unlock result cache).
+//!   [`Error::Connection`](crate::Error::Connection). It may or may not
+//!   have run on the server; the scripts are written so that a retry is
+//!   safe (the base hold count in the acquire scripts and the unlock result
+//!   cache).
 //! - A script is sent with EVALSHA, and loaded again after NOSCRIPT (a
 //!   restarted or flushed server).
 //! - At connect the server's `maxmemory-policy` is read (`CONFIG GET`); a
@@ -17,278 +21,23 @@
 //!   (see `docs/deployment.md`). A server that refuses `CONFIG` is not
 //!   checked, and the connect goes on.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
 use super::cluster::{self, ClusterCommands};
+use super::direct::Direct;
 use super::endpoint::{Endpoint, Topology};
-use super::errors::{from_first_reply, from_redis, from_redis_conn, from_script};
+use super::errors::from_first_reply;
 use super::pubsub::PubSubConnector;
+use super::replica_sync::{HoldProof, ReplicasSynced};
+use super::script::{Script, ScriptLog};
 use super::sentinel::Follower;
-use crate::error::{Error, Result};
-use crate::events::{self, Event, Recorder};
-
-/// A Lua script: its SHA-1 computed once, run with EVALSHA. On a cluster
-/// with sharded pub/sub the script's wake-up publications run as SPUBLISH
-/// (a variant made once from the same source, see [`sharded_source`]).
-pub(crate) struct Script {
-    /// Its file name, for events.
-    name: &'static str,
-    /// A small number of its own, for [`ScriptLog`] (scripts are statics:
-    /// there are as many as the protocols have files).
-    id: u32,
-    plain: redis::Script,
-    plain_code: String,
-    sharded: redis::Script,
-    sharded_code: String,
-}
-
-impl Script {
-    pub(crate) fn new(name: &'static str, code: &str) -> Self {
-        static NEXT_ID: AtomicU32 = AtomicU32::new(0);
-        let sharded_code = sharded_source(code);
-        Self {
-            name,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            plain: redis::Script::new(code),
-            plain_code: code.to_owned(),
-            sharded: redis::Script::new(&sharded_code),
-            sharded_code,
-        }
-    }
-}
-
-/// What one client's connection knows of the servers' script caches:
-/// which script has run on which key group (the server, or a cluster hash
-/// slot). A `NOSCRIPT` reply for a script that ran there before means the
-/// server serving that group changed under the client (a failover, a slot
-/// migration, a restart or a `SCRIPT FLUSH`): counted as a server change,
-/// which names the cause when a hold is then found lost.
-///
-/// Memory: one `u64` per group (a bit per script), 8 bytes on one server,
-/// 128 KiB on a cluster (16,384 slots); scripts with an id of 64 or more
-/// (none today) are not tracked.
-pub(crate) struct ScriptLog {
-    ran: Box<[AtomicU64]>,
-    /// Server changes seen through `NOSCRIPT` replies.
-    changes: AtomicU64,
-    events: Arc<Recorder>,
-}
-
-impl ScriptLog {
-    fn new(groups: usize, events: Arc<Recorder>) -> Self {
-        Self {
-            ran: (0..groups).map(|_| AtomicU64::new(0)).collect(),
-            changes: AtomicU64::new(0),
-            events,
-        }
-    }
-
-    /// The word and bit of `script` in `group`.
-    fn bit(&self, script: &Script, group: u16) -> Option<(&AtomicU64, u64)> {
-        let word = self
-            .ran
-            .get(usize::from(group))
-            .or_else(|| self.ran.first())?;
-        (script.id < 64).then(|| (word, 1u64 << script.id))
-    }
-
-    /// `script` ran on `group`.
-    fn ran(&self, script: &Script, group: u16) {
-        if let Some((word, bit)) = self.bit(script, group) {
-            // A load first: the bit is set after the first call, and a
-            // read costs less than a read-modify-write on the hot path.
-            if word.load(Ordering::Relaxed) & bit == 0 {
-                word.fetch_or(bit, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// `server` answered `NOSCRIPT` for `script` on `group`: it is sent
-    /// again in full.
-    fn reloaded(&self, script: &Script, group: u16, server: &str) {
-        let ran_before = self
-            .bit(script, group)
-            .is_some_and(|(word, bit)| word.load(Ordering::Relaxed) & bit != 0);
-        if ran_before {
-            self.changes.fetch_add(1, Ordering::Relaxed);
-        }
-        self.events.record(Event::ScriptReloaded {
-            script: script.name,
-            server,
-            ran_before,
-        });
-    }
-}
-
-/// A script reply that is one integer or an array of integers (the native
-/// acquire answers an uncontended take with the token alone: an integer
-/// reply costs the client less to read than an array).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Ints {
-    One(i64),
-    Many(Vec<i64>),
-}
-
-impl FromRedisValue for Ints {
-    fn from_redis_value(value: redis::Value) -> std::result::Result<Self, redis::ParsingError> {
-        match value {
-            redis::Value::Int(n) => Ok(Self::One(n)),
-            other => Vec::from_redis_value(other).map(Self::Many),
-        }
-    }
-}
-
-/// How a script the server lacks is sent again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Reload {
-    /// `EVAL` with the source (one round trip; a cluster, where `SCRIPT
-    /// LOAD` would have to reach the node of the slot).
-    Eval,
-    /// `SCRIPT LOAD` then `EVALSHA` again (one server: the documented ACL
-    /// rules allow `EVALSHA` and `SCRIPT LOAD`, never `EVAL`).
-    Load,
-}
-
-/// Run the script whose SHA-1 is `hash` (source `code`) on `conn`:
-/// EVALSHA, and after `NOSCRIPT` (the server has not run it, or lost its
-/// script cache) send it again as `reload` says, within what is left of the
-/// one response timeout the calls share, so a call takes at most one
-/// response timeout, not two. `reloaded` is called when the script is sent
-/// again. Cancelling it drops the reply; the script may have run (the
-/// scripts are safe to send again).
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn eval_cached<C, T>(
-    conn: &mut C,
-    hash: &str,
-    code: &str,
-    keys: &[&str],
-    args: &[&str],
-    response_timeout: Duration,
-    reload: Reload,
-    reloaded: impl FnOnce(),
-) -> redis::RedisResult<T>
-where
-    C: SendCommand,
-    T: FromRedisValue,
-{
-    let deadline = tokio::time::Instant::now() + response_timeout;
-    let evalsha = script_call("EVALSHA", hash, keys, args);
-    let first = async {
-        let value = conn.send_command(&evalsha).await?.extract_error()?;
-        Ok::<T, redis::RedisError>(redis::from_redis_value(value)?)
-    };
-    match first.await {
-        Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            reloaded();
-            let again = async {
-                match reload {
-                    Reload::Eval => {
-                        script_call("EVAL", code, keys, args)
-                            .query_async(conn)
-                            .await
-                    }
-                    Reload::Load => {
-                        redis::cmd("SCRIPT")
-                            .arg("LOAD")
-                            .arg(code)
-                            .query_async::<()>(conn)
-                            .await?;
-                        evalsha.query_async(conn).await
-                    }
-                }
-            };
-            match tokio::time::timeout_at(deadline, again).await {
-                Ok(reply) => reply,
-                Err(_) => Err(super::errors::timed_out(
-                    "sending the script again after NOSCRIPT timed out",
-                )),
-            }
-        }
-        reply => reply,
-    }
-}
-
-/// A connection's way to send one command on the hot path: the inherent
-/// method where the connection has one (`ConnectionLike` boxes every
-/// call's future).
-pub(super) trait SendCommand: redis::aio::ConnectionLike + Send {
-    fn send_command<'a>(
-        &'a mut self,
-        cmd: &'a redis::Cmd,
-    ) -> impl Future<Output = redis::RedisResult<redis::Value>> + Send + 'a;
-}
-
-impl SendCommand for ConnectionManager {
-    fn send_command<'a>(
-        &'a mut self,
-        cmd: &'a redis::Cmd,
-    ) -> impl Future<Output = redis::RedisResult<redis::Value>> + Send + 'a {
-        self.send_packed_command(cmd)
-    }
-}
-
-impl SendCommand for redis::cluster_async::ClusterConnection {
-    fn send_command<'a>(
-        &'a mut self,
-        cmd: &'a redis::Cmd,
-    ) -> impl Future<Output = redis::RedisResult<redis::Value>> + Send + 'a {
-        redis::aio::ConnectionLike::req_packed_command(self, cmd)
-    }
-}
-
-/// `EVALSHA hash` or `EVAL code` with its keys and arguments, built in
-/// buffers sized for it at once: a command grown argument by argument
-/// reallocated several times (about 7,000 instructions per lock + unlock,
-/// a tenth of the client's work then; docs/performance.md).
-fn script_call(command: &str, script: &str, keys: &[&str], args: &[&str]) -> redis::Cmd {
-    let count = 3 + keys.len() + args.len();
-    let bytes = command.len()
-        + script.len()
-        + 3 // the number of keys, at most 3 digits in practice
-        + keys.iter().map(|k| k.len()).sum::<usize>()
-        + args.iter().map(|a| a.len()).sum::<usize>();
-    let mut cmd = redis::Cmd::with_capacity(count, bytes);
-    cmd.arg(command).arg(script).arg(keys.len());
-    for key in keys {
-        cmd.arg(*key);
-    }
-    for arg in args {
-        cmd.arg(*arg);
-    }
-    cmd
-}
-
-/// The script with every `redis.call('publish', ...)` on a lock's own
-/// channel turned into `redis.call('spublish', ...)`. The lock channels
-/// carry the lock's hash tag, so on a cluster they live in the slot of the
-/// keys the script touches; the revocation channel
-/// (`fairlock:revoked:CLIENT`, published with `revoked_prefix`) belongs to
-/// no slot and stays a cluster-wide PUBLISH.
-pub(crate) fn sharded_source(code: &str) -> String {
-    code.lines()
-        .map(|line| {
-            if line.contains("revoked_prefix") {
-                line.to_owned()
-            } else {
-                line.replace("redis.call('publish',", "redis.call('spublish',")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// How long connecting and each reply may take.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Timeouts {
-    pub(crate) connect: Duration,
-    pub(crate) response: Duration,
-}
+use super::timeouts::Timeouts;
+use crate::error::Result;
+use crate::events::Recorder;
 
 /// The command connection of one client: one server, or the master a
 /// sentinel deployment names now (`sentinel.rs`). Cheap to clone.
@@ -333,7 +82,7 @@ impl Connection {
         match endpoint.topology() {
             Topology::Standalone => {
                 let direct = Direct::connect(endpoint, timeouts).await?;
-                let pubsub = PubSubConnector::new(direct.client.clone(), timeouts);
+                let pubsub = PubSubConnector::new(direct.client().clone(), timeouts);
                 Ok((Backend::Standalone(Box::new(direct)), pubsub))
             }
             Topology::Sentinel(spec) => {
@@ -506,7 +255,7 @@ impl Connection {
         match &self.backend {
             Backend::Standalone(direct) => {
                 direct
-                    .replica_sync
+                    .replica_sync()
                     .sync(&publish_sync(), replicas, timeout, proofs, false)
                     .await
             }
@@ -534,341 +283,12 @@ impl Connection {
                 follower
                     .on_master(|direct| async move {
                         direct
-                            .replica_sync
+                            .replica_sync()
                             .sync(&publish_sync(), replicas, timeout, proofs, false)
                             .await
                     })
                     .await
             }
-        }
-    }
-}
-
-/// A connection to one server. Cheap to clone.
-#[derive(Clone)]
-pub(super) struct Direct {
-    manager: ConnectionManager,
-    client: redis::Client,
-    addr: Arc<str>,
-    maxmemory_policy: Option<Arc<str>>,
-    /// Connections for `WAIT` (see [`Connection::sync_replicas`]).
-    replica_sync: ReplicaSync,
-}
-
-impl Direct {
-    /// Connect to the server of a standalone `endpoint` (see
-    /// [`Connection::connect`]).
-    pub(super) async fn connect(endpoint: &Endpoint, timeouts: Timeouts) -> Result<Self> {
-        let addr: Arc<str> = endpoint.address().into();
-        let client = endpoint.redis_client()?;
-        let probe_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeouts.connect))
-            .set_response_timeout(Some(timeouts.response));
-        // The probe runs the handshake (AUTH) once, on database 0, then
-        // selects the URL's database itself: a down server, a server of
-        // another kind, a wrong password and a missing database are each
-        // reported now and told apart.
-        let mut probe = endpoint
-            .probe_client()?
-            .get_multiplexed_async_connection_with_config(&probe_config)
-            .await
-            .map_err(|e| from_first_reply(e, &addr))?;
-        redis::cmd("PING")
-            .query_async::<()>(&mut probe)
-            .await
-            .map_err(|e| from_first_reply(e, &addr))?;
-        let db = endpoint.db();
-        if db != 0 {
-            redis::cmd("SELECT")
-                .arg(db)
-                .query_async::<()>(&mut probe)
-                .await
-                .map_err(|e| missing_database(e, &addr, db))?;
-        }
-        refuse_cluster_node(&mut probe, &addr).await?;
-        let maxmemory_policy = read_eviction_policy(&mut probe, &addr).await;
-        drop(probe);
-
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeouts.connect))
-            .set_response_timeout(Some(timeouts.response))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(500));
-        let manager = ConnectionManager::new_with_config(client.clone(), manager_config)
-            .await
-            .map_err(|e| from_redis_conn(e, &addr))?;
-        Ok(Self {
-            manager,
-            replica_sync: ReplicaSync::new(client.clone(), Arc::clone(&addr), timeouts),
-            client,
-            addr,
-            maxmemory_policy,
-        })
-    }
-
-    /// The server's `maxmemory-policy` as read at connect.
-    pub(super) fn maxmemory_policy(&self) -> Option<&str> {
-        self.maxmemory_policy.as_deref()
-    }
-
-    /// `host:port` of the server.
-    pub(super) fn address(&self) -> &str {
-        &self.addr
-    }
-
-    /// The Redis client of this server (for pub/sub connections).
-    pub(super) fn client(&self) -> &redis::Client {
-        &self.client
-    }
-
-    async fn script<T: FromRedisValue>(
-        &self,
-        script: &Script,
-        name: &str,
-        keys: &[&str],
-        args: &[&str],
-        log: &ScriptLog,
-        group: u16,
-    ) -> Result<T> {
-        let mut manager = self.manager.clone();
-        let reloaded = || log.reloaded(script, group, &self.addr);
-        eval_cached(
-            &mut manager,
-            script.plain.get_hash(),
-            &script.plain_code,
-            keys,
-            args,
-            self.replica_sync.timeouts.response,
-            Reload::Load,
-            reloaded,
-        )
-        .await
-        .map_err(|e| from_script(e, &self.addr, name, keys))
-    }
-
-    async fn command<T: FromRedisValue>(
-        &self,
-        name: &str,
-        command: &str,
-        key: &str,
-        args: &[&str],
-    ) -> Result<T> {
-        let mut cmd = redis::cmd(command);
-        cmd.arg(key);
-        for arg in args {
-            cmd.arg(*arg);
-        }
-        let mut manager = self.manager.clone();
-        cmd.query_async(&mut manager)
-            .await
-            .map_err(|e| from_redis(e, &self.addr, name, key))
-    }
-}
-
-/// Connections for `WAIT` to one server (see [`Connection::sync_replicas`]):
-/// a pool of idle ones. Cheap to clone.
-#[derive(Clone)]
-pub(super) struct ReplicaSync {
-    client: redis::Client,
-    addr: Arc<str>,
-    idle: Arc<std::sync::Mutex<Vec<MultiplexedConnection>>>,
-    /// The client's timeouts.
-    timeouts: Timeouts,
-}
-
-impl ReplicaSync {
-    pub(super) fn new(client: redis::Client, addr: Arc<str>, timeouts: Timeouts) -> Self {
-        Self {
-            client,
-            addr,
-            idle: Arc::default(),
-            timeouts,
-        }
-    }
-
-    /// `write` (a write every replica receives, so that `WAIT` covers
-    /// whatever this client or a handoff wrote before) then `WAIT`, on an
-    /// idle connection of the pool (a new one when none is idle).
-    ///
-    /// A pooled connection that fails at once (closed by a server that
-    /// restarted since) is dropped with the rest of the pool, and the sync
-    /// runs once more on a new connection; a pooled connection that timed
-    /// out is not retried (the master is slow, not gone: the caller's
-    /// budget is spent). The `WAIT` is bounded by `timeout` plus one
-    /// response timeout, the connect by the connect timeout.
-    ///
-    /// `asking`: each keyed command goes after `ASKING` (the node imports
-    /// the slot of the keys).
-    ///
-    /// Cancelling drops the connection in use (it is not pooled again).
-    pub(super) async fn sync(
-        &self,
-        write: &redis::Cmd,
-        replicas: u32,
-        timeout: Duration,
-        proofs: &[HoldProof],
-        asking: bool,
-    ) -> Result<ReplicasSynced> {
-        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
-        let run = |conn| {
-            Wait {
-                write,
-                replicas,
-                timeout,
-                proofs,
-                asking,
-            }
-            .run(self, conn)
-        };
-        if let Some(conn) = pooled {
-            match run(conn).await {
-                Err(err) if !err.is_timeout() => {
-                    // The server closed it: the other idle ones are likely
-                    // dead too.
-                    if let Ok(mut idle) = self.idle.lock() {
-                        idle.clear();
-                    }
-                }
-                outcome => return outcome.map_err(|e| from_redis_conn(e, &self.addr)),
-            }
-        }
-        // The reply to WAIT comes after `timeout` at worst.
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeouts.connect))
-            .set_response_timeout(Some(timeout.saturating_add(self.timeouts.response)));
-        let conn = self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(|e| from_redis_conn(e, &self.addr))?;
-        run(conn).await.map_err(|e| from_redis_conn(e, &self.addr))
-    }
-}
-
-/// One `WAIT` with its proofs (see [`ReplicaSync::sync`]).
-struct Wait<'a> {
-    write: &'a redis::Cmd,
-    replicas: u32,
-    timeout: Duration,
-    proofs: &'a [HoldProof],
-    asking: bool,
-}
-
-impl Wait<'_> {
-    /// Each proof (the hold read, and its PTTL), then the write, then
-    /// `WAIT`, in one pipeline on `conn`; puts `conn` back in `pool`'s idle
-    /// connections when it answered.
-    async fn run(
-        self,
-        pool: &ReplicaSync,
-        mut conn: MultiplexedConnection,
-    ) -> redis::RedisResult<ReplicasSynced> {
-        let timeout_ms = u64::try_from(self.timeout.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        let mut pipe = redis::pipe();
-        let asking = |pipe: &mut redis::Pipeline| {
-            if self.asking {
-                pipe.cmd("ASKING").ignore();
-            }
-        };
-        for proof in self.proofs {
-            asking(&mut pipe);
-            match &proof.value {
-                Some(_) => pipe.cmd("HGET").arg(&proof.key).arg(&proof.field),
-                None => pipe.cmd("HEXISTS").arg(&proof.key).arg(&proof.field),
-            };
-            asking(&mut pipe);
-            pipe.cmd("PTTL").arg(&proof.key);
-        }
-        // A proof of a key that holds another type answers WRONGTYPE: that
-        // hold is not proven, and the others are still judged.
-        pipe.ignore_errors();
-        asking(&mut pipe);
-        pipe.add_command(self.write.clone())
-            .ignore()
-            .cmd("WAIT")
-            .arg(self.replicas)
-            .arg(timeout_ms);
-        let sent_at = tokio::time::Instant::now();
-        let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
-        if let Ok(mut idle) = pool.idle.lock() {
-            if idle.len() < 8 {
-                idle.push(conn);
-            }
-        }
-        Ok(ReplicasSynced::read(self.proofs, &replies, sent_at))
-    }
-}
-
-/// A hold to prove on the server a `WAIT` is sent to, in the same pipeline
-/// (so on the same server): `WAIT` acknowledges what *that* server has,
-/// which after a failover behind one address (or a master switch not yet
-/// noticed) may not be the server that made the grant or took the
-/// renewal.
-#[derive(Debug, Clone)]
-pub(crate) struct HoldProof {
-    /// The lock key.
-    pub(crate) key: String,
-    /// The field read: `HGET key field` must answer `value`; without a
-    /// value, `HEXISTS key field` must answer 1.
-    pub(crate) field: String,
-    pub(crate) value: Option<String>,
-}
-
-/// What a `WAIT` with proofs found.
-#[derive(Debug, Clone)]
-pub(crate) struct ReplicasSynced {
-    /// Replicas that acknowledged.
-    pub(crate) acked: u32,
-    /// For each proof: the local instant before which the server the `WAIT`
-    /// went to keeps that hold (the pipeline's send time + the PTTL it
-    /// read: the server read it later), `None` when it does not hold it.
-    pub(crate) held_until: Vec<Option<tokio::time::Instant>>,
-    /// The node a proof was redirected to with `ASK` (`host:port`): the
-    /// slot is migrating there and the hold's key has moved.
-    pub(crate) asked: Option<String>,
-}
-
-impl ReplicasSynced {
-    fn read(proofs: &[HoldProof], replies: &[redis::Value], sent_at: tokio::time::Instant) -> Self {
-        let held_until = proofs
-            .iter()
-            .enumerate()
-            .map(|(i, proof)| {
-                let found = replies
-                    .get(2 * i)
-                    .and_then(|v| String::from_redis_value(v.clone()).ok());
-                let proven = match &proof.value {
-                    Some(value) => found.as_deref() == Some(value.as_str()),
-                    None => found.as_deref() == Some("1"),
-                };
-                let pttl = replies
-                    .get(2 * i + 1)
-                    .and_then(|v| i64::from_redis_value(v.clone()).ok())
-                    .and_then(|ms| u64::try_from(ms).ok());
-                match (proven, pttl) {
-                    (true, Some(ms)) => sent_at.checked_add(Duration::from_millis(ms)),
-                    _ => None,
-                }
-            })
-            .collect();
-        let acked = replies
-            .last()
-            .and_then(|v| i64::from_redis_value(v.clone()).ok())
-            .unwrap_or(0);
-        let asked = replies.iter().find_map(|reply| match reply {
-            redis::Value::ServerError(err) if err.code() == "ASK" => err
-                .details()
-                .and_then(|details| details.split_whitespace().nth(1))
-                .map(str::to_owned),
-            _ => None,
-        });
-        Self {
-            acked: u32::try_from(acked.max(0)).unwrap_or(u32::MAX),
-            held_until,
-            asked,
         }
     }
 }
@@ -899,28 +319,6 @@ fn set_sync(key: &str) -> redis::Cmd {
 /// only advances the replication offset that `WAIT` waits for).
 const REPLICA_SYNC_CHANNEL: &str = "fairlock:replica-sync";
 
-/// A cluster node reached with `redis://` would answer MOVED for most
-/// locks and CROSSSLOT for batched renewals: refused at connect with the
-/// URL to use. Read with `CONFIG GET cluster-enabled` (the optional
-/// `+config|get` permission of `docs/deployment.md`); a server that
-/// refuses CONFIG is not checked.
-async fn refuse_cluster_node(probe: &mut MultiplexedConnection, addr: &str) -> Result<()> {
-    let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("cluster-enabled")
-        .query_async(probe)
-        .await;
-    match reply {
-        Ok(settings) if settings.get("cluster-enabled").map(String::as_str) == Some("yes") => {
-            Err(Error::InvalidConfig(format!(
-                "Redis at {addr} is a Redis Cluster node: connect with \
-                 redis+cluster://{addr} (add more nodes, comma-separated, as seeds)"
-            )))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// Connect to one cluster seed and PING it, within the timeouts.
 async fn probe_seed(client: &redis::Client, addr: &str, timeouts: Timeouts) -> Result<()> {
     let config = AsyncConnectionConfig::new()
@@ -934,89 +332,4 @@ async fn probe_seed(client: &redis::Client, addr: &str, timeouts: Timeouts) -> R
         .query_async::<()>(&mut probe)
         .await
         .map_err(|e| from_first_reply(e, addr))
-}
-
-async fn read_eviction_policy(probe: &mut MultiplexedConnection, addr: &str) -> Option<Arc<str>> {
-    let reply = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("maxmemory-policy")
-        .query_async(probe)
-        .await;
-    eviction_policy_from(reply, addr)
-}
-
-/// The policy in a `CONFIG GET maxmemory-policy` reply from `addr`,
-/// recorded as an event (or the error that kept it from being read).
-pub(super) fn eviction_policy_from(
-    reply: redis::RedisResult<HashMap<String, String>>,
-    addr: &str,
-) -> Option<Arc<str>> {
-    let policy = match reply {
-        Ok(mut settings) => settings.remove("maxmemory-policy"),
-        Err(err) => {
-            events::record(Event::EvictionPolicy {
-                addr,
-                policy: Err(&err),
-            });
-            return None;
-        }
-    };
-    events::record(Event::EvictionPolicy {
-        addr,
-        policy: Ok(policy.as_deref()),
-    });
-    policy.map(Arc::from)
-}
-
-fn missing_database(err: redis::RedisError, addr: &str, db: i64) -> Error {
-    if err.kind() != redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) {
-        return from_redis_conn(err, addr);
-    }
-    let said = err.detail().unwrap_or("refused");
-    Error::InvalidConfig(format!(
-        "Redis at {addr} has no database {db} (it answered: {said}); use a database the \
-         server has, from 0 to its `databases` setting minus one (0 to 15 by default), \
-         as in redis://HOST:PORT/0"
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sharded_source;
-
-    /// Every publication in every protocol script: on a lock's channel it
-    /// becomes SPUBLISH in the sharded variant, on the revocation channel
-    /// it stays PUBLISH; nothing else changes.
-    #[test]
-    fn sharded_scripts_publish_lock_channels_with_spublish() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol");
-        let mut spublish = 0;
-        for sub in ["native", "redisson"] {
-            for entry in std::fs::read_dir(format!("{dir}/{sub}")).unwrap() {
-                let path = entry.unwrap().path();
-                let code = std::fs::read_to_string(&path).unwrap();
-                let sharded = sharded_source(&code);
-                assert_eq!(sharded.lines().count(), code.lines().count(), "{path:?}");
-                for (before, after) in code.lines().zip(sharded.lines()) {
-                    if !before.contains("redis.call('publish'") {
-                        assert_eq!(before, after, "{path:?}");
-                    } else if before.contains("revoked_prefix") {
-                        assert_eq!(before, after, "{path:?}: revocations stay PUBLISH");
-                    } else {
-                        assert!(after.contains("redis.call('spublish'"), "{path:?}: {after}");
-                        assert!(!after.contains("redis.call('publish'"), "{path:?}: {after}");
-                        spublish += 1;
-                    }
-                }
-                // A publication written another way would escape the rule.
-                assert_eq!(
-                    code.matches("'publish'").count(),
-                    code.matches("redis.call('publish'").count(),
-                    "{path:?}"
-                );
-            }
-        }
-        // native: grant and free; redisson: head and non-fair releases.
-        assert!(spublish >= 4, "{spublish}");
-    }
 }

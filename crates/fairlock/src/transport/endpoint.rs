@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use super::cluster::{Seeds, parse_seeds};
-use super::sentinel::{SentinelSpec, parse_sentinel_url};
+use super::url::{Seeds, SentinelSpec, parse_seeds, parse_sentinel_url};
 use crate::error::{Error, Result};
 
 /// The accepted URL forms, for messages.

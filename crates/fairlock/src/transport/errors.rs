@@ -128,3 +128,20 @@ fn is_unavailable_error(err: &redis::RedisError) -> bool {
 pub(crate) fn timed_out(what: &'static str) -> redis::RedisError {
     redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, what))
 }
+
+/// A command that does not answer within `limit` counts as a broken
+/// connection (the commands of the pub/sub connections: `server_pubsub.rs`,
+/// `sharded.rs`).
+pub(super) async fn bounded(
+    limit: std::time::Duration,
+    addr: &str,
+    command: impl std::future::Future<Output = redis::RedisResult<()>>,
+) -> crate::error::Result<()> {
+    match tokio::time::timeout(limit, command).await {
+        Ok(result) => result.map_err(|e| from_redis_conn(e, addr)),
+        Err(_) => Err(from_redis_conn(
+            timed_out("pub/sub command timed out"),
+            addr,
+        )),
+    }
+}

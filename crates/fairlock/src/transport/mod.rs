@@ -9,14 +9,26 @@
 
 mod cluster;
 mod connection;
+mod direct;
 mod endpoint;
 mod errors;
+mod eviction;
+mod messages;
 mod pubsub;
 mod pushes;
+mod replica_sync;
 mod resp2;
+mod script;
 mod sentinel;
+mod server_pubsub;
 mod sharded;
+mod timeouts;
+mod url;
 
-pub(crate) use connection::{Connection, HoldProof, Ints, Script, Timeouts};
+pub(crate) use connection::Connection;
 pub(crate) use endpoint::{Endpoint, URL_FORMS};
-pub(crate) use pubsub::{Incoming, Message, PubSubConnector};
+pub(crate) use messages::{Incoming, Message};
+pub(crate) use pubsub::PubSubConnector;
+pub(crate) use replica_sync::HoldProof;
+pub(crate) use script::{Ints, Script};
+pub(crate) use timeouts::Timeouts;

@@ -1,5 +1,5 @@
-//! Redis Sentinel: the `redis+sentinel://` endpoint and the command
-//! connection that follows the master.
+//! Redis Sentinel: the command connection that follows the master (the
+//! `redis+sentinel://` URL is parsed in `url.rs`).
 //!
 //! ## Behavior
 //! - **Discovery.** At connect, each sentinel is asked in turn (in the URL's
@@ -35,10 +35,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-use super::connection::{Direct, Timeouts};
+use super::direct::Direct;
 use super::endpoint::Endpoint;
 use super::errors::{from_first_reply, from_redis_conn, timed_out};
-use super::pubsub::{Incoming, PubSubConnector};
+use super::messages::Incoming;
+use super::server_pubsub;
+use super::timeouts::Timeouts;
+use super::url::{SentinelSpec, format_host_port};
 use crate::error::{Error, Result};
 use crate::events::{self, Event};
 use crate::retry::Backoff;
@@ -49,192 +52,6 @@ const SENTINEL_PING_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the sentinels are asked which master they name, whatever the
 /// listener hears.
 const MASTER_CHECK_INTERVAL: Duration = Duration::from_secs(5);
-
-/// The port a sentinel listens on when the URL names none.
-pub(super) const DEFAULT_SENTINEL_PORT: u16 = 26379;
-
-/// What a `redis+sentinel://` URL names: the sentinels, the service (the
-/// master's name in the sentinels' configuration), whether TLS is used, and
-/// the sentinels' own credentials (set apart from the URL's, which are the
-/// data nodes').
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct SentinelSpec {
-    pub(super) sentinels: Vec<(String, u16)>,
-    pub(super) service: String,
-    pub(super) tls: bool,
-    pub(super) auth: Option<(Option<String>, String)>,
-}
-
-impl SentinelSpec {
-    /// `SERVICE via HOST:PORT,HOST:PORT`, for messages.
-    pub(super) fn describe(&self) -> String {
-        let hosts: Vec<String> = self
-            .sentinels
-            .iter()
-            .map(|(host, port)| format_host_port(host, *port))
-            .collect();
-        format!("sentinel service {} via {}", self.service, hosts.join(","))
-    }
-}
-
-fn format_host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
-/// The data-node settings and the sentinels of a sentinel URL.
-pub(super) struct ParsedSentinelUrl {
-    pub(super) spec: SentinelSpec,
-    pub(super) db: i64,
-    pub(super) username: Option<String>,
-    pub(super) password: Option<String>,
-}
-
-/// Parse `redis+sentinel://` and `rediss+sentinel://` URLs; `Ok(None)` for
-/// any other scheme. `Err` carries the problem in the user's terms (the
-/// caller adds the URL and the accepted forms).
-pub(super) fn parse_sentinel_url(
-    url: &str,
-) -> std::result::Result<Option<ParsedSentinelUrl>, String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Ok(None);
-    };
-    let tls = match scheme.to_ascii_lowercase().as_str() {
-        "redis+sentinel" => false,
-        "rediss+sentinel" => true,
-        _ => return Ok(None),
-    };
-    if rest.contains(['?', '#']) {
-        return Err("a sentinel URL takes no query (?...) or fragment (#...)".to_owned());
-    }
-    let Some((authority, path)) = rest.split_once('/') else {
-        return Err("the service name is missing: add /SERVICE after the sentinels".to_owned());
-    };
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => (Some(userinfo), hosts),
-        None => (None, authority),
-    };
-    let (username, password) = match userinfo {
-        None => (None, None),
-        Some(userinfo) => {
-            let (user, password) = match userinfo.split_once(':') {
-                Some((user, password)) => (user, Some(password)),
-                None => (userinfo, None),
-            };
-            let user = percent_decode(user).ok_or("the user name has a bad %-escape")?;
-            let password = password
-                .map(|p| percent_decode(p).ok_or("the password has a bad %-escape"))
-                .transpose()?;
-            ((!user.is_empty()).then_some(user), password)
-        }
-    };
-    let sentinels = parse_hosts(hosts)?;
-    let mut segments = path.split('/');
-    let service = segments.next().unwrap_or_default();
-    if service.is_empty() {
-        return Err("the service name is missing: add /SERVICE after the sentinels".to_owned());
-    }
-    let service = percent_decode(service).ok_or("the service name has a bad %-escape")?;
-    let db = match segments.next() {
-        None | Some("") => 0,
-        Some(db) => db
-            .parse::<i64>()
-            .ok()
-            .filter(|db| *db >= 0)
-            .ok_or_else(|| format!("invalid database number {db:?}: use 0, 1, 2, ..."))?,
-    };
-    if segments.any(|s| !s.is_empty()) {
-        return Err("too many path segments: the path is /SERVICE or /SERVICE/DB".to_owned());
-    }
-    Ok(Some(ParsedSentinelUrl {
-        spec: SentinelSpec {
-            sentinels,
-            service,
-            tls,
-            auth: None,
-        },
-        db,
-        username,
-        password,
-    }))
-}
-
-/// `HOST:PORT[,HOST:PORT...]`; a missing port means 26379; IPv6 hosts in
-/// brackets.
-fn parse_hosts(hosts: &str) -> std::result::Result<Vec<(String, u16)>, String> {
-    if hosts.is_empty() {
-        return Err("no sentinel is named: give HOST:PORT[,HOST:PORT...]".to_owned());
-    }
-    hosts
-        .split(',')
-        .map(|entry| {
-            let bad =
-                |why: &str| format!("bad sentinel address {entry:?} in the host list ({why})");
-            if entry.is_empty() {
-                return Err(bad(
-                    "empty entry: separate HOST:PORT pairs with single commas",
-                ));
-            }
-            let (host, port) = if let Some(bracketed) = entry.strip_prefix('[') {
-                let (host, after) = bracketed
-                    .split_once(']')
-                    .ok_or_else(|| bad("unclosed [ of an IPv6 address"))?;
-                match after {
-                    "" => (host, None),
-                    _ => match after.strip_prefix(':') {
-                        Some(port) => (host, Some(port)),
-                        None => return Err(bad("expected :PORT after ]")),
-                    },
-                }
-            } else {
-                match entry.rsplit_once(':') {
-                    Some((host, _)) if host.contains(':') => {
-                        return Err(bad("write an IPv6 address in brackets: [::1]:26379"));
-                    }
-                    Some((host, port)) => (host, Some(port)),
-                    None => (entry, None),
-                }
-            };
-            if host.is_empty() {
-                return Err(bad("empty host"));
-            }
-            if host.contains(['@', '/', ' ']) {
-                return Err(bad("not a host name"));
-            }
-            let port = match port {
-                None => DEFAULT_SENTINEL_PORT,
-                Some(port) => port
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|p| *p != 0)
-                    .ok_or_else(|| bad("the port must be a number from 1 to 65535"))?,
-            };
-            Ok((host.to_owned(), port))
-        })
-        .collect()
-}
-
-/// Decode `%XX` escapes; `None` on a malformed one or a result that is not
-/// UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
 
 /// The command connection to the master a sentinel deployment names now
 /// (see the [module docs](self)).
@@ -619,8 +436,9 @@ async fn listen_for_switches(follower: Weak<Follower>) {
         // queue: anyone may PUBLISH on a sentinel too), each command bounded.
         let subscribed = async {
             let client = client.map_err(|e| e.to_string())?;
-            let connector = PubSubConnector::new(client, timeouts);
-            let (mut sink, stream) = connector.connect().await.map_err(|e| e.to_string())?;
+            let (mut sink, stream) = server_pubsub::connect(&client, timeouts)
+                .await
+                .map_err(|e| e.to_string())?;
             sink.subscribe(&["+switch-master".to_owned()])
                 .await
                 .map_err(|e| e.to_string())?;
@@ -731,73 +549,5 @@ async fn check_master_periodically(follower: Weak<Follower>) {
                 this.re_resolve();
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(url: &str) -> ParsedSentinelUrl {
-        parse_sentinel_url(url).unwrap().unwrap()
-    }
-
-    fn problem(url: &str) -> String {
-        match parse_sentinel_url(url) {
-            Err(problem) => problem,
-            Ok(_) => panic!("{url} parsed"),
-        }
-    }
-
-    #[test]
-    fn forms() {
-        let p = parse("redis+sentinel://h1:26379,h2:26380,[::1]:1/mymaster");
-        assert_eq!(
-            p.spec.sentinels,
-            vec![
-                ("h1".to_owned(), 26379),
-                ("h2".to_owned(), 26380),
-                ("::1".to_owned(), 1)
-            ]
-        );
-        assert_eq!(p.spec.service, "mymaster");
-        assert!(!p.spec.tls);
-        assert_eq!((p.db, p.username, p.password), (0, None, None));
-
-        let p = parse("rediss+sentinel://alice:p%40ss@h1:5000/svc/3");
-        assert!(p.spec.tls);
-        assert_eq!(p.db, 3);
-        assert_eq!(p.username.as_deref(), Some("alice"));
-        assert_eq!(p.password.as_deref(), Some("p@ss"));
-
-        let p = parse("redis+sentinel://:secret@h1/svc/");
-        assert_eq!(
-            p.spec.sentinels,
-            vec![("h1".to_owned(), DEFAULT_SENTINEL_PORT)]
-        );
-        assert_eq!((p.username, p.password.as_deref()), (None, Some("secret")));
-
-        assert!(parse_sentinel_url("redis://h:1").unwrap().is_none());
-        assert!(parse_sentinel_url("redis+cluster://h:1").unwrap().is_none());
-    }
-
-    #[test]
-    fn bad_input() {
-        assert!(problem("redis+sentinel://h1:26379").contains("service name is missing"));
-        assert!(problem("redis+sentinel://h1:26379/").contains("service name is missing"));
-        assert!(problem("redis+sentinel:///svc").contains("no sentinel is named"));
-        assert!(problem("redis+sentinel://h1,,h2/svc").contains("empty entry"));
-        assert!(problem("redis+sentinel://h1,/svc").contains("empty entry"));
-        assert!(problem("redis+sentinel://h1:0/svc").contains("1 to 65535"));
-        assert!(problem("redis+sentinel://h1:99999/svc").contains("1 to 65535"));
-        assert!(problem("redis+sentinel://h1:x/svc").contains("1 to 65535"));
-        assert!(problem("redis+sentinel://:26379/svc").contains("empty host"));
-        assert!(problem("redis+sentinel://::1:5/svc").contains("brackets"));
-        assert!(problem("redis+sentinel://[::1:5/svc").contains("unclosed"));
-        assert!(problem("redis+sentinel://h1/svc/x").contains("invalid database number"));
-        assert!(problem("redis+sentinel://h1/svc/-1").contains("invalid database number"));
-        assert!(problem("redis+sentinel://h1/svc/1/2").contains("too many path segments"));
-        assert!(problem("redis+sentinel://h1/svc?db=1").contains("no query"));
-        assert!(problem("redis+sentinel://u:%zz@h1/svc").contains("%-escape"));
     }
 }

@@ -30,10 +30,10 @@ use redis::cluster_async::ClusterConnection;
 use redis::{PushKind, Value};
 
 use super::cluster::Builder;
-use super::connection::Timeouts;
-use super::errors::{from_redis_conn, timed_out};
-use super::pubsub::{Incoming, Message, bounded, text};
+use super::errors::{bounded, from_redis_conn, timed_out};
+use super::messages::{Incoming, Message, text};
 use super::pushes::{self, Push, PushReceiver};
+use super::timeouts::Timeouts;
 use crate::error::Result;
 
 /// Opens the pub/sub cluster connections of a client.
