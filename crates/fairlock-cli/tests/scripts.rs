@@ -98,6 +98,36 @@ fn set_by_cargo(name: &str) -> bool {
     .any(|prefix| name.starts_with(prefix))
 }
 
+/// The live processes of process group `group` ("pid command line" each;
+/// zombies, which an init that does not reap may leave, are not counted).
+/// From /proc; where there is none, whether `killpg` finds a member.
+fn group_members(group: i32) -> Vec<String> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return match killpg(Pid::from_raw(group), None) {
+            Ok(()) => vec![format!("a process of group {group}")],
+            Err(_) => Vec::new(),
+        };
+    };
+    let mut members = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(stat) = fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid pgrp ...": comm may hold anything, so the
+        // fields are read after its last parenthesis.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        if fields.len() > 2 && fields[0] != "Z" && fields[2] == group.to_string() {
+            let args = fs::read(path.join("cmdline")).unwrap_or_default();
+            let args = String::from_utf8_lossy(&args).replace('\0', " ");
+            members.push(format!("{} {args}", entry.file_name().to_string_lossy()));
+        }
+    }
+    members
+}
+
 /// Runs `bash scripts/NAME ARGS...` from the root with `envs` added, in a
 /// process group of its own; stops it after [`DEADLINE`], and fails when
 /// anything of its group is still running [`GRACE`] after it exits.
@@ -150,22 +180,25 @@ fn run(name: &str, args: &[&str], envs: &[(&str, &str)]) -> Ran {
         started.elapsed()
     );
     let exited = Instant::now();
-    // Signal 0: does the group have a member left?
-    while killpg(group, None).is_ok() {
+    loop {
+        let left = group_members(pid);
+        if left.is_empty() {
+            break;
+        }
         if exited.elapsed() > GRACE {
-            let left = Command::new("ps")
-                .args(["-o", "pid,stat,args", "-g", &pid.to_string()])
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default();
             let _ = killpg(group, Signal::SIGKILL);
             panic!(
-                "scripts/{name} left processes running {GRACE:?} after it exited:\n{left}\n--- stdout\n{}\n--- stderr\n{}",
+                "scripts/{name} left processes running {GRACE:?} after it exited:\n{}\n--- stdout\n{}\n--- stderr\n{}",
+                left.join("\n"),
                 read(&out),
                 read(&err)
             );
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+    let lingered = exited.elapsed();
+    if lingered > Duration::from_millis(200) {
+        eprintln!("scripts/{name}: its processes ended {lingered:.1?} after it");
     }
     Ran {
         status,
@@ -462,9 +495,11 @@ fn test_under_load_runs_in_its_short_mode() {
         report.contains("; load average (1, 5, 15 min) "),
         "{report}"
     );
-    // Gone: run() found the script's process group empty, the loop in it.
+    // Gone: run() found the script's process group empty, the loop in it
+    // (a zombie at most, reaped by the script's wait).
+    let stat = fs::read_to_string(format!("/proc/{loop_pid}/stat")).unwrap_or_default();
     assert!(
-        nix::sys::signal::kill(Pid::from_raw(loop_pid), None).is_err(),
-        "busy loop {loop_pid} still runs"
+        stat.is_empty() || !stat.contains(&format!(" {} ", ran.pid)),
+        "busy loop {loop_pid} still there: {stat}"
     );
 }
