@@ -1,7 +1,7 @@
 //! Every tool under `scripts/` runs here in a short mode (seconds, on the
 //! debug build), so that a change that breaks one fails the suite: a
 //! measuring tool that nothing runs breaks silently (`scripts/script-cost`
-//! once failed on every native pair for a whole round). Each test runs
+//! once failed on every native pair, unnoticed). Each test runs
 //! `bash scripts/NAME ...` from the repository root and checks the shape of
 //! what the tool reports (a figure per implementation, a verdict per
 //! variant, the report line), not its figures: they are meaningless on a
