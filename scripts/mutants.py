@@ -8,7 +8,10 @@ Usage (run from the repository root; scripts/mutants does):
   mutants.py list                    one mutant a line, tab-separated:
                                      name, model variant, torture protocols,
                                      suite binaries (in order), files, what
-  mutants.py check NAME...           every edit of NAME matches exactly once
+  mutants.py check [NAME...]         each mutant named (all without a name)
+                                     still fits the code: every edit matches
+                                     exactly once, its suite's test binaries
+                                     and its model variant exist
   mutants.py apply NAME              apply NAME's edits (all or nothing)
   mutants.py executables BIN...      read `cargo test --no-run
                                      --message-format=json` on stdin, print
@@ -17,6 +20,7 @@ Usage (run from the repository root; scripts/mutants does):
 """
 
 import json
+import os
 import re
 import sys
 
@@ -329,6 +333,43 @@ def mutated(mutant):
     return texts
 
 
+MODEL = "crates/fairlock-model/"
+TESTS = "crates/fairlock/tests/"
+
+
+def model_variants():
+    """The variants `check --variant` knows: the lock's (VARIANT_NAMES in
+    the model's variant.rs) and the weighted engine's ("weighted:NAME", the
+    names matched in examples/check.rs)."""
+    with open(MODEL + "src/variant.rs", encoding="utf-8") as f:
+        lock = re.search(r"VARIANT_NAMES: \[&str; \d+\] = \[(.*?)\];", f.read(), re.S)
+    with open(MODEL + "examples/check.rs", encoding="utf-8") as f:
+        weighted = re.search(r"fn weighted\(.*?\n}\n", f.read(), re.S)
+    if not lock or not weighted:
+        sys.exit("mutants.py: cannot read the model's variant names (VARIANT_NAMES in "
+                 f"{MODEL}src/variant.rs, weighted() in {MODEL}examples/check.rs)")
+    names = set(re.findall(r'"(\w+)"', lock.group(1)))
+    names |= {"weighted:" + n for n in re.findall(r'"(\w+)" =>', weighted.group(0))}
+    return names
+
+
+def fits(mutant, variants):
+    """Exit with what no longer fits `mutant`: an edit that does not match
+    exactly once, a suite binary without its test file, an unknown model
+    variant."""
+    for path, _, _ in mutant.edits:
+        try:
+            open(path, encoding="utf-8").close()
+        except OSError as e:
+            sys.exit(f"mutants.py: {mutant.name}: cannot read {path}: {e}")
+    mutated(mutant)
+    for binary in mutant.suite:
+        if not (os.path.isfile(f"{TESTS}{binary}.rs") or os.path.isfile(f"{TESTS}{binary}/main.rs")):
+            sys.exit(f"mutants.py: {mutant.name}: no test binary {binary} ({TESTS}{binary}.rs)")
+    if mutant.model != NOT_MODELLED and mutant.model not in variants:
+        sys.exit(f"mutants.py: {mutant.name}: the model has no variant {mutant.model!r}")
+
+
 def torture_summary(log):
     with open(log, encoding="utf-8", errors="replace") as f:
         text = f.read()
@@ -362,8 +403,9 @@ def main(args):
             print("\t".join([m.name, m.model, ",".join(m.protocols), ",".join(m.suite),
                              ",".join(files), m.what]))
     elif command == "check":
-        for name in rest:
-            mutated(named(name))
+        variants = model_variants()
+        for mutant in [named(name) for name in rest] or MUTANTS:
+            fits(mutant, variants)
     elif command == "apply" and len(rest) == 1:
         for path, text in mutated(named(rest[0])).items():
             with open(path, "w", encoding="utf-8") as f:

@@ -3,9 +3,13 @@
 # lock scripts found in DIR/scripts with EVALSHA over raw RESP, and reports
 # the server's instructions per pair (callgrind dumps in DIR) or, with PID
 # 'cpu', its CPU per pair and commands per pair (INFO).
-#   script-cost-driver.py PORT PID|cpu DIR LABEL... [PAIRS]
+#   [PAIRS=N] script-cost-driver.py PORT PID|cpu DIR LABEL...
+# PAIRS: the pairs measured per label (default 500 under callgrind, 20,000
+# for the CPU). Every reply is checked: a script whose arguments or replies
+# changed fails here instead of measuring an error path.
 import socket, subprocess, sys, time, glob, os
 P=int(sys.argv[1]); PID=sys.argv[2]; DIR=sys.argv[3]
+PAIRS=int(os.environ.get('PAIRS') or (20000 if PID=='cpu' else 500))
 s=socket.create_connection(('127.0.0.1',P)); f=s.makefile('rb')
 def cmd(*a):
     out=b'*%d\r\n'%len(a)
@@ -37,9 +41,9 @@ def calls():
         if l.startswith('cmdstat_') and not l.startswith('cmdstat_info') and not l.startswith('cmdstat_config'):
             n+=int(l.split('calls=')[1].split(',')[0])
     return n
-def measure(label, pair, n=500):
+def measure(label, pair):
+    n=PAIRS
     if PID=='cpu':
-        n=int(sys.argv[-1]) if sys.argv[-1].isdigit() else 20000
         for i in range(200): pair(i)
         cmd('CONFIG','RESETSTAT'); c0=info()
         for i in range(n): pair(i)
@@ -57,11 +61,16 @@ def measure(label, pair, n=500):
     print(f'{label:<28} {int(tot)/n:>10.0f} instructions per pair', flush=True)
     return int(tot)/n
 K=['fairlock:{b}:lock','fairlock:{b}:queue','fairlock:{b}:alive','fairlock:{b}:meta','fairlock:{b}:leases']
+def taken(r):
+    # The uncontended take's token: an integer reply since acquire_fast.lua
+    # (the fast path), {1, token} from the scripts of older revisions.
+    if isinstance(r,int): return r
+    assert isinstance(r,list) and r[0]==1,r
+    return r[1]
 def native(acq, rel, kind):
     def pair(i):
-        r=cmd('EVALSHA',acq,5,*K,'o:1',30000,30000,'fairlock:{b}:wake',kind,'queue',0,f'n{i}')
-        assert r[0]==1,r
-        r=cmd('EVALSHA',rel,6,*K,f'fairlock:{{b}}:release:r{i}{time.time()}','o:1',30000,'fairlock:{b}:wake',26000,str(r[1]),'',kind)
+        token=taken(cmd('EVALSHA',acq,5,*K,'o:1',30000,30000,'fairlock:{b}:wake',kind,'queue',0,f'n{i}'))
+        r=cmd('EVALSHA',rel,6,*K,f'fairlock:{{b}}:release:r{i}{time.time()}','o:1',30000,'fairlock:{b}:wake',26000,str(token),'',kind)
         assert r==1,r
     return pair
 RK=['q','redisson_lock_queue:{q}','redisson_lock_timeout:{q}']
@@ -85,9 +94,11 @@ def rs(i):
     assert cmd('EVALSHA',unlock,1,'rs',f'v{i}')==1
 d=DIR+'/scripts/'
 base=measure('rslock-equivalent', rs)
-for label in [a for a in sys.argv[4:] if not a.isdigit()]:
+for label in sys.argv[4:]:
     v,what=label.split(':')
-    if not open(d+v+'-nacq.lua').read().strip(): continue
+    if not open(d+v+'-nacq.lua').read().strip():
+        print(f'{label:<28} (no native scripts at this revision)', flush=True)
+        continue
     if what=='native-fair': p=native(load(d+v+'-nacq.lua'),load(d+v+'-nrel.lua'),'fair')
     if what=='native-nonfair': p=native(load(d+v+'-nacq.lua'),load(d+v+'-nrel.lua'),'nonfair')
     if what=='redisson-fair': p=rfair(load(d+v+'-rfacq.lua'),load(d+v+'-rfrel.lua'))

@@ -11,7 +11,9 @@
 # function (FCALL) instead of EVALSHA. Then single steps, to see where the
 # instructions go. These prototypes are not the lock's scripts: they skip
 # type checks, bad data and every contended path.
-#   script-floor.py PORT PID|cpu DIR
+#   [PAIRS=N] script-floor.py PORT PID|cpu DIR
+# PAIRS: the pairs (or single steps) measured per figure, as in
+# script-cost-driver.py, whose helpers this runs (default 500).
 import sys, time
 src = open(__file__.replace('script-floor.py', 'script-cost-driver.py')).read()
 src = src[:src.index("K=['fairlock")]
@@ -90,7 +92,9 @@ strings = cmd('SCRIPT', 'LOAD', "local t = tonumber(ARGV[1]) + 1; local s = stri
               "local x = 'h:' .. s .. ':1:1:' .. ARGV[2] .. ':' .. ARGV[3]; local m = string.match(x, '^h:(%d+)'); return 1")
 VALUE = 'h:1234567890123456:1:1:x:' + OWNER
 # The native prelude (common.lua + prelude.lua) defined per EVALSHA, and
-# once in a function library: what every non-fast-path call pays for it.
+# once in a function library: what every non-fast-path call of every kind
+# pays for it (the lock's scripts define lock_prelude.lua's helpers too, the
+# read-write lock's and the semaphore's weighted_prelude.lua's and their own).
 NATIVE = 'crates/fairlock/src/protocol/'
 PRELUDE = open(NATIVE + 'common.lua').read() + open(NATIVE + 'native/prelude.lua').read()
 with_prelude = cmd('SCRIPT', 'LOAD', PRELUDE + '\nreturn 1')
