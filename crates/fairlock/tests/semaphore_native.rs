@@ -1153,3 +1153,112 @@ async fn inspect_names_each_holder_and_what_each_waiter_asks_for() {
     two.release().await.unwrap();
     waiters.flush().await;
 }
+
+/// How the line's head is admitted on stale meta (below).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admitted {
+    /// By a waiter behind it giving up.
+    GiveUp,
+    /// By an operator's `force_release`.
+    ForceRelease,
+}
+
+/// Meta outliving every hold (a waiter keeps it: its `used` and weights
+/// stale, the hold keys and the holders set gone), then a script that
+/// admits the head without a request's own call first (a give-up of a
+/// waiter behind it, or a force-release): the admitted holder's weight is
+/// kept, and given back whole, whether it releases or its lease ends
+/// beside another holder. Before the fix the stale meta's clean-up ran
+/// after the admission had recorded the weight, and deleted it: its release
+/// (or reclaim) gave back nothing, and a request that fits waited as long
+/// as anybody held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_admitted_on_stale_meta_gives_its_permits_back() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let ends = [(Admitted::GiveUp, true), (Admitted::ForceRelease, false)];
+    let rounds = ends
+        .into_iter()
+        .chain(ends.into_iter().map(|(how, released)| (how, !released)));
+    for (round, (how, released)) in rounds.enumerate() {
+        let name = format!("stale-{round}");
+        let what = format!(
+            "{how:?}, the admitted holder {}",
+            if released { "released" } else { "died" }
+        );
+        let sem = client.semaphore(&name, 3).unwrap();
+        // A holds every permit, and dies: its hold key and the holders
+        // set expire together after its lease.
+        let lease = Duration::from_millis(800);
+        let dead = sem
+            .acquire_with(3, None, PermitLease::Fixed(lease))
+            .await
+            .unwrap()
+            .unwrap();
+        std::mem::forget(dead);
+        // H asks for 2 and queues; then it is not polled, so that its own
+        // retry (due when A's lease ends) does not run first.
+        let head = sem.acquire_with(2, None, PermitLease::Fixed(Duration::from_millis(1500)));
+        let mut head = std::pin::pin!(head);
+        tokio::select! {
+            outcome = &mut head => panic!("{what}: H got in at once: {outcome:?}"),
+            () = queued(&server, &name, 1, "H queued") => {}
+        }
+        match how {
+            Admitted::GiveUp => {
+                // X queues behind H and gives up once A's lease ended.
+                let behind = sem.clone();
+                let giving_up = tokio::spawn(async move {
+                    behind.try_acquire_for(1, Duration::from_millis(1300)).await
+                });
+                queued(&server, &name, 2, "X queued behind H").await;
+                let outcome = tokio::time::timeout(Duration::from_secs(5), giving_up)
+                    .await
+                    .expect("X's wait ends")
+                    .unwrap()
+                    .unwrap();
+                assert!(outcome.is_none(), "{what}: X waited behind H");
+            }
+            Admitted::ForceRelease => {
+                tokio::time::sleep(lease + Duration::from_millis(400)).await;
+                assert_eq!(
+                    sem.force_release().await.unwrap(),
+                    0,
+                    "{what}: A's lease ended"
+                );
+            }
+        }
+        queued(&server, &name, 0, "H admitted by that script").await;
+        let head = tokio::time::timeout(Duration::from_secs(5), head)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: H holds its grant"))
+            .unwrap()
+            .expect("granted");
+        let beside = sem.try_acquire(1).await.unwrap().expect("1 of 3 is free");
+        if released {
+            head.release().await.unwrap();
+        } else {
+            // H dies too; beside it the holders set lives on, and H is
+            // reclaimed from it once its lease ended.
+            std::mem::forget(head);
+            tokio::time::sleep(Duration::from_millis(1800)).await;
+        }
+        let two = sem
+            .try_acquire_for(2, Duration::from_secs(3))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| {
+                panic!(
+                    "{what}: H's 2 permits came back: {:?}",
+                    server
+                        .cmd::<Vec<String>>(&["HGETALL", &format!("fairlock:{{{name}}}:sem:meta")])
+                )
+            });
+        assert!(beside.is_held() && two.is_held());
+        two.release().await.unwrap();
+        beside.release().await.unwrap();
+        client.flush().await;
+        assert_eq!(sem.available().await.unwrap(), 3);
+        left_clean(&server, &name);
+    }
+}

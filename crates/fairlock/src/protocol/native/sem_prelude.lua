@@ -131,8 +131,11 @@ kind.never_fits = function(weight)
 end
 kind.added = function(id, weight)
   sem.used = sem.used + weight
-  redis.call('hset', KEYS[4], 'w:' .. id, decimal(weight))
+  -- Stored after sem_write: its clean-up of stale meta (sem.stale) deletes
+  -- every weight meta holds, and must not take this one with them (a
+  -- give-up or a force-release admits without writing meta first).
   sem_write()
+  redis.call('hset', KEYS[4], 'w:' .. id, decimal(weight))
 end
 kind.removed = function(id)
   local field = 'w:' .. id
