@@ -1262,3 +1262,56 @@ async fn a_head_admitted_on_stale_meta_gives_its_permits_back() {
         left_clean(&server, &name);
     }
 }
+
+/// A holder's weight in meta (`w:ID`) overwritten by another program with
+/// something that is not a weight (`abc`, `0`): its release gives back the
+/// weight its own hold key records (read and checked before any write), not
+/// nothing; and a holder whose key is gone when it is reclaimed has its
+/// weight counted again from the hold keys. Before the fix both gave back
+/// 0 permits, and they stayed taken as long as anybody held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_weight_overwritten_in_meta_is_not_read_as_nothing() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    for (round, junk) in ["abc", "0", "-2"].into_iter().enumerate() {
+        for released in [true, false] {
+            let name = format!("junk-{round}-{released}");
+            let meta = format!("fairlock:{{{name}}}:sem:meta");
+            let sem = client.semaphore(&name, 3).unwrap();
+            let beside = sem.acquire(1).await.unwrap();
+            let lease = Duration::from_millis(800);
+            let two = sem
+                .acquire_with(2, None, PermitLease::Fixed(lease))
+                .await
+                .unwrap()
+                .unwrap();
+            let field = format!("w:{}", two.ids()[0]);
+            server.cmd::<()>(&["HSET", &meta, &field, junk]);
+            if released {
+                two.release().await.unwrap();
+            } else {
+                std::mem::forget(two);
+                tokio::time::sleep(lease + Duration::from_millis(300)).await;
+            }
+            let again = sem
+                .try_acquire_for(2, Duration::from_secs(3))
+                .await
+                .unwrap()
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{junk:?}, released {released}: the 2 permits came back: {:?}",
+                        server.cmd::<Vec<String>>(&["HGETALL", &meta])
+                    )
+                });
+            assert!(
+                sem.try_acquire(1).await.unwrap().is_none(),
+                "3 of 3 are held"
+            );
+            again.release().await.unwrap();
+            beside.release().await.unwrap();
+            client.flush().await;
+            assert_eq!(sem.available().await.unwrap(), 3);
+            left_clean(&server, &name);
+        }
+    }
+}

@@ -23,6 +23,17 @@
 -- admitted), used, and whether meta stores them.
 local sem = {used = 0}
 
+-- The weight meta records for holder `id` ('w:ID'), or nil when it records
+-- none, or something that is not a weight (not a counter, or below 1:
+-- written by another program): a lost record.
+local function meta_weight(id)
+  local weight = counter(redis.call('hget', KEYS[4], 'w:' .. id))
+  if weight and weight >= 1 then
+    return weight
+  end
+  return nil
+end
+
 -- Read the capacity and `used`, before any write: NOTALOCK when they are
 -- not counters. `permits`: the capacity of a semaphore without one (nil
 -- when the script does not know it). A meta without `used` while holds
@@ -59,7 +70,7 @@ local function sem_read(permits)
         -- beside it before its lease ends; given back whole with it).
         now = now or server_now()
         if tonumber(entries[i + 1]) > now then
-          weight = counter(redis.call('hget', KEYS[4], 'w:' .. id)) or sem.capacity
+          weight = meta_weight(id) or sem.capacity
         end
       end
       if weight then
@@ -81,7 +92,10 @@ local function sem_read(permits)
 end
 
 -- Store the capacity (when known) and `used` in meta (and drop the
--- weights of holders that expired unseen, see sem_read).
+-- weights of holders that expired unseen, see sem_read). After a weight
+-- meta had lost was given back as 0 (sem.recount, see kind.removed),
+-- `used` is deleted instead: the next call counts it again from the hold
+-- keys (sem_read).
 local function sem_write()
   if sem.stale then
     local fields = redis.call('hgetall', KEYS[4])
@@ -94,7 +108,12 @@ local function sem_write()
   end
   if sem.capacity then
     local fresh = not sem.stored
-    redis.call('hset', KEYS[4], 'capacity', decimal(sem.capacity), 'used', decimal(sem.used))
+    if sem.recount then
+      redis.call('hset', KEYS[4], 'capacity', decimal(sem.capacity))
+      redis.call('hdel', KEYS[4], 'used')
+    else
+      redis.call('hset', KEYS[4], 'capacity', decimal(sem.capacity), 'used', decimal(sem.used))
+    end
     sem.stored = true
     if fresh then
       -- A meta written anew (the first call, or meta lost while holds
@@ -137,14 +156,28 @@ kind.added = function(id, weight)
   sem_write()
   redis.call('hset', KEYS[4], 'w:' .. id, decimal(weight))
 end
-kind.removed = function(id)
-  local field = 'w:' .. id
-  local weight = counter(redis.call('hget', KEYS[4], field)) or (sem.weights and sem.weights[id]) or 0
-  redis.call('hdel', KEYS[4], field)
+-- `weight`: the hold's own, read from its key and checked (hold_of) before
+-- any write; nil when its key is gone (a reclaim, or a force-release of a
+-- hold whose key was lost). Returns the weight given back.
+kind.removed = function(id, weight)
   if sem.weights then
+    -- `used` was counted again by this script (sem_read): what it
+    -- counted is what goes back (nothing for a holder it did not count).
+    weight = sem.weights[id] or 0
     -- Given back once: sem_write must not store it again.
     sem.weights[id] = nil
+  elseif not weight then
+    weight = meta_weight(id)
+    if not weight then
+      -- Lost or overwritten (not a weight): what it added to `used` is
+      -- unknown. Nothing is given back now (the safe side), and `used`
+      -- is counted again from the hold keys by the next call.
+      weight = 0
+      sem.recount = true
+    end
   end
+  redis.call('hdel', KEYS[4], 'w:' .. id)
   sem.used = math.max(0, sem.used - weight)
   sem_write()
+  return weight
 end

@@ -43,7 +43,9 @@ local RECLAIM_LIMIT = '64'
 --   kind.never_fits(weight) whether it can never fit (a semaphore's
 --                           request above its capacity)
 --   kind.added(id, weight)  a hold of `id` was just granted
---   kind.removed(id)        the hold of `id` ended (released, reclaimed)
+--   kind.removed(id, weight) the hold of `id` ended (released, reclaimed);
+--                           `weight`: its key's (hold_of), nil when its
+--                           key is gone; returns the weight given back
 --   kind.weighted           hold keys carry a 'weight' field
 local kind = {}
 
@@ -293,10 +295,13 @@ local function after_release(channel_prefix, default_ttl)
   end
 end
 
--- Remove `id`'s hold (its key and its entry).
-local function drop_hold(id)
+-- Remove `id`'s hold (its key and its entry). `weight`: the weight its key
+-- records (hold_of's, read before any write), nil when the key is gone.
+-- Returns the weight given back (0 for an object without weights).
+local function drop_hold(id, weight)
   redis.call('del', hold_key(id))
   if redis.call('zrem', KEYS[1], id) == 1 then
-    kind.removed(id)
+    return kind.removed(id, weight) or 0
   end
+  return 0
 end
