@@ -1315,3 +1315,60 @@ async fn a_weight_overwritten_in_meta_is_not_read_as_nothing() {
         }
     }
 }
+
+/// A waiter's line record whose weight another program wrote over (`0`,
+/// or something that is not a number) is a lost record, as one that is
+/// gone: the waiter is not admitted with it (with a weight of 0 it would
+/// believe it holds a permit nobody counts, and another request would take
+/// the only one), and it gets in once its next attempt wrote its record
+/// again. Before the fix a weight of 0 was admitted (two holders of a
+/// semaphore of 1), and a malformed one kept the head waiting for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_record_without_a_weight_of_at_least_1_is_a_lost_record() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    for (round, weight) in ["0", "00", "x"].into_iter().enumerate() {
+        let name = format!("zero-{round}");
+        let records = format!("fairlock:{{{name}}}:sem:leases");
+        let sem = client.semaphore(&name, 1).unwrap();
+        let held = sem.acquire(1).await.unwrap();
+        let waiter = ask(&sem, 1);
+        queued(&server, &name, 1, "the request of 1 queued").await;
+        let line: Vec<String> = server.cmd(&[
+            "ZRANGE",
+            &format!("fairlock:{{{name}}}:sem:queue"),
+            "0",
+            "-1",
+        ]);
+        let record: String = server.cmd(&["HGET", &records, &line[0]]);
+        let forged = record
+            .strip_suffix(":w1")
+            .map(|head| format!("{head}:w{weight}"))
+            .unwrap_or_else(|| panic!("a record of weight 1: {record}"));
+        server.cmd::<()>(&["HSET", &records, &line[0], &forged]);
+        held.release().await.unwrap();
+        let other = sem.try_acquire(1).await.unwrap();
+        let admitted = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .unwrap_or_else(|_| panic!("weight {weight:?}: admitted once its record is back"))
+            .unwrap()
+            .unwrap();
+        assert!(
+            other.is_none(),
+            "weight {weight:?}: another request took the only permit beside the waiter: {:?}",
+            sem.inspect().await.unwrap()
+        );
+        assert!(admitted.is_held());
+        assert!(
+            sem.try_acquire(1).await.unwrap().is_none(),
+            "weight {weight:?}: 1 of 1 is held"
+        );
+        admitted.release().await.unwrap();
+        client.flush().await;
+        assert_eq!(sem.available().await.unwrap(), 1);
+        left_clean(&server, &name);
+    }
+}
