@@ -1167,11 +1167,13 @@ enum Admitted {
 /// stale, the hold keys and the holders set gone), then a script that
 /// admits the head without a request's own call first (a give-up of a
 /// waiter behind it, or a force-release): the admitted holder's weight is
-/// kept, and given back whole, whether it releases or its lease ends
-/// beside another holder. Before the fix the stale meta's clean-up ran
+/// kept in meta, and given back whole, whether it releases or its lease
+/// ends beside another holder. Before the fix the stale meta's clean-up ran
 /// after the admission had recorded the weight, and deleted it: its release
 /// (or reclaim) gave back nothing, and a request that fits waited as long
-/// as anybody held.
+/// as anybody held. (A weight meta lost is now counted again from the hold
+/// keys when it is needed, see the next test: the record checked here is
+/// what keeps that from being the rule.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_admitted_on_stale_meta_gives_its_permits_back() {
     let server = RedisServer::start();
@@ -1234,6 +1236,14 @@ async fn a_head_admitted_on_stale_meta_gives_its_permits_back() {
             .unwrap_or_else(|_| panic!("{what}: H holds its grant"))
             .unwrap()
             .expect("granted");
+        // Meta records its weight: what its reclaim gives back once its
+        // key is gone (as below).
+        let recorded: Option<String> = server.cmd(&[
+            "HGET",
+            &format!("fairlock:{{{name}}}:sem:meta"),
+            &format!("w:{}", head.ids()[0]),
+        ]);
+        assert_eq!(recorded.as_deref(), Some("2"), "{what}: H's weight in meta");
         let beside = sem.try_acquire(1).await.unwrap().expect("1 of 3 is free");
         if released {
             head.release().await.unwrap();

@@ -34,10 +34,56 @@ local function meta_weight(id)
   return nil
 end
 
+-- Count `used` again from the hold keys (meta lost it, or a holder's
+-- weight): returns it, and keeps in sem.weights what each holder counts
+-- for (what its release or reclaim gives back in this script) and in
+-- sem.recounted the ids counted (sem_write stores their weights, 'w:ID',
+-- with the `used` they add up to). `strict`, before any write: a hold key
+-- that is not a hold is returned as the error (NOTALOCK, or TRYAGAIN when
+-- it is not on this node); otherwise, in a script that wrote already, it
+-- counts as a key not here.
+local function count_holds(strict)
+  local used = 0
+  sem.weights = {}
+  sem.recounted = {}
+  local now
+  local entries = redis.call('zrange', KEYS[1], '0', '-1', 'withscores')
+  for i = 1, #entries, 2 do
+    local id = entries[i]
+    local hold, bad = hold_of(id)
+    if bad then
+      if strict then
+        return nil, bad
+      end
+      hold = {}
+    end
+    local weight = hold.weight
+    if not hold.owner then
+      -- No key here while the set says its lease runs (evicted or deleted
+      -- with meta; or on the other node half-way through a slot
+      -- migration): its holder believes in it until then (renew.lua
+      -- answers 'unsure'), so it counts, with the weight meta recorded or,
+      -- that lost too, the whole capacity (nothing is admitted beside it
+      -- before its lease ends; given back whole with it).
+      now = now or server_now()
+      if tonumber(entries[i + 1]) > now then
+        weight = meta_weight(id) or sem.capacity
+      end
+    end
+    if weight then
+      used = used + weight
+      sem.weights[id] = weight
+      sem.recounted[#sem.recounted + 1] = id
+    end
+  end
+  return used
+end
+
 -- Read the capacity and `used`, before any write: NOTALOCK when they are
 -- not counters. `permits`: the capacity of a semaphore without one (nil
 -- when the script does not know it). A meta without `used` while holds
--- live (it was removed by hand) counts their weights from their keys.
+-- live (it was removed by hand, or evicted) counts their weights from
+-- their keys.
 local function sem_read(permits)
   local values = redis.call('hmget', KEYS[4], 'capacity', 'used')
   local capacity, used = counter(values[1]), counter(values[2])
@@ -47,37 +93,10 @@ local function sem_read(permits)
   sem.stored = capacity ~= nil
   sem.capacity = capacity or permits
   if not used then
-    used = 0
-    sem.weights = {}
-    -- The ids counted, in the holders set's order: sem_write stores their
-    -- weights ('w:ID') with the `used` they add up to.
-    sem.recounted = {}
-    local now
-    local entries = redis.call('zrange', KEYS[1], '0', '-1', 'withscores')
-    for i = 1, #entries, 2 do
-      local id = entries[i]
-      local hold, bad = hold_of(id)
-      if bad then
-        return bad
-      end
-      local weight = hold.weight
-      if not hold.owner then
-        -- No key here while the set says its lease runs (evicted or
-        -- deleted with meta; or on the other node half-way through a slot
-        -- migration): its holder believes in it until then (renew.lua
-        -- answers 'unsure'), so it counts, with the weight meta recorded
-        -- or, that lost too, the whole capacity (nothing is admitted
-        -- beside it before its lease ends; given back whole with it).
-        now = now or server_now()
-        if tonumber(entries[i + 1]) > now then
-          weight = meta_weight(id) or sem.capacity
-        end
-      end
-      if weight then
-        used = used + weight
-        sem.weights[id] = weight
-        sem.recounted[#sem.recounted + 1] = id
-      end
+    local bad
+    used, bad = count_holds(true)
+    if bad then
+      return bad
     end
   end
   if used > 0 and redis.call('exists', KEYS[1]) == 0 then
@@ -92,10 +111,7 @@ local function sem_read(permits)
 end
 
 -- Store the capacity (when known) and `used` in meta (and drop the
--- weights of holders that expired unseen, see sem_read). After a weight
--- meta had lost was given back as 0 (sem.recount, see kind.removed),
--- `used` is deleted instead: the next call counts it again from the hold
--- keys (sem_read).
+-- weights of holders that expired unseen, see sem_read).
 local function sem_write()
   if sem.stale then
     local fields = redis.call('hgetall', KEYS[4])
@@ -108,12 +124,7 @@ local function sem_write()
   end
   if sem.capacity then
     local fresh = not sem.stored
-    if sem.recount then
-      redis.call('hset', KEYS[4], 'capacity', decimal(sem.capacity))
-      redis.call('hdel', KEYS[4], 'used')
-    else
-      redis.call('hset', KEYS[4], 'capacity', decimal(sem.capacity), 'used', decimal(sem.used))
-    end
+    redis.call('hset', KEYS[4], 'capacity', decimal(sem.capacity), 'used', decimal(sem.used))
     sem.stored = true
     if fresh then
       -- A meta written anew (the first call, or meta lost while holds
@@ -122,11 +133,10 @@ local function sem_write()
       -- holds (grants, claims and renewals extend it from then on).
       keep(KEYS[4], math.max(redis.call('pttl', KEYS[1]), 0) + META_GRACE_MS)
     end
-    -- A `used` counted from the hold keys (meta lost while they live) is
-    -- stored with the weights it counts: without them, a counted holder's
-    -- release or reclaim (kind.removed, in a later script, which reads
-    -- `used` and not the keys) would give back nothing, and its permits
-    -- would stay taken for as long as anybody holds.
+    -- A `used` counted from the hold keys (meta lost while they live, or
+    -- a holder's weight in it) is stored with the weights it counts: a
+    -- counted holder whose key is gone by its reclaim (kind.removed, in a
+    -- later script) gives back the weight meta records.
     if sem.recounted then
       for _, id in ipairs(sem.recounted) do
         if sem.weights[id] then
@@ -161,7 +171,7 @@ end
 -- hold whose key was lost). Returns the weight given back.
 kind.removed = function(id, weight)
   if sem.weights then
-    -- `used` was counted again by this script (sem_read): what it
+    -- `used` was counted again by this script (count_holds): what it
     -- counted is what goes back (nothing for a holder it did not count).
     weight = sem.weights[id] or 0
     -- Given back once: sem_write must not store it again.
@@ -169,11 +179,14 @@ kind.removed = function(id, weight)
   elseif not weight then
     weight = meta_weight(id)
     if not weight then
-      -- Lost or overwritten (not a weight): what it added to `used` is
-      -- unknown. Nothing is given back now (the safe side), and `used`
-      -- is counted again from the hold keys by the next call.
-      weight = 0
-      sem.recount = true
+      -- Its key gone, and its weight in meta lost or written over (not a
+      -- weight): what it added to `used` is unknown, so `used` is counted
+      -- again from the hold keys, this one's no longer among them.
+      redis.call('hdel', KEYS[4], 'w:' .. id)
+      sem.used = count_holds(false)
+      sem.weights[id] = nil
+      sem_write()
+      return 0
     end
   end
   redis.call('hdel', KEYS[4], 'w:' .. id)
