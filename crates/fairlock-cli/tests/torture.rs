@@ -412,13 +412,18 @@ fn combinations_run(protocol: &str) -> String {
         .lines()
         .find_map(|l| l.strip_prefix("combinations: "))
         .unwrap_or_else(|| panic!("a combinations line: {stdout}"));
-    for combo in [
+    let native_only = ["semaphore_stale_meta"];
+    let every = [
         "reentry_lease",
         "shared_owner",
         "force_unlock_at_handoff",
         "name_probe",
         "foreign_data",
-    ] {
+    ];
+    let drawn = every
+        .iter()
+        .chain(native_only.iter().filter(|_| protocol == "native"));
+    for combo in drawn {
         let part = line
             .split("; ")
             .find(|p| p.starts_with(combo))

@@ -10,8 +10,9 @@
 //! `--variant weighted:NAME` checks the model of the other kinds' engine
 //! (`fairlock_model::weighted`: the read-write lock and the semaphore)
 //! instead, `NAME` being `correct` or one of its mutants in snake case
-//! (`admit_past_capacity`, ...), on its three configurations (a semaphore,
-//! a read-write lock, crashing holders).
+//! (`admit_past_capacity`, ...), on its five configurations (a semaphore,
+//! a read-write lock, crashing holders, stale meta, records written by
+//! another program).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -112,13 +113,10 @@ fn weighted(name: &str) -> ExitCode {
     use stateright::{Checker, Model};
     let mutant = match name {
         "correct" => None,
-        "admit_past_capacity" => Some(Mutant::AdmitPastCapacity),
-        "overtake" => Some(Mutant::Overtake),
-        "fast_path_ignores_line" => Some(Mutant::FastPathIgnoresLine),
-        "reclaim_live" => Some(Mutant::ReclaimLive),
-        "token_reused" => Some(Mutant::TokenReused),
-        "no_admit_on_release" => Some(Mutant::NoAdmitOnRelease),
-        other => return usage(&format!("unknown weighted variant {other}")),
+        other => match Mutant::named(other) {
+            Some(mutant) => Some(mutant),
+            None => return usage(&format!("unknown weighted variant {other}")),
+        },
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut witnessed: Vec<&str> = Vec::new();
@@ -127,6 +125,8 @@ fn weighted(name: &str) -> ExitCode {
         ("semaphore", Config::semaphore()),
         ("read_write", Config::read_write()),
         ("crashes", Config::crashes()),
+        ("stale_meta", Config::stale_meta()),
+        ("foreign_data", Config::foreign_data()),
     ] {
         let model = match mutant {
             Some(mutant) => WeightedModel::mutated(config, mutant),

@@ -4,13 +4,29 @@
 //!
 //! # What it models
 //!
-//! - **The server**: the holders (client, weight, token, expiry, claimed),
-//!   the line (client, weight, liveness deadline) and the token counter.
-//!   Each script of the design (`acquire`, which also refreshes and claims;
-//!   `release`; `give_up`; `renew`) is one atomic step that first reclaims
-//!   expired holders and drops dead waiters, and ends by admitting the
-//!   head of the line while it fits, then the next head (a release may
-//!   admit a group of readers at once).
+//! - **The server**: the holders (client, weight, token, expiry, claimed,
+//!   and the weight meta records for each), the line (client, the weight
+//!   its record names, liveness deadline), the token counter and meta's
+//!   `used` (the weight held, as the scripts count it: every admission
+//!   decides by it). Each script of the design (`acquire`, which also
+//!   refreshes and claims; `release`; `give_up`; `renew`; an operator's
+//!   `force_release`) is one atomic step that first reclaims expired
+//!   holders and drops dead waiters, and ends by admitting the head of the
+//!   line while it fits, then the next head (a release may admit a group of
+//!   readers at once).
+//! - **Stale meta** (`Config::stale_meta`): the holders set expires with
+//!   the last hold keys while meta lives on (a waiter keeps it), so the
+//!   next script finds `used` counting holds that are gone, and cleans
+//!   meta up (`used` 0, every recorded weight deleted) at its first write
+//!   of meta. `acquire` writes meta before anything else; the other
+//!   scripts write it only as they admit or release, which is where the
+//!   order of the clean-up and the admitted holder's record matters.
+//! - **Another program's writes** (`Config::foreign_data`): once per run,
+//!   a waiter's line record rewritten with a weight of 0, and once a
+//!   holder's weight in meta rewritten with something that is not a
+//!   weight. A record without a weight of at least 1 is a lost one: its
+//!   waiter waits at the head until its next attempt writes it again; a
+//!   holder's lost weight is counted again from the hold keys.
 //! - **The clients**: each runs `rounds` acquire-hold-release rounds of one
 //!   request (its weight: 1 for a reader or a one-permit request, the
 //!   capacity for a writer), waits within a budget, refreshes its place
@@ -20,9 +36,14 @@
 //!
 //! # Abstractions
 //!
-//! One object, no re-entry or downgrade, no failover, no force-unlock, no
-//! message duplication (the mutex's model covers those with the same
-//! rules); a script and its reply are one step.
+//! One object, no re-entry or downgrade, no failover, no message
+//! duplication (the mutex's model covers those with the same rules); a
+//! script and its reply are one step. A force-release's revocation is read
+//! at once (the mutex's model covers a late one). A `renew` of a live hold
+//! reclaims and admits as every script does (the implementation's renewal
+//! does neither: more admissions than it makes, never fewer); a `release`
+//! or a `renew` of a hold whose key is gone touches nothing, as in the
+//! implementation.
 //!
 //! # Properties
 //!
@@ -31,9 +52,13 @@
 //! readers only beside readers); [`W_BELIEF_BACKED`]; [`W_TOKENS`];
 //! [`W_FIFO`]: nobody is granted while a live waiter that came earlier
 //! still waits; [`W_NO_IDLE`]: no script leaves a live head that fits
-//! waiting; [`W_WAITS_END`]; and witnesses that keep it from being vacuous
-//! (two holders at once, a group admitted by one release, a dead holder's
-//! weight coming back).
+//! waiting (but one whose record was lost); [`W_WAITS_END`]; [`W_META`]:
+//! after every script meta's `used` is the weight held and meta records
+//! each holder's weight (but one another program wrote over); and
+//! witnesses that keep it from being vacuous (two holders at once, a group
+//! admitted by one release, a dead holder's weight coming back, a holder
+//! admitted on stale meta by a script other than `acquire`, a waiter whose
+//! record was written over admitted once written again).
 
 use stateright::{Model, Property};
 
@@ -54,20 +79,36 @@ pub const W_WAITS_END: &str = "every weighted wait ends within its budget";
 pub const SOME_SHARED: &str = "sometimes two holders at once";
 /// Sometimes one script admits two waiters.
 pub const SOME_GROUP: &str = "sometimes a group is admitted at once";
+/// After every script, meta's `used` is the weight held, and meta records
+/// each holder's weight (but a record another program wrote over).
+pub const W_META: &str = "meta counts what is held";
 /// Sometimes a crashed holder's weight comes back by its expiry.
 pub const SOME_RECLAIM: &str = "sometimes a dead holder's weight comes back";
+/// Sometimes a script other than `acquire` admits on stale meta (the holders
+/// set expired with the last hold keys).
+pub const SOME_STALE_ADMIT: &str = "sometimes a give-up or a force-release admits on stale meta";
+/// Sometimes a waiter whose line record another program wrote over is
+/// admitted (once its own attempt wrote the record again).
+pub const SOME_REWRITTEN: &str = "sometimes a waiter whose record was written over is admitted";
 
 /// The names of the `always` properties.
-pub const W_SAFETY: [&str; 6] = [
+pub const W_SAFETY: [&str; 7] = [
     CAPACITY,
     W_BELIEF_BACKED,
     W_TOKENS,
     W_FIFO,
     W_NO_IDLE,
     W_WAITS_END,
+    W_META,
 ];
 /// The names of the `sometimes` properties.
-pub const W_WITNESSES: [&str; 3] = [SOME_SHARED, SOME_GROUP, SOME_RECLAIM];
+pub const W_WITNESSES: [&str; 5] = [
+    SOME_SHARED,
+    SOME_GROUP,
+    SOME_RECLAIM,
+    SOME_STALE_ADMIT,
+    SOME_REWRITTEN,
+];
 
 /// A deliberate bug, to show that the properties catch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,18 +126,51 @@ pub enum Mutant {
     TokenReused,
     /// A release does not admit the line (waiters wait for their refresh).
     NoAdmitOnRelease,
+    /// The old write order of an admission (`kind.added`): the holder's
+    /// weight is recorded in meta before meta is written, whose clean-up
+    /// of stale meta then deletes it with the gone holders' weights.
+    StaleCleanupAfterAdded,
+    /// A line record whose weight is 0 is admitted, as a holder of weight 0.
+    AdmitWeightZero,
+    /// A hold's end gives back the weight meta records for it, 0 when that
+    /// is not a weight (lost or written over), never the hold key's own,
+    /// and `used` is not counted again.
+    WeightReadAsZero,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 6] = [
+    pub const ALL: [Mutant; 9] = [
         Mutant::AdmitPastCapacity,
         Mutant::Overtake,
         Mutant::FastPathIgnoresLine,
         Mutant::ReclaimLive,
         Mutant::TokenReused,
         Mutant::NoAdmitOnRelease,
+        Mutant::StaleCleanupAfterAdded,
+        Mutant::AdmitWeightZero,
+        Mutant::WeightReadAsZero,
     ];
+
+    /// Its name in snake case (`check --variant weighted:NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::AdmitPastCapacity => "admit_past_capacity",
+            Mutant::Overtake => "overtake",
+            Mutant::FastPathIgnoresLine => "fast_path_ignores_line",
+            Mutant::ReclaimLive => "reclaim_live",
+            Mutant::TokenReused => "token_reused",
+            Mutant::NoAdmitOnRelease => "no_admit_on_release",
+            Mutant::StaleCleanupAfterAdded => "stale_cleanup_after_added",
+            Mutant::AdmitWeightZero => "admit_weight_zero",
+            Mutant::WeightReadAsZero => "weight_read_as_zero",
+        }
+    }
+
+    /// The mutant named `name` (see [`Mutant::name`]).
+    pub fn named(name: &str) -> Option<Mutant> {
+        Mutant::ALL.into_iter().find(|m| m.name() == name)
+    }
 }
 
 /// The object and its clients.
@@ -121,6 +195,12 @@ pub struct Config {
     pub crashes: bool,
     /// Grant messages may be lost.
     pub lost_grants: bool,
+    /// The holders set expires with the last hold keys (see the module
+    /// docs), and an operator may force-release once.
+    pub stale_meta: bool,
+    /// Another program may write over a waiter's line record (a weight of
+    /// 0) and a holder's weight in meta, once each.
+    pub foreign_data: bool,
 }
 
 impl Config {
@@ -136,6 +216,8 @@ impl Config {
             max_time: 6,
             crashes: false,
             lost_grants: true,
+            stale_meta: false,
+            foreign_data: false,
         }
     }
 
@@ -161,6 +243,48 @@ impl Config {
             ..Config::semaphore()
         }
     }
+
+    /// Stale meta: a semaphore of 2 permits, a request of 2 whose hold may
+    /// run out unrenewed (its holders set with it) while requests of 1 and
+    /// 1 wait, whose budget may end as it does (a give-up on stale meta),
+    /// and an operator's force-release.
+    pub fn stale_meta() -> Config {
+        Config {
+            capacity: 2,
+            weights: vec![2, 1, 1],
+            budget: 3,
+            max_time: 5,
+            lost_grants: false,
+            stale_meta: true,
+            ..Config::semaphore()
+        }
+    }
+
+    /// Records written by another program: a semaphore of 1 permit and
+    /// three requests of 1; a waiter's line record written over with a
+    /// weight of 0, a holder's weight in meta with something that is not
+    /// a weight.
+    pub fn foreign_data() -> Config {
+        Config {
+            capacity: 1,
+            weights: vec![1, 1, 1],
+            max_time: 5,
+            lost_grants: false,
+            foreign_data: true,
+            ..Config::semaphore()
+        }
+    }
+}
+
+/// What meta records for a holder's weight (`w:ID`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Record {
+    /// Its weight.
+    Kept(u8),
+    /// Nothing: deleted by a script.
+    Deleted,
+    /// Something that is not a weight, written by another program.
+    Forged,
 }
 
 /// A holder on the server.
@@ -168,10 +292,13 @@ impl Config {
 pub struct SHolder {
     client: u8,
     round: u8,
+    /// The weight granted (its hold key's).
     weight: u8,
     token: u16,
     expires: u8,
     claimed: bool,
+    /// What meta records for its weight.
+    recorded: Record,
 }
 
 /// A waiter in line.
@@ -179,7 +306,9 @@ pub struct SHolder {
 pub struct SWaiter {
     client: u8,
     round: u8,
-    weight: u8,
+    /// The weight its line record names (0: written over by another
+    /// program).
+    record: u8,
     alive_until: u8,
 }
 
@@ -224,12 +353,26 @@ pub struct WState {
     line: Vec<SWaiter>,
     token: u16,
     clients: Vec<WClient>,
+    /// Meta's `used`: the weight held, as the scripts count it.
+    meta_used: u8,
+    /// When the holders set expires (`Config::stale_meta` only; 0 while
+    /// nobody holds: the set is gone).
+    set_until: u8,
+    /// The operator's force-release was sent (once per run).
+    forced: bool,
+    /// Whose line record another program wrote over (once per run).
+    forged_record: Option<u8>,
+    /// Another program wrote over a holder's weight in meta (once per run).
+    forged_weight: bool,
     token_regressed: bool,
     fifo_broken: bool,
     idle_head: bool,
+    meta_off: bool,
     shared: bool,
     group: bool,
     reclaimed_dead: bool,
+    stale_admit: bool,
+    rewritten_admit: bool,
 }
 
 /// A step.
@@ -251,6 +394,14 @@ pub enum WAction {
     Lose(u8),
     /// Client `c` dies.
     Crash(u8),
+    /// An operator's `force_release`: every hold given back, each holder
+    /// told at once.
+    ForceRelease,
+    /// Another program writes a weight of 0 into waiter `c`'s line record.
+    ForgeRecord(u8),
+    /// Another program writes something that is not a weight over holder
+    /// `c`'s weight in meta.
+    ForgeWeight(u8),
 }
 
 /// The design under `config`, with `mutant` (if any) put in.
@@ -283,22 +434,116 @@ impl WeightedModel {
         self.mutant == Some(mutant)
     }
 
+    /// The weight held: what the holders were granted.
     fn used(st: &WState) -> u8 {
         st.holders.iter().map(|h| h.weight).sum()
     }
 
-    /// The first steps of every script: expired holders and dead waiters go.
-    fn reclaim(&self, st: &mut WState) {
-        let now = st.now;
-        let early = u8::from(self.is(Mutant::ReclaimLive));
-        let before = st.holders.clone();
-        st.holders.retain(|h| h.expires > now + early);
-        for gone in before.iter().filter(|h| !st.holders.contains(h)) {
-            if st.clients[usize::from(gone.client)].crashed {
-                st.reclaimed_dead = true;
+    /// What every script reads first (`sem_read`): when the holders set
+    /// expired with the last hold keys (none of them reclaimed: meta still
+    /// counts them), nothing is held, and meta is stale: `used` is 0 for
+    /// this script, and meta's recorded weights are deleted at its first
+    /// write of meta ([`Self::write_meta`]). Returns whether meta is stale.
+    fn begin(&self, st: &mut WState) -> bool {
+        if self.config.stale_meta && !st.holders.is_empty() && st.set_until <= st.now {
+            st.holders.clear();
+            st.set_until = 0;
+        }
+        let stale = st.holders.is_empty() && st.meta_used > 0;
+        if stale {
+            st.meta_used = 0;
+        }
+        stale
+    }
+
+    /// A write of meta (`sem_write`): on stale meta, first every weight it
+    /// records is deleted (those of the holds that expired unseen, and of
+    /// any holder already recorded in this script).
+    fn write_meta(st: &mut WState, stale: &mut bool) {
+        if *stale {
+            for h in &mut st.holders {
+                h.recorded = Record::Deleted;
+            }
+            *stale = false;
+        }
+    }
+
+    /// A grant made (`kind.added`): `used` grows by its weight, meta is
+    /// written, and its weight recorded, in that order (the mutant
+    /// [`Mutant::StaleCleanupAfterAdded`]: recorded first).
+    fn added(&self, st: &mut WState, stale: &mut bool, mut holder: SHolder) {
+        if *stale {
+            st.stale_admit = true;
+        }
+        st.meta_used += holder.weight;
+        if self.config.stale_meta {
+            st.set_until = st.set_until.max(holder.expires);
+        }
+        holder.recorded = Record::Kept(holder.weight);
+        if self.is(Mutant::StaleCleanupAfterAdded) {
+            st.holders.push(holder);
+            Self::write_meta(st, stale);
+        } else {
+            Self::write_meta(st, stale);
+            st.holders.push(holder);
+        }
+    }
+
+    /// A hold ended (`kind.removed`), its holder already out of the list:
+    /// `key_weight` is its hold key's weight when the script read it (a
+    /// release, a give-up, a force-release of a live hold), none when the
+    /// key is gone (a reclaim). Without it, meta's record; that lost or
+    /// written over, `used` is counted again from the holds.
+    fn removed(&self, st: &mut WState, stale: &mut bool, gone: &SHolder, key_weight: Option<u8>) {
+        let recorded = match gone.recorded {
+            Record::Kept(w) => Some(w),
+            Record::Deleted | Record::Forged => None,
+        };
+        let weight = if self.is(Mutant::WeightReadAsZero) {
+            Some(recorded.unwrap_or(0))
+        } else {
+            key_weight.or(recorded)
+        };
+        match weight {
+            Some(weight) => st.meta_used = st.meta_used.saturating_sub(weight),
+            None => {
+                st.meta_used = Self::used(st);
+                for h in &mut st.holders {
+                    h.recorded = Record::Kept(h.weight);
+                }
             }
         }
+        Self::write_meta(st, stale);
+    }
+
+    /// The first steps of every script: expired holders and dead waiters go.
+    fn reclaim(&self, st: &mut WState, stale: &mut bool) {
+        let now = st.now;
+        let early = u8::from(self.is(Mutant::ReclaimLive));
+        let (gone, kept): (Vec<SHolder>, Vec<SHolder>) = std::mem::take(&mut st.holders)
+            .into_iter()
+            .partition(|h| h.expires <= now + early);
+        st.holders = kept;
+        for h in &gone {
+            if st.clients[usize::from(h.client)].crashed {
+                st.reclaimed_dead = true;
+            }
+            self.removed(st, stale, h, None);
+        }
         st.line.retain(|w| w.alive_until > now);
+    }
+
+    /// Remove the holders `which` selects, each ended with its key's
+    /// weight when its key lives.
+    fn drop_holds(&self, st: &mut WState, stale: &mut bool, which: impl Fn(&SHolder) -> bool) {
+        let now = st.now;
+        let (gone, kept): (Vec<SHolder>, Vec<SHolder>) =
+            std::mem::take(&mut st.holders).into_iter().partition(which);
+        st.holders = kept;
+        for h in &gone {
+            let key_weight = (h.expires > now).then_some(h.weight);
+            self.removed(st, stale, h, key_weight);
+        }
     }
 
     fn next_token(&self, st: &mut WState) -> u16 {
@@ -314,39 +559,56 @@ impl WeightedModel {
         token
     }
 
+    /// The weight a waiter's record names, as the admission reads it:
+    /// none below 1 (a lost record; the mutant [`Mutant::AdmitWeightZero`]
+    /// reads 0).
+    fn record_weight(&self, w: &SWaiter) -> Option<u8> {
+        (w.record >= 1 || self.is(Mutant::AdmitWeightZero)).then_some(w.record)
+    }
+
     /// Hand the object to the head of the line while it fits, then to the
     /// next head; each grant is published to its waiter and lasts
-    /// min(lease, waiter ttl) until claimed.
-    fn admit(&self, st: &mut WState) {
+    /// min(lease, waiter ttl) until claimed. A head whose record names no
+    /// weight waits (its next attempt writes it again).
+    fn admit(&self, st: &mut WState, stale: &mut bool) {
         let mut granted = 0;
         loop {
-            let used = Self::used(st);
+            let used = st.meta_used;
             let cap = self.config.capacity;
+            let fits = |w: &SWaiter| {
+                self.record_weight(w)
+                    .is_some_and(|weight| used + weight <= cap)
+            };
             let pick = if self.is(Mutant::AdmitPastCapacity) {
-                (!st.line.is_empty()).then_some(0)
-            } else if self.is(Mutant::Overtake) {
-                st.line.iter().position(|w| used + w.weight <= cap)
-            } else {
                 st.line
                     .first()
-                    .filter(|w| used + w.weight <= cap)
+                    .filter(|w| self.record_weight(w).is_some())
                     .map(|_| 0)
+            } else if self.is(Mutant::Overtake) {
+                st.line.iter().position(fits)
+            } else {
+                st.line.first().filter(|w| fits(w)).map(|_| 0)
             };
             let Some(i) = pick else { break };
             if i > 0 {
                 st.fifo_broken = true;
             }
             let w = st.line.remove(i);
+            if st.forged_record == Some(w.client) {
+                st.rewritten_admit = true;
+            }
             let token = self.next_token(st);
             let expires = st.now + self.config.lease.min(self.config.waiter_ttl);
-            st.holders.push(SHolder {
+            let holder = SHolder {
                 client: w.client,
                 round: w.round,
-                weight: w.weight,
+                weight: w.record,
                 token,
                 expires,
                 claimed: false,
-            });
+                recorded: Record::Deleted,
+            };
+            self.added(st, stale, holder);
             st.clients[usize::from(w.client)]
                 .inbox
                 .push((w.round, token, expires));
@@ -358,23 +620,43 @@ impl WeightedModel {
     }
 
     /// Observed after every script (not a step of it): a live head that
-    /// fits left waiting is a bug (the ghost flag the property reads).
-    fn check_idle(&self, st: &mut WState) {
-        if st
-            .line
-            .first()
-            .is_some_and(|w| Self::used(st) + w.weight <= self.config.capacity)
-        {
+    /// fits left waiting is a bug (the ghost flag the property reads), but
+    /// one whose record names no weight (it waits for its next attempt);
+    /// so is meta not counting what is held. The holders set goes with its
+    /// last holder.
+    fn end(&self, st: &mut WState) {
+        if st.line.first().is_some_and(|w| {
+            w.record >= 1
+                && Self::used(st) + self.config.weights[usize::from(w.client)]
+                    <= self.config.capacity
+        }) {
             st.idle_head = true;
+        }
+        let lost = st
+            .holders
+            .iter()
+            .any(|h| h.recorded != Record::Forged && h.recorded != Record::Kept(h.weight));
+        if st.meta_used != Self::used(st) || lost {
+            st.meta_off = true;
+        }
+        if st.holders.is_empty() {
+            st.set_until = 0;
         }
     }
 
     fn acquire(&self, st: &mut WState, c: u8) {
-        self.reclaim(st);
+        let mut stale = self.begin(st);
+        // sem_acquire writes meta first when it is stale.
+        Self::write_meta(st, &mut stale);
         let now = st.now;
         let round = st.clients[usize::from(c)].round;
         let weight = self.config.weights[usize::from(c)];
-        self.admit(st);
+        // Its record written again when it is not the one it wrote.
+        for w in st.line.iter_mut().filter(|w| w.client == c) {
+            w.record = weight;
+        }
+        self.reclaim(st, &mut stale);
+        self.admit(st, &mut stale);
         // Handed over (now or earlier) to this acquisition: claim it.
         if let Some(h) = st
             .holders
@@ -384,8 +666,11 @@ impl WeightedModel {
             h.claimed = true;
             h.expires = h.expires.max(now + self.config.lease);
             let (token, until) = (h.token, h.expires);
+            if self.config.stale_meta {
+                st.set_until = st.set_until.max(until);
+            }
             st.line.retain(|w| w.client != c);
-            self.check_idle(st);
+            self.end(st);
             st.clients[usize::from(c)].phase = WPhase::Holding { token, until };
             return;
         }
@@ -395,33 +680,35 @@ impl WeightedModel {
                 w.alive_until = now + self.config.waiter_ttl;
             }
         } else if (!live_ahead || self.is(Mutant::FastPathIgnoresLine))
-            && Self::used(st) + weight <= self.config.capacity
+            && st.meta_used + weight <= self.config.capacity
         {
             if live_ahead {
                 st.fifo_broken = true;
             }
             let token = self.next_token(st);
             let until = now + self.config.lease;
-            st.holders.push(SHolder {
+            let holder = SHolder {
                 client: c,
                 round,
                 weight,
                 token,
                 expires: until,
                 claimed: true,
-            });
-            self.check_idle(st);
+                recorded: Record::Deleted,
+            };
+            self.added(st, &mut stale, holder);
+            self.end(st);
             st.clients[usize::from(c)].phase = WPhase::Holding { token, until };
             return;
         } else {
             st.line.push(SWaiter {
                 client: c,
                 round,
-                weight,
+                record: weight,
                 alive_until: now + self.config.waiter_ttl,
             });
         }
-        self.check_idle(st);
+        self.end(st);
         let client = &mut st.clients[usize::from(c)];
         client.phase = match client.phase {
             WPhase::Waiting { deadline, .. } => WPhase::Waiting {
@@ -447,27 +734,50 @@ impl WeightedModel {
     }
 
     fn give_up(&self, st: &mut WState, c: u8) {
-        self.reclaim(st);
+        let mut stale = self.begin(st);
+        self.reclaim(st, &mut stale);
         let round = st.clients[usize::from(c)].round;
         st.line.retain(|w| w.client != c);
-        st.holders.retain(|h| !(h.client == c && h.round == round));
-        self.admit(st);
-        self.check_idle(st);
+        self.drop_holds(st, &mut stale, |h| h.client == c && h.round == round);
+        self.admit(st, &mut stale);
+        self.end(st);
         self.finish_round(st, c);
     }
 
+    /// Whether client `c`'s hold under `token` lives (its key has not
+    /// expired).
+    fn holds(st: &WState, c: u8, token: u16) -> bool {
+        st.holders
+            .iter()
+            .any(|h| h.client == c && h.token == token && h.expires > st.now)
+    }
+
     fn release(&self, st: &mut WState, c: u8, token: u16) {
-        self.reclaim(st);
-        st.holders.retain(|h| !(h.client == c && h.token == token));
-        if !self.is(Mutant::NoAdmitOnRelease) {
-            self.admit(st);
+        if !Self::holds(st, c, token) {
+            // Its key gone: the script answers 'not held' before it reads
+            // or writes anything else.
+            self.finish_round(st, c);
+            return;
         }
-        self.check_idle(st);
+        let mut stale = self.begin(st);
+        self.reclaim(st, &mut stale);
+        self.drop_holds(st, &mut stale, |h| h.client == c && h.token == token);
+        if !self.is(Mutant::NoAdmitOnRelease) {
+            self.admit(st, &mut stale);
+        }
+        self.end(st);
         self.finish_round(st, c);
     }
 
     fn renew(&self, st: &mut WState, c: u8, token: u16) {
-        self.reclaim(st);
+        if !Self::holds(st, c, token) {
+            // Lost (its key gone): the client is told and stops holding;
+            // the renewal touches nothing else.
+            self.finish_round(st, c);
+            return;
+        }
+        let mut stale = self.begin(st);
+        self.reclaim(st, &mut stale);
         let now = st.now;
         let lease = self.config.lease;
         let renewed = st
@@ -479,13 +789,38 @@ impl WeightedModel {
                 h.expires = h.expires.max(now + lease);
                 h.expires
             });
-        self.admit(st);
-        self.check_idle(st);
+        if let Some(until) = renewed
+            && self.config.stale_meta
+        {
+            st.set_until = st.set_until.max(until);
+        }
+        self.admit(st, &mut stale);
+        self.end(st);
         match renewed {
             Some(until) => st.clients[usize::from(c)].phase = WPhase::Holding { token, until },
             // Lost: the client is told and stops holding.
             None => self.finish_round(st, c),
         }
+    }
+
+    /// Every hold given back (a live one with its key's weight); each
+    /// holder's client told at once (a grant message on its way is
+    /// revoked with it); then the line admitted.
+    fn force_release(&self, st: &mut WState) {
+        st.forced = true;
+        let mut stale = self.begin(st);
+        let revoked: Vec<(u8, u16)> = st.holders.iter().map(|h| (h.client, h.token)).collect();
+        self.drop_holds(st, &mut stale, |_| true);
+        for (c, token) in revoked {
+            let client = &mut st.clients[usize::from(c)];
+            client.inbox.retain(|(_, t, _)| *t != token);
+            if matches!(client.phase, WPhase::Holding { token: t, .. } if t == token) {
+                self.finish_round(st, c);
+            }
+        }
+        self.reclaim(st, &mut stale);
+        self.admit(st, &mut stale);
+        self.end(st);
     }
 
     fn believers(st: &WState) -> impl Iterator<Item = (u8, u16, u8)> + '_ {
@@ -521,12 +856,20 @@ impl Model for WeightedModel {
                     inbox: Vec::new(),
                 })
                 .collect(),
+            meta_used: 0,
+            set_until: 0,
+            forced: false,
+            forged_record: None,
+            forged_weight: false,
             token_regressed: false,
             fifo_broken: false,
             idle_head: false,
+            meta_off: false,
             shared: false,
             group: false,
             reclaimed_dead: false,
+            stale_admit: false,
+            rewritten_admit: false,
         }]
     }
 
@@ -548,8 +891,19 @@ impl Model for WeightedModel {
         if tick_ok {
             actions.push(WAction::Tick);
         }
+        if self.config.stale_meta && !st.forced {
+            actions.push(WAction::ForceRelease);
+        }
         for (i, client) in st.clients.iter().enumerate() {
             let c = i as u8;
+            if self.config.foreign_data {
+                if st.forged_record.is_none() && st.line.iter().any(|w| w.client == c) {
+                    actions.push(WAction::ForgeRecord(c));
+                }
+                if !st.forged_weight && st.holders.iter().any(|h| h.client == c) {
+                    actions.push(WAction::ForgeWeight(c));
+                }
+            }
             if client.crashed {
                 continue;
             }
@@ -631,6 +985,19 @@ impl Model for WeightedModel {
                 client.crashed = true;
                 client.inbox.clear();
             }
+            WAction::ForceRelease => self.force_release(&mut st),
+            WAction::ForgeRecord(c) => {
+                st.forged_record = Some(c);
+                for w in st.line.iter_mut().filter(|w| w.client == c) {
+                    w.record = 0;
+                }
+            }
+            WAction::ForgeWeight(c) => {
+                st.forged_weight = true;
+                for h in st.holders.iter_mut().filter(|h| h.client == c) {
+                    h.recorded = Record::Forged;
+                }
+            }
         }
         if Self::believers(&st).count() >= 2 {
             st.shared = true;
@@ -665,9 +1032,12 @@ impl Model for WeightedModel {
                         _ => true,
                     })
             }),
+            Property::always(W_META, |_, st: &WState| !st.meta_off),
             Property::sometimes(SOME_SHARED, |_, st: &WState| st.shared),
             Property::sometimes(SOME_GROUP, |_, st: &WState| st.group),
             Property::sometimes(SOME_RECLAIM, |_, st: &WState| st.reclaimed_dead),
+            Property::sometimes(SOME_STALE_ADMIT, |_, st: &WState| st.stale_admit),
+            Property::sometimes(SOME_REWRITTEN, |_, st: &WState| st.rewritten_admit),
         ]
     }
 }

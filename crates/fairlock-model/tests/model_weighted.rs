@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 
 use fairlock_model::weighted::{
-    CAPACITY, Config, Mutant, W_BELIEF_BACKED, W_FIFO, W_NO_IDLE, W_SAFETY, W_TOKENS, W_WITNESSES,
-    WeightedModel,
+    CAPACITY, Config, Mutant, SOME_REWRITTEN, SOME_STALE_ADMIT, W_BELIEF_BACKED, W_FIFO, W_META,
+    W_NO_IDLE, W_SAFETY, W_TOKENS, W_WITNESSES, WeightedModel,
 };
 use stateright::{Checker, Model};
 
@@ -65,6 +65,23 @@ fn a_dead_holders_permit_comes_back() {
     );
 }
 
+/// Stale meta (the holders set expired with the last hold keys while a
+/// waiter kept meta): a give-up or a force-release admitting the head
+/// keeps its weight recorded, and meta counts what is held.
+#[test]
+fn a_head_admitted_on_stale_meta_is_counted() {
+    holds(Config::stale_meta(), &[SOME_STALE_ADMIT]);
+}
+
+/// Records written over by another program: a waiter's line record of
+/// weight 0 is a lost record (the waiter gets in once its next attempt
+/// wrote it again), a holder's weight in meta that is not a weight gives
+/// back the hold key's (or `used` counted again).
+#[test]
+fn records_written_over_by_another_program_are_lost_records() {
+    holds(Config::foreign_data(), &[SOME_REWRITTEN]);
+}
+
 fn caught(mutant: Mutant, config: Config, property: &str) {
     let (found, states) = discovered(WeightedModel::mutated(config, mutant));
     assert!(
@@ -81,5 +98,14 @@ fn every_mutant_is_caught() {
     caught(Mutant::ReclaimLive, Config::crashes(), W_BELIEF_BACKED);
     caught(Mutant::TokenReused, Config::semaphore(), W_TOKENS);
     caught(Mutant::NoAdmitOnRelease, Config::semaphore(), W_NO_IDLE);
-    assert_eq!(Mutant::ALL.len(), 6, "a new mutant needs its line above");
+    caught(Mutant::StaleCleanupAfterAdded, Config::stale_meta(), W_META);
+    // The force-release alone: no waiter's budget ends within the run.
+    let forced_only = Config {
+        budget: 6,
+        ..Config::stale_meta()
+    };
+    caught(Mutant::StaleCleanupAfterAdded, forced_only, W_META);
+    caught(Mutant::AdmitWeightZero, Config::foreign_data(), CAPACITY);
+    caught(Mutant::WeightReadAsZero, Config::foreign_data(), W_META);
+    assert_eq!(Mutant::ALL.len(), 9, "a new mutant needs its line above");
 }

@@ -1153,3 +1153,232 @@ async fn inspect_names_each_holder_and_what_each_waiter_asks_for() {
     two.release().await.unwrap();
     waiters.flush().await;
 }
+
+/// How the line's head is admitted on stale meta (below).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admitted {
+    /// By a waiter behind it giving up.
+    GiveUp,
+    /// By an operator's `force_release`.
+    ForceRelease,
+}
+
+/// Meta outliving every hold (a waiter keeps it: its `used` and weights
+/// stale, the hold keys and the holders set gone), then a script that
+/// admits the head without a request's own call first (a give-up of a
+/// waiter behind it, or a force-release): the admitted holder's weight is
+/// kept in meta, and given back whole, whether it releases or its lease
+/// ends beside another holder. Before the fix the stale meta's clean-up ran
+/// after the admission had recorded the weight, and deleted it: its release
+/// (or reclaim) gave back nothing, and a request that fits waited as long
+/// as anybody held. (A weight meta lost is now counted again from the hold
+/// keys when it is needed, see the next test: the record checked here is
+/// what keeps that from being the rule.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_admitted_on_stale_meta_gives_its_permits_back() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let ends = [(Admitted::GiveUp, true), (Admitted::ForceRelease, false)];
+    let rounds = ends
+        .into_iter()
+        .chain(ends.into_iter().map(|(how, released)| (how, !released)));
+    for (round, (how, released)) in rounds.enumerate() {
+        let name = format!("stale-{round}");
+        let what = format!(
+            "{how:?}, the admitted holder {}",
+            if released { "released" } else { "died" }
+        );
+        let sem = client.semaphore(&name, 3).unwrap();
+        // A holds every permit, and dies: its hold key and the holders
+        // set expire together after its lease.
+        let lease = Duration::from_millis(800);
+        let dead = sem
+            .acquire_with(3, None, PermitLease::Fixed(lease))
+            .await
+            .unwrap()
+            .unwrap();
+        std::mem::forget(dead);
+        // H asks for 2 and queues; then it is not polled, so that its own
+        // retry (due when A's lease ends) does not run first.
+        let head = sem.acquire_with(2, None, PermitLease::Fixed(Duration::from_millis(1500)));
+        let mut head = std::pin::pin!(head);
+        tokio::select! {
+            outcome = &mut head => panic!("{what}: H got in at once: {outcome:?}"),
+            () = queued(&server, &name, 1, "H queued") => {}
+        }
+        match how {
+            Admitted::GiveUp => {
+                // X queues behind H and gives up once A's lease ended.
+                let behind = sem.clone();
+                let giving_up = tokio::spawn(async move {
+                    behind.try_acquire_for(1, Duration::from_millis(1300)).await
+                });
+                queued(&server, &name, 2, "X queued behind H").await;
+                let outcome = tokio::time::timeout(Duration::from_secs(5), giving_up)
+                    .await
+                    .expect("X's wait ends")
+                    .unwrap()
+                    .unwrap();
+                assert!(outcome.is_none(), "{what}: X waited behind H");
+            }
+            Admitted::ForceRelease => {
+                tokio::time::sleep(lease + Duration::from_millis(400)).await;
+                assert_eq!(
+                    sem.force_release().await.unwrap(),
+                    0,
+                    "{what}: A's lease ended"
+                );
+            }
+        }
+        queued(&server, &name, 0, "H admitted by that script").await;
+        let head = tokio::time::timeout(Duration::from_secs(5), head)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: H holds its grant"))
+            .unwrap()
+            .expect("granted");
+        // Meta records its weight: what its reclaim gives back once its
+        // key is gone (as below).
+        let recorded: Option<String> = server.cmd(&[
+            "HGET",
+            &format!("fairlock:{{{name}}}:sem:meta"),
+            &format!("w:{}", head.ids()[0]),
+        ]);
+        assert_eq!(recorded.as_deref(), Some("2"), "{what}: H's weight in meta");
+        let beside = sem.try_acquire(1).await.unwrap().expect("1 of 3 is free");
+        if released {
+            head.release().await.unwrap();
+        } else {
+            // H dies too; beside it the holders set lives on, and H is
+            // reclaimed from it once its lease ended.
+            std::mem::forget(head);
+            tokio::time::sleep(Duration::from_millis(1800)).await;
+        }
+        let two = sem
+            .try_acquire_for(2, Duration::from_secs(3))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| {
+                panic!(
+                    "{what}: H's 2 permits came back: {:?}",
+                    server
+                        .cmd::<Vec<String>>(&["HGETALL", &format!("fairlock:{{{name}}}:sem:meta")])
+                )
+            });
+        assert!(beside.is_held() && two.is_held());
+        two.release().await.unwrap();
+        beside.release().await.unwrap();
+        client.flush().await;
+        assert_eq!(sem.available().await.unwrap(), 3);
+        left_clean(&server, &name);
+    }
+}
+
+/// A holder's weight in meta (`w:ID`) overwritten by another program with
+/// something that is not a weight (`abc`, `0`): its release gives back the
+/// weight its own hold key records (read and checked before any write), not
+/// nothing; and a holder whose key is gone when it is reclaimed has its
+/// weight counted again from the hold keys. Before the fix both gave back
+/// 0 permits, and they stayed taken as long as anybody held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_weight_overwritten_in_meta_is_not_read_as_nothing() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    for (round, junk) in ["abc", "0", "-2"].into_iter().enumerate() {
+        for released in [true, false] {
+            let name = format!("junk-{round}-{released}");
+            let meta = format!("fairlock:{{{name}}}:sem:meta");
+            let sem = client.semaphore(&name, 3).unwrap();
+            let beside = sem.acquire(1).await.unwrap();
+            let lease = Duration::from_millis(800);
+            let two = sem
+                .acquire_with(2, None, PermitLease::Fixed(lease))
+                .await
+                .unwrap()
+                .unwrap();
+            let field = format!("w:{}", two.ids()[0]);
+            server.cmd::<()>(&["HSET", &meta, &field, junk]);
+            if released {
+                two.release().await.unwrap();
+            } else {
+                std::mem::forget(two);
+                tokio::time::sleep(lease + Duration::from_millis(300)).await;
+            }
+            let again = sem
+                .try_acquire_for(2, Duration::from_secs(3))
+                .await
+                .unwrap()
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{junk:?}, released {released}: the 2 permits came back: {:?}",
+                        server.cmd::<Vec<String>>(&["HGETALL", &meta])
+                    )
+                });
+            assert!(
+                sem.try_acquire(1).await.unwrap().is_none(),
+                "3 of 3 are held"
+            );
+            again.release().await.unwrap();
+            beside.release().await.unwrap();
+            client.flush().await;
+            assert_eq!(sem.available().await.unwrap(), 3);
+            left_clean(&server, &name);
+        }
+    }
+}
+
+/// A waiter's line record whose weight another program wrote over (`0`,
+/// or something that is not a number) is a lost record, as one that is
+/// gone: the waiter is not admitted with it (with a weight of 0 it would
+/// believe it holds a permit nobody counts, and another request would take
+/// the only one), and it gets in once its next attempt wrote its record
+/// again. Before the fix a weight of 0 was admitted (two holders of a
+/// semaphore of 1), and a malformed one kept the head waiting for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_record_without_a_weight_of_at_least_1_is_a_lost_record() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    for (round, weight) in ["0", "00", "x"].into_iter().enumerate() {
+        let name = format!("zero-{round}");
+        let records = format!("fairlock:{{{name}}}:sem:leases");
+        let sem = client.semaphore(&name, 1).unwrap();
+        let held = sem.acquire(1).await.unwrap();
+        let waiter = ask(&sem, 1);
+        queued(&server, &name, 1, "the request of 1 queued").await;
+        let line: Vec<String> = server.cmd(&[
+            "ZRANGE",
+            &format!("fairlock:{{{name}}}:sem:queue"),
+            "0",
+            "-1",
+        ]);
+        let record: String = server.cmd(&["HGET", &records, &line[0]]);
+        let forged = record
+            .strip_suffix(":w1")
+            .map(|head| format!("{head}:w{weight}"))
+            .unwrap_or_else(|| panic!("a record of weight 1: {record}"));
+        server.cmd::<()>(&["HSET", &records, &line[0], &forged]);
+        held.release().await.unwrap();
+        let other = sem.try_acquire(1).await.unwrap();
+        let admitted = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .unwrap_or_else(|_| panic!("weight {weight:?}: admitted once its record is back"))
+            .unwrap()
+            .unwrap();
+        assert!(
+            other.is_none(),
+            "weight {weight:?}: another request took the only permit beside the waiter: {:?}",
+            sem.inspect().await.unwrap()
+        );
+        assert!(admitted.is_held());
+        assert!(
+            sem.try_acquire(1).await.unwrap().is_none(),
+            "weight {weight:?}: 1 of 1 is held"
+        );
+        admitted.release().await.unwrap();
+        client.flush().await;
+        assert_eq!(sem.available().await.unwrap(), 1);
+        left_clean(&server, &name);
+    }
+}

@@ -40,7 +40,9 @@ pub(crate) fn tally(events: &[Event]) -> BTreeMap<String, Tally> {
             } if at.saturating_sub(*from) <= HANDOFF_WINDOW_US => {
                 count(&mut tally, combo::FORCE_UNLOCK_AT_HANDOFF).checked += 1;
             }
-            Event::Answer { combo, .. } if combo == combo::NAME_PROBE => {
+            Event::Answer { combo, .. }
+                if combo == combo::NAME_PROBE || combo == combo::SEMAPHORE_STALE_META =>
+            {
                 count(&mut tally, combo).checked += 1;
             }
             Event::DataCheck { .. } => count(&mut tally, combo::FOREIGN_DATA).checked += 1,

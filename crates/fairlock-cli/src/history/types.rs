@@ -21,6 +21,10 @@ pub(crate) mod combo {
     pub(crate) const NAME_PROBE: &str = "name_probe";
     /// Application data (a hash, a string) under a lock's key.
     pub(crate) const FOREIGN_DATA: &str = "foreign_data";
+    /// A native semaphore's meta outliving every hold (the holders set
+    /// expired with the hold keys), then a give-up or a force-release
+    /// admitting the line's head.
+    pub(crate) const SEMAPHORE_STALE_META: &str = "semaphore_stale_meta";
     /// A failover right after a handoff, clients waiting for a replica
     /// (`min_replicas`). Drawn by the orchestrator, not by the workers.
     pub(crate) const FAILOVER_AT_HANDOFF: &str = "failover_at_handoff";

@@ -19,7 +19,11 @@
 //! - application data under a lock's key (a hash, a string): acquire,
 //!   force-unlock and inspect must refuse it with
 //!   [`fairlock::Error::NotALock`] or [`fairlock::Error::WrongType`], and
-//!   the data must be left as it was, byte for byte.
+//!   the data must be left as it was, byte for byte;
+//! - stale x give-up, force-release and admission: a native semaphore's
+//!   meta outliving every hold, then a give-up or a force-release that
+//!   admits the line's head: its weight must be kept in meta, and its
+//!   permits must come back.
 //!
 //! A call that answers otherwise is recorded as a finding
 //! ([`Event::Answer`] with `ok` false), never dropped.
@@ -27,7 +31,8 @@
 use std::time::Duration;
 
 use fairlock::{
-    AcquireOptions, Error, LockClient, LockGuard, LockHandle, LockKind, Owner, Protocol,
+    AcquireOptions, Error, LockClient, LockGuard, LockHandle, LockKind, Owner, PermitLease,
+    Protocol,
 };
 use redis::aio::ConnectionManager;
 
@@ -63,6 +68,7 @@ impl Round<'_> {
             combo::FORCE_UNLOCK_AT_HANDOFF => self.force_unlock_at_handoff().await,
             combo::NAME_PROBE => Ok(self.name_probe().await),
             combo::FOREIGN_DATA => self.foreign_data().await,
+            combo::SEMAPHORE_STALE_META => self.semaphore_stale_meta().await,
             _ => Ok(Vec::new()),
         }
     }
@@ -497,6 +503,191 @@ impl Round<'_> {
         command::<()>(self.conn, redis::cmd("DEL").arg(&key)).await?;
         Ok(events)
     }
+}
+
+/// Read a semaphore's weight record in meta and whether the hold key lives,
+/// at one instant. KEYS[1] meta, KEYS[2] the hold key; ARGV[1] the field.
+const RECORD_AND_HOLD: &str =
+    "return {redis.call('hget', KEYS[1], ARGV[1]), redis.call('exists', KEYS[2])}";
+
+impl Round<'_> {
+    /// A native semaphore's meta outliving every hold, then a script that
+    /// admits the head without an acquisition's own write of meta first
+    /// (`combo::SEMAPHORE_STALE_META`).
+    ///
+    /// On a semaphore of 3 of its own (a fresh name: no other call cleans
+    /// the stale meta up first): A takes the 3 permits on a short fixed
+    /// lease and dies (its guard forgotten), so that its hold key and the
+    /// holders set expire together while meta lives on; H asks for 2 and
+    /// queues, and is then left unpolled (its own retry, due when A's lease
+    /// ends, would write meta first); X asks for 1 behind it and gives up
+    /// once A's lease ended, or an operator force-releases. Checked: while
+    /// H's hold key lives, meta records its weight (read with the key at
+    /// one instant); and once H released, or died and its lease ended, a
+    /// request for its 2 permits beside a holder of 1 gets in (asked twice,
+    /// so that a pause of this worker across the first wait is not taken
+    /// for a lost permit). A call that fails (a fault), or a path that went
+    /// otherwise (A's lease ran out before H queued), ends the round with
+    /// what was judged so far.
+    async fn semaphore_stale_meta(&mut self) -> Result<Vec<Event>, Failure> {
+        let name = self.fresh_name.clone();
+        let Ok(sem) = self.client.semaphore(&name, 3) else {
+            return Ok(Vec::new());
+        };
+        let waiter_ttl = self.client.config().get_waiter_ttl();
+        // Well within the waiter ttl: H, unpolled, must still be a live
+        // waiter when it is admitted.
+        let lease = (waiter_ttl / 8).clamp(Duration::from_millis(50), Duration::from_millis(150));
+        let head_lease = lease * 2;
+        let Ok(Some(dead)) = sem
+            .acquire_with(3, Some(Duration::from_secs(1)), PermitLease::Fixed(lease))
+            .await
+        else {
+            return Ok(Vec::new());
+        };
+        std::mem::forget(dead);
+        let head = sem.acquire_with(
+            2,
+            Some(Duration::from_secs(5)),
+            PermitLease::Fixed(head_lease),
+        );
+        let mut head = std::pin::pin!(head);
+        let queue = format!("fairlock:{{{name}}}:sem:queue");
+        tokio::select! {
+            outcome = &mut head => {
+                // In at once: A's lease ran out first (a pause, a slow call).
+                if let Ok(Some(permits)) = outcome {
+                    let _ = permits.release().await;
+                }
+                return Ok(Vec::new());
+            }
+            queued = line_reaches(self.conn, &queue, 1) => {
+                if !queued? {
+                    return Ok(Vec::new());
+                }
+            }
+        }
+        let forced = self.rng.below(2) == 0;
+        if forced {
+            tokio::time::sleep(lease + Duration::from_millis(50)).await;
+            if sem.force_release().await.is_err() {
+                return Ok(Vec::new());
+            }
+        } else {
+            let behind = sem.clone();
+            let wait = lease + Duration::from_millis(50);
+            let giving_up = tokio::spawn(async move { behind.try_acquire_for(1, wait).await });
+            match giving_up.await {
+                Ok(Ok(None)) => {}
+                Ok(Ok(Some(permits))) => {
+                    // In before H: H was no longer a live waiter.
+                    let _ = permits.release().await;
+                    return Ok(Vec::new());
+                }
+                _ => return Ok(Vec::new()),
+            }
+        }
+        let how = if forced { "force-release" } else { "give-up" };
+        let head = match tokio::time::timeout(Duration::from_secs(5), head).await {
+            Ok(Ok(Some(permits))) => permits,
+            _ => return Ok(Vec::new()),
+        };
+        let target =
+            format!("native semaphore {name}: a request of 2 admitted on stale meta by a {how}");
+        let id = head.ids().first().cloned().unwrap_or_default();
+        let (recorded, lives): (Option<String>, i64) = command(
+            self.conn,
+            redis::cmd("EVAL")
+                .arg(RECORD_AND_HOLD)
+                .arg(2)
+                .arg(format!("fairlock:{{{name}}}:sem:meta"))
+                .arg(format!("fairlock:{{{name}}}:sem:hold:{id}"))
+                .arg(format!("w:{id}")),
+        )
+        .await?;
+        let mut events = Vec::new();
+        if lives == 1 {
+            let ok = recorded.as_deref() == Some("2");
+            events.push(Event::Answer {
+                combo: combo::SEMAPHORE_STALE_META.to_owned(),
+                target: target.clone(),
+                op: "meta's record of its weight while its hold key lives".to_owned(),
+                answer: recorded.unwrap_or_else(|| "none".to_owned()),
+                ok,
+            });
+        }
+        let Ok(Some(beside)) = sem.try_acquire(1).await else {
+            let _ = head.release().await;
+            return Ok(events);
+        };
+        let released = self.rng.below(2) == 0;
+        if released {
+            if head.release().await.is_err() {
+                let _ = beside.release().await;
+                return Ok(events);
+            }
+        } else {
+            // H dies: its permits come back once its lease ended.
+            std::mem::forget(head);
+            tokio::time::sleep(head_lease + Duration::from_millis(100)).await;
+        }
+        let bound = Duration::from_secs(2) + head_lease;
+        let mut again = None;
+        for _ in 0..2 {
+            match sem.try_acquire_for(2, bound).await {
+                Ok(Some(permits)) => {
+                    again = Some(permits);
+                    break;
+                }
+                Ok(None) => {}
+                Err(_) => {
+                    let _ = beside.release().await;
+                    return Ok(events);
+                }
+            }
+        }
+        let answer = match &again {
+            Some(_) => "granted".to_owned(),
+            None => format!("not granted in 2 waits of {} ms", bound.as_millis()),
+        };
+        events.push(Event::Answer {
+            combo: combo::SEMAPHORE_STALE_META.to_owned(),
+            target,
+            op: format!(
+                "a request for the 2 permits it gave back ({}), beside a holder of 1",
+                if released {
+                    "released"
+                } else {
+                    "its lease ended"
+                }
+            ),
+            answer,
+            ok: again.is_some(),
+        });
+        if let Some(permits) = again {
+            let _ = permits.release().await;
+        }
+        let _ = beside.release().await;
+        Ok(events)
+    }
+}
+
+/// Whether the line at `queue` (a sorted set) reaches `len` waiters within
+/// 2 s.
+async fn line_reaches(
+    conn: &mut ConnectionManager,
+    queue: &str,
+    len: usize,
+) -> Result<bool, Failure> {
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    while std::time::Instant::now() < until {
+        let n: usize = command(conn, redis::cmd("ZCARD").arg(queue)).await?;
+        if n >= len {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(false)
 }
 
 fn no_grant(lock: &str, outcome: &str) -> Event {

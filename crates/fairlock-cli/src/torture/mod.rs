@@ -127,6 +127,11 @@ pub(crate) enum Combination {
     /// Application data (a hash, a string) under a lock's key: refused,
     /// left untouched (standalone only).
     ForeignData,
+    /// A native semaphore whose meta outlived every hold (the holders set
+    /// expired with the hold keys) while two requests wait, then a give-up
+    /// of the second or a force-release: the head it admits keeps its
+    /// weight in meta and gives its permits back (native, standalone only).
+    SemaphoreStaleMeta,
     /// A SENTINEL FAILOVER right after a handoff, half the workers
     /// waiting for a replica (min_replicas) (sentinel, with faults).
     FailoverAtHandoff,
@@ -143,15 +148,20 @@ impl Combination {
             Combination::ForceUnlockAtHandoff => combo::FORCE_UNLOCK_AT_HANDOFF,
             Combination::NameProbe => combo::NAME_PROBE,
             Combination::ForeignData => combo::FOREIGN_DATA,
+            Combination::SemaphoreStaleMeta => combo::SEMAPHORE_STALE_META,
             Combination::FailoverAtHandoff => combo::FAILOVER_AT_HANDOFF,
             Combination::None => return None,
         })
     }
 
-    /// Whether a run of `topology` (with faults or not) can draw it.
-    fn applies(self, topology: Topology, faults: bool) -> bool {
+    /// Whether a run of `topology` (with faults or not) under `protocol`
+    /// can draw it.
+    fn applies(self, topology: Topology, faults: bool, protocol: Protocol) -> bool {
         match self {
             Combination::ForeignData => topology == Topology::Standalone,
+            Combination::SemaphoreStaleMeta => {
+                topology == Topology::Standalone && protocol == Protocol::Native
+            }
             Combination::FailoverAtHandoff => topology == Topology::Sentinel && faults,
             _ => true,
         }
@@ -265,12 +275,13 @@ impl Plan {
             Combination::ForceUnlockAtHandoff,
             Combination::NameProbe,
             Combination::ForeignData,
+            Combination::SemaphoreStaleMeta,
             Combination::FailoverAtHandoff,
         ];
         let chosen = args.combinations.as_deref().unwrap_or(&all);
         let combos = chosen
             .iter()
-            .filter(|c| c.applies(args.topology, faults))
+            .filter(|c| c.applies(args.topology, faults, cli.protocol))
             .filter_map(|c| c.name())
             .collect();
         // Sentinel and Cluster deployments are always the torture's own.

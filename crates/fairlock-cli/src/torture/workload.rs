@@ -57,6 +57,10 @@ pub(crate) struct WorkerArgs {
 
 /// How often a round draws a combination (percent), when any is enabled.
 const COMBINATION_PERCENT: u64 = 40;
+/// How often the semaphore's stale meta is drawn when it comes up (in
+/// eighths): its round waits out two short leases (about half a second,
+/// where other rounds take tens of ms), so it is drawn a quarter as often.
+const STALE_META_EIGHTHS: u64 = 2;
 /// How often an ordinary round takes the read-write lock (percent), when
 /// the protocol has one.
 const READ_WRITE_PERCENT: u64 = 20;
@@ -148,7 +152,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
             while Instant::now() < deadline {
                 rounds += 1;
                 let drawn = (!combos.is_empty() && rng.below(100) < COMBINATION_PERCENT)
-                    .then(|| combos[rng.below(combos.len() as u64) as usize].clone());
+                    .then(|| draw_combination(&combos, &mut rng));
                 if let Some(combo) = &drawn {
                     out.write(&Event::Drawn {
                         combo: combo.clone(),
@@ -202,6 +206,20 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     }
     client.shutdown().await;
     Ok(0)
+}
+
+/// One of `combos` at random, the semaphore's stale meta less often (see
+/// [`STALE_META_EIGHTHS`]).
+fn draw_combination(combos: &[String], rng: &mut Rng) -> String {
+    loop {
+        let combo = &combos[rng.below(combos.len() as u64) as usize];
+        if combo != combo::SEMAPHORE_STALE_META
+            || combos.len() == 1
+            || rng.below(8) < STALE_META_EIGHTHS
+        {
+            return combo.clone();
+        }
+    }
 }
 
 pub(super) async fn one_round(

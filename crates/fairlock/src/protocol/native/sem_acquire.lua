@@ -52,9 +52,11 @@ if not sem.stored or sem.stale then
   keep(KEYS[4], waiter_ttl + META_GRACE_MS)
 end
 -- A waiter's record (its lease, ttl, secret and weight) is written again
--- when it was lost: admit() grants no request whose weight it cannot read.
+-- when it was lost or is not the one this acquisition wrote (another
+-- program wrote over it: a weight of 0, a malformed one): admit() grants
+-- no request whose weight it cannot read.
 local record = ARGV[2] .. ':' .. ARGV[3] .. ':' .. nonce .. ':w' .. decimal(weight)
-if queue and redis.call('zscore', KEYS[2], id) and not redis.call('hget', KEYS[5], id) then
+if queue and redis.call('zscore', KEYS[2], id) and redis.call('hget', KEYS[5], id) ~= record then
   redis.call('hset', KEYS[5], id, record)
   keep(KEYS[5], waiter_ttl, ARGV[3])
 end

@@ -23,10 +23,67 @@
 -- admitted), used, and whether meta stores them.
 local sem = {used = 0}
 
+-- The weight meta records for holder `id` ('w:ID'), or nil when it records
+-- none, or something that is not a weight (not a counter, or below 1:
+-- written by another program): a lost record.
+local function meta_weight(id)
+  local weight = counter(redis.call('hget', KEYS[4], 'w:' .. id))
+  if weight and weight >= 1 then
+    return weight
+  end
+  return nil
+end
+
+-- Count `used` again from the hold keys (meta lost it, or a holder's
+-- weight): returns it, and keeps in sem.weights what each holder counts
+-- for (what its release or reclaim gives back in this script) and in
+-- sem.recounted the ids counted (sem_write stores their weights, 'w:ID',
+-- with the `used` they add up to). `strict`, before any write: a hold key
+-- that is not a hold is returned as the error (NOTALOCK, or TRYAGAIN when
+-- it is not on this node); otherwise, in a script that wrote already, it
+-- counts as a key not here.
+local function count_holds(strict)
+  local used = 0
+  sem.weights = {}
+  sem.recounted = {}
+  local now
+  local entries = redis.call('zrange', KEYS[1], '0', '-1', 'withscores')
+  for i = 1, #entries, 2 do
+    local id = entries[i]
+    local hold, bad = hold_of(id)
+    if bad then
+      if strict then
+        return nil, bad
+      end
+      hold = {}
+    end
+    local weight = hold.weight
+    if not hold.owner then
+      -- No key here while the set says its lease runs (evicted or deleted
+      -- with meta; or on the other node half-way through a slot
+      -- migration): its holder believes in it until then (renew.lua
+      -- answers 'unsure'), so it counts, with the weight meta recorded or,
+      -- that lost too, the whole capacity (nothing is admitted beside it
+      -- before its lease ends; given back whole with it).
+      now = now or server_now()
+      if tonumber(entries[i + 1]) > now then
+        weight = meta_weight(id) or sem.capacity
+      end
+    end
+    if weight then
+      used = used + weight
+      sem.weights[id] = weight
+      sem.recounted[#sem.recounted + 1] = id
+    end
+  end
+  return used
+end
+
 -- Read the capacity and `used`, before any write: NOTALOCK when they are
 -- not counters. `permits`: the capacity of a semaphore without one (nil
 -- when the script does not know it). A meta without `used` while holds
--- live (it was removed by hand) counts their weights from their keys.
+-- live (it was removed by hand, or evicted) counts their weights from
+-- their keys.
 local function sem_read(permits)
   local values = redis.call('hmget', KEYS[4], 'capacity', 'used')
   local capacity, used = counter(values[1]), counter(values[2])
@@ -36,37 +93,10 @@ local function sem_read(permits)
   sem.stored = capacity ~= nil
   sem.capacity = capacity or permits
   if not used then
-    used = 0
-    sem.weights = {}
-    -- The ids counted, in the holders set's order: sem_write stores their
-    -- weights ('w:ID') with the `used` they add up to.
-    sem.recounted = {}
-    local now
-    local entries = redis.call('zrange', KEYS[1], '0', '-1', 'withscores')
-    for i = 1, #entries, 2 do
-      local id = entries[i]
-      local hold, bad = hold_of(id)
-      if bad then
-        return bad
-      end
-      local weight = hold.weight
-      if not hold.owner then
-        -- No key here while the set says its lease runs (evicted or
-        -- deleted with meta; or on the other node half-way through a slot
-        -- migration): its holder believes in it until then (renew.lua
-        -- answers 'unsure'), so it counts, with the weight meta recorded
-        -- or, that lost too, the whole capacity (nothing is admitted
-        -- beside it before its lease ends; given back whole with it).
-        now = now or server_now()
-        if tonumber(entries[i + 1]) > now then
-          weight = counter(redis.call('hget', KEYS[4], 'w:' .. id)) or sem.capacity
-        end
-      end
-      if weight then
-        used = used + weight
-        sem.weights[id] = weight
-        sem.recounted[#sem.recounted + 1] = id
-      end
+    local bad
+    used, bad = count_holds(true)
+    if bad then
+      return bad
     end
   end
   if used > 0 and redis.call('exists', KEYS[1]) == 0 then
@@ -103,11 +133,10 @@ local function sem_write()
       -- holds (grants, claims and renewals extend it from then on).
       keep(KEYS[4], math.max(redis.call('pttl', KEYS[1]), 0) + META_GRACE_MS)
     end
-    -- A `used` counted from the hold keys (meta lost while they live) is
-    -- stored with the weights it counts: without them, a counted holder's
-    -- release or reclaim (kind.removed, in a later script, which reads
-    -- `used` and not the keys) would give back nothing, and its permits
-    -- would stay taken for as long as anybody holds.
+    -- A `used` counted from the hold keys (meta lost while they live, or
+    -- a holder's weight in it) is stored with the weights it counts: a
+    -- counted holder whose key is gone by its reclaim (kind.removed, in a
+    -- later script) gives back the weight meta records.
     if sem.recounted then
       for _, id in ipairs(sem.recounted) do
         if sem.weights[id] then
@@ -131,17 +160,37 @@ kind.never_fits = function(weight)
 end
 kind.added = function(id, weight)
   sem.used = sem.used + weight
-  redis.call('hset', KEYS[4], 'w:' .. id, decimal(weight))
+  -- Stored after sem_write: its clean-up of stale meta (sem.stale) deletes
+  -- every weight meta holds, and must not take this one with them (a
+  -- give-up or a force-release admits without writing meta first).
   sem_write()
+  redis.call('hset', KEYS[4], 'w:' .. id, decimal(weight))
 end
-kind.removed = function(id)
-  local field = 'w:' .. id
-  local weight = counter(redis.call('hget', KEYS[4], field)) or (sem.weights and sem.weights[id]) or 0
-  redis.call('hdel', KEYS[4], field)
+-- `weight`: the hold's own, read from its key and checked (hold_of) before
+-- any write; nil when its key is gone (a reclaim, or a force-release of a
+-- hold whose key was lost). Returns the weight given back.
+kind.removed = function(id, weight)
   if sem.weights then
+    -- `used` was counted again by this script (count_holds): what it
+    -- counted is what goes back (nothing for a holder it did not count).
+    weight = sem.weights[id] or 0
     -- Given back once: sem_write must not store it again.
     sem.weights[id] = nil
+  elseif not weight then
+    weight = meta_weight(id)
+    if not weight then
+      -- Its key gone, and its weight in meta lost or written over (not a
+      -- weight): what it added to `used` is unknown, so `used` is counted
+      -- again from the hold keys, this one's no longer among them.
+      redis.call('hdel', KEYS[4], 'w:' .. id)
+      sem.used = count_holds(false)
+      sem.weights[id] = nil
+      sem_write()
+      return 0
+    end
   end
+  redis.call('hdel', KEYS[4], 'w:' .. id)
   sem.used = math.max(0, sem.used - weight)
   sem_write()
+  return weight
 end

@@ -72,23 +72,17 @@ local function force_release(which, revoked_prefix, channel_prefix, default_ttl)
       if bad then
         return nil, bad
       end
-      local live, weight = hold.owner ~= nil, hold.weight or 0
-      if not live and tonumber(entries[i + 1]) > now then
-        live = true
-        if kind.weighted then
-          weight = counter(redis.call('hget', KEYS[4], 'w:' .. id)) or 0
-        end
-      end
-      ids[#ids + 1] = {id, live, weight}
+      local live = hold.owner ~= nil or tonumber(entries[i + 1]) > now
+      ids[#ids + 1] = {id, live, hold.weight}
     end
   end
   local removed, weights = 0, 0
   for _, entry in ipairs(ids) do
-    drop_hold(entry[1])
+    local weight = drop_hold(entry[1], entry[3])
     if entry[2] then
       revoke_holder(revoked_prefix, entry[1])
       removed = removed + 1
-      weights = weights + entry[3]
+      weights = weights + weight
     end
   end
   after_release(channel_prefix, default_ttl)

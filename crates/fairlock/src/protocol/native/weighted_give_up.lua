@@ -20,7 +20,7 @@ if bad then
 end
 local queued = leave_queue(id)
 if mine.owner and mine.claimed == '0' and mine.nonce == ARGV[4] then
-  drop_hold(id)
+  drop_hold(id, mine.weight)
   after_release(ARGV[3], tonumber(ARGV[2]))
   return 2
 end

@@ -43,7 +43,9 @@ local RECLAIM_LIMIT = '64'
 --   kind.never_fits(weight) whether it can never fit (a semaphore's
 --                           request above its capacity)
 --   kind.added(id, weight)  a hold of `id` was just granted
---   kind.removed(id)        the hold of `id` ended (released, reclaimed)
+--   kind.removed(id, weight) the hold of `id` ended (released, reclaimed);
+--                           `weight`: its key's (hold_of), nil when its
+--                           key is gone; returns the weight given back
 --   kind.weighted           hold keys carry a 'weight' field
 local kind = {}
 
@@ -168,19 +170,24 @@ end
 -- A queued waiter's record: the lock's 'LEASE:TTL:NONCE' (see waiter_record
 -- in lock_prelude.lua), with ':wWEIGHT' appended for a semaphore's
 -- request. Returns lease, ttl, nonce and the weight (nil when the record
--- names none).
+-- names none, or a weight below 1, which no request has: a record written
+-- by another program, as good as lost).
 local function waiter_of(id, default_ttl)
   local record = redis.call('hget', KEYS[5], id) or ''
   local head, weight = string.match(record, '^(.*):w(%d+)$')
   if head then
     record = head
   end
+  weight = counter(weight)
+  if weight and weight < 1 then
+    weight = nil
+  end
   local lease, ttl, nonce = string.match(record, '^(%d+):(%d+):(.*)$')
   lease, ttl = counter(lease), counter(ttl)
   if not lease or not ttl then
-    return counter(record) or default_ttl, default_ttl, '', counter(weight)
+    return counter(record) or default_ttl, default_ttl, '', weight
   end
-  return lease, ttl, nonce, counter(weight)
+  return lease, ttl, nonce, weight
 end
 
 -- Holders whose score passed: gone ones leave the set, live ones (renewed
@@ -243,10 +250,11 @@ local function admit(channel_prefix, default_ttl, now, now_us)
     end
     local lease, ttl, nonce, weight = waiter_of(head, default_ttl)
     if kind.weighted and not weight then
-      -- A semaphore's request whose record was lost (evicted, deleted):
-      -- what it asked for is unknown, and a guess below it would let it
-      -- believe it holds permits nobody counts. It waits at the head until
-      -- its next attempt writes its record again (sem_acquire.lua).
+      -- A semaphore's request whose record was lost (evicted, deleted) or
+      -- names no weight of at least 1 (written over): what it asked for is
+      -- unknown, and a guess below it would let it believe it holds
+      -- permits nobody counts. It waits at the head until its next attempt
+      -- writes its record again (sem_acquire.lua).
       break
     end
     weight = weight or 1
@@ -293,10 +301,13 @@ local function after_release(channel_prefix, default_ttl)
   end
 end
 
--- Remove `id`'s hold (its key and its entry).
-local function drop_hold(id)
+-- Remove `id`'s hold (its key and its entry). `weight`: the weight its key
+-- records (hold_of's, read before any write), nil when the key is gone.
+-- Returns the weight given back (0 for an object without weights).
+local function drop_hold(id, weight)
   redis.call('del', hold_key(id))
   if redis.call('zrem', KEYS[1], id) == 1 then
-    kind.removed(id)
+    return kind.removed(id, weight) or 0
   end
+  return 0
 end

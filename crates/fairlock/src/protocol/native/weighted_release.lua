@@ -42,6 +42,6 @@ if count > 1 then
   return 0
 end
 redis.call('set', KEYS[6], '1', 'px', ARGV[4], 'get')
-drop_hold(id)
+drop_hold(id, mine.weight)
 after_release(ARGV[3], tonumber(ARGV[2]))
 return 1
