@@ -13,9 +13,9 @@
 //! The tools that run under valgrind (client-cost, queue-cost, script-cost,
 //! script-floor) are skipped with a message where valgrind is missing,
 //! unless `$CI` is set: there they fail. So are those that need python3.
-//! The scripts that build something (`cargo build`, offline here) build the
-//! debug profile (`FAIRLOCK_PROFILE=dev`) into this test's own target
-//! directory, where the suite has built it already. Every script runs in a
+//! The scripts that build something run the debug profile
+//! (`FAIRLOCK_PROFILE=dev`) of this test's own target directory, as the
+//! suite built it (`FAIRLOCK_NO_BUILD=1`, see `built`). Every script runs in a
 //! process group of its own: whatever it leaves running (a redis-server, a
 //! busy loop) fails its test, and is killed.
 
@@ -128,6 +128,21 @@ fn group_members(group: i32) -> Vec<String> {
     members
 }
 
+/// Whether the debug binaries the scripts run are built already: the CLI,
+/// and the examples `pairs` (client-cost) and `check` (model), which
+/// `cargo test --workspace` and the suite's nextest build make. Then the
+/// scripts run them as they are (`FAIRLOCK_NO_BUILD=1`): a `cargo build`
+/// of one package here would wait for cargo's lock while the suite builds
+/// its docs and packages beside the tests, and would build the
+/// dependencies again with that package's features. A test binary built
+/// alone (`-p fairlock-cli --test scripts`) lets the scripts build.
+fn built() -> bool {
+    let debug = target_dir().join("debug");
+    ["fairlock", "examples/pairs", "examples/check"]
+        .iter()
+        .all(|file| debug.join(file).is_file())
+}
+
 /// Runs `bash scripts/NAME ARGS...` from the root with `envs` added, in a
 /// process group of its own; stops it after [`DEADLINE`], and fails when
 /// anything of its group is still running [`GRACE`] after it exits.
@@ -149,6 +164,7 @@ fn run(name: &str, args: &[&str], envs: &[(&str, &str)]) -> Ran {
         .env("CARGO_TARGET_DIR", target_dir())
         // Everything is downloaded when the suite runs.
         .env("CARGO_NET_OFFLINE", "true")
+        .env("FAIRLOCK_NO_BUILD", if built() { "1" } else { "0" })
         .env_remove("REDIS_URL")
         .envs(envs.iter().copied())
         .stdin(Stdio::null())
