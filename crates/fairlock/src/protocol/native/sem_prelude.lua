@@ -181,12 +181,14 @@ kind.removed = function(id, weight)
     if not weight then
       -- Its key gone, and its weight in meta lost or written over (not a
       -- weight): what it added to `used` is unknown, so `used` is counted
-      -- again from the hold keys, this one's no longer among them.
+      -- again from the hold keys, this one's no longer among them; what
+      -- `used` loses is what it gave back.
+      local before = sem.used
       redis.call('hdel', KEYS[4], 'w:' .. id)
       sem.used = count_holds(false)
       sem.weights[id] = nil
       sem_write()
-      return 0
+      return math.max(0, before - sem.used)
     end
   end
   redis.call('hdel', KEYS[4], 'w:' .. id)

@@ -11,7 +11,10 @@ local capacity = counter(ARGV[1])
 if not capacity then
   return redis.error_reply('ERR fairlock: the capacity must be a decimal integer')
 end
-local err = weighted_check_types(true) or read_meta() or sem_read(nil)
+-- The new capacity is also what a meta without one counts a hold whose
+-- key was lost while its lease runs as (sem_read: the whole capacity):
+-- with nil it would count as nothing, and that `used` is stored below.
+local err = weighted_check_types(true) or read_meta() or sem_read(capacity)
 if err then
   return err
 end
