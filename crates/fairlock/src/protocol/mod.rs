@@ -515,6 +515,12 @@ impl ProtocolLock {
         dispatch!(self, lock => lock.release(conn, owner, lease, request, scope).await)
     }
 
+    /// The key that caches the answer of release `request` (for a retry of
+    /// it), deleted once the answer was read by a release sent only once.
+    pub(crate) fn release_cache_key(&self, request: &str) -> String {
+        dispatch!(self, lock => lock.release_cache_key(request))
+    }
+
     /// Release whoever holds the lock. `true` when a lock was released.
     pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
         dispatch!(self, lock => lock.force_release(conn).await)

@@ -193,6 +193,11 @@ impl RedissonRwLock {
         Ok(false)
     }
 
+    /// The key caching the answer of release `request`.
+    pub(crate) fn release_cache_key(&self, request: &str) -> String {
+        crate::name::joined(&self.unlock_latch, request)
+    }
+
     /// Release one hold of this side. `request` identifies this release
     /// across retries.
     pub(crate) async fn release(
@@ -203,7 +208,7 @@ impl RedissonRwLock {
         request: &str,
         _scope: &Scope<'_>,
     ) -> Result<Release> {
-        let cache = crate::name::joined(&self.unlock_latch, request);
+        let cache = self.release_cache_key(request);
         let keys = [self.lock.as_str(), &self.channel, &cache];
         let cache_ttl = &*self.release_cache_ms;
         let reply: i64 = match self.mode {
