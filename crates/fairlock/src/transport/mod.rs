@@ -19,4 +19,4 @@ mod sharded;
 
 pub(crate) use connection::{Connection, HoldProof, Ints, Script, Timeouts};
 pub(crate) use endpoint::{Endpoint, URL_FORMS};
-pub(crate) use pubsub::{Incoming, Message, PubSubConnector};
+pub(crate) use pubsub::{Incoming, Message, PubSubConnector, PubSubSink};
