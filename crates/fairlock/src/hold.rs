@@ -378,19 +378,36 @@ pub(crate) struct Hold {
     claim: Option<Arc<PendingClaim>>,
 }
 
-impl Hold {
-    /// Register a hold confirmed until `expires` (unless renewed). `claim`:
-    /// the lock was handed over with a short grant; extend it to the lease
+/// What a hold is registered with: its grant.
+pub(crate) struct Granted {
+    pub(crate) token: Option<u64>,
+    /// Confirmed until then (unless renewed).
+    pub(crate) expires: Instant,
+    pub(crate) kind: HoldKind,
+    /// The lock was handed over with a short grant: extend it to the lease
     /// right away, from the background.
+    pub(crate) claim: bool,
+    /// When the call that granted it was sent, and the TTL it found the
+    /// lock key with, where the protocol reports one (see the watchdog's
+    /// early renewals).
+    pub(crate) found_ttl: Option<(Instant, Duration)>,
+}
+
+impl Hold {
+    /// Register a hold of `owner` from its grant.
     pub(crate) fn register(
         shared: Arc<LockShared>,
         owner: Owner,
         lease: Lease,
-        token: Option<u64>,
-        expires: Instant,
-        kind: HoldKind,
-        claim: bool,
+        granted: Granted,
     ) -> ArmedHold {
+        let Granted {
+            token,
+            expires,
+            kind,
+            claim,
+            found_ttl,
+        } = granted;
         let state = shared.core().watchdog().register(NewHold {
             lock: &shared.lock,
             owner: &owner,
@@ -398,6 +415,7 @@ impl Hold {
             expires,
             kind,
             renew: lease.is_watchdog(),
+            found_ttl,
         });
         let claim = claim.then(|| {
             Arc::new(PendingClaim {

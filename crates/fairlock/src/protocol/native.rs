@@ -96,10 +96,12 @@ pub(crate) fn decode_acquire(fair: bool, waiter_ttl: Duration, reply: &[i64]) ->
     match *reply {
         [1, t] => Ok(Acquire::Acquired {
             token: Some(token(t)?),
+            key_ttl: None,
         }),
         [2, count, t] => Ok(Acquire::Reentered {
             count: u32::try_from(count).map_err(|_| bad())?,
             token: Some(token(t)?),
+            key_ttl: None,
         }),
         [3, pttl, position, server_ms] => {
             let refresh = refresh_interval(waiter_ttl);

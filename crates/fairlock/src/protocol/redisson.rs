@@ -355,10 +355,14 @@ impl RedissonLock {
 pub(crate) fn decode_acquire(fair: bool, queue: bool, reply: &[i64]) -> Result<Acquire> {
     let ttl = |v: i64| Duration::from_millis(v.max(0).unsigned_abs());
     match *reply {
-        [1, _] => Ok(Acquire::Acquired { token: None }),
+        [1, _] => Ok(Acquire::Acquired {
+            token: None,
+            key_ttl: None,
+        }),
         [2, count] => Ok(Acquire::Reentered {
             count: u32::try_from(count).map_err(|_| unexpected("acquire", reply))?,
             token: None,
+            key_ttl: None,
         }),
         [3, t] if !queue || !fair => {
             if queue {

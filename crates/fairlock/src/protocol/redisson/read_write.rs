@@ -144,11 +144,21 @@ impl RedissonRwLock {
             .call(|with| self.acquire_call(conn, args, with))
             .await?;
         let ttl = |v: i64| Duration::from_millis(v.max(0).unsigned_abs());
+        // A read acquisition adds the hash's TTL as it found it (0: none
+        // to report), for the watchdog's early renewals.
+        let key_ttl = |found: &[i64]| match found {
+            [found, ..] if *found > 0 => Some(ttl(*found)),
+            _ => None,
+        };
         match reply[..] {
-            [1, _] => Ok(Acquire::Acquired { token: None }),
-            [2, count] => Ok(Acquire::Reentered {
+            [1, _, ref found @ ..] => Ok(Acquire::Acquired {
+                token: None,
+                key_ttl: key_ttl(found),
+            }),
+            [2, count, ref found @ ..] => Ok(Acquire::Reentered {
                 count: u32::try_from(count).map_err(|_| unexpected("acquire", &reply))?,
                 token: None,
+                key_ttl: key_ttl(found),
             }),
             [3, t] if args.queue => Ok(Acquire::Queued {
                 ttl: ttl(t),
