@@ -257,6 +257,27 @@ pub struct TakenPermit {
     pub token: Option<u64>,
 }
 
+/// Which semaphore a [`SemaphoreInfo`] describes, as far as Redis tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SemaphoreKind {
+    /// The `native` protocol's fair semaphore.
+    Native,
+    /// Redisson's `RPermitExpirableSemaphore` ([`Semaphore`] under
+    /// `redisson`): permit ids are taken (in `{NAME}:timeout`), or nothing
+    /// is stored yet. Its whole state is shown.
+    PermitExpirable,
+    /// Only a count is stored under the name, and no permit id is taken:
+    /// Redisson's plain `RSemaphore`
+    /// ([`CountingSemaphore`], `redisson.getSemaphore(name)`), which
+    /// records neither its total nor who holds its permits, or an
+    /// `RPermitExpirableSemaphore` none of whose permits is taken. Redis
+    /// cannot tell the two apart: `available` is the count, and `total` is
+    /// what it would be for the expirable kind (a plain semaphore's total
+    /// is not known).
+    CountOnly,
+}
+
 /// A semaphore's state at one instant, from [`Semaphore::inspect`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -265,6 +286,8 @@ pub struct SemaphoreInfo {
     pub name: String,
     /// The protocol it was read with.
     pub protocol: crate::Protocol,
+    /// Which semaphore Redis holds under the name, as far as it tells.
+    pub kind: SemaphoreKind,
     /// Whether Redis stores its total: `false` for a semaphore no call has
     /// set up yet (under `native` also one nobody held or waited for during
     /// 20 s, which forgot its total). `total` is then the handle's
@@ -385,7 +408,7 @@ impl Semaphore {
     ) -> Result<Option<Permits>> {
         let shared = match &self.backend {
             Backend::Redisson(shared) => shared,
-            Backend::Native(handle) => return acquire_native(handle, n, wait, lease).await,
+            Backend::Native(handle) => return acquire_native(handle, None, n, wait, lease).await,
         };
         protocol::check_count(self.name(), n)?;
         if let PermitLease::Fixed(lease) = lease {
@@ -468,6 +491,59 @@ impl Semaphore {
         .await
     }
 
+    /// Take `n` permits as `owner`, as [`acquire_with`](Self::acquire_with)
+    /// does otherwise: under `native` the request waits in the line under
+    /// `owner`, whose place [`queue_position`](Self::queue_position) then
+    /// tells (`fairlock exec --semaphore` shows it so), and the permits'
+    /// id ([`Permits::ids`]) is `owner`. Under `redisson` the owner is not
+    /// recorded: Redisson's permits have ids of their own and no owner, and
+    /// there is no line.
+    ///
+    /// `owner` must come from this client
+    /// ([`LockClient::new_owner`](crate::LockClient::new_owner)) and hold
+    /// no permits of this semaphore: each acquisition is a hold of its own.
+    ///
+    /// # Errors
+    /// As [`acquire_with`](Self::acquire_with), and
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) under `native`
+    /// when `owner` already holds permits of this semaphore or comes from
+    /// another client (nothing is taken).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_as(
+        &self,
+        owner: &Owner,
+        n: u32,
+        wait: Option<Duration>,
+        lease: PermitLease,
+    ) -> Result<Option<Permits>> {
+        match &self.backend {
+            Backend::Native(handle) => acquire_native(handle, Some(owner), n, wait, lease).await,
+            Backend::Redisson(_) => self.acquire_with(n, wait, lease).await,
+        }
+    }
+
+    /// `owner`'s place in the semaphore's line (`native`):
+    /// `Some((position, waiting))` with a 1-based position while a request
+    /// of `owner` ([`acquire_as`](Self::acquire_as)) waits, `None` when it
+    /// does not (it holds its permits, or has not queued yet). Always `None`
+    /// under `redisson`, whose semaphore has no line. Cheap: O(log N),
+    /// unlike [`inspect`](Self::inspect).
+    ///
+    /// # Errors
+    /// [`Error::Connection`](crate::Error::Connection),
+    /// [`Error::WrongType`](crate::Error::WrongType).
+    ///
+    /// # Cancel safety
+    /// Read-only; safe to drop.
+    pub async fn queue_position(&self, owner: &Owner) -> Result<Option<(u64, u64)>> {
+        match &self.backend {
+            Backend::Native(handle) => handle.queue_position(owner).await,
+            Backend::Redisson(_) => Ok(None),
+        }
+    }
+
     /// The permits free to take now (after reclaiming expired ones).
     /// Initialises an absent semaphore with the total this handle was made
     /// with. Below 0 after [`set_permits`](Self::set_permits) lowered the
@@ -502,7 +578,10 @@ impl Semaphore {
     ///
     /// Unlike the other calls it never sets the total of a semaphore that
     /// has none ([`SemaphoreInfo::exists`] is then `false`): looking does
-    /// not create it.
+    /// not create it. Under `redisson` a count without any permit id taken
+    /// may be Redisson's plain `RSemaphore` as well, whose total nobody
+    /// knows: [`SemaphoreInfo::kind`] then says
+    /// [`SemaphoreKind::CountOnly`].
     ///
     /// # Errors
     /// As [`available`](Self::available).
@@ -548,9 +627,16 @@ impl Semaphore {
             })
             .collect();
         taken.sort_by_key(|(score, _)| *score);
+        // A count and no permit id: the plain kind or an idle expirable one.
+        let kind = if state.exists && state.taken == 0 {
+            SemaphoreKind::CountOnly
+        } else {
+            SemaphoreKind::PermitExpirable
+        };
         Ok(SemaphoreInfo {
             name: shared.object.name.clone(),
             protocol: crate::Protocol::Redisson,
+            kind,
             exists: state.exists,
             total: available.saturating_add_unsigned(state.taken),
             available,
@@ -650,9 +736,11 @@ fn native_object(handle: &LockHandle) -> Result<&NativeRwLock> {
     }
 }
 
-/// A native acquisition: one hold of a fresh owner weighing `n`.
+/// A native acquisition: one hold weighing `n`, of `owner` (which must
+/// hold nothing of the semaphore) or a fresh owner.
 async fn acquire_native(
     handle: &LockHandle,
+    owner: Option<&Owner>,
     n: u32,
     wait: Option<Duration>,
     lease: PermitLease,
@@ -677,6 +765,9 @@ async fn acquire_native(
     }
     if let Some(wait) = wait {
         options = options.wait(wait);
+    }
+    if let Some(owner) = owner {
+        options = options.owner(owner.clone());
     }
     let guard = handle.acquire(options).await?;
     Ok(guard.map(|guard| Permits {
@@ -704,6 +795,7 @@ async fn inspect_native(handle: &LockHandle) -> Result<SemaphoreInfo> {
     Ok(SemaphoreInfo {
         name: handle.name().to_owned(),
         protocol: crate::Protocol::Native,
+        kind: SemaphoreKind::Native,
         exists: state.stored,
         total,
         available: total.saturating_sub(used),
