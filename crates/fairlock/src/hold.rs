@@ -172,8 +172,15 @@ impl LockShared {
     }
 
     /// Delete the cached answer of release `request`, from the background;
-    /// a failure only leaves it to its TTL.
+    /// a failure only leaves it to its TTL. Not on a Redis Cluster: its
+    /// client library sends a call again by itself after a timeout or a
+    /// dropped connection, so a reply read after one sending of ours may
+    /// follow another that can still reach the server; the answer is left
+    /// for its TTL there.
     fn forget_release(&self, request: &str) {
+        if self.conn().is_cluster() {
+            return;
+        }
         let (core, lock) = (Arc::clone(&self.core), Arc::clone(&self.lock));
         let key = lock.release_cache_key(request);
         self.core.spawn_cleanup(async move {

@@ -278,7 +278,8 @@ struct ShortTtl {
     seen: Instant,
 }
 
-/// The shortest time from a call to the early renewal it schedules.
+/// The shortest time from the answer of a call to the early renewal it
+/// schedules.
 const MIN_EARLY_GAP: Duration = Duration::from_millis(50);
 
 impl Entry {
@@ -297,9 +298,11 @@ impl Entry {
                 }
             }
         }
+        // Never sooner than MIN_EARLY_GAP from now: a reply slower than a
+        // third of the TTL must not chain calls back to back.
         self.early = self
             .short
-            .map(|short| sent_at + (short.ttl / 3).max(MIN_EARLY_GAP));
+            .map(|short| (sent_at + short.ttl / 3).max(Instant::now() + MIN_EARLY_GAP));
     }
 
     /// A renewal of this hold got no answer: an early one is tried again
