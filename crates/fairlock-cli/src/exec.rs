@@ -57,7 +57,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use fairlock::{AcquireOptions, FairLock, LockClient, LockGuard, LockHandle, Owner, Permits};
+use fairlock::{AcquireOptions, LockClient, LockGuard, LockHandle, Owner, Permits};
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -205,42 +205,49 @@ async fn futures_select_all<F: std::future::Future<Output = Signal> + Unpin>(
 const FIRST_LOOK: Duration = Duration::from_millis(250);
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 
-/// Shows "waiting for NAME: position P of Q" on stderr: in place on a
-/// terminal, one line per change otherwise.
+/// Shows "waiting for WHAT: position P of Q" on stderr (WHAT: the lock's
+/// name, or "K permit(s) of NAME"): in place on a terminal, one line per
+/// change otherwise.
 struct Progress {
-    name: String,
+    what: String,
     line: LiveLine,
     last: Option<(u64, u64)>,
 }
 
 impl Progress {
+    fn new(what: String) -> Self {
+        Self {
+            what,
+            line: LiveLine::stderr(),
+            last: None,
+        }
+    }
+
     fn position(&mut self, now: (u64, u64)) {
         if self.last == Some(now) {
             return;
         }
         self.last = Some(now);
-        let line = format!("waiting for {}: position {} of {}", self.name, now.0, now.1);
+        let line = format!("waiting for {}: position {} of {}", self.what, now.0, now.1);
         self.show(&line);
     }
 
-    /// The non-fair lock has no queue: say once that we wait.
+    /// A lock without a line (a non-fair lock, Redisson's read-write
+    /// lock): say once that we wait.
     fn nonfair(&mut self) {
         if !self.line.shown() {
             let line = format!(
                 "waiting for {} (non-fair lock: no queue position)",
-                self.name
+                self.what
             );
             self.show(&line);
         }
     }
 
-    /// A semaphore has no queue either: say once that we wait.
-    fn permits(&mut self, take: u32) {
+    /// Redisson's semaphore has no line either: say once that we wait.
+    fn no_line(&mut self) {
         if !self.line.shown() {
-            let line = format!(
-                "waiting for {take} permit(s) of {} (no queue position)",
-                self.name
-            );
+            let line = format!("waiting for {} (no queue position)", self.what);
             self.show(&line);
         }
     }
@@ -304,20 +311,33 @@ async fn run_with_permits(
 ) -> Result<u8, Failure> {
     let semaphore = client.semaphore(&args.name, permits)?;
     let mut signals = Signals::install()?;
-    let mut progress = Progress {
-        name: args.name.clone(),
-        line: LiveLine::stderr(),
-        last: None,
-    };
+    let mut progress = Progress::new(format!("{} permit(s) of {}", args.take, args.name));
+    // Our own owner id, to ask for our place in the native semaphore's line
+    // (Redisson's has none).
+    let owner: Owner = client.new_owner();
+    let lined = client.config().get_protocol() == fairlock::Protocol::Native;
     let taken = {
-        let acquire = semaphore.acquire_with(args.take, args.wait, fairlock::PermitLease::Watchdog);
+        let acquire = semaphore.acquire_as(
+            &owner,
+            args.take,
+            args.wait,
+            fairlock::PermitLease::Watchdog,
+        );
         tokio::pin!(acquire);
         let mut look =
             tokio::time::interval_at(tokio::time::Instant::now() + FIRST_LOOK, LOOK_EVERY);
+        look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 result = &mut acquire => break result,
-                _ = look.tick() => progress.permits(args.take),
+                _ = look.tick() => if lined {
+                    let place = tokio::time::timeout(LOOK_EVERY, semaphore.queue_position(&owner)).await;
+                    if let Ok(Ok(Some(place))) = place {
+                        progress.position(place);
+                    }
+                } else {
+                    progress.no_line();
+                },
                 sig = signals.recv() => {
                     // Dropping the acquire future leaves no permit taken.
                     progress.clear();
@@ -344,17 +364,21 @@ async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
     if let (true, Some(permits)) = (args.semaphore, args.permits) {
         return run_with_permits(client, args, permits).await;
     }
-    // The fair lock has a queue in which to show our place.
-    let (handle, fair): (LockHandle, Option<FairLock>) = if args.nonfair {
-        (client.lock(&args.name)?.into(), None)
+    let handle: LockHandle = if args.nonfair {
+        client.lock(&args.name)?.into()
     } else if args.read {
-        (client.read_write_lock(&args.name)?.read().clone(), None)
+        client.read_write_lock(&args.name)?.read().clone()
     } else if args.write {
-        (client.read_write_lock(&args.name)?.write().clone(), None)
+        client.read_write_lock(&args.name)?.write().clone()
     } else {
-        let fair = client.fair_lock(&args.name)?;
-        (fair.clone().into(), Some(fair))
+        client.fair_lock(&args.name)?.into()
     };
+    // The fair lock has a line in which to show our place, and so has the
+    // native read-write lock (one line for both sides); a non-fair lock and
+    // Redisson's read-write lock have none.
+    let lined = !args.nonfair
+        && (!(args.read || args.write)
+            || client.config().get_protocol() == fairlock::Protocol::Native);
     let mut signals = Signals::install()?;
     // Our own owner id, to ask for our place in line.
     let owner: Owner = client.new_owner();
@@ -365,11 +389,7 @@ async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
 
     // Wait for the lock, showing our place in line: one cheap look (not
     // the whole queue) about once a second.
-    let mut progress = Progress {
-        name: args.name.clone(),
-        line: LiveLine::stderr(),
-        last: None,
-    };
+    let mut progress = Progress::new(args.name.clone());
     let guard = {
         let acquire = handle.acquire(options);
         tokio::pin!(acquire);
@@ -379,14 +399,13 @@ async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
         loop {
             tokio::select! {
                 result = &mut acquire => break result,
-                _ = look.tick() => match &fair {
-                    Some(lock) => {
-                        let place = tokio::time::timeout(LOOK_EVERY, lock.queue_position(&owner)).await;
-                        if let Ok(Ok(Some(place))) = place {
-                            progress.position(place);
-                        }
+                _ = look.tick() => if lined {
+                    let place = tokio::time::timeout(LOOK_EVERY, handle.queue_position(&owner)).await;
+                    if let Ok(Ok(Some(place))) = place {
+                        progress.position(place);
                     }
-                    None => progress.nonfair(),
+                } else {
+                    progress.nonfair();
                 },
                 sig = signals.recv() => {
                     // Dropping the acquire future takes us out of the queue.

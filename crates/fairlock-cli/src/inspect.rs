@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use fairlock::{HoldMode, LockInfo, Protocol, QueuedWaiter, SemaphoreInfo};
+use fairlock::{HoldMode, LockInfo, Protocol, QueuedWaiter, SemaphoreInfo, SemaphoreKind};
 use serde_json::{Value, json};
 
 use crate::{Cli, Failure, LockSettings, duration, exit};
@@ -21,11 +21,15 @@ pub(crate) struct InspectArgs {
     /// null, or {"protocol","locked","queue_length","flag"} when the other
     /// protocol's keys hold the name.
     ///
-    /// With --semaphore: {"name","protocol","exists","total","available",
+    /// With --semaphore: {"name","protocol","kind","exists","total","available",
     /// "taken":[{"id","owner","label","permits","token","lease_ms"}],
     /// "queue":[{"position","owner","label","permits","expires_in_ms"}],
-    /// "other_protocol"}: "exists" is false when no total is stored (nobody
-    /// set the semaphore up, or under native nobody used it for 20 s);
+    /// "other_protocol"}: "kind" is "native", "permit_expirable"
+    /// (Redisson's RPermitExpirableSemaphore) or "count_only" (redisson: a
+    /// count and no permit id taken, which may be Redisson's plain
+    /// RSemaphore: "total" is then null, unknown); "exists" is false when
+    /// no total is stored (nobody set the semaphore up, or under native
+    /// nobody used it for 20 s);
     /// each taken entry is an acquisition of "permits" permits under
     /// native (id = owner), one permit under redisson (owner, label and
     /// token null: Redisson's permit ids name no owner); "other_protocol"
@@ -94,13 +98,29 @@ pub(crate) fn to_json(info: &LockInfo, other: Option<&OtherProtocol>) -> Value {
     })
 }
 
+/// A semaphore's kind in JSON.
+pub(crate) fn semaphore_kind(kind: SemaphoreKind) -> &'static str {
+    match kind {
+        SemaphoreKind::Native => "native",
+        SemaphoreKind::CountOnly => "count_only",
+        _ => "permit_expirable",
+    }
+}
+
+/// A semaphore's total in JSON: null when Redis does not tell it (a count
+/// alone may be Redisson's plain semaphore, which records no total).
+pub(crate) fn semaphore_total(info: &SemaphoreInfo) -> Option<i64> {
+    (info.kind != SemaphoreKind::CountOnly).then_some(info.total)
+}
+
 /// The JSON form of a semaphore's state.
 pub(crate) fn semaphore_to_json(info: &SemaphoreInfo, other: Option<&OtherProtocol>) -> Value {
     json!({
         "name": info.name,
         "protocol": info.protocol.as_str(),
+        "kind": semaphore_kind(info.kind),
         "exists": info.exists,
-        "total": info.total,
+        "total": semaphore_total(info),
         "available": info.available,
         "taken": info.taken.iter().map(|t| json!({
             "id": t.id,
@@ -139,6 +159,19 @@ pub(crate) fn permits(n: impl Into<u64>) -> String {
 pub(crate) fn semaphore_summary(info: &SemaphoreInfo, available: fn(i64) -> String) -> String {
     if !info.exists && info.taken.is_empty() {
         return "no semaphore (no total stored)".to_owned();
+    }
+    if info.kind == SemaphoreKind::CountOnly {
+        // Redis holds a count and no permit id: which of Redisson's two
+        // kinds it is, and so its total, cannot be told.
+        let expirable = match info.available {
+            n if n > 0 => format!("of {}, none taken", permits(n.unsigned_abs())),
+            _ => "with no permit taken".to_owned(),
+        };
+        return format!(
+            "{} available, no permit id taken: a plain RSemaphore (counting_semaphore; it \
+             records neither its total nor its holders) or an RPermitExpirableSemaphore {expirable}",
+            info.available
+        );
     }
     format!(
         "{} of {} taken{}",
@@ -288,6 +321,9 @@ pub(crate) struct OtherProtocol {
     /// A lock: held; a semaphore: some permit taken.
     held: bool,
     queue_length: u64,
+    /// A Redisson semaphore's count, when no permit id is taken (it may be
+    /// the plain kind, whose taken permits nothing records).
+    count: Option<i64>,
 }
 
 /// The object `inspect` and `force-unlock` look at.
@@ -310,9 +346,12 @@ impl OtherProtocol {
                 },
             ),
         };
-        let state = match (self.kind, self.held, self.queue_length) {
-            (Kind::Lock, true, 0) | (Kind::Semaphore, _, 0) => held.to_owned(),
-            (_, _, n) => format!("{held}, {n} waiting"),
+        let state = match (self.kind, self.held, self.queue_length, self.count) {
+            (Kind::Semaphore, false, 0, Some(count)) => {
+                format!("a count of {count} available, no permit id taken")
+            }
+            (Kind::Lock, true, 0, _) | (Kind::Semaphore, _, 0, _) => held.to_owned(),
+            (_, _, n, _) => format!("{held}, {n} waiting"),
         };
         format!(
             "{name} is also a {what} under the {} protocol ({state}): pass --protocol {} to see \
@@ -426,21 +465,23 @@ async fn look_at_other_protocol(
             .ok()?;
         let held = entries(&mut conn, &probe.held).await? > 0;
         let queue_length = entries(&mut conn, &probe.queue).await?;
-        // A Redisson semaphore nobody holds: its count, a number.
-        let mut idle = false;
+        // A Redisson semaphore nobody holds a permit id of: its count, a
+        // number (a plain RSemaphore's permits may be taken all the same).
+        let mut count = None;
         if let Some(key) = &probe.count {
             let value: Option<String> = redis::cmd("GET")
                 .arg(key)
                 .query_async(&mut conn)
                 .await
                 .unwrap_or(None);
-            idle = value.is_some_and(|v| v.parse::<i64>().is_ok());
+            count = value.and_then(|v| v.parse::<i64>().ok());
         }
-        (held || queue_length > 0 || idle).then_some(OtherProtocol {
+        (held || queue_length > 0 || count.is_some()).then_some(OtherProtocol {
             protocol: other,
             kind,
             held,
             queue_length,
+            count: count.filter(|_| !held),
         })
     };
     look.await

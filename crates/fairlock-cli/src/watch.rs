@@ -46,7 +46,7 @@ pub(crate) struct WatchArgs {
     /// by default, null for Java Redisson clients; "mode" is "exclusive",
     /// or "read" / "write" for a read-write lock's holder or waiter), or
     /// {"time","name","error"} when the read failed. With --semaphore:
-    /// {"time","name","protocol","exists","total","available",
+    /// {"time","name","protocol","kind","exists","total","available",
     /// "taken":[{"id","owner","label","permits","token","lease_ms"}],
     /// "queue_length","longest_wait_ms","longest_wait_exact",
     /// "waiters":[{"owner","label","permits"}]} (as `inspect --semaphore
@@ -461,8 +461,9 @@ fn semaphore_json(time: &str, info: &SemaphoreInfo, shown: &Shown) -> Value {
         "time": time,
         "name": info.name,
         "protocol": info.protocol.as_str(),
+        "kind": crate::inspect::semaphore_kind(info.kind),
         "exists": info.exists,
-        "total": info.total,
+        "total": crate::inspect::semaphore_total(info),
         "available": info.available,
         "taken": inspected["taken"],
         "queue_length": info.queue.len(),

@@ -276,3 +276,90 @@ fn native_inspect_and_watch_show_each_waiters_side() {
         assert!(waiter.wait().unwrap().success());
     }
 }
+
+/// The lines of `stderr`, as they come.
+fn lines(stderr: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits (at most 10 s) for the line `wanted`; panics with what came.
+fn expect_line(rx: &std::sync::mpsc::Receiver<String>, wanted: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) if line == wanted => return,
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    panic!("no line {wanted:?} on stderr; saw {seen:?}");
+}
+
+/// Under native, a waiting `exec --read` or `--write` shows its place in
+/// the read-write lock's one line for both sides, as a fair lock's does.
+/// Before: "non-fair lock: no queue position", though the line exists.
+/// Under redisson (no line) it says once that it waits.
+#[test]
+fn exec_shows_its_place_in_the_native_line() {
+    use std::process::Stdio;
+    let server = RedisServer::start();
+    let config = fairlock::ClientConfig::from_url(&server.url())
+        .unwrap()
+        .protocol(Protocol::Native);
+    let client = fairlock::blocking::LockClient::with_config(config).unwrap();
+    let writing = client
+        .read_write_lock("line")
+        .unwrap()
+        .write()
+        .lock()
+        .unwrap();
+    let spawn = |side: &str| {
+        fairlock(&server, Protocol::Native)
+            .args(["exec", "line", side, "--", "true"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut reader = spawn("--read");
+    let read_lines = lines(reader.stderr.take().unwrap());
+    expect_line(&read_lines, "waiting for line: position 1 of 1");
+    let mut writer = spawn("--write");
+    let write_lines = lines(writer.stderr.take().unwrap());
+    expect_line(&write_lines, "waiting for line: position 2 of 2");
+    writing.unlock().unwrap();
+    for (child, side) in [(&mut reader, "reader"), (&mut writer, "writer")] {
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{side}");
+    }
+
+    let redisson = library(&server);
+    let writing = redisson
+        .read_write_lock("nonfair")
+        .unwrap()
+        .write()
+        .lock()
+        .unwrap();
+    let mut reader = fairlock(&server, Protocol::Redisson)
+        .args(["exec", "nonfair", "--read", "--", "true"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines(reader.stderr.take().unwrap());
+    expect_line(
+        &rx,
+        "waiting for nonfair (non-fair lock: no queue position)",
+    );
+    writing.unlock().unwrap();
+    assert_eq!(reader.wait().unwrap().code(), Some(0));
+}

@@ -564,3 +564,173 @@ fn force_unlock_semaphore_excludes_the_lock_flags() {
         assert_eq!(out.status.code(), Some(64), "{flag}: {}", stderr(&out));
     }
 }
+
+/// The lines of `stderr`, as they come.
+fn lines(stderr: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits (at most 10 s) for the line `wanted`; panics with what came.
+fn expect_line(rx: &std::sync::mpsc::Receiver<String>, wanted: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) if line == wanted => return,
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    panic!("no line {wanted:?} on stderr; saw {seen:?}");
+}
+
+/// Under native, a waiting `exec --semaphore` shows its place in the
+/// semaphore's line. Before: "(no queue position)", though the native
+/// semaphore has a line. Under redisson (no line) it says once that it
+/// waits.
+#[test]
+fn exec_shows_its_place_in_the_native_semaphores_line() {
+    let server = RedisServer::start();
+    for protocol in [Protocol::Native, Protocol::Redisson] {
+        let client = labelled(&server, protocol);
+        let name = format!("line-{protocol}");
+        let held = client.semaphore(&name, 3).unwrap().acquire(3).unwrap();
+        let spawn = |take: &str| {
+            fairlock(&server, protocol)
+                .args([
+                    "exec",
+                    &name,
+                    "--semaphore",
+                    "--permits",
+                    "3",
+                    "--take",
+                    take,
+                ])
+                .args(["--", "true"])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let mut first = spawn("2");
+        let first_lines = lines(first.stderr.take().unwrap());
+        if protocol == Protocol::Native {
+            expect_line(
+                &first_lines,
+                &format!("waiting for 2 permit(s) of {name}: position 1 of 1"),
+            );
+            let mut second = spawn("1");
+            let second_lines = lines(second.stderr.take().unwrap());
+            expect_line(
+                &second_lines,
+                &format!("waiting for 1 permit(s) of {name}: position 2 of 2"),
+            );
+            held.release().unwrap();
+            assert_eq!(wait_child(&mut second).code(), Some(0));
+        } else {
+            expect_line(
+                &first_lines,
+                &format!("waiting for 2 permit(s) of {name} (no queue position)"),
+            );
+            held.release().unwrap();
+        }
+        assert_eq!(wait_child(&mut first).code(), Some(0), "{protocol}");
+    }
+}
+
+/// `inspect --semaphore` under redisson tells the two kinds Redisson keeps
+/// under a name apart where Redis does: permit ids taken (an
+/// `RPermitExpirableSemaphore`, shown whole) or only a count. A count alone
+/// is a plain `RSemaphore` (which records neither its total nor who holds
+/// what) or an expirable one with every permit free: inspect says so, and
+/// the JSON's `total` is null. Before: a plain semaphore of 3 of which
+/// Java holds 2 read as "0 of 1 permit taken, 1 available".
+#[test]
+fn inspect_tells_a_plain_semaphore_it_cannot_show() {
+    let server = RedisServer::start();
+    let client = library(&server);
+    // Java's RSemaphore: trySetPermits(3), acquire(2) (fairlock's counting
+    // semaphore writes the same bytes).
+    let plain = client.counting_semaphore("plain", 3).unwrap();
+    let two = plain.acquire(2).unwrap();
+    assert_eq!(server.cmd::<String>(&["GET", "plain"]), "1");
+    let text = stdout(
+        &server,
+        Protocol::Redisson,
+        &["inspect", "plain", "--semaphore"],
+    );
+    assert!(
+        !text.contains("of 1 permit taken"),
+        "a plain semaphore read as an expirable one: {text}"
+    );
+    assert!(
+        text.starts_with(
+            "plain (redisson semaphore): 1 available, no permit id taken: a plain RSemaphore \
+             (counting_semaphore; it records neither its total nor its holders) or an \
+             RPermitExpirableSemaphore of 1 permit, none taken\n"
+        ),
+        "{text}"
+    );
+    let state = json(
+        &server,
+        Protocol::Redisson,
+        &["inspect", "plain", "--semaphore", "--json"],
+    );
+    assert_eq!(state["kind"], "count_only", "{state}");
+    assert_eq!(state["total"], Value::Null, "{state}");
+    assert_eq!(state["available"], 1, "{state}");
+    assert_eq!(state["taken"], Value::Array(vec![]), "{state}");
+    // Under native, the note on the other protocol says what it found.
+    let text = stdout(
+        &server,
+        Protocol::Native,
+        &["inspect", "plain", "--semaphore"],
+    );
+    assert!(
+        text.contains(
+            "note: plain is also a semaphore under the redisson protocol (a count of 1 available, \
+             no permit id taken)"
+        ),
+        "{text}"
+    );
+    two.release().unwrap();
+
+    // An expirable one with permits taken: its own state, kind said.
+    let sem = client.semaphore("expirable", 3).unwrap();
+    let held = sem.acquire(2).unwrap();
+    let state = json(
+        &server,
+        Protocol::Redisson,
+        &["inspect", "expirable", "--semaphore", "--json"],
+    );
+    assert_eq!(state["kind"], "permit_expirable", "{state}");
+    assert_eq!(
+        (&state["total"], &state["available"]),
+        (&3.into(), &1.into())
+    );
+    let text = stdout(
+        &server,
+        Protocol::Redisson,
+        &["inspect", "expirable", "--semaphore"],
+    );
+    assert!(
+        text.starts_with("expirable (redisson semaphore): 2 of 3 permits taken, 1 available\n"),
+        "{text}"
+    );
+    held.release().unwrap();
+    let state = json(
+        &server,
+        Protocol::Native,
+        &["inspect", "expirable", "--semaphore", "--json"],
+    );
+    assert_eq!(state["kind"], "native", "{state}");
+}

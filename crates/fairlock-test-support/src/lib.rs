@@ -51,6 +51,9 @@
 //! [`lock_keys`], [`queue_len`], [`is_held`], [`assert_clean_for`], and
 //! [`PROTOCOLS`] for tests that must hold under each.
 //!
+//! [`KeyEvents`] lists the keys a server wrote (its keyspace events), for
+//! keys too short-lived to be seen with `KEYS`.
+//!
 //! # Replica acknowledgements
 //!
 //! [`lock_acknowledged`] and [`hold_acknowledged`] retry, a bounded number
@@ -65,6 +68,7 @@
 pub mod acknowledged;
 pub mod cluster;
 pub mod flood;
+pub mod key_events;
 pub mod objects;
 pub mod proxy;
 mod readiness;
@@ -76,6 +80,7 @@ use std::time::{Duration, Instant};
 
 pub use acknowledged::{hold_acknowledged, lock_acknowledged};
 pub use cluster::Cluster;
+pub use key_events::KeyEvents;
 pub use sentinel::Sentinel;
 pub use standalone::{RedisServer, ServerKind, TlsMaterial};
 pub use starvation::StarvationMonitor;

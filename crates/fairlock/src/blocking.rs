@@ -493,6 +493,16 @@ impl LockHandle {
     pub fn inspect(&self) -> Result<LockInfo> {
         self.run(self.handle.inspect())?
     }
+
+    /// `owner`'s place in this lock's line: `Some((position, waiting))`
+    /// while it waits in line, `None` when it does not (or the lock has no
+    /// line).
+    ///
+    /// # Errors
+    /// As [`crate::LockHandle::queue_position`].
+    pub fn queue_position(&self, owner: &Owner) -> Result<Option<(u64, u64)>> {
+        self.run(self.handle.queue_position(owner))?
+    }
 }
 
 impl FairLock {
@@ -752,6 +762,31 @@ impl Semaphore {
     ) -> Result<Option<Permits>> {
         let permits = block_on(&self.runtime, self.semaphore.acquire_with(n, wait, lease))??;
         Ok(permits.map(|p| self.permits(p)))
+    }
+
+    /// Take `n` permits as `owner` (see [`crate::Semaphore::acquire_as`]).
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::acquire_as`].
+    pub fn acquire_as(
+        &self,
+        owner: &Owner,
+        n: u32,
+        wait: Option<Duration>,
+        lease: crate::PermitLease,
+    ) -> Result<Option<Permits>> {
+        let acquire = self.semaphore.acquire_as(owner, n, wait, lease);
+        let permits = block_on(&self.runtime, acquire)??;
+        Ok(permits.map(|p| self.permits(p)))
+    }
+
+    /// `owner`'s place in the semaphore's line (native; `None` under
+    /// redisson).
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::queue_position`].
+    pub fn queue_position(&self, owner: &Owner) -> Result<Option<(u64, u64)>> {
+        block_on(&self.runtime, self.semaphore.queue_position(owner))?
     }
 
     /// The permits free to take now.

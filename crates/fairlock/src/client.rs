@@ -139,13 +139,14 @@ impl LockClient {
         Ok(Semaphore::new(Arc::clone(&self.core), name, permits))
     }
 
-    /// The plain semaphore `name` with `permits` permits in all: Redisson's
-    /// `RSemaphore` (`redisson.getSemaphore(name)`), byte for byte. Nothing
-    /// records who holds its permits, so **a holder that dies never gives
-    /// them back**: prefer [`semaphore`](Self::semaphore) unless Java
-    /// services already use an `RSemaphore` of that name. `permits`
-    /// initialises it when it does not exist yet, as for
-    /// [`semaphore`](Self::semaphore).
+    /// The plain semaphore `name`: Redisson's `RSemaphore`
+    /// (`redisson.getSemaphore(name)`), byte for byte. Nothing records who
+    /// holds its permits, so **a holder that dies never gives them back**:
+    /// prefer [`semaphore`](Self::semaphore) unless Java services already
+    /// use an `RSemaphore` of that name. `permits` initialises it when it
+    /// does not exist yet, as for [`semaphore`](Self::semaphore); an
+    /// existing one keeps what it has (whatever total a Java service set
+    /// it up with), and requests are not checked against `permits` then.
     ///
     /// # Errors
     /// As [`semaphore`](Self::semaphore), and

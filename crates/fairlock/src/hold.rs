@@ -135,13 +135,57 @@ impl LockShared {
         request: &str,
         scope: &Scope<'_>,
     ) -> Result<Release> {
-        self.core
+        self.send_release(owner, lease, request, scope, Sending::First)
+            .await
+    }
+
+    /// [`release_as_request`](Self::release_as_request), sent for the first
+    /// time under `request` or again (a release whose first sending was
+    /// dropped). When it was sent once, by its first sending, and its reply
+    /// read, no other sending of it exists: its cached answer is deleted
+    /// (in the background, as Redisson deletes its own after an unlock).
+    /// Otherwise an earlier sending may still reach the server (on a
+    /// connection given up as stalled, say), and the answer is left for
+    /// its TTL, longer than any sending of it can come.
+    async fn send_release(
+        &self,
+        owner: &Owner,
+        lease: Duration,
+        request: &str,
+        scope: &Scope<'_>,
+        sending: Sending,
+    ) -> Result<Release> {
+        let mut sent = 0_u32;
+        let reply = self
+            .core
             .retry()
             .run(|| {
+                sent += 1;
                 self.lock
                     .release(self.conn(), owner.as_str(), lease, request, scope)
             })
-            .await
+            .await;
+        if reply.is_ok() && sent == 1 && sending == Sending::First {
+            self.forget_release(request);
+        }
+        reply
+    }
+
+    /// Delete the cached answer of release `request`, from the background;
+    /// a failure only leaves it to its TTL. Not on a Redis Cluster: its
+    /// client library sends a call again by itself after a timeout or a
+    /// dropped connection, so a reply read after one sending of ours may
+    /// follow another that can still reach the server; the answer is left
+    /// for its TTL there.
+    fn forget_release(&self, request: &str) {
+        if self.conn().is_cluster() {
+            return;
+        }
+        let (core, lock) = (Arc::clone(&self.core), Arc::clone(&self.lock));
+        let key = lock.release_cache_key(request);
+        self.core.spawn_cleanup(async move {
+            let _: Result<i64> = core.conn().command(lock.name(), "DEL", &key, &[]).await;
+        });
     }
 
     /// Leave the queue, retrying within the retry policy; recorded when it
@@ -174,16 +218,15 @@ impl LockShared {
         lease: Duration,
         token: Option<u64>,
     ) -> Result<Release> {
-        let scope = Scope { token, nonce: None };
-        self.lock
-            .release(
-                self.conn(),
-                owner.as_str(),
-                lease,
-                &new_request_id(),
-                &scope,
-            )
-            .await
+        let (scope, request) = (Scope { token, nonce: None }, new_request_id());
+        let reply = self
+            .lock
+            .release(self.conn(), owner.as_str(), lease, &request, &scope)
+            .await;
+        if reply.is_ok() {
+            self.forget_release(&request);
+        }
+        reply
     }
 
     /// Release one hold as a request that is sent again from the background
@@ -205,7 +248,7 @@ impl LockShared {
             },
             ReleaseRequest::send_in_background,
         );
-        let reply = request.get().send().await;
+        let reply = request.get().send(Sending::First).await;
         request.disarm();
         reply
     }
@@ -249,6 +292,14 @@ pub(crate) fn new_request_id() -> String {
         .to_owned()
 }
 
+/// Whether a release request is sent for the first time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sending {
+    First,
+    /// Again, after its first sending was dropped (it may have run).
+    Again,
+}
+
 /// One release request, for [`LockShared::release_once`].
 struct ReleaseRequest {
     shared: Arc<LockShared>,
@@ -259,13 +310,13 @@ struct ReleaseRequest {
 }
 
 impl ReleaseRequest {
-    async fn send(&self) -> Result<Release> {
+    async fn send(&self, sending: Sending) -> Result<Release> {
         let scope = Scope {
             token: self.token,
             nonce: None,
         };
         self.shared
-            .release_as_request(&self.owner, self.lease, &self.id, &scope)
+            .send_release(&self.owner, self.lease, &self.id, &scope, sending)
             .await
     }
 
@@ -279,7 +330,7 @@ impl ReleaseRequest {
         };
         let core = Arc::clone(self.shared.core());
         core.spawn_cleanup(async move {
-            if let Err(err) = request.send().await {
+            if let Err(err) = request.send(Sending::Again).await {
                 events::record(Event::CleanupFailed {
                     lock: request.shared.name(),
                     owner: &request.owner,
@@ -334,19 +385,36 @@ pub(crate) struct Hold {
     claim: Option<Arc<PendingClaim>>,
 }
 
-impl Hold {
-    /// Register a hold confirmed until `expires` (unless renewed). `claim`:
-    /// the lock was handed over with a short grant; extend it to the lease
+/// What a hold is registered with: its grant.
+pub(crate) struct Granted {
+    pub(crate) token: Option<u64>,
+    /// Confirmed until then (unless renewed).
+    pub(crate) expires: Instant,
+    pub(crate) kind: HoldKind,
+    /// The lock was handed over with a short grant: extend it to the lease
     /// right away, from the background.
+    pub(crate) claim: bool,
+    /// When the call that granted it was sent, and the TTL it found the
+    /// lock key with, where the protocol reports one (see the watchdog's
+    /// early renewals).
+    pub(crate) found_ttl: Option<(Instant, Duration)>,
+}
+
+impl Hold {
+    /// Register a hold of `owner` from its grant.
     pub(crate) fn register(
         shared: Arc<LockShared>,
         owner: Owner,
         lease: Lease,
-        token: Option<u64>,
-        expires: Instant,
-        kind: HoldKind,
-        claim: bool,
+        granted: Granted,
     ) -> ArmedHold {
+        let Granted {
+            token,
+            expires,
+            kind,
+            claim,
+            found_ttl,
+        } = granted;
         let state = shared.core().watchdog().register(NewHold {
             lock: &shared.lock,
             owner: &owner,
@@ -354,6 +422,7 @@ impl Hold {
             expires,
             kind,
             renew: lease.is_watchdog(),
+            found_ttl,
         });
         let claim = claim.then(|| {
             Arc::new(PendingClaim {

@@ -251,7 +251,8 @@ pub use owner::Owner;
 pub use protocol::{HoldMode, Holder, LockInfo, Protocol, QueuedWaiter};
 pub use read_write::ReadWriteLock;
 pub use semaphore::{
-    CountedPermits, CountingSemaphore, PermitLease, Permits, Semaphore, SemaphoreInfo, TakenPermit,
+    CountedPermits, CountingSemaphore, PermitLease, Permits, Semaphore, SemaphoreInfo,
+    SemaphoreKind, TakenPermit,
 };
 pub use stats::{HeldLock, Statistics, Status};
 

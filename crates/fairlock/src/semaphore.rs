@@ -23,7 +23,8 @@ use crate::handle::LockHandle;
 use crate::owner::Owner;
 use crate::protocol::native::read_write::NativeRwLock;
 use crate::protocol::redisson::semaphore::{
-    self as protocol, CountingSemaphore as CountingObject, ExpirableSemaphore, NOEXP, SemAcquire,
+    self as protocol, CounterAcquire, CountingSemaphore as CountingObject, ExpirableSemaphore,
+    NOEXP, SemAcquire,
 };
 use crate::protocol::{ProtocolLock, QueuedWaiter};
 use crate::watchdog::HeldState;
@@ -74,6 +75,12 @@ enum Attempt<T> {
 /// Wait for `attempt` to succeed within `wait` (`None`: forever; zero: one
 /// attempt), listening on `channel` between attempts. `Ok(None)` when the
 /// budget ran out.
+///
+/// `attempt` is given the last instant at which a call of it that failed
+/// on the connection may be sent again: the wait's deadline (so that a
+/// wait ends within its budget and one response timeout, whatever the
+/// network does, and a zero wait is one call), or the retry budget from
+/// now for a wait without a bound.
 async fn wait_for<T, F, Fut>(
     core: &ClientCore,
     channel: &str,
@@ -81,7 +88,7 @@ async fn wait_for<T, F, Fut>(
     mut attempt: F,
 ) -> Result<Option<T>>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(Instant) -> Fut,
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
     if let Some(wait) = wait.filter(|w| !w.is_zero()) {
@@ -95,7 +102,8 @@ where
         if let Some(subscription) = &mut subscription {
             subscription.mark_seen();
         }
-        let hint = match attempt().await? {
+        let retry_until = deadline.unwrap_or_else(|| Instant::now() + core.config().retry_budget);
+        let hint = match attempt(retry_until).await? {
             Attempt::Done(value) => return Ok(Some(value)),
             Attempt::Busy(hint) => hint,
         };
@@ -106,11 +114,12 @@ where
         let Some(listening) = &mut subscription else {
             // Subscribed, then at once another attempt: a release published
             // before the subscription was made is seen by that attempt.
-            subscription = Some(
-                core.wakeups()
-                    .subscribe(channel, core.config().response_timeout)
-                    .await,
-            );
+            // Waiting for the server's confirmation ends with the wait.
+            let mut confirm = core.config().response_timeout;
+            if let Some(left) = left {
+                confirm = confirm.min(left);
+            }
+            subscription = Some(core.wakeups().subscribe(channel, confirm).await);
             continue;
         };
         let mut pause = max_pause(core);
@@ -248,6 +257,27 @@ pub struct TakenPermit {
     pub token: Option<u64>,
 }
 
+/// Which semaphore a [`SemaphoreInfo`] describes, as far as Redis tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SemaphoreKind {
+    /// The `native` protocol's fair semaphore.
+    Native,
+    /// Redisson's `RPermitExpirableSemaphore` ([`Semaphore`] under
+    /// `redisson`): permit ids are taken (in `{NAME}:timeout`), or nothing
+    /// is stored yet. Its whole state is shown.
+    PermitExpirable,
+    /// Only a count is stored under the name, and no permit id is taken:
+    /// Redisson's plain `RSemaphore`
+    /// ([`CountingSemaphore`], `redisson.getSemaphore(name)`), which
+    /// records neither its total nor who holds its permits, or an
+    /// `RPermitExpirableSemaphore` none of whose permits is taken. Redis
+    /// cannot tell the two apart: `available` is the count, and `total` is
+    /// what it would be for the expirable kind (a plain semaphore's total
+    /// is not known).
+    CountOnly,
+}
+
 /// A semaphore's state at one instant, from [`Semaphore::inspect`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -256,6 +286,8 @@ pub struct SemaphoreInfo {
     pub name: String,
     /// The protocol it was read with.
     pub protocol: crate::Protocol,
+    /// Which semaphore Redis holds under the name, as far as it tells.
+    pub kind: SemaphoreKind,
     /// Whether Redis stores its total: `false` for a semaphore no call has
     /// set up yet (under `native` also one nobody held or waited for during
     /// 20 s, which forgot its total). `total` is then the handle's
@@ -308,8 +340,11 @@ impl Semaphore {
     /// [`Error::WrongType`](crate::Error::WrongType) when the name's keys
     /// hold other data (nothing is written);
     /// [`Error::Connection`](crate::Error::Connection) when Redis stays
-    /// unreachable for the retry budget; [`Error::Closed`](crate::Error::Closed)
-    /// after [`LockClient::shutdown`](crate::LockClient::shutdown).
+    /// unreachable for the retry budget (with a bounded wait, for what is
+    /// left of the wait: every wait ends within its budget and one
+    /// response timeout, and a zero wait is one call);
+    /// [`Error::Closed`](crate::Error::Closed) after
+    /// [`LockClient::shutdown`](crate::LockClient::shutdown).
     ///
     /// # Cancel safety
     /// Dropping the future at any point leaves no permit taken: the ids of
@@ -373,80 +408,140 @@ impl Semaphore {
     ) -> Result<Option<Permits>> {
         let shared = match &self.backend {
             Backend::Redisson(shared) => shared,
-            Backend::Native(handle) => return acquire_native(handle, n, wait, lease).await,
+            Backend::Native(handle) => return acquire_native(handle, None, n, wait, lease).await,
         };
         protocol::check_count(self.name(), n)?;
         if let PermitLease::Fixed(lease) = lease {
             check_duration("lease", lease)?;
         }
         let core = &shared.core;
-        wait_for(core, shared.object.channel(), wait, || async move {
-            let ids: Vec<String> = (0..n).map(|_| protocol::new_permit_id()).collect();
-            let now = shared.object.now_ms();
-            let (expiry, local) = match lease {
-                PermitLease::Watchdog => (
-                    now.saturating_add(millis(core.config().lease)),
-                    Some(core.config().lease),
-                ),
-                PermitLease::Fixed(lease) => (now.saturating_add(millis(lease)), Some(lease)),
-                PermitLease::Unbounded => (NOEXP, None),
-            };
-            let sent_at = Instant::now();
-            let undo = DisarmOnDrop::new(
-                Undo {
-                    shared: Arc::clone(shared),
-                    ids,
-                },
-                Undo::in_background,
-            );
-            let reply = core
-                .retry()
-                .run(|| shared.object.acquire(core.conn(), &undo.get().ids, expiry))
-                .await;
-            match reply {
-                Ok(SemAcquire::Taken) => {
-                    let mut undo = undo;
-                    undo.disarm();
-                    let ids = std::mem::take(&mut undo.get_mut().ids);
-                    // Believed no longer than the lease measured from when
-                    // the attempt was sent.
-                    let expires = local.map_or_else(far_future, |lease| sent_at + lease);
-                    Ok(Attempt::Done(Permits::redisson(
-                        Arc::clone(shared),
+        wait_for(
+            core,
+            shared.object.channel(),
+            wait,
+            |retry_until| async move {
+                let ids: Vec<String> = (0..n).map(|_| protocol::new_permit_id()).collect();
+                let now = shared.object.now_ms();
+                let (expiry, local) = match lease {
+                    PermitLease::Watchdog => (
+                        now.saturating_add(millis(core.config().lease)),
+                        Some(core.config().lease),
+                    ),
+                    PermitLease::Fixed(lease) => (now.saturating_add(millis(lease)), Some(lease)),
+                    PermitLease::Unbounded => (NOEXP, None),
+                };
+                let sent_at = Instant::now();
+                let undo = DisarmOnDrop::new(
+                    Undo {
+                        shared: Arc::clone(shared),
                         ids,
-                        expires,
-                        lease,
-                    )))
-                }
-                Ok(SemAcquire::AboveTotal { total }) => {
-                    let mut undo = undo;
-                    undo.disarm();
-                    Err(Error::InvalidConfig(format!(
-                        "semaphore {:?}: {n} permits asked for, above its total of {total}",
-                        shared.object.name
-                    )))
-                }
-                Ok(SemAcquire::Busy { soonest_expiry_ms }) => {
-                    let mut undo = undo;
-                    undo.disarm();
-                    let now = shared.object.now_ms();
-                    Ok(Attempt::Busy(soonest_expiry_ms.map(|at| {
-                        Duration::from_millis(at.saturating_sub(now).max(0).unsigned_abs())
-                    })))
-                }
-                // Refused before it ran (bad data, a script error): nothing
-                // to undo. A connection failure may have lost the reply of
-                // an attempt that ran: `undo` gives its ids back as it goes.
-                Err(err) => {
-                    if !err.is_connection() {
+                    },
+                    Undo::in_background,
+                );
+                let reply = core
+                    .retry()
+                    .run_until(retry_until, || {
+                        shared.object.acquire(core.conn(), &undo.get().ids, expiry)
+                    })
+                    .await;
+                match reply {
+                    Ok(SemAcquire::Taken) => {
                         let mut undo = undo;
                         undo.disarm();
+                        let ids = std::mem::take(&mut undo.get_mut().ids);
+                        // Believed no longer than the lease measured from when
+                        // the attempt was sent.
+                        let expires = local.map_or_else(far_future, |lease| sent_at + lease);
+                        Ok(Attempt::Done(Permits::redisson(
+                            Arc::clone(shared),
+                            ids,
+                            expires,
+                            lease,
+                        )))
                     }
-                    Err(err)
+                    Ok(SemAcquire::AboveTotal { total }) => {
+                        let mut undo = undo;
+                        undo.disarm();
+                        Err(Error::InvalidConfig(format!(
+                            "semaphore {:?}: {n} permits asked for, above its total of {total}",
+                            shared.object.name
+                        )))
+                    }
+                    Ok(SemAcquire::Busy { soonest_expiry_ms }) => {
+                        let mut undo = undo;
+                        undo.disarm();
+                        let now = shared.object.now_ms();
+                        Ok(Attempt::Busy(soonest_expiry_ms.map(|at| {
+                            Duration::from_millis(at.saturating_sub(now).max(0).unsigned_abs())
+                        })))
+                    }
+                    // Refused before it ran (bad data, a script error): nothing
+                    // to undo. A connection failure may have lost the reply of
+                    // an attempt that ran: `undo` gives its ids back as it goes.
+                    Err(err) => {
+                        if !err.is_connection() {
+                            let mut undo = undo;
+                            undo.disarm();
+                        }
+                        Err(err)
+                    }
                 }
-            }
-        })
+            },
+        )
         .await
+    }
+
+    /// Take `n` permits as `owner`, as [`acquire_with`](Self::acquire_with)
+    /// does otherwise: under `native` the request waits in the line under
+    /// `owner`, whose place [`queue_position`](Self::queue_position) then
+    /// tells (`fairlock exec --semaphore` shows it so), and the permits'
+    /// id ([`Permits::ids`]) is `owner`. Under `redisson` the owner is not
+    /// recorded: Redisson's permits have ids of their own and no owner, and
+    /// there is no line.
+    ///
+    /// `owner` must come from this client
+    /// ([`LockClient::new_owner`](crate::LockClient::new_owner)) and hold
+    /// no permits of this semaphore: each acquisition is a hold of its own.
+    ///
+    /// # Errors
+    /// As [`acquire_with`](Self::acquire_with), and
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) under `native`
+    /// when `owner` already holds permits of this semaphore or comes from
+    /// another client (nothing is taken).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_as(
+        &self,
+        owner: &Owner,
+        n: u32,
+        wait: Option<Duration>,
+        lease: PermitLease,
+    ) -> Result<Option<Permits>> {
+        match &self.backend {
+            Backend::Native(handle) => acquire_native(handle, Some(owner), n, wait, lease).await,
+            Backend::Redisson(_) => self.acquire_with(n, wait, lease).await,
+        }
+    }
+
+    /// `owner`'s place in the semaphore's line (`native`):
+    /// `Some((position, waiting))` with a 1-based position while a request
+    /// of `owner` ([`acquire_as`](Self::acquire_as)) waits, `None` when it
+    /// does not (it holds its permits, or has not queued yet). Always `None`
+    /// under `redisson`, whose semaphore has no line. Cheap: O(log N),
+    /// unlike [`inspect`](Self::inspect).
+    ///
+    /// # Errors
+    /// [`Error::Connection`](crate::Error::Connection),
+    /// [`Error::WrongType`](crate::Error::WrongType).
+    ///
+    /// # Cancel safety
+    /// Read-only; safe to drop.
+    pub async fn queue_position(&self, owner: &Owner) -> Result<Option<(u64, u64)>> {
+        match &self.backend {
+            Backend::Native(handle) => handle.queue_position(owner).await,
+            Backend::Redisson(_) => Ok(None),
+        }
     }
 
     /// The permits free to take now (after reclaiming expired ones).
@@ -483,7 +578,10 @@ impl Semaphore {
     ///
     /// Unlike the other calls it never sets the total of a semaphore that
     /// has none ([`SemaphoreInfo::exists`] is then `false`): looking does
-    /// not create it.
+    /// not create it. Under `redisson` a count without any permit id taken
+    /// may be Redisson's plain `RSemaphore` as well, whose total nobody
+    /// knows: [`SemaphoreInfo::kind`] then says
+    /// [`SemaphoreKind::CountOnly`].
     ///
     /// # Errors
     /// As [`available`](Self::available).
@@ -529,9 +627,16 @@ impl Semaphore {
             })
             .collect();
         taken.sort_by_key(|(score, _)| *score);
+        // A count and no permit id: the plain kind or an idle expirable one.
+        let kind = if state.exists && state.taken == 0 {
+            SemaphoreKind::CountOnly
+        } else {
+            SemaphoreKind::PermitExpirable
+        };
         Ok(SemaphoreInfo {
             name: shared.object.name.clone(),
             protocol: crate::Protocol::Redisson,
+            kind,
             exists: state.exists,
             total: available.saturating_add_unsigned(state.taken),
             available,
@@ -631,9 +736,11 @@ fn native_object(handle: &LockHandle) -> Result<&NativeRwLock> {
     }
 }
 
-/// A native acquisition: one hold of a fresh owner weighing `n`.
+/// A native acquisition: one hold weighing `n`, of `owner` (which must
+/// hold nothing of the semaphore) or a fresh owner.
 async fn acquire_native(
     handle: &LockHandle,
+    owner: Option<&Owner>,
     n: u32,
     wait: Option<Duration>,
     lease: PermitLease,
@@ -658,6 +765,9 @@ async fn acquire_native(
     }
     if let Some(wait) = wait {
         options = options.wait(wait);
+    }
+    if let Some(owner) = owner {
+        options = options.owner(owner.clone());
     }
     let guard = handle.acquire(options).await?;
     Ok(guard.map(|guard| Permits {
@@ -685,6 +795,7 @@ async fn inspect_native(handle: &LockHandle) -> Result<SemaphoreInfo> {
     Ok(SemaphoreInfo {
         name: handle.name().to_owned(),
         protocol: crate::Protocol::Native,
+        kind: SemaphoreKind::Native,
         exists: state.stored,
         total,
         available: total.saturating_sub(used),
@@ -1033,7 +1144,8 @@ async fn renew(shared: Arc<Shared>, ids: Vec<String>, state: Weak<HeldState>) {
 struct CountingShared {
     core: Arc<ClientCore>,
     object: CountingObject,
-    /// The total this handle was made with (the bound on `n`).
+    /// The total this handle was made with: what a semaphore that does not
+    /// exist yet is set up with.
     permits: u32,
 }
 
@@ -1079,8 +1191,13 @@ impl CountingSemaphore {
     /// Take `n` permits, waiting as long as it takes.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) when `n` is 0
-    /// or above the total this handle was made with;
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) when `n` is 0,
+    /// above 10,000, or above the handle's `permits` while the semaphore
+    /// does not exist yet (it would be set up with that total; nothing is
+    /// written). An existing semaphore records no total, only what is
+    /// available (a Java service may have set it up with another), so a
+    /// request there is never refused: it waits for its permits, as
+    /// Redisson's `acquire(n)` does;
     /// [`Error::NotALock`](crate::Error::NotALock) or
     /// [`Error::WrongType`](crate::Error::WrongType) for other data under
     /// the name (nothing written); [`Error::Connection`](crate::Error::Connection)
@@ -1130,48 +1247,57 @@ impl CountingSemaphore {
     ) -> Result<Option<CountedPermits>> {
         let shared = &self.shared;
         protocol::check_count(self.name(), n)?;
-        if n > shared.permits {
-            return Err(Error::InvalidConfig(format!(
-                "semaphore {:?}: {n} permits asked for, above its total of {}",
-                self.name(),
-                shared.permits
-            )));
-        }
-        wait_for(&shared.core, shared.object.channel(), wait, || async move {
-            let (reply, taken) = tokio::sync::oneshot::channel();
-            let background = Arc::clone(shared);
-            shared.core.spawn_cleanup(async move {
-                let result = background.object.acquire(background.core.conn(), n).await;
-                // The caller is gone: give back what it took.
-                if let Err(Ok(None)) = reply.send(result) {
-                    release_counted(&background, n, "undo of a cancelled acquire").await;
-                }
-            });
-            // Dropped before the reply was read (the caller cancelled): after
-            // close(), a send fails (and the sender gives the permits back)
-            // or has already happened, and the permits it reports taken are
-            // given back here. Without it, a reply sent just before the drop
-            // was lost with its permits.
-            let mut pending =
-                DisarmOnDrop::new((taken, Arc::clone(shared), n), |(taken, shared, n)| {
-                    taken.close();
-                    if let Ok(Ok(None)) = taken.try_recv() {
-                        let (shared, n) = (Arc::clone(shared), *n);
-                        let core = Arc::clone(&shared.core);
-                        core.spawn_cleanup(async move {
-                            release_counted(&shared, n, "undo of a cancelled acquire").await;
-                        });
+        // One call per attempt (never sent again: see `acquire`), bounded by
+        // the response timeout.
+        wait_for(
+            &shared.core,
+            shared.object.channel(),
+            wait,
+            |_| async move {
+                let (reply, taken) = tokio::sync::oneshot::channel();
+                let background = Arc::clone(shared);
+                shared.core.spawn_cleanup(async move {
+                    let result = background.object.acquire(background.core.conn(), n).await;
+                    // The caller is gone: give back what it took.
+                    if let Err(Ok(CounterAcquire::Taken)) = reply.send(result) {
+                        release_counted(&background, n, "undo of a cancelled acquire").await;
                     }
                 });
-            let reply = (&mut pending.get_mut().0).await;
-            pending.disarm();
-            match reply {
-                Ok(Ok(None)) => Ok(Attempt::Done(CountedPermits::new(Arc::clone(shared), n))),
-                Ok(Ok(Some(_))) => Ok(Attempt::Busy(None)),
-                Ok(Err(err)) => Err(err),
-                Err(_) => Err(Error::Closed),
-            }
-        })
+                // Dropped before the reply was read (the caller cancelled): after
+                // close(), a send fails (and the sender gives the permits back)
+                // or has already happened, and the permits it reports taken are
+                // given back here. Without it, a reply sent just before the drop
+                // was lost with its permits.
+                let mut pending =
+                    DisarmOnDrop::new((taken, Arc::clone(shared), n), |(taken, shared, n)| {
+                        taken.close();
+                        if let Ok(Ok(CounterAcquire::Taken)) = taken.try_recv() {
+                            let (shared, n) = (Arc::clone(shared), *n);
+                            let core = Arc::clone(&shared.core);
+                            core.spawn_cleanup(async move {
+                                release_counted(&shared, n, "undo of a cancelled acquire").await;
+                            });
+                        }
+                    });
+                let reply = (&mut pending.get_mut().0).await;
+                pending.disarm();
+                match reply {
+                    Ok(Ok(CounterAcquire::Taken)) => {
+                        Ok(Attempt::Done(CountedPermits::new(Arc::clone(shared), n)))
+                    }
+                    Ok(Ok(CounterAcquire::Busy)) => Ok(Attempt::Busy(None)),
+                    Ok(Ok(CounterAcquire::AboveTotal { total })) => {
+                        Err(Error::InvalidConfig(format!(
+                            "semaphore {:?}: {n} permits asked for, above the total of {total} it \
+                         is set up with (nobody set it up yet)",
+                            shared.object.name
+                        )))
+                    }
+                    Ok(Err(err)) => Err(err),
+                    Err(_) => Err(Error::Closed),
+                }
+            },
+        )
         .await
     }
 

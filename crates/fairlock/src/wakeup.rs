@@ -20,6 +20,8 @@
 //! re-checks at least once per refresh interval.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -29,7 +31,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::events::{self, BehindReason, Event, Recorder};
 use crate::protocol::REVOKED_PREFIX;
 use crate::retry::Backoff;
-use crate::transport::{Incoming, Message, PubSubConnector};
+use crate::transport::{Incoming, Message, PubSubConnector, PubSubSink};
 
 /// How often the pub/sub connection is checked with a PING.
 pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
@@ -381,52 +383,72 @@ async fn run(
         health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         health.reset();
         let mut behind = Behind::default();
+        // One command at a time is in flight (it has the sink), and
+        // messages are read and routed while it waits for its reply: a
+        // reply that is slow to come (a slow or paused server, a lagging
+        // connection) must not hold up a message that already arrived, a
+        // revocation above all (a holder would go on believing in a lock
+        // taken from it for as long as the reply takes).
+        let mut sink = Some(sink);
+        let mut in_flight: Option<InFlight> = None;
+        let mut ping = PingWatch::default();
         let broken = loop {
             tokio::select! {
-                _ = health.tick() => {
-                    // A PING is answered after every message the server
-                    // sent before it. Late, with messages arriving unread
-                    // meanwhile, it means a backlog (a flood's) that a real
-                    // message may wait behind: until it is answered, every
-                    // waiter checks once per PING_LAG while messages wait.
-                    // Late with nothing arriving is only a slow server:
-                    // waking everyone would only load it more.
-                    let ping = sink.ping();
-                    tokio::pin!(ping);
-                    let answered = loop {
-                        tokio::select! {
-                            answered = &mut ping => break answered,
-                            () = tokio::time::sleep(PING_LAG) => {
-                                if stream.backlogged() {
-                                    behind.wake(&shared, &events, BehindReason::SlowPing);
-                                }
-                            }
-                        }
-                    };
-                    if let Err(err) = answered {
+                // A PING is answered after every message the server sent
+                // before it. Late, with messages arriving meanwhile, it
+                // means a backlog (a flood's) that a real message may wait
+                // behind: until it is answered, every waiter checks once per
+                // PING_LAG while messages come. Late with nothing arriving
+                // is only a slow server: waking everyone would only load it
+                // more.
+                _ = health.tick(), if sink.is_some() => {
+                    if let Some(idle) = sink.take() {
+                        in_flight = Some(send(idle, Op::Ping));
+                        ping.sent();
+                    }
+                }
+                (idle, op, result) = async { in_flight.as_mut().expect("in flight").await },
+                    if in_flight.is_some() =>
+                {
+                    in_flight = None;
+                    sink = Some(idle);
+                    if let Err(err) = result {
                         break Some(err);
                     }
+                    match op {
+                        Op::Subscribe(_, ack) => {
+                            let _ = ack.send(());
+                        }
+                        Op::Ping => ping.answered(),
+                        Op::Unsubscribe(_) => {}
+                    }
+                }
+                () = ping.lagging() => {
+                    if ping.messages_since || stream.backlogged() {
+                        behind.wake(&shared, &events, BehindReason::SlowPing);
+                    }
+                    ping.lag_checked();
                 }
                 () = behind.owed() => behind.wake(&shared, &events, BehindReason::Dropped),
                 message = stream.next() => match message {
                     Some(Incoming::Message(Message { channel, payload })) => {
+                        ping.message();
                         shared.bump(&channel, Some(payload));
                     }
                     Some(Incoming::Overflowed) => behind.wake(&shared, &events, BehindReason::Dropped),
                     None => break None,
                 },
-                command = commands.recv() => match command {
+                command = commands.recv(), if sink.is_some() => match command {
                     Some(Command::Subscribe(channel, ack)) => {
-                        if let Err(err) = sink.subscribe(std::slice::from_ref(&channel)).await {
-                            break Some(err);
+                        if let Some(idle) = sink.take() {
+                            in_flight = Some(send(idle, Op::Subscribe(channel, ack)));
                         }
-                        let _ = ack.send(());
                     }
                     Some(Command::Unsubscribe(channel)) => {
                         // A new waiter may have come back for it meanwhile.
                         if !shared.channels().contains_key(&channel) {
-                            if let Err(err) = sink.unsubscribe(&channel).await {
-                                break Some(err);
+                            if let Some(idle) = sink.take() {
+                                in_flight = Some(send(idle, Op::Unsubscribe(channel)));
                             }
                         }
                     }
@@ -445,6 +467,67 @@ async fn run(
         } else if !sleep_or_drain(&mut commands, backoff.next_delay()).await {
             return;
         }
+    }
+}
+
+/// A command sent on the pub/sub connection.
+enum Op {
+    Subscribe(String, oneshot::Sender<()>),
+    Unsubscribe(String),
+    Ping,
+}
+
+/// A command in flight: the sink comes back with the command and its
+/// outcome (each bounded by the response timeout).
+type InFlight = Pin<Box<dyn Future<Output = (PubSubSink, Op, crate::error::Result<()>)> + Send>>;
+
+/// Send `op` on `sink`, which the returned future owns until the reply.
+fn send(mut sink: PubSubSink, op: Op) -> InFlight {
+    Box::pin(async move {
+        let result = match &op {
+            Op::Subscribe(channel, _) => sink.subscribe(std::slice::from_ref(channel)).await,
+            Op::Unsubscribe(channel) => sink.unsubscribe(channel).await,
+            Op::Ping => sink.ping().await,
+        };
+        (sink, op, result)
+    })
+}
+
+/// The health-check PING in flight: when its lag is next checked, and
+/// whether messages arrived since it was sent.
+#[derive(Default)]
+struct PingWatch {
+    lag_check: Option<tokio::time::Instant>,
+    messages_since: bool,
+}
+
+impl PingWatch {
+    fn sent(&mut self) {
+        self.lag_check = Some(tokio::time::Instant::now() + PING_LAG);
+        self.messages_since = false;
+    }
+
+    fn answered(&mut self) {
+        self.lag_check = None;
+    }
+
+    fn message(&mut self) {
+        if self.lag_check.is_some() {
+            self.messages_since = true;
+        }
+    }
+
+    /// Ready when the PING in flight is due for a check of its lag (never
+    /// when none is in flight).
+    async fn lagging(&self) {
+        match self.lag_check {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn lag_checked(&mut self) {
+        self.lag_check = Some(tokio::time::Instant::now() + PING_LAG);
     }
 }
 

@@ -260,9 +260,60 @@ struct Entry {
     /// The last renewal of this hold failed (no answer, or not acknowledged
     /// by the replicas): a lease that runs out now is put down to that.
     failing: bool,
+    /// The last time a call found the hold's key with less time left than
+    /// this client's renewals leave it (another client set it: a Redisson
+    /// reader's renewal sets a read-write lock's one TTL to its own lease),
+    /// and what it found. Forgotten once twice that long passed without
+    /// another such finding.
+    short: Option<ShortTtl>,
+    /// When to renew the hold ahead of the round: a third of that TTL after
+    /// the call that found it, so that the key never runs out while held.
+    early: Option<Instant>,
 }
 
+/// A TTL a call found on a hold's key, shorter than this client keeps it.
+#[derive(Debug, Clone, Copy)]
+struct ShortTtl {
+    ttl: Duration,
+    seen: Instant,
+}
+
+/// The shortest time from the answer of a call to the early renewal it
+/// schedules.
+const MIN_EARLY_GAP: Duration = Duration::from_millis(50);
+
 impl Entry {
+    /// A call sent at `sent_at` found the hold's key with `ttl` left (`None`:
+    /// not reported): note it when it is short (see [`Entry::short`]), and
+    /// schedule the hold's early renewal from what is known.
+    fn found_ttl(&mut self, schedule: &Schedule, sent_at: Instant, ttl: Option<Duration>) {
+        match ttl.filter(|&ttl| schedule.is_short(ttl)) {
+            Some(ttl) => self.short = Some(ShortTtl { ttl, seen: sent_at }),
+            None => {
+                if self
+                    .short
+                    .is_some_and(|short| sent_at >= short.seen + 2 * short.ttl)
+                {
+                    self.short = None;
+                }
+            }
+        }
+        // Never sooner than MIN_EARLY_GAP from now: a reply slower than a
+        // third of the TTL must not chain calls back to back.
+        self.early = self
+            .short
+            .map(|short| (sent_at + short.ttl / 3).max(Instant::now() + MIN_EARLY_GAP));
+    }
+
+    /// A renewal of this hold got no answer: an early one is tried again
+    /// at the same pace (the round's retry may come too late for a short
+    /// TTL).
+    fn retry_early(&mut self) {
+        self.early = self
+            .short
+            .map(|short| Instant::now() + (short.ttl / 3).max(MIN_EARLY_GAP));
+    }
+
     /// A renewal (or check) of this hold failed, or answered neither held
     /// nor lost: a renewal marks it failing, and once the lease last
     /// confirmed ran out the hold is lost and leaves (returns true: the
@@ -321,6 +372,10 @@ pub(crate) struct NewHold<'a> {
     pub(crate) kind: HoldKind,
     /// Renewed by the watchdog (else an explicit lease that just expires).
     pub(crate) renew: bool,
+    /// The TTL the lock key had before the acquisition extended it, and
+    /// when the acquisition was sent, where the protocol reports it (see
+    /// [`Entry::short`]).
+    pub(crate) found_ttl: Option<(Instant, Duration)>,
 }
 
 /// A hold still registered, for [`Watchdog::drain`].
@@ -371,6 +426,10 @@ pub(crate) struct Watchdog {
     entries: Arc<Entries>,
     /// Wakes the task for an immediate check of every hold.
     check_now: Arc<Notify>,
+    /// Wakes the task to plan again: a hold registered with an early
+    /// renewal due before what the task waits for.
+    replan: Arc<Notify>,
+    schedule: Schedule,
     /// The renewal task, stopped by [`stop`](Self::stop) at shutdown.
     task: tokio::task::AbortHandle,
     events: Arc<Recorder>,
@@ -397,22 +456,29 @@ impl Watchdog {
         let (lease, interval) = (config.lease, config.get_renew_interval());
         let entries = Arc::new(Mutex::new(HashMap::default()));
         let check_now = Arc::new(Notify::new());
+        let replan = Arc::new(Notify::new());
+        let schedule = Schedule {
+            lease,
+            interval,
+            min_replicas: config.min_replicas,
+            recheck: config.response_timeout / 2,
+        };
         let task = runtime.spawn(run(
             Arc::downgrade(&entries),
-            Arc::downgrade(&check_now),
+            Signals {
+                check_now: Arc::downgrade(&check_now),
+                replan: Arc::downgrade(&replan),
+            },
             dialect,
             conn.clone(),
-            Schedule {
-                lease,
-                interval,
-                min_replicas: config.min_replicas,
-                recheck: config.response_timeout / 2,
-            },
+            schedule,
             Arc::clone(&events),
         ));
         Self {
             entries,
             check_now,
+            replan,
+            schedule,
             task: task.abort_handle(),
             events,
             conn,
@@ -444,6 +510,12 @@ impl Watchdog {
                 // The scripts never shorten a lease (PEXPIRE ... GT): the
                 // lock lasts until the latest end any hold of it was given.
                 entry.state.extend(hold.expires);
+                if let Some((sent_at, ttl)) = hold.found_ttl {
+                    entry.found_ttl(&self.schedule, sent_at, Some(ttl));
+                    if entry.early.is_some() {
+                        self.replan.notify_one();
+                    }
+                }
                 return Arc::clone(&entry.state);
             }
             // An older acquisition of this owner is over (lost, or replaced
@@ -468,7 +540,16 @@ impl Watchdog {
             server_changes: self.conn.server_changes(),
             revoked: false,
             failing: false,
+            short: None,
+            early: None,
         };
+        let mut entry = entry;
+        if let Some((sent_at, ttl)) = hold.found_ttl {
+            entry.found_ttl(&self.schedule, sent_at, Some(ttl));
+            if entry.early.is_some() {
+                self.replan.notify_one();
+            }
+        }
         match slot {
             // The retired entry's place (its key is equal to this one's).
             Slot::Occupied(mut held) => {
@@ -576,7 +657,7 @@ const CHECK_GAP: Duration = Duration::from_millis(50);
 
 /// The watchdog's settings: the lease it renews to, how often, and the
 /// replicas a renewal must reach before it is believed.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct Schedule {
     lease: Duration,
     interval: Duration,
@@ -587,12 +668,42 @@ struct Schedule {
     recheck: Duration,
 }
 
+impl Schedule {
+    /// Whether a hold's key found with `ttl` left has less than this
+    /// client's renewals leave it (a renewal every `interval` keeps it
+    /// above `lease - interval`): another client set it shorter.
+    fn is_short(&self, ttl: Duration) -> bool {
+        ttl < self.lease.saturating_sub(self.interval)
+    }
+}
+
+/// What wakes the task besides its timers.
+struct Signals {
+    /// An immediate check of every hold (a revocation message).
+    check_now: Weak<Notify>,
+    /// A hold registered with an early renewal: plan again.
+    replan: Weak<Notify>,
+}
+
+/// What a round of the task does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Round {
+    /// Renew every watchdog-leased hold.
+    Renewal,
+    /// Renew the holds whose early renewal is due (see [`Entry::early`]).
+    Early,
+    /// Check every hold without extending it.
+    Check,
+    /// Nothing: plan again.
+    Replan,
+}
+
 /// One hold in a round of renewals or checks: its key, token, state and lock.
 type Batched = (Key, Option<u64>, Arc<HeldState>, Arc<ProtocolLock>);
 
 async fn run(
     entries: Weak<Entries>,
-    check_now: Weak<Notify>,
+    signals: Signals,
     dialect: Dialect,
     conn: Connection,
     schedule: Schedule,
@@ -614,8 +725,26 @@ async fn run(
     let mut last_check: Option<Instant> = None;
     let mut recheck: Option<Instant> = None;
     loop {
-        let Some(kick) = check_now.upgrade() else {
+        let (Some(kick), Some(replan), Some(registry)) = (
+            signals.check_now.upgrade(),
+            signals.replan.upgrade(),
+            entries.upgrade(),
+        ) else {
             return;
+        };
+        // The soonest early renewal due (a hold whose key was found with a
+        // short TTL: see `Entry::early`).
+        let early_at = locked(&registry)
+            .values()
+            .filter(|entry| entry.renewed > 0 && !entry.state.status().lost)
+            .filter_map(|entry| entry.early)
+            .min();
+        drop(registry);
+        let early_due = async {
+            match early_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
         };
         // A check renews nothing: explicit leases must not be extended.
         // A renewal that is due goes first: checks never starve renewals.
@@ -628,16 +757,22 @@ async fn run(
                 None => std::future::pending().await,
             }
         };
-        let check_only = tokio::select! {
+        let round = tokio::select! {
             biased;
-            () = tokio::time::sleep_until(next_renewal) => false,
-            () = kick.notified() => true,
-            () = recheck_due => true,
+            () = tokio::time::sleep_until(next_renewal) => Round::Renewal,
+            () = kick.notified() => Round::Check,
+            () = recheck_due => Round::Check,
+            () = early_due => Round::Early,
+            () = replan.notified() => Round::Replan,
         };
+        if round == Round::Replan {
+            continue;
+        }
+        let check_only = round == Round::Check;
         if check_only {
             recheck = None;
         }
-        drop(kick);
+        drop((kick, replan));
         if check_only {
             if let Some(due) = last_check.map(|at| at + CHECK_GAP) {
                 tokio::time::sleep_until(due).await;
@@ -647,13 +782,24 @@ async fn run(
         let Some(entries) = entries.upgrade() else {
             return;
         };
-        if !check_only {
+        if round == Round::Renewal {
             next_renewal = Instant::now() + interval;
         }
+        let now = Instant::now();
         let mut batch: Vec<Batched> = locked(&entries)
             .iter()
             // A hold known lost is never renewed: its lock must expire.
-            .filter(|(_, entry)| !entry.state.status().lost && (check_only || entry.renewed > 0))
+            .filter(|(_, entry)| {
+                !entry.state.status().lost
+                    && match round {
+                        Round::Check => true,
+                        Round::Renewal => entry.renewed > 0,
+                        Round::Early => {
+                            entry.renewed > 0 && entry.early.is_some_and(|at| at <= now)
+                        }
+                        Round::Replan => false,
+                    }
+            })
             .map(|(key, entry)| {
                 let lock = Arc::clone(&entry.lock);
                 (key.clone(), entry.token, Arc::clone(&entry.state), lock)
@@ -681,7 +827,10 @@ async fn run(
                         .map(|(key, token, ..)| (key.lock_key(), key.owner(), *token))
                         .collect();
                     let sent_at = Instant::now();
-                    let mut result = dialect.renew(conn, &holds, renewal).await;
+                    let mut result = dialect
+                        .renew_reporting(conn, &holds, renewal)
+                        .await
+                        .map(|renewed| (renewed.found, renewed.ttls));
                     // Read after the reply (a reload after NOSCRIPT on a new
                     // server ran after the change it reports).
                     let changes = conn.server_changes();
@@ -738,7 +887,7 @@ async fn run(
         while let Some((chunk, sent_at, result, held_until)) = calls.next().await {
             let mut map = locked(&entries);
             match result {
-                Ok(found) => {
+                Ok((found, ttls)) => {
                     // Read once per answer: it survived (or not) whatever
                     // change came before it.
                     let changes = conn.server_changes();
@@ -756,6 +905,7 @@ async fn run(
                                 recheck = Some(Instant::now() + recheck_delay.min(retry));
                             } else {
                                 next_renewal = next_renewal.min(Instant::now() + retry);
+                                entry.retry_early();
                             }
                             if entry.failed(key.owner(), check_only, &events) {
                                 map.remove(key);
@@ -778,6 +928,9 @@ async fn run(
                         } else {
                             entry.server_changes = changes;
                             entry.revoked = false;
+                            // The key's TTL as found (a read-write lock's,
+                            // under redisson): renewed early while short.
+                            entry.found_ttl(&schedule, sent_at, ttls.get(i).copied().flatten());
                             if !check_only {
                                 let until = sent_at + lease;
                                 match held_until.as_ref().map(|h| h.get(i).copied().flatten()) {
@@ -814,13 +967,16 @@ async fn run(
                     if check_only {
                         recheck = Some(Instant::now() + recheck_delay.min(retry));
                     } else {
-                        next_renewal = Instant::now() + retry;
+                        next_renewal = next_renewal.min(Instant::now() + retry);
                     }
                     for (key, _, state, _) in chunk {
                         let Some(entry) = map.get_mut(key).filter(|e| Arc::ptr_eq(&e.state, state))
                         else {
                             continue;
                         };
+                        if !check_only {
+                            entry.retry_early();
+                        }
                         events.record(Event::RenewalFailed {
                             lock: entry.lock.name(),
                             owner: key.owner(),

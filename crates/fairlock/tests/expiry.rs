@@ -67,8 +67,9 @@ async fn native_keys_expire_once_unused() {
         server.cmd::<i64>(&["EXISTS", &queue, &others[0], &others[1]]) == 0
     })
     .await;
-    // Released with nobody waiting: only meta and the release cache (2 x
-    // (retry budget + response timeout) = 26 s by default) are left. A
+    // Released with nobody waiting: only meta (and the release cache,
+    // until it is deleted in the background; 2 x (retry budget + response
+    // timeout) = 26 s by default when a release was sent again) are left. A
     // release with nobody queued does not touch meta: it lives 20 s past
     // the last grant's lease (2 s) or the last waiter's refresh (600 ms).
     held.unlock().await.unwrap();
@@ -84,26 +85,123 @@ async fn native_keys_expire_once_unused() {
     }
 }
 
-/// A release's cached result must outlive every retry of
-/// the same request (retry budget, twice, plus response timeouts), or a
-/// late retry releases a second hold.
+/// The key that caches a release's answer (the pattern for `KEYS`).
+fn release_cache_pattern(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::Redisson => "redisson_unlock_latch:*",
+        _ => "fairlock:*:release:*",
+    }
+}
+
+/// A release's cached answer must outlive every retry of the same request
+/// (retry budget, twice, plus response timeouts), or a late retry releases
+/// a second hold: a release whose reply was lost, and that was sent again,
+/// leaves its answer for that long.
 ///
-/// Found by the review of the safety fixes (fixed in 6ee3194).
+/// Found by the review of the safety fixes (fixed in 6ee3194). Since the
+/// answer of a release sent once is deleted as soon as it is read (see
+/// `release_answers_are_deleted_once_read`), the release here is retried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_cache_outlives_the_retries() {
     for protocol in PROTOCOLS {
         let server = RedisServer::start();
-        let config = config(&server.url(), protocol).retry_budget(Duration::from_secs(60));
+        let proxy = support::proxy::Proxy::start(server.port());
+        let config = config(&proxy.url(), protocol)
+            .response_timeout(Duration::from_millis(300))
+            .retry_budget(Duration::from_secs(60));
         let client = connect(config).await;
         let lock = client.fair_lock("cache").unwrap();
+        // Loads the scripts (a held NOSCRIPT reply would never let one run).
         lock.lock().await.unwrap().unlock().await.unwrap();
-        let pattern = match protocol {
-            Protocol::Redisson => "redisson_unlock_latch:*",
-            _ => "fairlock:{cache}:release:*",
-        };
+        let guard = lock.lock().await.unwrap();
+        let pattern = release_cache_pattern(protocol);
+        proxy.hold_script_replies();
+        let unlock = tokio::spawn(guard.unlock());
+        eventually(Duration::from_secs(5), "the release ran", || {
+            !server.cmd::<Vec<String>>(&["KEYS", pattern]).is_empty()
+        })
+        .await;
+        proxy.cut_all();
+        proxy.pass();
+        tokio::time::timeout(Duration::from_secs(30), unlock)
+            .await
+            .expect("the retry is answered")
+            .unwrap()
+            .expect("released once");
+        client.flush().await;
         let keys: Vec<String> = server.cmd(&["KEYS", pattern]);
-        assert_eq!(keys.len(), 1, "{protocol}");
+        assert_eq!(
+            keys.len(),
+            1,
+            "{protocol}: the retried release's answer is kept"
+        );
         let pttl: i64 = server.cmd(&["PTTL", &keys[0]]);
         assert!(pttl > 120_000, "{protocol}: PTTL {pttl}");
+    }
+}
+
+/// Each release's answer is kept only as long as a retry of it needs: the
+/// answer of a release sent once is deleted as soon as its reply is read
+/// (as Redisson deletes its own after an unlock). Before, every release
+/// left its answer for 2 x (retry budget + response timeout), 26 s by
+/// default: 54 `redisson_unlock_latch:{NAME}:REQ` keys after a mix of ~80
+/// holds. A mix of holds here (fair and non-fair locks, re-entries,
+/// explicit leases, both sides of a read-write lock and a downgrade, a
+/// native semaphore's permits), then no answer key is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_answers_are_deleted_once_read() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let client = connect(config(&server.url(), protocol)).await;
+        let mut released = 0;
+        for round in 0..4 {
+            let fair = client.fair_lock(&format!("fair-{round}")).unwrap();
+            let first = fair.lock().await.unwrap();
+            let again = first.reenter().await.unwrap().expect("re-entered");
+            again.unlock().await.unwrap();
+            first.unlock().await.unwrap();
+            let plain = client.lock(&format!("plain-{round}")).unwrap();
+            plain
+                .lock_with_lease(Duration::from_secs(5))
+                .await
+                .unwrap()
+                .unlock()
+                .await
+                .unwrap();
+            let rw = client.read_write_lock(&format!("rw-{round}")).unwrap();
+            let readers = [
+                rw.read().lock().await.unwrap(),
+                rw.read().lock().await.unwrap(),
+            ];
+            for reader in readers {
+                reader.unlock().await.unwrap();
+            }
+            let writer = rw.write().lock().await.unwrap();
+            let downgrade = rw
+                .read()
+                .acquire(fairlock::AcquireOptions::new().owner(writer.owner().clone()))
+                .await
+                .unwrap()
+                .expect("a writer reads too");
+            writer.unlock().await.unwrap();
+            downgrade.unlock().await.unwrap();
+            // Dropped guards release in the background.
+            drop(fair.lock().await.unwrap());
+            released += 9;
+            if protocol == Protocol::Native {
+                let sem = client.semaphore(&format!("sem-{round}"), 3).unwrap();
+                sem.acquire(2).await.unwrap().release().await.unwrap();
+                drop(sem.acquire(1).await.unwrap());
+                released += 2;
+            }
+        }
+        client.flush().await;
+        let left: Vec<String> = server.cmd(&["KEYS", release_cache_pattern(protocol)]);
+        assert!(
+            left.is_empty(),
+            "{protocol}: {} answers left after {released} releases: {left:?}",
+            left.len()
+        );
+        client.shutdown().await;
     }
 }

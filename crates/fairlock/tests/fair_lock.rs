@@ -340,6 +340,7 @@ async fn raw_layout_matches_redisson() {
     })
     .await;
     // Release: the head acquires and the second's deadline drops by one slot.
+    let mut events = support::KeyEvents::start(&server);
     guard.unlock().await.unwrap();
     let head = waiters.remove(0).await.unwrap();
     let fields: Vec<String> = server.cmd(&["HGETALL", "layout"]);
@@ -354,13 +355,25 @@ async fn raw_layout_matches_redisson() {
     assert_eq!(scores2.len(), 1);
     assert_eq!(scores2[0].0, queue[1]);
     assert!((scores[1].1 - scores2[0].1 - 300_000.0).abs() < 1.0);
-    // The unlock result cache was written with Redisson's name format.
-    let latches: Vec<String> = server.cmd(&["KEYS", "redisson_unlock_latch:{layout}:*"]);
-    assert_eq!(latches.len(), 1);
-    let request = latches[0].rsplit(':').next().unwrap();
+    // The unlock result cache was written with Redisson's name format, and
+    // deleted once the answer was read (as Redisson deletes its own).
+    a.flush().await;
+    let latches: Vec<(String, String)> = events
+        .drain(&server)
+        .into_iter()
+        .filter(|(event, key)| {
+            key.starts_with("redisson_unlock_latch:") && (event == "set" || event == "del")
+        })
+        .collect();
+    assert_eq!(latches.len(), 2, "{latches:?}");
+    let ((set, latch), (del, deleted)) = (&latches[0], &latches[1]);
+    assert_eq!((set.as_str(), del.as_str()), ("set", "del"), "{latches:?}");
+    assert_eq!(latch, deleted);
+    let request = latch
+        .strip_prefix("redisson_unlock_latch:{layout}:")
+        .expect("redisson_unlock_latch:{NAME}:REQUEST");
     assert_eq!(request.len(), 32);
     assert!(request.chars().all(|c| c.is_ascii_hexdigit()));
-    assert_eq!(server.cmd::<String>(&["GET", &latches[0]]), "1");
 
     head.unlock().await.unwrap();
     waiters.remove(0).await.unwrap().unlock().await.unwrap();

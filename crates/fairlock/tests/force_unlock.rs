@@ -588,3 +588,88 @@ async fn a_grant_taken_before_the_waiters_attempt_ran_leaves_no_ghost_waiter() {
         c.shutdown().await;
     }
 }
+
+/// A force-unlock reaches a holder whose pub/sub connection is slow while
+/// that connection's task waits for the reply of a command of its own (an
+/// UNSUBSCRIBE here: a waiter of the same client leaving another lock; a
+/// SUBSCRIBE or the health PING alike). Before, the task read no message
+/// until that reply came: the revocation, already received, waited behind
+/// it, and the holder kept believing in the lock another holder had been
+/// given for as long as the reply took. That was the late W1 of
+/// `a_force_unlock_right_after_a_handoff_leaves_one_holder` (200-400 ms in
+/// about one trial in five on a loaded machine): when the revocation
+/// arrived just after the grant rather than with it, the grant made W1 the
+/// holder, its wake-up channel was unsubscribed, and the revocation waited
+/// for that UNSUBSCRIBE's reply, one pub/sub delay (or the health PING's,
+/// sent just before). Now messages are routed while a command waits: the
+/// holder's `lost()` resolves one round trip after the revocation arrives.
+///
+/// Deterministic: messages reach the holder's client 1.5 s late; the
+/// server is paused (1 s) right after the force-unlock, so that the
+/// UNSUBSCRIBE sent then is answered only 2.5 s after the force-unlock,
+/// while the revocation arrives after 1.5 s. The holder's check of the
+/// revocation itself waits for the server (1 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_revocation_is_read_while_a_pubsub_command_waits_for_its_reply() {
+    let delay = Duration::from_millis(1500);
+    let paused_for = Duration::from_secs(1);
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let proxy = Proxy::start(server.port());
+        proxy.delay_pubsub(delay);
+        let holder = connect(config(&proxy.url(), protocol)).await;
+        let operator = client(&server, protocol).await;
+        let other = client(&server, protocol).await;
+        let guard = holder.fair_lock("revoked").unwrap().lock().await.unwrap();
+        // A waiter of the holder's client on another lock: subscribed.
+        let blocker = other.fair_lock("busy").unwrap().lock().await.unwrap();
+        let waiting = tokio::spawn({
+            let lock = holder.fair_lock("busy").unwrap();
+            async move { lock.lock().await }
+        });
+        queued(&server, protocol, "busy", 1).await;
+        eventually(Duration::from_secs(10), "the waiter subscribed", || {
+            !server.wait_channels().is_empty()
+        })
+        .await;
+        let starvation = support::StarvationMonitor::start();
+        let forced_at = Instant::now();
+        assert!(
+            operator
+                .fair_lock("revoked")
+                .unwrap()
+                .force_unlock()
+                .await
+                .unwrap()
+        );
+        let pause = server.pause();
+        // The waiter leaves: its channel is unsubscribed, the reply comes
+        // once the server runs again, one pub/sub delay later.
+        waiting.abort();
+        tokio::time::sleep(paused_for).await;
+        drop(pause);
+        tokio::time::timeout(Duration::from_secs(10), guard.lost())
+            .await
+            .expect("the revocation is acted on");
+        let took = forced_at.elapsed();
+        let stalled = starvation.stop();
+        eprintln!(
+            "{protocol}: lost() {took:?} after the force-unlock (the revocation arrived after {delay:?})"
+        );
+        // The revocation arrives `delay` after the force-unlock; its check
+        // is one round trip (after the pause). The UNSUBSCRIBE's reply
+        // comes `paused_for + delay` after it.
+        let bound = delay + Duration::from_millis(600) + stalled;
+        assert!(
+            took <= bound,
+            "{protocol}: lost() {took:?} after the force-unlock; the revocation arrived after \
+             {delay:?} (bound {bound:?}, of which the machine's stall {stalled:?})"
+        );
+        assert!(!guard.is_held());
+        drop(guard);
+        blocker.unlock().await.unwrap();
+        for c in [&holder, &operator, &other] {
+            c.shutdown().await;
+        }
+    }
+}

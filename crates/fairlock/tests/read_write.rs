@@ -466,6 +466,26 @@ if mode == 'write' then
 end
 return nil";
 
+    /// The read-hold renewal of Redisson's watchdog (4.7), for one lock and
+    /// one owner: KEYS name, KPREFIX; ARGV lease, 1, owner. Every timeout
+    /// key of the owner and the hash get the lease (plain PEXPIRE: it may
+    /// lower the hash's TTL below other readers' leases).
+    const READ_RENEW: &str = r"
+local renewed = 0
+for i = 3, #ARGV do
+  local c = redis.call('hget', KEYS[1], ARGV[i])
+  if c ~= false then
+    for n = tonumber(c), 1, -1 do
+      redis.call('pexpire', KEYS[2] .. ':' .. ARGV[i] .. ':rwlock_timeout:' .. n, ARGV[1])
+    end
+    renewed = 1
+  end
+end
+if renewed == 1 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+end
+return renewed";
+
     /// A Java thread: owner `JAVA_CLIENT:thread`.
     pub struct Thread {
         pub owner: String,
@@ -493,6 +513,37 @@ return nil";
                 READ_ACQUIRE,
                 &[name, &tprefix],
                 &["30000", &self.owner, &writer],
+            )
+        }
+
+        /// A read hold with a lease of `lease_ms` (a client whose
+        /// `lockWatchdogTimeout` is that).
+        pub fn read_with_lease(
+            &self,
+            server: &RedisServer,
+            name: &str,
+            lease_ms: u64,
+        ) -> Option<i64> {
+            let tprefix = format!("{{{name}}}:{}:rwlock_timeout", self.owner);
+            let writer = format!("{}:write", self.owner);
+            let lease = lease_ms.to_string();
+            Self::eval(
+                server,
+                READ_ACQUIRE,
+                &[name, &tprefix],
+                &[&lease, &self.owner, &writer],
+            )
+        }
+
+        /// Its watchdog's renewal of its read holds of `name` to `lease_ms`.
+        pub fn renew_read(&self, server: &RedisServer, name: &str, lease_ms: u64) -> Option<i64> {
+            let kprefix = format!("{{{name}}}");
+            let lease = lease_ms.to_string();
+            Self::eval(
+                server,
+                READ_RENEW,
+                &[name, &kprefix],
+                &[&lease, "1", &self.owner],
             )
         }
 
@@ -1174,4 +1225,110 @@ async fn a_write_guards_owner_takes_a_plain_lock_as_its_owner() {
     }
     write.unlock().await.unwrap();
     assert!(lock_keys(&server).is_empty(), "{:?}", lock_keys(&server));
+}
+
+/// A Java reader with a short `lockWatchdogTimeout` shares the lock with a
+/// fairlock reader on a longer watchdog lease. Redisson keeps one TTL for
+/// the hash, and its read renewal sets it to the renewing client's lease
+/// (the stand-in runs Redisson's renewal): when the Java process dies, the
+/// hash expires one Java lease after that client's last renewal, with the
+/// fairlock reader's field in it. Before, fairlock renewed every third of
+/// its own lease (here 3 s), so a Java writer got in (the hash gone) while
+/// the fairlock reader still believed it read, until its next renewal.
+/// Now fairlock renews a read hold at a third of the shortest TTL it finds
+/// on the hash (never lowering it): the hash does not run out while the
+/// fairlock reader holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_readers_short_lease_does_not_end_a_fairlock_readers_lock() {
+    let server = RedisServer::start();
+    let lease = Duration::from_secs(9);
+    let client = support::client_with(&server, Protocol::Redisson, |c| c.lease(lease)).await;
+    let rw = client.read_write_lock("short-java").unwrap();
+    let read = rw.read().lock().await.unwrap();
+    let (java, writer) = (java::Thread::new(1), java::Thread::new(2));
+    let java_lease: u64 = 1500;
+    assert_eq!(
+        java.read_with_lease(&server, "short-java", java_lease),
+        None
+    );
+    // The Java client's watchdog renews every third of its lease (each
+    // renewal sets the hash's TTL to 1.5 s). It runs until fairlock renewed
+    // once in between (the hash's TTL above Java's lease again), then once
+    // more, and the Java process dies.
+    assert_eq!(java.renew_read(&server, "short-java", java_lease), Some(1));
+    let started = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(java_lease / 3)).await;
+        let pttl: i64 = server.cmd(&["PTTL", "short-java"]);
+        assert_eq!(java.renew_read(&server, "short-java", java_lease), Some(1));
+        if pttl > java_lease as i64 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "fairlock never renewed"
+        );
+    }
+    let died = std::time::Instant::now();
+    // The hash now lives 1.5 s on the Java lease; fairlock's next renewal
+    // on its own schedule would come up to 3 s after its last.
+    while died.elapsed() < Duration::from_secs(5) {
+        assert!(
+            read.is_held(),
+            "the fairlock reader lost its hold {:?} after the Java reader died",
+            died.elapsed()
+        );
+        if writer.write(&server, "short-java").is_none() {
+            panic!(
+                "a Java writer got in {:?} after the Java reader died, beside a fairlock \
+                 reader that believes it reads",
+                died.elapsed()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pttl: i64 = server.cmd(&["PTTL", "short-java"]);
+    assert!(
+        pttl > 0,
+        "the hash lives on the fairlock reader's lease: {pttl}"
+    );
+    read.unlock().await.unwrap();
+    // The dead Java reader's hold no longer counts: the lock is free.
+    assert_eq!(writer.write(&server, "short-java"), None);
+    assert_eq!(writer.write_release(&server, "short-java"), Some(1));
+
+    // The fairlock reader joins a lock the Java reader already holds: its
+    // acquisition finds the hash's short TTL (before, its first renewal
+    // came a third of its own lease later, after the hash expired).
+    // (A client of its own: its watchdog's first round comes 3 s after it
+    // started, whenever the other client's rounds come.)
+    let client = support::client_with(&server, Protocol::Redisson, |c| c.lease(lease)).await;
+    let java = java::Thread::new(3);
+    assert_eq!(java.read_with_lease(&server, "joined", java_lease), None);
+    let read = client
+        .read_write_lock("joined")
+        .unwrap()
+        .read()
+        .lock()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(java_lease / 3)).await;
+    assert_eq!(java.renew_read(&server, "joined", java_lease), Some(1));
+    let died = std::time::Instant::now();
+    while died.elapsed() < Duration::from_secs(4) {
+        assert!(
+            read.is_held(),
+            "lost {:?} after the Java reader died",
+            died.elapsed()
+        );
+        if writer.write(&server, "joined").is_none() {
+            panic!(
+                "a Java writer got in {:?} after the Java reader died, beside a fairlock \
+                 reader that joined it",
+                died.elapsed()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    read.unlock().await.unwrap();
 }

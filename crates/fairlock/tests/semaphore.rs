@@ -1206,3 +1206,132 @@ async fn a_sentinel_failover_keeps_both_semaphores() {
     assert_eq!(counting.available().await.unwrap(), 2);
     client.shutdown().await;
 }
+
+/// Every connection of a client stalls (bytes held, sockets open): a
+/// semaphore's wait ends within its budget and one response timeout, and
+/// a zero wait is one attempt (within one response timeout), under both
+/// protocols and for both redisson kinds. Before, the redisson semaphore
+/// retried each attempt for the whole retry budget (10 s) whatever its
+/// wait: `try_acquire_for(1, 1 s)` and `try_acquire(1)` both returned
+/// after 9.65 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_connection_ends_the_wait_within_its_budget() {
+    let response_timeout = Duration::from_millis(500);
+    let wait = Duration::from_secs(1);
+    for protocol in support::PROTOCOLS {
+        let server = RedisServer::start();
+        let proxy = support::proxy::Proxy::start(server.port());
+        let config = fairlock::ClientConfig::from_url(&proxy.url())
+            .unwrap()
+            .protocol(protocol)
+            .response_timeout(response_timeout)
+            .connect_timeout(response_timeout);
+        let client = LockClient::with_config(config).await.unwrap();
+        let sem = client.semaphore("stalled", 2).unwrap();
+        let counting = (protocol == Protocol::Redisson)
+            .then(|| client.counting_semaphore("stalled-plain", 2).unwrap());
+        // Set up while the connections pass.
+        assert_eq!(sem.available().await.unwrap(), 2);
+        if let Some(counting) = &counting {
+            assert_eq!(counting.available().await.unwrap(), 2);
+        }
+        proxy.stall();
+        for (what, budget) in [("a zero wait", Duration::ZERO), ("a 1 s wait", wait)] {
+            let starvation = support::StarvationMonitor::start();
+            let started = Instant::now();
+            let outcome = sem
+                .acquire_with(1, Some(budget), PermitLease::Watchdog)
+                .await;
+            let took = started.elapsed();
+            let counted = match &counting {
+                Some(counting) => {
+                    let started = Instant::now();
+                    let outcome = counting.try_acquire_for(1, budget).await;
+                    Some((started.elapsed(), outcome.map(|p| p.is_some())))
+                }
+                None => None,
+            };
+            let stalled = starvation.stop();
+            // One response timeout for the call in flight, one backoff,
+            // and room for a loaded machine.
+            let bound = budget + response_timeout + Duration::from_millis(700) + stalled;
+            assert!(
+                took <= bound,
+                "{protocol} semaphore, {what}: returned after {took:?}, bound {bound:?}"
+            );
+            match outcome {
+                Ok(None) => {}
+                Err(err) => assert!(err.is_connection(), "{protocol}, {what}: {err}"),
+                Ok(Some(_)) => panic!("{protocol}, {what}: taken through a stalled connection"),
+            }
+            if let Some((took, outcome)) = counted {
+                assert!(
+                    took <= bound,
+                    "counting semaphore, {what}: returned after {took:?}, bound {bound:?}"
+                );
+                match outcome {
+                    Ok(false) => {}
+                    Err(err) => assert!(err.is_connection(), "counting, {what}: {err}"),
+                    Ok(true) => panic!("counting, {what}: taken through a stalled connection"),
+                }
+            }
+        }
+        proxy.pass();
+        client.shutdown().await;
+    }
+}
+
+/// `permits` only initialises a semaphore that does not exist: a Java
+/// service set the plain `RSemaphore` up with `trySetPermits(5)`, and
+/// `counting_semaphore(name, 3)` takes 4 of them as Java's `acquire(4)`
+/// does (before: refused, "above its total of 3", though the expirable
+/// kind read the total from Redis). On a semaphore nobody set up, a
+/// request above `permits` is still refused, with nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_only_initialise_a_semaphore_that_does_not_exist() {
+    let server = RedisServer::start();
+    let client = redisson(&server).await;
+    // The plain kind (Redisson's RSemaphore).
+    assert_eq!(java::try_set_permits(&server, "java-plain", 5), 1);
+    let plain = client.counting_semaphore("java-plain", 3).unwrap();
+    let four = plain
+        .try_acquire(4)
+        .await
+        .expect("Java's total is 5, not 3")
+        .expect("4 of 5 are free");
+    assert_eq!(count(&server, "java-plain").as_deref(), Some("1"));
+    assert_eq!(java::plain_acquire(&server, "java-plain", 2), 0);
+    four.release().await.unwrap();
+    assert_eq!(count(&server, "java-plain").as_deref(), Some("5"));
+    // Java's own acquire(4) on it, for comparison.
+    assert_eq!(java::plain_acquire(&server, "java-plain", 4), 1);
+    java::plain_release(&server, "java-plain", 4);
+    // The expirable kind, the same way.
+    assert_eq!(java::try_set_permits(&server, "java-expirable", 5), 1);
+    let expirable = client.semaphore("java-expirable", 3).unwrap();
+    let four = expirable.try_acquire(4).await.unwrap().expect("4 of 5");
+    four.release().await.unwrap();
+    assert_eq!(count(&server, "java-expirable").as_deref(), Some("5"));
+
+    // Nobody set it up: `permits` is the total it would get, and a request
+    // above it is refused before anything is written.
+    for n in [4, 10_000] {
+        let err = client
+            .counting_semaphore("fresh-plain", 3)
+            .unwrap()
+            .try_acquire(n)
+            .await
+            .expect_err("above the total it would be set up with");
+        assert!(matches!(err, Error::InvalidConfig(_)), "{n}: {err:?}");
+    }
+    assert_eq!(count(&server, "fresh-plain"), None, "nothing written");
+    let three = client
+        .counting_semaphore("fresh-plain", 3)
+        .unwrap()
+        .try_acquire(3)
+        .await
+        .unwrap()
+        .expect("all 3");
+    assert_eq!(count(&server, "fresh-plain").as_deref(), Some("0"));
+    three.release().await.unwrap();
+}

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use crate::disarm::DisarmOnDrop;
 use crate::error::{Error, Result};
 use crate::events::{self, Event, LostCause, Progress};
-use crate::hold::{ArmedHold, Hold, Lease, LockShared, new_request_id};
+use crate::hold::{ArmedHold, Granted, Hold, Lease, LockShared, new_request_id};
 use crate::owner::{Owner, OwnerTurn};
 use crate::protocol::{Acquire, AcquireArgs, Renewal, Scope};
 use crate::watchdog::HoldKind;
@@ -153,7 +153,7 @@ impl Acquisition {
         let owner = &self.owner;
         let lease = self.lease.duration();
         match reply {
-            Ok(Acquire::Acquired { token } | Acquire::Reentered { token, .. }) => {
+            Ok(Acquire::Acquired { token, .. } | Acquire::Reentered { token, .. }) => {
                 events::record(Event::GrantUndone {
                     lock: shared.name(),
                     owner,
@@ -241,12 +241,14 @@ impl Acquisition {
         core.spawn_cleanup(async move { acquisition.undo(&Err(Error::Closed)).await });
     }
 
-    /// The hold of a grant confirmed by a script reply sent at `sent_at`.
+    /// The hold of a grant confirmed by a script reply sent at `sent_at`
+    /// (which found the lock key with `key_ttl` left, when it says).
     pub(super) fn granted(
         &self,
         sent_at: Instant,
         token: Option<u64>,
         kind: HoldKind,
+        key_ttl: Option<Duration>,
     ) -> ArmedHold {
         events::record(Event::Granted {
             lock: self.name(),
@@ -259,10 +261,13 @@ impl Acquisition {
             Arc::clone(&self.shared),
             self.owner.clone(),
             self.lease,
-            token,
-            expires,
-            kind,
-            false,
+            Granted {
+                token,
+                expires,
+                kind,
+                claim: false,
+                found_ttl: key_ttl.map(|ttl| (sent_at, ttl)),
+            },
         )
     }
 
@@ -332,10 +337,13 @@ impl Acquisition {
             Arc::clone(&self.shared),
             self.owner.clone(),
             self.lease,
-            Some(token),
-            expires,
-            HoldKind::Fresh,
-            true,
+            Granted {
+                token: Some(token),
+                expires,
+                kind: HoldKind::Fresh,
+                claim: true,
+                found_ttl: None,
+            },
         )
     }
 }
@@ -357,7 +365,7 @@ pub(super) async fn once(
         reply => reply?,
     };
     match reply {
-        Acquire::Acquired { token } if reenter_only => {
+        Acquire::Acquired { token, .. } if reenter_only => {
             // The hold to re-enter was lost; this is a new grant nobody asked for.
             let shared = &acquisition.shared;
             let _ = shared
@@ -369,12 +377,12 @@ pub(super) async fn once(
             });
             Ok(None)
         }
-        Acquire::Acquired { token } => {
-            let hold = acquisition.granted(sent_at, token, HoldKind::Fresh);
+        Acquire::Acquired { token, key_ttl } => {
+            let hold = acquisition.granted(sent_at, token, HoldKind::Fresh, key_ttl);
             Ok(acquisition.confirm_unrevoked(hold, mark).await)
         }
-        Acquire::Reentered { token, .. } => {
-            let hold = acquisition.granted(sent_at, token, HoldKind::Reentry);
+        Acquire::Reentered { token, key_ttl, .. } => {
+            let hold = acquisition.granted(sent_at, token, HoldKind::Reentry, key_ttl);
             Ok(acquisition.confirm_unrevoked(hold, mark).await)
         }
         Acquire::Busy | Acquire::Queued { .. } => Ok(None),

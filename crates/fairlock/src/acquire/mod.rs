@@ -121,6 +121,9 @@ struct Plan {
     owner: Option<Owner>,
     reenter_only: bool,
     weight: u32,
+    /// A native semaphore's acquisition: a hold of its own, never a
+    /// re-entry of its owner's.
+    weighted: bool,
 }
 
 impl Plan {
@@ -154,6 +157,7 @@ impl Plan {
                 .map(|owner| shared.protocol().hold_owner(owner)),
             reenter_only: options.reenter_only,
             weight: options.weight.unwrap_or(1),
+            weighted: options.weight.is_some(),
         })
     }
 
@@ -230,6 +234,15 @@ pub(crate) async fn acquire(
         .instrument(span.clone())
         .await;
     let (owner, base, turn) = match owner {
+        Ok(Some((owner, base, _))) if plan.weighted && base > 0 => {
+            let err = Error::InvalidConfig(format!(
+                "semaphore {:?}: {owner} already holds permits of it (each acquisition is a \
+                 hold of its own: ask with a fresh owner)",
+                shared.name()
+            ));
+            record.finish(Err(&err));
+            return Err(err);
+        }
         Ok(Some(owner)) => owner,
         Ok(None) => {
             record.finish(Ok(None));

@@ -282,20 +282,22 @@ impl<'a> Waiter<'a> {
     async fn on_reply(&mut self, reply: Result<Acquire>, sent_at: Instant) -> Result<Next> {
         let acquisition = self.acquisition;
         let pause = match reply {
-            Ok(Acquire::Acquired { token }) => {
+            Ok(Acquire::Acquired { token, key_ttl }) => {
                 self.note_woken_grant();
                 return Ok(Next::Granted(acquisition.granted(
                     sent_at,
                     token,
                     HoldKind::Fresh,
+                    key_ttl,
                 )));
             }
-            Ok(Acquire::Reentered { token, .. }) => {
+            Ok(Acquire::Reentered { token, key_ttl, .. }) => {
                 self.note_woken_grant();
                 return Ok(Next::Granted(acquisition.granted(
                     sent_at,
                     token,
                     HoldKind::Reentry,
+                    key_ttl,
                 )));
             }
             Ok(Acquire::Queued {

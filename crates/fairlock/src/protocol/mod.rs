@@ -229,6 +229,17 @@ impl Dialect {
         batch: &[HoldRef<'_>],
         lease: Option<Duration>,
     ) -> Result<Vec<Renewal>> {
+        Ok(self.renew_reporting(conn, batch, lease).await?.found)
+    }
+
+    /// [`renew`](Self::renew), with the TTL each hold's lock key had
+    /// before the call, where the protocol reports it.
+    pub(crate) async fn renew_reporting(
+        &self,
+        conn: &Connection,
+        batch: &[HoldRef<'_>],
+        lease: Option<Duration>,
+    ) -> Result<Renewed> {
         let script: &Script = match self.settings.protocol {
             Protocol::Redisson => &redisson::RENEW,
             Protocol::Native => &native::RENEW,
@@ -267,10 +278,15 @@ impl Dialect {
                 conn.script(script, "", keys, &args)
             })
             .await?;
-        if reply.len() != batch.len() {
-            return Err(unexpected("renew", reply));
-        }
-        reply
+        // Redisson's script adds, per hold, the TTL its key had (see
+        // `Renewed::ttls`); the native one reports none.
+        let n = batch.len();
+        let (codes, ttls) = match self.settings.protocol {
+            Protocol::Redisson if reply.len() == 2 * n => reply.split_at(n),
+            Protocol::Native if reply.len() == n => (&reply[..], &[][..]),
+            _ => return Err(unexpected("renew", reply)),
+        };
+        let found = codes
             .iter()
             .map(|r| match r {
                 1 => Ok(Renewal::Held),
@@ -279,8 +295,30 @@ impl Dialect {
                 3 => Ok(Renewal::Unsure),
                 _ => Err(unexpected("renew", &reply)),
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let ttls = (0..n)
+            .map(|i| {
+                let ttl = ttls.get(i).copied().unwrap_or(0);
+                u64::try_from(ttl)
+                    .ok()
+                    .filter(|&ms| ms > 0)
+                    .map(Duration::from_millis)
+            })
+            .collect();
+        Ok(Renewed { found, ttls })
     }
+}
+
+/// What a renewal (or check) of a batch found.
+#[derive(Debug, Clone)]
+pub(crate) struct Renewed {
+    /// Per hold, in the batch's order.
+    pub(crate) found: Vec<Renewal>,
+    /// Per hold: the TTL its lock key had before the call extended it,
+    /// when the protocol reports one (`redisson`, for a read hold found
+    /// held: the read-write lock keeps one TTL for its hash, which a
+    /// Redisson reader's renewal sets to its own lease, however short).
+    pub(crate) ttls: Vec<Option<Duration>>,
 }
 
 /// What a renewal (or check) found of one hold.
@@ -515,6 +553,12 @@ impl ProtocolLock {
         dispatch!(self, lock => lock.release(conn, owner, lease, request, scope).await)
     }
 
+    /// The key that caches the answer of release `request` (for a retry of
+    /// it), deleted once the answer was read by a release sent only once.
+    pub(crate) fn release_cache_key(&self, request: &str) -> String {
+        dispatch!(self, lock => lock.release_cache_key(request))
+    }
+
     /// Release whoever holds the lock. `true` when a lock was released.
     pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
         dispatch!(self, lock => lock.force_release(conn).await)
@@ -605,11 +649,23 @@ pub(crate) const RENEW_BATCH: usize = 100;
 /// Outcome of one acquire attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Acquire {
-    /// Granted to an owner that did not hold it.
-    Acquired { token: Option<u64> },
+    /// Granted to an owner that did not hold it. `key_ttl`: the TTL the
+    /// lock key had before this acquisition extended it, where the
+    /// protocol reports one (a redisson read-write lock's hash, whose one
+    /// TTL another client's renewal may have set short; see the watchdog's
+    /// early renewals).
+    Acquired {
+        token: Option<u64>,
+        key_ttl: Option<Duration>,
+    },
     /// The owner already held it; its hold count is now `count`. `token`:
-    /// the fencing token of the acquisition it re-entered, where there is one.
-    Reentered { count: u32, token: Option<u64> },
+    /// the fencing token of the acquisition it re-entered, where there is
+    /// one. `key_ttl`: as for `Acquired`.
+    Reentered {
+        count: u32,
+        token: Option<u64>,
+        key_ttl: Option<Duration>,
+    },
     /// Held by someone else (or not our turn); we are queued. Try again
     /// after a wake-up or `ttl`. `position` is 1-based when known.
     /// `server_ms`: the server's clock when the script ran (native), which

@@ -96,10 +96,12 @@ pub(crate) fn decode_acquire(fair: bool, waiter_ttl: Duration, reply: &[i64]) ->
     match *reply {
         [1, t] => Ok(Acquire::Acquired {
             token: Some(token(t)?),
+            key_ttl: None,
         }),
         [2, count, t] => Ok(Acquire::Reentered {
             count: u32::try_from(count).map_err(|_| bad())?,
             token: Some(token(t)?),
+            key_ttl: None,
         }),
         [3, pttl, position, server_ms] => {
             let refresh = refresh_interval(waiter_ttl);
@@ -247,6 +249,11 @@ impl NativeLock {
         Ok(reply > 0)
     }
 
+    /// The key caching the answer of release `request`.
+    pub(crate) fn release_cache_key(&self, request: &str) -> String {
+        crate::name::joined(&self.keys.release_cache, request)
+    }
+
     pub(crate) async fn release(
         &self,
         conn: &Connection,
@@ -255,7 +262,7 @@ impl NativeLock {
         request: &str,
         scope: &Scope<'_>,
     ) -> Result<Release> {
-        let cache = crate::name::joined(&self.keys.release_cache, request);
+        let cache = self.release_cache_key(request);
         let [k1, k2, k3, k4, k5] = self.keys();
         let keys = [k1, k2, k3, k4, k5, &cache];
         let token = scope.token.map(Decimal::new);

@@ -232,6 +232,11 @@ impl RedissonLock {
         Ok(reply == 1)
     }
 
+    /// The key caching the answer of release `request`.
+    pub(crate) fn release_cache_key(&self, request: &str) -> String {
+        self.keys.unlock_latch(request)
+    }
+
     /// Release one hold. `request` identifies this release across retries.
     pub(crate) async fn release(
         &self,
@@ -241,7 +246,7 @@ impl RedissonLock {
         request: &str,
         _scope: &Scope<'_>,
     ) -> Result<Release> {
-        let cache = self.keys.unlock_latch(request);
+        let cache = self.release_cache_key(request);
         let reply: i64 = if self.fair {
             let keys = [
                 self.keys.lock.as_str(),
@@ -350,10 +355,14 @@ impl RedissonLock {
 pub(crate) fn decode_acquire(fair: bool, queue: bool, reply: &[i64]) -> Result<Acquire> {
     let ttl = |v: i64| Duration::from_millis(v.max(0).unsigned_abs());
     match *reply {
-        [1, _] => Ok(Acquire::Acquired { token: None }),
+        [1, _] => Ok(Acquire::Acquired {
+            token: None,
+            key_ttl: None,
+        }),
         [2, count] => Ok(Acquire::Reentered {
             count: u32::try_from(count).map_err(|_| unexpected("acquire", reply))?,
             token: None,
+            key_ttl: None,
         }),
         [3, t] if !queue || !fair => {
             if queue {

@@ -365,6 +365,11 @@ impl NativeRwLock {
         Ok(reply > 0)
     }
 
+    /// The key caching the answer of release `request`.
+    pub(crate) fn release_cache_key(&self, request: &str) -> String {
+        crate::name::joined(&self.keys.release_cache, request)
+    }
+
     pub(crate) async fn release(
         &self,
         conn: &Connection,
@@ -373,7 +378,7 @@ impl NativeRwLock {
         request: &str,
         scope: &Scope<'_>,
     ) -> Result<Release> {
-        let cache = crate::name::joined(&self.keys.release_cache, request);
+        let cache = self.release_cache_key(request);
         let [k1, k2, k3, k4, k5] = self.keys();
         let keys = [k1, k2, k3, k4, k5, &cache];
         let token = scope.token.map(Decimal::new);

@@ -144,11 +144,21 @@ impl RedissonRwLock {
             .call(|with| self.acquire_call(conn, args, with))
             .await?;
         let ttl = |v: i64| Duration::from_millis(v.max(0).unsigned_abs());
+        // A read acquisition adds the hash's TTL as it found it (0: none
+        // to report), for the watchdog's early renewals.
+        let key_ttl = |found: &[i64]| match found {
+            [found, ..] if *found > 0 => Some(ttl(*found)),
+            _ => None,
+        };
         match reply[..] {
-            [1, _] => Ok(Acquire::Acquired { token: None }),
-            [2, count] => Ok(Acquire::Reentered {
+            [1, _, ref found @ ..] => Ok(Acquire::Acquired {
+                token: None,
+                key_ttl: key_ttl(found),
+            }),
+            [2, count, ref found @ ..] => Ok(Acquire::Reentered {
                 count: u32::try_from(count).map_err(|_| unexpected("acquire", &reply))?,
                 token: None,
+                key_ttl: key_ttl(found),
             }),
             [3, t] if args.queue => Ok(Acquire::Queued {
                 ttl: ttl(t),
@@ -193,6 +203,11 @@ impl RedissonRwLock {
         Ok(false)
     }
 
+    /// The key caching the answer of release `request`.
+    pub(crate) fn release_cache_key(&self, request: &str) -> String {
+        crate::name::joined(&self.unlock_latch, request)
+    }
+
     /// Release one hold of this side. `request` identifies this release
     /// across retries.
     pub(crate) async fn release(
@@ -203,7 +218,7 @@ impl RedissonRwLock {
         request: &str,
         _scope: &Scope<'_>,
     ) -> Result<Release> {
-        let cache = crate::name::joined(&self.unlock_latch, request);
+        let cache = self.release_cache_key(request);
         let keys = [self.lock.as_str(), &self.channel, &cache];
         let cache_ttl = &*self.release_cache_ms;
         let reply: i64 = match self.mode {

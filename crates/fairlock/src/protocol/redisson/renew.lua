@@ -7,12 +7,17 @@
 -- N = (#ARGV - 2) / 2
 -- Returns one integer per lock: 1 held (renewed); lost: 0 the key is gone,
 -- 2 another owner holds it (or the key holds another type, or, for a read
--- hold of a read-write lock, every one of its timeout keys expired).
+-- hold of a read-write lock, every one of its timeout keys expired); then
+-- one more integer per lock: for a read hold found held, the hash's TTL in
+-- ms as found, before this call extended it (-1 none), else 0. A read-write
+-- lock keeps one TTL for its hash, and a Redisson reader's renewal sets it
+-- to that client's lease (plain PEXPIRE), however short: the caller renews
+-- again before what it found runs out.
 -- A read-write lock's writer is the owner 'CLIENT:THREAD:write' (its field);
 -- a reader is 'CLIENT:THREAD', told from a plain lock's owner by the hash's
 -- 'mode' field (see rw_prelude.lua).
 local lease, label = ARGV[1], ARGV[2]
-local renewed = {}
+local renewed, found = {}, {}
 local n = (#ARGV - 2) / 2
 for i = 1, n do
   local key = KEYS[i]
@@ -20,7 +25,9 @@ for i = 1, n do
   -- Only a hash with this owner's own field is renewed (owner ids are
   -- random per client): data that is not its lock is "not ours" (2).
   local held = redis.pcall('hexists', key, owner)
+  found[i] = 0
   if held == 1 and not is_writer(owner) and redis.call('hexists', key, 'mode') == 1 then
+    found[i] = redis.call('pttl', key)
     -- A read hold of a read-write lock: its leases are its timeout keys
     -- ('{NAME}:OWNER:rwlock_timeout:1..count'), extended with the hash.
     -- When all of them expired, the hold's lease ran out: any release of
@@ -66,5 +73,11 @@ for i = 1, n do
     -- Another owner, or not a hash: the lock is not ours.
     renewed[i] = 2
   end
+  if renewed[i] ~= 1 then
+    found[i] = 0
+  end
+end
+for i = 1, n do
+  renewed[n + i] = found[i]
 end
 return renewed

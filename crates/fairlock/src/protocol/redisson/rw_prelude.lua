@@ -83,13 +83,6 @@ local function rw_state(key)
   return state
 end
 
--- Make `key` live at least `ms` longer than now (never shortens its TTL).
-local function extend(key, ms)
-  if redis.call('pttl', key) < tonumber(ms) then
-    redis.call('pexpire', key, ms)
-  end
-end
-
 -- The reply of an acquisition that holds `count` holds now.
 local function granted(count)
   if count == 1 then

@@ -5,8 +5,13 @@
 --   attempt whose reply was lost succeeded: it is not counted again)
 -- KEYS[2], ARGV[4] (optional; fairlock's, not Redisson's): the lock's client
 --   labels and this client's label
--- Returns {1, 1} acquired, {2, count} re-entered, {3, pttl} busy (a writer
--- other than this owner holds it).
+-- Returns {1, 1, found} acquired, {2, count, found} re-entered ({1, 1} or
+-- {2, count} when an earlier attempt took it), {3, pttl} busy (a writer
+-- other than this owner holds it). `found`: the hash's TTL in ms before
+-- this acquisition extended it (-1 when it made the hash; 0 for an owner
+-- that already read): a Redisson
+-- reader's renewal sets the hash's one TTL to that client's lease, however
+-- short, and the watchdog renews early while it finds it so.
 --
 -- As Redisson: a reader is admitted whenever the lock is free or in read
 -- mode, even while writers wait (a stream of readers starves a writer,
@@ -32,8 +37,18 @@ if not state.mode or state.mode == 'read' or state.counts[owner .. ':write'] the
     count = 1
   end
   redis.call('set', timeout_key(timeout_prefix(KEYS[1]), owner, count), 1, 'px', lease)
-  extend(KEYS[1], lease)
+  -- The hash lives at least the lease (never shortened); what it had is
+  -- reported (-1 on a hash just made).
+  local found = redis.call('pttl', KEYS[1])
+  if found < tonumber(lease) then
+    redis.call('pexpire', KEYS[1], lease)
+  end
   write_label(KEYS[2], owner, ARGV[4], lease)
-  return granted(count)
+  local reply = granted(count)
+  -- For an owner that did not read yet: a re-entry's owner is renewed on
+  -- the schedule its earlier holds set (its own short explicit hold's TTL
+  -- says nothing of other clients).
+  reply[3] = state.counts[owner] and 0 or found
+  return reply
 end
 return {3, math.max(0, redis.call('pttl', KEYS[1]))}

@@ -77,6 +77,18 @@ pub(crate) enum SemAcquire {
     AboveTotal { total: i64 },
 }
 
+/// One attempt of a plain semaphore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CounterAcquire {
+    /// Taken.
+    Taken,
+    /// Not enough available now.
+    Busy,
+    /// The semaphore does not exist, and more than the total it would be
+    /// set up with was asked for (nothing written).
+    AboveTotal { total: i64 },
+}
+
 /// What a release found of the caller's permits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SemRelease {
@@ -296,9 +308,8 @@ impl CountingSemaphore {
         [&self.keys[0], &self.keys[1]]
     }
 
-    /// One attempt to take `n` permits: `None` when taken, else the count
-    /// available now.
-    pub(crate) async fn acquire(&self, conn: &Connection, n: u32) -> Result<Option<i64>> {
+    /// One attempt to take `n` permits.
+    pub(crate) async fn acquire(&self, conn: &Connection, n: u32) -> Result<CounterAcquire> {
         let n = Decimal::new(n.into());
         let reply: Vec<i64> = conn
             .script(
@@ -309,8 +320,9 @@ impl CountingSemaphore {
             )
             .await?;
         match reply[..] {
-            [1] => Ok(None),
-            [0, available] => Ok(Some(available)),
+            [1] => Ok(CounterAcquire::Taken),
+            [0, _] => Ok(CounterAcquire::Busy),
+            [2, total] => Ok(CounterAcquire::AboveTotal { total }),
             _ => Err(unexpected("semaphore acquire", &reply)),
         }
     }
