@@ -367,16 +367,16 @@ TESTS = "crates/fairlock/tests/"
 def model_variants():
     """The variants `check --variant` knows: the lock's (VARIANT_NAMES in
     the model's variant.rs) and the weighted engine's ("weighted:NAME", the
-    names matched in examples/check.rs)."""
+    names `Mutant::name` gives in the model's weighted.rs)."""
     with open(MODEL + "src/variant.rs", encoding="utf-8") as f:
         lock = re.search(r"VARIANT_NAMES: \[&str; \d+\] = \[(.*?)\];", f.read(), re.S)
-    with open(MODEL + "examples/check.rs", encoding="utf-8") as f:
-        weighted = re.search(r"fn weighted\(.*?\n}\n", f.read(), re.S)
+    with open(MODEL + "src/weighted.rs", encoding="utf-8") as f:
+        weighted = re.search(r"pub fn name\(self\) -> &'static str \{(.*?)\n    \}\n", f.read(), re.S)
     if not lock or not weighted:
         sys.exit("mutants.py: cannot read the model's variant names (VARIANT_NAMES in "
-                 f"{MODEL}src/variant.rs, weighted() in {MODEL}examples/check.rs)")
+                 f"{MODEL}src/variant.rs, Mutant::name in {MODEL}src/weighted.rs)")
     names = set(re.findall(r'"(\w+)"', lock.group(1)))
-    names |= {"weighted:" + n for n in re.findall(r'"(\w+)" =>', weighted.group(0))}
+    names |= {"weighted:" + n for n in re.findall(r'=> "(\w+)"', weighted.group(1))}
     return names
 
 
