@@ -157,7 +157,7 @@ fn torture_on_a_private_cluster() {
                 let out = Command::new(env!("CARGO_BIN_EXE_fairlock"))
                     .args(["--protocol", protocol.as_str()])
                     .args(["torture", "--topology", "cluster", "--duration", "30s"])
-                    .args(["--processes", "2", "--tasks", "3"])
+                    .args(["--processes", "3", "--tasks", "3"])
                     .env_remove("REDIS_URL")
                     .env("RUST_LOG", "error")
                     .output()

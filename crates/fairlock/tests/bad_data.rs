@@ -93,7 +93,11 @@ async fn assert_refused_everywhere(
         assert_not_a_lock(&err, &key);
         assert_not_a_lock(&handle.force_unlock().await.unwrap_err(), &key);
         assert_not_a_lock(&handle.inspect().await.unwrap_err(), &key);
-        assert_unchanged(&before, &key_state(server, &key), &format!("{name:?} {kind:?}"));
+        assert_unchanged(
+            &before,
+            &key_state(server, &key),
+            &format!("{name:?} {kind:?}"),
+        );
     }
 }
 
