@@ -156,9 +156,11 @@ async fn master_killed_while_held_and_waited_on_redisson() {
 async fn failover_while_held_and_waited_on(protocol: Protocol) {
     let mut deployment = Sentinel::start_with(1, 3);
     // A failover takes the sentinels' down-after (1 s) plus an election:
-    // generous budgets, so that a slow machine only makes it slower.
+    // generous budgets, so that a slow machine only makes it slower. The
+    // lease outlasts a failover beside a busy suite (`kept`'s renewals fail
+    // until it completes; 3 s was too short there, on Valkey).
     let settings = |c: ClientConfig| {
-        c.lease(Duration::from_secs(3))
+        c.lease(Duration::from_secs(10))
             .retry_budget(Duration::from_secs(60))
     };
     let holder_client = sentinel_client(&deployment, protocol, settings).await;

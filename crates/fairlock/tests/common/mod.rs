@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod scripts;
+pub mod semaphore;
 
 use std::time::Duration;
 
