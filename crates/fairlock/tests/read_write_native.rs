@@ -269,6 +269,9 @@ async fn a_crashed_readers_lease_ends_and_the_writer_gets_in() {
     .await;
     let rw = client.read_write_lock("crash").unwrap();
     let lease = Duration::from_millis(800);
+    // Before the acquire: the server's lease starts when its script runs,
+    // which may be up to a reply's time before the acquire returns.
+    let started = std::time::Instant::now();
     let crashed = rw
         .read()
         .acquire(AcquireOptions::new().lease(lease))
@@ -276,7 +279,6 @@ async fn a_crashed_readers_lease_ends_and_the_writer_gets_in() {
         .unwrap()
         .unwrap();
     std::mem::forget(crashed);
-    let started = std::time::Instant::now();
     let writer = ask(&rw, true);
     let write = tokio::time::timeout(Duration::from_secs(10), writer)
         .await
