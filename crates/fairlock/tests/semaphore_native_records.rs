@@ -462,16 +462,13 @@ fn forge_record(server: &RedisServer, name: &str, index: usize, weight: &str) {
 }
 
 /// A waiter's line record written over with a smaller weight that is still
-/// a weight (`1` for a request of 3): the docs say a waiter's weight in its
-/// line record is not trusted when another program wrote over it, yet the
-/// next admission grants the request at the record's weight; its grant
-/// message names no weight, so the waiter holds "3 permits" at once while
-/// meta counts 1, and another request takes 2 more: 5 of 3 out.
+/// a weight (`1` for a request of 3): the admission grants the record's
+/// weight, but its grant message is signed over that weight, so the waiter
+/// (which asked for 3) does not trust it; its next attempt finds the hold
+/// weighing 1 and raises it to 3, which fits. Before the fix the waiter
+/// held "3 permits" at once while meta counted 1, and another request took
+/// 2 more: 5 of 3 out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "hole: admit() trusts a line record's weight >= 1 (weighted_prelude.lua waiter_of/admit); \
-            a record lowered by another program (3 -> 1) is granted at 1 while its waiter \
-            believes 3 (the grant message names no weight, sem_acquire's claim does not compare \
-            the hold's weight with the request's): 5 permits of 3 out"]
 async fn a_line_record_written_over_with_a_smaller_weight_gives_out_no_more_than_the_total() {
     let server = RedisServer::start();
     let client = support::client_with(&server, Protocol::Native, |c| {
@@ -502,14 +499,11 @@ async fn a_line_record_written_over_with_a_smaller_weight_gives_out_no_more_than
 }
 
 /// A waiter's line record written over with a weight above the total: the
-/// admission refuses the waiter (it leaves the line, told 'refused'), and
-/// its next attempt, with its own weight that fits, queues it at the back:
-/// a request that arrived later is served first (FIFO among live waiters
-/// broken by a record the docs say is not trusted).
+/// waiter keeps its place at the head, nobody passes it, and its next
+/// attempt writes its record again. (Before the fix the admission dropped
+/// it from the line, told 'refused', and its next attempt queued it at the
+/// back: a request that arrived later was served first.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "hole (open point a): admit() refuses the head on a line record's weight above the \
-            total (weighted_prelude.lua admit, kind.never_fits) and removes it from the line; \
-            its next attempt queues it behind the waiters that arrived after it"]
 async fn a_line_record_written_over_above_the_total_keeps_the_waiters_place() {
     let server = RedisServer::start();
     let client = support::client_with(&server, Protocol::Native, |c| {
@@ -538,6 +532,54 @@ async fn a_line_record_written_over_above_the_total_keeps_the_waiters_place() {
     first.release().await.unwrap();
     let second = granted(second, "the second request, after the first").await;
     second.release().await.unwrap();
+}
+
+/// A lowered record's grant that cannot be raised: a request of 3 whose
+/// record says 1 is admitted at 1 together with the request of 2 behind it
+/// (3 of 3 counted); the first waiter's attempt finds its hold weighing 1
+/// and 2 more do not fit, so it gives the 1 back and goes back to the head
+/// of the line, in front of a request of 1 that came later: it is served
+/// next, and the permits believed held never pass 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lowered_grant_that_cannot_be_raised_goes_back_to_the_head_of_the_line() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let sem = client.semaphore("requeued", 3).unwrap();
+    let all = sem.acquire(3).await.unwrap();
+    let first = ask(&sem, 3);
+    queued(&server, "requeued", 1, "the request of 3 queued").await;
+    let second = ask(&sem, 2);
+    queued(&server, "requeued", 2, "the request of 2 queued").await;
+    forge_record(&server, "requeued", 0, "1");
+    all.release().await.unwrap();
+    let second = granted(
+        second,
+        "the request of 2, admitted beside the lowered record",
+    )
+    .await;
+    // The first request's attempt gave its grant of 1 back and queued it
+    // again, at the head.
+    queued(&server, "requeued", 1, "the request of 3 back in line").await;
+    assert!(!first.is_finished(), "3 + 2 permits believed held of 3");
+    let third = ask(&sem, 1);
+    queued(&server, "requeued", 2, "a request of 1 behind it").await;
+    let line: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{requeued}:sem:queue", "0", "-1"]);
+    second.release().await.unwrap();
+    let first = granted(first, "the request of 3, first in line").await;
+    assert!(
+        !third.is_finished(),
+        "the later request of 1 passed the head: line {line:?}"
+    );
+    first.release().await.unwrap();
+    granted(third, "the request of 1, last")
+        .await
+        .release()
+        .await
+        .unwrap();
+    left_clean(&server, "requeued");
 }
 
 /// Meta and a live hold's key both lost (evicted), then `set_permits`: the

@@ -47,6 +47,11 @@ pub(super) struct Acquisition {
     /// This acquisition's secret: sent with its queue entry, it proves a
     /// grant message genuine (native).
     pub(super) nonce: String,
+    /// What a grant message for it is signed with: the nonce, and for a
+    /// native semaphore's request `NONCE:wWEIGHT` (a grant made at the
+    /// weight of a record another program wrote over is not trusted: the
+    /// next attempt corrects the hold, `sem_acquire.lua`).
+    pub(super) grant_key: String,
     /// What it weighs (a native semaphore's permits; 1 otherwise).
     pub(super) weight: u32,
     /// What its steps report (queued, handed over) for its record.

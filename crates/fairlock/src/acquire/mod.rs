@@ -254,6 +254,12 @@ pub(crate) async fn acquire(
         }
     };
     record.owner(&owner);
+    let nonce = new_request_id();
+    let grant_key = if plan.weighted {
+        format!("{nonce}:w{}", plan.weight)
+    } else {
+        nonce.clone()
+    };
     let acquisition = Arc::new(Acquisition {
         shared,
         owner,
@@ -261,7 +267,8 @@ pub(crate) async fn acquire(
         wait: plan.wait,
         base,
         turn,
-        nonce: new_request_id(),
+        nonce,
+        grant_key,
         weight: plan.weight,
         progress: record.progress(),
         sent_changes: AtomicU64::new(0),

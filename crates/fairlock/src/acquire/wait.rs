@@ -396,7 +396,7 @@ impl<'a> Waiter<'a> {
         let acquisition = self.acquisition;
         let protocol = acquisition.shared.protocol();
         loop {
-            if let Some(grant) = protocol.verify_grant(&payload, &acquisition.nonce) {
+            if let Some(grant) = protocol.verify_grant(&payload, &acquisition.grant_key) {
                 let half = Duration::from_millis(grant.expire_ms / 2);
                 // Only a grant written after the last attempt ran (which
                 // queued this waiter): an older one is a wake-up, and the

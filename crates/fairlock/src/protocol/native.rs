@@ -69,7 +69,9 @@ pub(crate) const GRANT_PREFIX: &str = "grant:";
 /// The grant in `payload` if it is a grant message authenticated with
 /// `nonce`: its MAC is the SHA-1 of `NONCE:grant:TOKEN:SERVER_MS:EXPIRE_MS`,
 /// which only the server (that stored the nonce when the waiter queued) and
-/// the waiter can compute. Anything else, forged or malformed, is `None`.
+/// the waiter can compute (a semaphore's request passes `NONCE:wWEIGHT`:
+/// its grant is signed over the weight granted too). Anything else, forged
+/// or malformed, is `None`.
 pub(crate) fn verify_grant(payload: &str, nonce: &str) -> Option<Grant> {
     let (signed, mac) = payload.rsplit_once(':')?;
     let mut fields = signed.strip_prefix(GRANT_PREFIX)?.split(':');

@@ -67,6 +67,45 @@ reclaim(now)
 admit(prefix, waiter_ttl, now, now_us)
 
 local mine = hold_of(id)
+if mine.owner and mine.weight ~= weight then
+  -- A grant made at the weight of a line record another program wrote
+  -- over (its grant message, signed over that weight, was not trusted):
+  -- the hold is made to weigh what this acquisition asked for. Lowered,
+  -- the difference comes back to the line; raised, when the difference
+  -- fits (the grant was this waiter's turn); otherwise it is given back
+  -- whole and this waiter goes back to the head of the line.
+  local more = weight - mine.weight
+  if more < 0 or kind.fits(id, more) then
+    sem.used = math.max(0, sem.used + more)
+    if sem.weights and sem.weights[id] then
+      sem.weights[id] = weight
+    end
+    redis.call('hset', hold_key(id), 'weight', decimal(weight))
+    sem_write()
+    redis.call('hset', KEYS[4], 'w:' .. id, decimal(weight))
+    mine.weight = weight
+    if more < 0 then
+      admit(prefix, waiter_ttl, now, now_us)
+    end
+  else
+    drop_hold(id, mine.weight)
+    if queue then
+      local head = redis.call('zrange', KEYS[2], '0', '0', 'withscores')[2]
+      local seq
+      if head then
+        seq = decimal(tonumber(head) - 1)
+      else
+        local _, text = next_counter('seq', now_us)
+        seq = text
+      end
+      redis.call('zadd', KEYS[2], seq, id)
+      redis.call('zadd', KEYS[3], decimal(now + waiter_ttl), id)
+      redis.call('hset', KEYS[5], id, record)
+      keep(KEYS[5], waiter_ttl, ARGV[3])
+    end
+    mine = {}
+  end
+end
 if mine.owner then
   -- This acquisition's own hold (a grant made to it, or an attempt whose
   -- reply was lost): claimed, never counted again.

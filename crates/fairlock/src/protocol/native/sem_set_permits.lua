@@ -1,7 +1,8 @@
 -- Native semaphore: make the capacity (the permits in all) ARGV[1]. A
 -- raise admits the line's head while it fits; a capacity beneath what is
 -- held admits nobody until enough comes back, and a waiter that asks for
--- more than the new capacity leaves the line, told 'refused'.
+-- more than the new capacity is woken when it reaches the head of the
+-- line ('refused'): its next attempt gets the error and leaves the line.
 -- KEYS[1..5] see weighted_prelude.lua
 -- ARGV[1] the capacity, ARGV[2] waiter ttl ms (for a waiter without a
 -- record), ARGV[3] channel prefix

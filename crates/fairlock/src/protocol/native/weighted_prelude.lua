@@ -239,8 +239,10 @@ end
 -- secret (see hand_off in lock_prelude.lua) and holds for min(its lease,
 -- its waiter ttl) until it claims. A waiter whose hold key holds something
 -- else is dropped from the line ungranted (its next attempt gets
--- NOTALOCK); one that can never fit is dropped and told 'refused' (its
--- next attempt gets the error). Returns how many were granted.
+-- NOTALOCK); one whose record asks for more than the total keeps its
+-- place, stops the line and is woken ('refused'): its next attempt writes
+-- its record again, or gets the error and leaves the line (the total was
+-- lowered beneath its request). Returns how many were granted.
 local function admit(channel_prefix, default_ttl, now, now_us)
   local granted = 0
   while true do
@@ -259,8 +261,13 @@ local function admit(channel_prefix, default_ttl, now, now_us)
     end
     weight = weight or 1
     if kind.never_fits(weight) then
-      leave_queue(head)
+      -- A request above the total: the total was lowered beneath it, or
+      -- another program wrote over its record. Either way it keeps its
+      -- place and nobody passes it; it is woken, and its own next attempt
+      -- writes its record again (sem_acquire.lua) or, its own request
+      -- above the total, leaves the line with the error.
       redis.call('publish', channel_prefix .. ':' .. head, 'refused')
+      break
     elseif not kind.fits(head, weight) then
       break
     else
@@ -277,8 +284,16 @@ local function admit(channel_prefix, default_ttl, now, now_us)
         local expire_text = decimal(expire)
         local _, token = grant(head, expire, expire_text, now, now_us, '0', nonce, weight)
         local message = 'grant:' .. token .. ':' .. decimal(now) .. ':' .. expire_text
+        -- A semaphore's grant is signed over the weight granted too: its
+        -- waiter trusts it only for the weight it asked for (a record
+        -- another program wrote over is granted at the record's weight;
+        -- the waiter's next attempt then corrects the hold, sem_acquire.lua).
+        local key = nonce
+        if kind.weighted then
+          key = nonce .. ':w' .. decimal(weight)
+        end
         redis.call('publish', channel_prefix .. ':' .. head,
-          message .. ':' .. redis.sha1hex(nonce .. ':' .. message))
+          message .. ':' .. redis.sha1hex(key .. ':' .. message))
         granted = granted + 1
       end
     end
