@@ -10,9 +10,9 @@
 //! `--variant weighted:NAME` checks the model of the other kinds' engine
 //! (`fairlock_model::weighted`: the read-write lock and the semaphore)
 //! instead, `NAME` being `correct` or one of its mutants in snake case
-//! (`admit_past_capacity`, ...), on its five configurations (a semaphore,
+//! (`admit_past_capacity`, ...), on its six configurations (a semaphore,
 //! a read-write lock, crashing holders, stale meta, records written by
-//! another program).
+//! another program, line records written over with other weights).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -127,6 +127,7 @@ fn weighted(name: &str) -> ExitCode {
         ("crashes", Config::crashes()),
         ("stale_meta", Config::stale_meta()),
         ("foreign_data", Config::foreign_data()),
+        ("forged_weights", Config::forged_weights()),
     ] {
         let model = match mutant {
             Some(mutant) => WeightedModel::mutated(config, mutant),

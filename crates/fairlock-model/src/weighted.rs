@@ -27,10 +27,26 @@
 //!   weight. A record without a weight of at least 1 is a lost one: its
 //!   waiter waits at the head until its next attempt writes it again; a
 //!   holder's lost weight is counted again from the hold keys.
+//! - **Line records written over with another weight**
+//!   (`Config::forged_weights`): once per run, a waiter's line record
+//!   rewritten with one less than its request, one more that fits, or one
+//!   above the capacity. The admission reads the record: a head whose
+//!   record is above the capacity never fits, and waits at the head as one
+//!   that does not fit now (nobody is admitted past it) until its next
+//!   attempt writes the record again; one that fits is granted at the
+//!   record's weight, and the grant message names that weight. The waiter
+//!   trusts a grant message only at its own request's weight (any other is
+//!   only a wake-up), and its next `acquire` corrects the hold it finds
+//!   (the claim): one above the request is lowered to it (`used` drops by
+//!   the difference, and the line is admitted again); one below is raised
+//!   when the difference fits, else given back, and the waiter goes back
+//!   to the head of the line (in front of everyone) with its record
+//!   written again, and waits on.
 //! - **The clients**: each runs `rounds` acquire-hold-release rounds of one
 //!   request (its weight: 1 for a reader or a one-permit request, the
 //!   capacity for a writer), waits within a budget, refreshes its place
-//!   every tick, reads grant messages (which may be lost), renews its hold
+//!   every tick, reads grant messages (which may be lost; one made at
+//!   another weight than its request is only a wake-up), renews its hold
 //!   (which claims a handed-over grant), and may crash.
 //! - **Time**: ticks; leases, waiter ttls and budgets are a few ticks.
 //!
@@ -52,13 +68,23 @@
 //! readers only beside readers); [`W_BELIEF_BACKED`]; [`W_TOKENS`];
 //! [`W_FIFO`]: nobody is granted while a live waiter that came earlier
 //! still waits; [`W_NO_IDLE`]: no script leaves a live head that fits
-//! waiting (but one whose record was lost); [`W_WAITS_END`]; [`W_META`]:
-//! after every script meta's `used` is the weight held and meta records
-//! each holder's weight (but one another program wrote over); and
-//! witnesses that keep it from being vacuous (two holders at once, a group
-//! admitted by one release, a dead holder's weight coming back, a holder
-//! admitted on stale meta by a script other than `acquire`, a waiter whose
-//! record was written over admitted once written again).
+//! waiting (but one whose record is not its request: lost or written over);
+//! [`W_WAITS_END`]; [`W_META`]: after every script meta's `used` is the
+//! weight held and meta records each holder's weight (but one another
+//! program wrote over); [`W_PLACE_KEPT`]: a live waiter leaves the line
+//! only by a grant, its own give-up or claim, or its death; and witnesses
+//! that keep it from being vacuous (two holders at once, a group admitted
+//! by one release, a dead holder's weight coming back, a holder admitted
+//! on stale meta by a script other than `acquire`, a waiter whose record
+//! was lost admitted once written again, a hold granted below its request
+//! raised at its claim, one that cannot be raised given back and its
+//! waiter admitted later from the head of the line, one granted above its
+//! request lowered, a waiter whose record was written above the capacity
+//! admitted once written again).
+//!
+//! Since the claim corrects a hold of any weight but the request, a
+//! record of weight 0 admitted (the mutant [`Mutant::AdmitWeightZero`])
+//! breaks no property any more: its hold is corrected as a lowered one's.
 
 use stateright::{Model, Property};
 
@@ -87,12 +113,32 @@ pub const SOME_RECLAIM: &str = "sometimes a dead holder's weight comes back";
 /// Sometimes a script other than `acquire` admits on stale meta (the holders
 /// set expired with the last hold keys).
 pub const SOME_STALE_ADMIT: &str = "sometimes a give-up or a force-release admits on stale meta";
-/// Sometimes a waiter whose line record another program wrote over is
-/// admitted (once its own attempt wrote the record again).
+/// Sometimes a waiter whose line record another program wrote over with a
+/// weight of 0 is admitted (once its own attempt wrote the record again).
 pub const SOME_REWRITTEN: &str = "sometimes a waiter whose record was written over is admitted";
+/// A live waiter leaves the line only by a grant, its own give-up or
+/// claim, or its death (its place's ttl ran out).
+pub const W_PLACE_KEPT: &str =
+    "a live waiter leaves the line only by a grant, its own give-up or claim, or its death";
+/// Sometimes a hold granted at a record written over below its request is
+/// raised to the request by its claim.
+pub const SOME_RAISED: &str = "sometimes a hold granted below its request is raised at its claim";
+/// Sometimes a hold granted at a record written over below its request
+/// cannot be raised at its claim: it is given back, its waiter goes back
+/// to the head of the line, and is admitted later (at its request).
+pub const SOME_REQUEUED: &str =
+    "sometimes a waiter given back a hold below its request is admitted from the head of the line";
+/// Sometimes a hold granted at a record written over above its request is
+/// lowered to the request by its claim.
+pub const SOME_LOWERED: &str = "sometimes a hold granted above its request is lowered at its claim";
+/// Sometimes a waiter whose record another program wrote over with a
+/// weight above the capacity is admitted (once its own attempt wrote the
+/// record again).
+pub const SOME_ABOVE_ADMITTED: &str =
+    "sometimes a waiter whose record was written over above the capacity is admitted";
 
 /// The names of the `always` properties.
-pub const W_SAFETY: [&str; 7] = [
+pub const W_SAFETY: [&str; 8] = [
     CAPACITY,
     W_BELIEF_BACKED,
     W_TOKENS,
@@ -100,14 +146,19 @@ pub const W_SAFETY: [&str; 7] = [
     W_NO_IDLE,
     W_WAITS_END,
     W_META,
+    W_PLACE_KEPT,
 ];
 /// The names of the `sometimes` properties.
-pub const W_WITNESSES: [&str; 5] = [
+pub const W_WITNESSES: [&str; 9] = [
     SOME_SHARED,
     SOME_GROUP,
     SOME_RECLAIM,
     SOME_STALE_ADMIT,
     SOME_REWRITTEN,
+    SOME_RAISED,
+    SOME_REQUEUED,
+    SOME_LOWERED,
+    SOME_ABOVE_ADMITTED,
 ];
 
 /// A deliberate bug, to show that the properties catch it.
@@ -131,16 +182,26 @@ pub enum Mutant {
     /// of stale meta then deletes it with the gone holders' weights.
     StaleCleanupAfterAdded,
     /// A line record whose weight is 0 is admitted, as a holder of weight 0.
+    /// Caught while a waiter trusted any grant message; now its grant is
+    /// only a wake-up and its claim raises the hold (or puts it back at the
+    /// head of the line) as a lowered record's: it breaks no property.
     AdmitWeightZero,
     /// A hold's end gives back the weight meta records for it, 0 when that
     /// is not a weight (lost or written over), never the hold key's own,
     /// and `used` is not counted again.
     WeightReadAsZero,
+    /// A waiter trusts a grant message whatever weight it was granted at,
+    /// and its claim keeps a hold of another weight than its request.
+    GrantIgnoresWeight,
+    /// The old admission of a head whose record is above the capacity: it
+    /// leaves the line, told 'refused', and the admission goes on to the
+    /// next head; the waiter's next attempt queues it at the back.
+    RefuseNeverFits,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 11] = [
         Mutant::AdmitPastCapacity,
         Mutant::Overtake,
         Mutant::FastPathIgnoresLine,
@@ -150,6 +211,8 @@ impl Mutant {
         Mutant::StaleCleanupAfterAdded,
         Mutant::AdmitWeightZero,
         Mutant::WeightReadAsZero,
+        Mutant::GrantIgnoresWeight,
+        Mutant::RefuseNeverFits,
     ];
 
     /// Its name in snake case (`check --variant weighted:NAME`).
@@ -164,6 +227,8 @@ impl Mutant {
             Mutant::StaleCleanupAfterAdded => "stale_cleanup_after_added",
             Mutant::AdmitWeightZero => "admit_weight_zero",
             Mutant::WeightReadAsZero => "weight_read_as_zero",
+            Mutant::GrantIgnoresWeight => "grant_ignores_weight",
+            Mutant::RefuseNeverFits => "refuse_never_fits",
         }
     }
 
@@ -201,6 +266,10 @@ pub struct Config {
     /// Another program may write over a waiter's line record (a weight of
     /// 0) and a holder's weight in meta, once each.
     pub foreign_data: bool,
+    /// Another program may write over a waiter's line record with another
+    /// weight than its request (one less, one more that fits, one above
+    /// the capacity), once per run.
+    pub forged_weights: bool,
 }
 
 impl Config {
@@ -218,6 +287,7 @@ impl Config {
             lost_grants: true,
             stale_meta: false,
             foreign_data: false,
+            forged_weights: false,
         }
     }
 
@@ -274,6 +344,23 @@ impl Config {
             ..Config::semaphore()
         }
     }
+
+    /// Line records written over with other weights: a semaphore of 2
+    /// permits, requests of 2, 1 and 2; a waiter's record written over
+    /// with one less than its request (admitted at it, then raised at its
+    /// claim or put back at the head of the line), one more that fits
+    /// (lowered at its claim) or one above the capacity (waiting at the
+    /// head until its next attempt writes it again).
+    pub fn forged_weights() -> Config {
+        Config {
+            capacity: 2,
+            weights: vec![2, 1, 2],
+            max_time: 5,
+            lost_grants: false,
+            forged_weights: true,
+            ..Config::semaphore()
+        }
+    }
 }
 
 /// What meta records for a holder's weight (`w:ID`).
@@ -306,8 +393,8 @@ pub struct SHolder {
 pub struct SWaiter {
     client: u8,
     round: u8,
-    /// The weight its line record names (0: written over by another
-    /// program).
+    /// The weight its line record names (its request but when another
+    /// program wrote over it).
     record: u8,
     alive_until: u8,
 }
@@ -335,14 +422,25 @@ pub enum WPhase {
     Done,
 }
 
+/// A grant message: signed over all of it, the weight included.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Grant {
+    /// The acquisition (round) it was made to.
+    round: u8,
+    token: u16,
+    expires: u8,
+    /// The weight granted: the line record's at the admission.
+    weight: u8,
+}
+
 /// One client.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WClient {
     phase: WPhase,
     round: u8,
     crashed: bool,
-    /// Grant messages not yet read: (round, token, expires).
-    inbox: Vec<(u8, u16, u8)>,
+    /// Grant messages not yet read.
+    inbox: Vec<Grant>,
 }
 
 /// The whole system.
@@ -360,8 +458,9 @@ pub struct WState {
     set_until: u8,
     /// The operator's force-release was sent (once per run).
     forced: bool,
-    /// Whose line record another program wrote over (once per run).
-    forged_record: Option<u8>,
+    /// Whose line record another program wrote over, in which round, and
+    /// the weight written (once per run).
+    forged_record: Option<(u8, u8, u8)>,
     /// Another program wrote over a holder's weight in meta (once per run).
     forged_weight: bool,
     token_regressed: bool,
@@ -373,6 +472,14 @@ pub struct WState {
     reclaimed_dead: bool,
     stale_admit: bool,
     rewritten_admit: bool,
+    place_lost: bool,
+    raised: bool,
+    /// The waiter whose record was written over went back to the head of
+    /// the line (its hold given back).
+    requeued: bool,
+    requeued_admit: bool,
+    lowered: bool,
+    above_admitted: bool,
 }
 
 /// A step.
@@ -397,8 +504,8 @@ pub enum WAction {
     /// An operator's `force_release`: every hold given back, each holder
     /// told at once.
     ForceRelease,
-    /// Another program writes a weight of 0 into waiter `c`'s line record.
-    ForgeRecord(u8),
+    /// Another program writes the weight `w` into waiter `c`'s line record.
+    ForgeRecord(u8, u8),
     /// Another program writes something that is not a weight over holder
     /// `c`'s weight in meta.
     ForgeWeight(u8),
@@ -567,9 +674,12 @@ impl WeightedModel {
     }
 
     /// Hand the object to the head of the line while it fits, then to the
-    /// next head; each grant is published to its waiter and lasts
-    /// min(lease, waiter ttl) until claimed. A head whose record names no
-    /// weight waits (its next attempt writes it again).
+    /// next head, each at the weight its record names; each grant is
+    /// published to its waiter (with that weight) and lasts min(lease,
+    /// waiter ttl) until claimed. A head whose record names no weight, or
+    /// one that never fits (above the capacity), waits at the head as one
+    /// that does not fit now (its next attempt writes its record again;
+    /// the mutant [`Mutant::RefuseNeverFits`] refuses it: out of the line).
     fn admit(&self, st: &mut WState, stale: &mut bool) {
         let mut granted = 0;
         loop {
@@ -579,6 +689,18 @@ impl WeightedModel {
                 self.record_weight(w)
                     .is_some_and(|weight| used + weight <= cap)
             };
+            if self.is(Mutant::RefuseNeverFits)
+                && st
+                    .line
+                    .first()
+                    .and_then(|w| self.record_weight(w))
+                    .is_some_and(|weight| weight > cap)
+            {
+                // Told 'refused' (a message the model leaves out: the
+                // waiter's next attempt is its refresh, due every tick).
+                st.line.remove(0);
+                continue;
+            }
             let pick = if self.is(Mutant::AdmitPastCapacity) {
                 st.line
                     .first()
@@ -594,8 +716,19 @@ impl WeightedModel {
                 st.fifo_broken = true;
             }
             let w = st.line.remove(i);
-            if st.forged_record == Some(w.client) {
-                st.rewritten_admit = true;
+            match st.forged_record {
+                Some((c, round, forged)) if c == w.client && round == w.round => {
+                    if forged == 0 {
+                        st.rewritten_admit = true;
+                    }
+                    if forged > cap {
+                        st.above_admitted = true;
+                    }
+                    if st.requeued {
+                        st.requeued_admit = true;
+                    }
+                }
+                _ => {}
             }
             let token = self.next_token(st);
             let expires = st.now + self.config.lease.min(self.config.waiter_ttl);
@@ -609,9 +742,12 @@ impl WeightedModel {
                 recorded: Record::Deleted,
             };
             self.added(st, stale, holder);
-            st.clients[usize::from(w.client)]
-                .inbox
-                .push((w.round, token, expires));
+            st.clients[usize::from(w.client)].inbox.push(Grant {
+                round: w.round,
+                token,
+                expires,
+                weight: w.record,
+            });
             granted += 1;
         }
         if granted >= 2 {
@@ -621,14 +757,13 @@ impl WeightedModel {
 
     /// Observed after every script (not a step of it): a live head that
     /// fits left waiting is a bug (the ghost flag the property reads), but
-    /// one whose record names no weight (it waits for its next attempt);
-    /// so is meta not counting what is held. The holders set goes with its
-    /// last holder.
+    /// one whose record is not its request (lost or written over: it waits
+    /// for its next attempt to write it again); so is meta not counting
+    /// what is held. The holders set goes with its last holder.
     fn end(&self, st: &mut WState) {
         if st.line.first().is_some_and(|w| {
-            w.record >= 1
-                && Self::used(st) + self.config.weights[usize::from(w.client)]
-                    <= self.config.capacity
+            let weight = self.config.weights[usize::from(w.client)];
+            w.record == weight && Self::used(st) + weight <= self.config.capacity
         }) {
             st.idle_head = true;
         }
@@ -657,22 +792,60 @@ impl WeightedModel {
         }
         self.reclaim(st, &mut stale);
         self.admit(st, &mut stale);
-        // Handed over (now or earlier) to this acquisition: claim it.
-        if let Some(h) = st
-            .holders
-            .iter_mut()
-            .find(|h| h.client == c && h.round == round)
-        {
-            h.claimed = true;
-            h.expires = h.expires.max(now + self.config.lease);
-            let (token, until) = (h.token, h.expires);
-            if self.config.stale_meta {
-                st.set_until = st.set_until.max(until);
+        // Handed over (now or earlier) to this acquisition: claim it, at
+        // its request's weight.
+        let mine = |h: &SHolder| h.client == c && h.round == round;
+        if let Some(i) = st.holders.iter().position(mine) {
+            let held = st.holders[i].weight;
+            let cap = self.config.capacity;
+            let correct = held != weight && !self.is(Mutant::GrantIgnoresWeight);
+            if correct && held < weight && st.meta_used + (weight - held) > cap {
+                // Granted at a record another program wrote below the
+                // request, and too big to raise: given back, and the waiter
+                // goes back to the head of the line with its record written
+                // right, and waits on (below). It does not fit (that is why
+                // it was given back): nobody is admitted.
+                self.drop_holds(st, &mut stale, mine);
+                st.line.insert(
+                    0,
+                    SWaiter {
+                        client: c,
+                        round,
+                        record: weight,
+                        alive_until: now + self.config.waiter_ttl,
+                    },
+                );
+                st.requeued = true;
+            } else {
+                if correct {
+                    // Granted at a record another program wrote over: the
+                    // hold is corrected to the request (raised: it fits).
+                    if held > weight {
+                        st.meta_used = st.meta_used.saturating_sub(held - weight);
+                        st.lowered = true;
+                    } else {
+                        st.meta_used += weight - held;
+                        st.raised = true;
+                    }
+                    st.holders[i].weight = weight;
+                    st.holders[i].recorded = Record::Kept(weight);
+                }
+                let h = &mut st.holders[i];
+                h.claimed = true;
+                h.expires = h.expires.max(now + self.config.lease);
+                let (token, until) = (h.token, h.expires);
+                if self.config.stale_meta {
+                    st.set_until = st.set_until.max(until);
+                }
+                st.line.retain(|w| w.client != c);
+                if correct && held > weight {
+                    // Lowered: the weight given back makes room.
+                    self.admit(st, &mut stale);
+                }
+                self.end(st);
+                st.clients[usize::from(c)].phase = WPhase::Holding { token, until };
+                return;
             }
-            st.line.retain(|w| w.client != c);
-            self.end(st);
-            st.clients[usize::from(c)].phase = WPhase::Holding { token, until };
-            return;
         }
         let live_ahead = !st.line.is_empty();
         if st.line.iter().any(|w| w.client == c && w.round == round) {
@@ -725,7 +898,7 @@ impl WeightedModel {
     fn finish_round(&self, st: &mut WState, c: u8) {
         let client = &mut st.clients[usize::from(c)];
         client.round += 1;
-        client.inbox.retain(|(round, _, _)| *round >= client.round);
+        client.inbox.retain(|g| g.round >= client.round);
         client.phase = if client.round >= self.config.rounds {
             WPhase::Done
         } else {
@@ -813,7 +986,7 @@ impl WeightedModel {
         self.drop_holds(st, &mut stale, |_| true);
         for (c, token) in revoked {
             let client = &mut st.clients[usize::from(c)];
-            client.inbox.retain(|(_, t, _)| *t != token);
+            client.inbox.retain(|g| g.token != token);
             if matches!(client.phase, WPhase::Holding { token: t, .. } if t == token) {
                 self.finish_round(st, c);
             }
@@ -821,6 +994,24 @@ impl WeightedModel {
         self.reclaim(st, &mut stale);
         self.admit(st, &mut stale);
         self.end(st);
+    }
+
+    /// Whether the step `action` from `last` to `st` took a live waiter
+    /// out of the line otherwise than by a grant (its acquisition holds),
+    /// its own give-up or its death (its place's ttl ran out). Its claim
+    /// takes it out once it holds, i.e. by a grant.
+    fn place_lost(last: &WState, st: &WState, action: &WAction) -> bool {
+        last.line.iter().any(|w| {
+            let kept = |x: &SWaiter| x.client == w.client && x.round == w.round;
+            let granted = st
+                .holders
+                .iter()
+                .any(|h| h.client == w.client && h.round == w.round);
+            !st.line.iter().any(kept)
+                && !granted
+                && *action != WAction::GiveUp(w.client)
+                && w.alive_until > st.now
+        })
     }
 
     fn believers(st: &WState) -> impl Iterator<Item = (u8, u16, u8)> + '_ {
@@ -870,6 +1061,12 @@ impl Model for WeightedModel {
             reclaimed_dead: false,
             stale_admit: false,
             rewritten_admit: false,
+            place_lost: false,
+            raised: false,
+            requeued: false,
+            requeued_admit: false,
+            lowered: false,
+            above_admitted: false,
         }]
     }
 
@@ -896,13 +1093,27 @@ impl Model for WeightedModel {
         }
         for (i, client) in st.clients.iter().enumerate() {
             let c = i as u8;
-            if self.config.foreign_data {
-                if st.forged_record.is_none() && st.line.iter().any(|w| w.client == c) {
-                    actions.push(WAction::ForgeRecord(c));
+            if st.forged_record.is_none() && st.line.iter().any(|w| w.client == c) {
+                let weight = self.config.weights[i];
+                let cap = self.config.capacity;
+                if self.config.foreign_data {
+                    actions.push(WAction::ForgeRecord(c, 0));
                 }
-                if !st.forged_weight && st.holders.iter().any(|h| h.client == c) {
-                    actions.push(WAction::ForgeWeight(c));
+                if self.config.forged_weights {
+                    if weight > 1 {
+                        actions.push(WAction::ForgeRecord(c, weight - 1));
+                    }
+                    if weight < cap {
+                        actions.push(WAction::ForgeRecord(c, weight + 1));
+                    }
+                    actions.push(WAction::ForgeRecord(c, cap + 1));
                 }
+            }
+            if self.config.foreign_data
+                && !st.forged_weight
+                && st.holders.iter().any(|h| h.client == c)
+            {
+                actions.push(WAction::ForgeWeight(c));
             }
             if client.crashed {
                 continue;
@@ -963,17 +1174,23 @@ impl Model for WeightedModel {
                 self.renew(&mut st, c, token);
             }
             WAction::Deliver(c) => {
+                let weight = self.config.weights[usize::from(c)];
+                let trusts_any = self.is(Mutant::GrantIgnoresWeight);
                 let client = &mut st.clients[usize::from(c)];
-                let (round, token, expires) = client.inbox.remove(0);
-                // A grant for the acquisition still waiting is trusted
-                // until its expiry; any other is stale.
-                if round == client.round
+                let grant = client.inbox.remove(0);
+                // A grant for the acquisition still waiting, at the weight
+                // it asked for, is trusted until its expiry; any other is
+                // stale, or only a wake-up (made at a record another
+                // program wrote over: the next attempt's claim corrects
+                // it).
+                if grant.round == client.round
+                    && (grant.weight == weight || trusts_any)
                     && matches!(client.phase, WPhase::Waiting { .. })
-                    && expires > st.now
+                    && grant.expires > st.now
                 {
                     client.phase = WPhase::Holding {
-                        token,
-                        until: expires,
+                        token: grant.token,
+                        until: grant.expires,
                     };
                 }
             }
@@ -986,10 +1203,10 @@ impl Model for WeightedModel {
                 client.inbox.clear();
             }
             WAction::ForceRelease => self.force_release(&mut st),
-            WAction::ForgeRecord(c) => {
-                st.forged_record = Some(c);
+            WAction::ForgeRecord(c, weight) => {
                 for w in st.line.iter_mut().filter(|w| w.client == c) {
-                    w.record = 0;
+                    w.record = weight;
+                    st.forged_record = Some((c, w.round, weight));
                 }
             }
             WAction::ForgeWeight(c) => {
@@ -1001,6 +1218,9 @@ impl Model for WeightedModel {
         }
         if Self::believers(&st).count() >= 2 {
             st.shared = true;
+        }
+        if Self::place_lost(last, &st, &action) {
+            st.place_lost = true;
         }
         Some(st)
     }
@@ -1033,11 +1253,16 @@ impl Model for WeightedModel {
                     })
             }),
             Property::always(W_META, |_, st: &WState| !st.meta_off),
+            Property::always(W_PLACE_KEPT, |_, st: &WState| !st.place_lost),
             Property::sometimes(SOME_SHARED, |_, st: &WState| st.shared),
             Property::sometimes(SOME_GROUP, |_, st: &WState| st.group),
             Property::sometimes(SOME_RECLAIM, |_, st: &WState| st.reclaimed_dead),
             Property::sometimes(SOME_STALE_ADMIT, |_, st: &WState| st.stale_admit),
             Property::sometimes(SOME_REWRITTEN, |_, st: &WState| st.rewritten_admit),
+            Property::sometimes(SOME_RAISED, |_, st: &WState| st.raised),
+            Property::sometimes(SOME_REQUEUED, |_, st: &WState| st.requeued_admit),
+            Property::sometimes(SOME_LOWERED, |_, st: &WState| st.lowered),
+            Property::sometimes(SOME_ABOVE_ADMITTED, |_, st: &WState| st.above_admitted),
         ]
     }
 }
