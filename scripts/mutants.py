@@ -307,6 +307,27 @@ MUTANTS = [
           "  if false then\n    weight = nil\n  end")],
     ),
     Mutant(
+        "native_sem_grant_ignores_weight", "weighted:grant_ignores_weight",
+        "a semaphore's grant is signed without its weight, and the claim keeps a hold of "
+        "another weight than its request (native weighted_prelude.lua admit, sem_acquire.lua)",
+        ["semaphore_native_records"],
+        [(NATIVE + "weighted_prelude.lua",
+          "        if kind.weighted then\n          key = nonce .. ':w' .. decimal(weight)",
+          "        if false then\n          key = nonce .. ':w' .. decimal(weight)"),
+         (NATIVE + "sem_acquire.lua",
+          "if mine.owner and mine.weight ~= weight then",
+          "if false then")],
+    ),
+    Mutant(
+        "native_sem_refuse_never_fits", "weighted:refuse_never_fits",
+        "a head whose line record is above the total is dropped from the line "
+        "(native weighted_prelude.lua admit)",
+        ["semaphore_native_records"],
+        [(NATIVE + "weighted_prelude.lua",
+          "      redis.call('publish', channel_prefix .. ':' .. head, 'refused')\n      break\n",
+          "      leave_queue(head)\n      redis.call('publish', channel_prefix .. ':' .. head, 'refused')\n")],
+    ),
+    Mutant(
         "rw_reader_beside_writer", NOT_MODELLED,
         "a reader is admitted while another owner writes (redisson rw_read_acquire.lua)",
         ["read_write"],

@@ -84,7 +84,8 @@
 //!
 //! Since the claim corrects a hold of any weight but the request, a
 //! record of weight 0 admitted (the mutant [`Mutant::AdmitWeightZero`])
-//! breaks no property any more: its hold is corrected as a lowered one's.
+//! oversteps no capacity any more; what catches it is [`W_HOLD_WEIGHT`]:
+//! the scripts refuse the hold key of weight 0 it writes.
 
 use stateright::{Model, Property};
 
@@ -120,6 +121,10 @@ pub const SOME_REWRITTEN: &str = "sometimes a waiter whose record was written ov
 /// claim, or its death (its place's ttl ran out).
 pub const W_PLACE_KEPT: &str =
     "a live waiter leaves the line only by a grant, its own give-up or claim, or its death";
+/// Every hold granted weighs at least 1: the scripts refuse a hold key of
+/// weight 0 as not a semaphore's (its waiter's next call would get
+/// `NOTALOCK`, and its release could give nothing back).
+pub const W_HOLD_WEIGHT: &str = "every hold granted weighs at least 1";
 /// Sometimes a hold granted at a record written over below its request is
 /// raised to the request by its claim.
 pub const SOME_RAISED: &str = "sometimes a hold granted below its request is raised at its claim";
@@ -138,7 +143,7 @@ pub const SOME_ABOVE_ADMITTED: &str =
     "sometimes a waiter whose record was written over above the capacity is admitted";
 
 /// The names of the `always` properties.
-pub const W_SAFETY: [&str; 8] = [
+pub const W_SAFETY: [&str; 9] = [
     CAPACITY,
     W_BELIEF_BACKED,
     W_TOKENS,
@@ -147,6 +152,7 @@ pub const W_SAFETY: [&str; 8] = [
     W_WAITS_END,
     W_META,
     W_PLACE_KEPT,
+    W_HOLD_WEIGHT,
 ];
 /// The names of the `sometimes` properties.
 pub const W_WITNESSES: [&str; 9] = [
@@ -473,6 +479,8 @@ pub struct WState {
     stale_admit: bool,
     rewritten_admit: bool,
     place_lost: bool,
+    /// A hold of weight 0 was granted.
+    weightless_hold: bool,
     raised: bool,
     /// The waiter whose record was written over went back to the head of
     /// the line (its hold given back).
@@ -581,6 +589,9 @@ impl WeightedModel {
     fn added(&self, st: &mut WState, stale: &mut bool, mut holder: SHolder) {
         if *stale {
             st.stale_admit = true;
+        }
+        if holder.weight < 1 {
+            st.weightless_hold = true;
         }
         st.meta_used += holder.weight;
         if self.config.stale_meta {
@@ -1062,6 +1073,7 @@ impl Model for WeightedModel {
             stale_admit: false,
             rewritten_admit: false,
             place_lost: false,
+            weightless_hold: false,
             raised: false,
             requeued: false,
             requeued_admit: false,
@@ -1254,6 +1266,7 @@ impl Model for WeightedModel {
             }),
             Property::always(W_META, |_, st: &WState| !st.meta_off),
             Property::always(W_PLACE_KEPT, |_, st: &WState| !st.place_lost),
+            Property::always(W_HOLD_WEIGHT, |_, st: &WState| !st.weightless_hold),
             Property::sometimes(SOME_SHARED, |_, st: &WState| st.shared),
             Property::sometimes(SOME_GROUP, |_, st: &WState| st.group),
             Property::sometimes(SOME_RECLAIM, |_, st: &WState| st.reclaimed_dead),

@@ -6,8 +6,8 @@ use std::collections::HashSet;
 
 use fairlock_model::weighted::{
     CAPACITY, Config, Mutant, SOME_ABOVE_ADMITTED, SOME_LOWERED, SOME_RAISED, SOME_REQUEUED,
-    SOME_REWRITTEN, SOME_STALE_ADMIT, W_BELIEF_BACKED, W_FIFO, W_META, W_NO_IDLE, W_PLACE_KEPT,
-    W_SAFETY, W_TOKENS, W_WITNESSES, WeightedModel,
+    SOME_REWRITTEN, SOME_STALE_ADMIT, W_BELIEF_BACKED, W_FIFO, W_HOLD_WEIGHT, W_META, W_NO_IDLE,
+    W_PLACE_KEPT, W_SAFETY, W_TOKENS, W_WITNESSES, WeightedModel,
 };
 use stateright::{Checker, Model};
 
@@ -124,9 +124,14 @@ fn every_mutant_is_caught() {
         ..Config::stale_meta()
     };
     caught(Mutant::StaleCleanupAfterAdded, forced_only, W_META);
-    // Mutant::AdmitWeightZero is no longer caught: a grant made at a
-    // record of weight 0 is only a wake-up to its waiter, whose claim
-    // corrects the hold as a lowered record's (see its docs).
+    // A grant at a record of weight 0 is only a wake-up to its waiter,
+    // whose claim corrects the hold as a lowered record's: what is wrong
+    // is the hold of weight 0 it wrote.
+    caught(
+        Mutant::AdmitWeightZero,
+        Config::foreign_data(),
+        W_HOLD_WEIGHT,
+    );
     caught(Mutant::WeightReadAsZero, Config::foreign_data(), W_META);
     caught(
         Mutant::GrantIgnoresWeight,
