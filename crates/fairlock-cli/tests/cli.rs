@@ -399,6 +399,11 @@ fn redisson_keys_are_written() {
     let (uuid, thread) = owner[0].rsplit_once(':').unwrap();
     assert_eq!(uuid.len(), 36);
     assert!(thread.parse::<u64>().is_ok());
+    // The waiter subscribes to its channel after its first attempt
+    // queued it (that attempt's reply says it waits): seen a moment later.
+    wait_until(Duration::from_secs(10), "subscribed", || {
+        !server.wait_channels().is_empty()
+    });
     let channels: Vec<String> = server.wait_channels();
     assert_eq!(
         channels,
