@@ -768,3 +768,55 @@ async fn malformed_numbers_anywhere_are_refused_or_not_trusted() {
         left_clean(&server, &name);
     }
 }
+
+// ---- Adversarial review of the line records written over with another
+// weight (issue 33's newest fix: grants signed over their weight, the claim
+// correcting the hold, a record above the total keeping its place), where
+// it meets `set_permits`, cancellation and a force-release.
+
+/// `set_permits` lowers the total beneath the head's request while a
+/// smaller request behind it would fit: the head is refused and leaves the
+/// line with `InvalidConfig`, and the request behind it gets the free
+/// permit at once, as the line's head that now fits (the engine's invariant
+/// 3: after every script the first live waiter does not fit). Waiters here
+/// poll every 20 s: a grant later than a few seconds waited for its poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_one_refused_by_a_lowered_total_is_admitted_at_once() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("lowered-total", 3).unwrap();
+    let one = sem.acquire(1).await.unwrap();
+    let big = ask(&sem, 3);
+    queued(&server, "lowered-total", 1, "the request of 3 queued").await;
+    let small = ask(&sem, 1);
+    queued(&server, "lowered-total", 2, "a request of 1 behind it").await;
+    sem.set_permits(2).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), big)
+        .await
+        .expect("the request of 3 is refused at once")
+        .unwrap()
+        .expect_err("3 permits of 2");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    let small = tokio::time::timeout(Duration::from_secs(3), small)
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the request of 1 (1 + 1 of 2 permits: it fits) still waits after its head \
+                 left; line {:?}, meta {:?}",
+                server.cmd::<Vec<String>>(&[
+                    "ZRANGE",
+                    "fairlock:{lowered-total}:sem:queue",
+                    "0",
+                    "-1"
+                ]),
+                server.cmd::<Vec<String>>(&["HGETALL", "fairlock:{lowered-total}:sem:meta"]),
+            )
+        })
+        .unwrap()
+        .unwrap();
+    small.release().await.unwrap();
+    one.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 2);
+    left_clean(&server, "lowered-total");
+}

@@ -37,8 +37,12 @@ if bad then
 end
 if not held.owner and kind.never_fits(weight) then
   -- Nothing is written (but its place in line, if the total was lowered
-  -- beneath its request while it waited).
-  leave_queue(id)
+  -- beneath its request while it waited). A head that left may let the
+  -- waiters behind it in (admit() stopped the line at it): they are
+  -- admitted now, not at their next attempt.
+  if leave_queue(id) == 1 then
+    after_release(prefix, waiter_ttl)
+  end
   return {6, sem.capacity}
 end
 
