@@ -820,3 +820,44 @@ async fn a_waiter_behind_one_refused_by_a_lowered_total_is_admitted_at_once() {
     assert_eq!(sem.available().await.unwrap(), 2);
     left_clean(&server, "lowered-total");
 }
+
+/// A line record written over with a smaller weight (`1` for a request of
+/// 3) is granted by a `set_permits` that lowers the total beneath the
+/// request (1 + 1 of 2 fit): the waiter does not trust the grant, and its
+/// attempt finds its request above the new total. It must leave the line
+/// with `InvalidConfig` then, and the request of 1 behind it get the free
+/// permit, as when the total is lowered beneath a waiter that was not
+/// granted (`set_permits_up_and_down`). Waiters here poll every 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lowered_grant_whose_request_is_above_a_lowered_total_is_refused_at_once() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let name = "lowered-both";
+    let sem = client.semaphore(name, 3).unwrap();
+    let one = sem.acquire(1).await.unwrap();
+    let big = ask(&sem, 3);
+    queued(&server, name, 1, "the request of 3 queued").await;
+    let small = ask(&sem, 1);
+    queued(&server, name, 2, "a request of 1 behind it").await;
+    forge_record(&server, name, 0, "1");
+    sem.set_permits(2).await.unwrap();
+    let line =
+        || server.cmd::<Vec<String>>(&["ZRANGE", "fairlock:{lowered-both}:sem:queue", "0", "-1"]);
+    let err = tokio::time::timeout(Duration::from_secs(3), big)
+        .await
+        .unwrap_or_else(|_| panic!("the request of 3 of 2 still waits: line {:?}", line()))
+        .unwrap()
+        .expect_err("3 permits of 2");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    let small = tokio::time::timeout(Duration::from_secs(3), small)
+        .await
+        .unwrap_or_else(|_| panic!("the request of 1 still waits: line {:?}", line()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(sem.available().await.unwrap(), 0, "1 + 1 of 2 held");
+    small.release().await.unwrap();
+    one.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 2);
+    left_clean(&server, name);
+}

@@ -93,6 +93,15 @@ if mine.owner and mine.weight ~= weight then
     end
   else
     drop_hold(id, mine.weight)
+    if kind.never_fits(weight) then
+      -- The total was lowered beneath the request since it queued (the
+      -- grant, at the record's weight, fitted the new total): it leaves
+      -- with the error, as a waiter refused at the head does (above), and
+      -- what it gave back admits the line behind it. Queued again, it
+      -- would stop the line until its next attempt.
+      after_release(prefix, waiter_ttl)
+      return {6, sem.capacity}
+    end
     if queue then
       local head = redis.call('zrange', KEYS[2], '0', '0', 'withscores')[2]
       local seq
