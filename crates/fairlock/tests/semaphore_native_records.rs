@@ -861,3 +861,75 @@ async fn a_lowered_grant_whose_request_is_above_a_lowered_total_is_refused_at_on
     assert_eq!(sem.available().await.unwrap(), 2);
     left_clean(&server, name);
 }
+
+/// After a correction, everything reads the corrected hold: a request of
+/// 3 granted at a record lowered to 1 (beside a request of 2) gives its 1
+/// back and goes back to the head; once admitted at 3, `inspect` and
+/// `available()` count its 3, its token is above every token drawn before
+/// (the grant it gave back, the request of 2's), and its release gives
+/// back 3. A raised hold (its record lowered, then 2 more taken at its
+/// claim) counts 3 and gives back 3 too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrected_hold_is_counted_shown_and_given_back_at_its_request() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let name = "corrected";
+    let sem = client.semaphore(name, 3).unwrap();
+    let all = sem.acquire(3).await.unwrap();
+    let before = all.token().unwrap();
+    let first = ask(&sem, 3);
+    queued(&server, name, 1, "the request of 3 queued").await;
+    let second = ask(&sem, 2);
+    queued(&server, name, 2, "the request of 2 queued").await;
+    forge_record(&server, name, 0, "1");
+    all.release().await.unwrap();
+    let second = granted(second, "the request of 2").await;
+    queued(&server, name, 1, "the request of 3 back in line").await;
+    let token: String = server.cmd(&["HGET", "fairlock:{corrected}:sem:meta", "token"]);
+    let drawn: u64 = token.parse().unwrap();
+    // Drawn in line order: the grant given back, then the request of 2's.
+    assert_eq!(Some(drawn), second.token());
+    assert!(drawn > before);
+    assert_eq!(
+        sem.available().await.unwrap(),
+        1,
+        "the request of 2 holds 2 of 3"
+    );
+    second.release().await.unwrap();
+    let first = granted(first, "the request of 3").await;
+    assert!(
+        first.token().unwrap() > drawn,
+        "token {:?} not above the {drawn} drawn for the grant it gave back",
+        first.token()
+    );
+    let info = sem.inspect().await.unwrap();
+    assert_eq!(info.available, 0, "{info:?}");
+    assert_eq!(info.taken.len(), 1, "{info:?}");
+    assert_eq!(info.taken[0].permits, 3, "{info:?}");
+    first.release().await.unwrap();
+    assert_eq!(sem.available().await.unwrap(), 3, "the 3 given back");
+
+    // Raised at its claim.
+    let all = sem.acquire(3).await.unwrap();
+    let raised = ask(&sem, 3);
+    queued(&server, name, 1, "a request of 3 queued").await;
+    forge_record(&server, name, 0, "1");
+    all.release().await.unwrap();
+    let raised = granted(raised, "the request of 3, raised").await;
+    let info = sem.inspect().await.unwrap();
+    assert_eq!(info.available, 0, "{info:?}");
+    assert_eq!(info.taken[0].permits, 3, "{info:?}");
+    let weight: String = server.cmd(&[
+        "HGET",
+        "fairlock:{corrected}:sem:meta",
+        &format!("w:{}", raised.ids()[0]),
+    ]);
+    assert_eq!(weight, "3", "meta records the raised weight");
+    raised.release().await.unwrap();
+    assert_eq!(sem.available().await.unwrap(), 3, "the 3 given back");
+    client.flush().await;
+    left_clean(&server, name);
+}
