@@ -933,3 +933,39 @@ async fn a_corrected_hold_is_counted_shown_and_given_back_at_its_request() {
     client.flush().await;
     left_clean(&server, name);
 }
+
+/// A waiter cancelled once its lowered grant was given back and it went
+/// back to the head of the line: it leaves the line (no ghost at the head),
+/// and the request behind it that fits is admitted at once. Waiters here
+/// poll every 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_cancelled_back_at_the_head_lets_the_line_in() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let name = "requeued-cancel";
+    let sem = client.semaphore(name, 3).unwrap();
+    let all = sem.acquire(3).await.unwrap();
+    let first = ask(&sem, 3);
+    queued(&server, name, 1, "the request of 3 queued").await;
+    let second = ask(&sem, 2);
+    queued(&server, name, 2, "the request of 2 queued").await;
+    forge_record(&server, name, 0, "1");
+    all.release().await.unwrap();
+    let second = granted(second, "the request of 2").await;
+    queued(&server, name, 1, "the request of 3 back in line").await;
+    let third = ask(&sem, 1);
+    queued(&server, name, 2, "a request of 1 behind it").await;
+    first.abort();
+    let third = tokio::time::timeout(Duration::from_secs(3), third)
+        .await
+        .expect("the request of 1 admitted once the head left")
+        .unwrap()
+        .unwrap();
+    queued(&server, name, 0, "nobody left in line").await;
+    assert_eq!(sem.available().await.unwrap(), 0, "2 + 1 of 3");
+    second.release().await.unwrap();
+    third.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 3);
+    left_clean(&server, name);
+}
