@@ -328,6 +328,25 @@ MUTANTS = [
           "      leave_queue(head)\n      redis.call('publish', channel_prefix .. ':' .. head, 'refused')\n")],
     ),
     Mutant(
+        "native_sem_refused_admits_nobody", NOT_MODELLED,
+        "a waiter refused by a lowered total leaves the line without admitting the waiters "
+        "behind it that fit (native sem_acquire.lua; the weighted model has no set_permits)",
+        ["semaphore_native_records"],
+        [(NATIVE + "sem_acquire.lua",
+          "  if leave_queue(id) == 1 then\n    after_release(prefix, waiter_ttl)\n  end\n",
+          "  leave_queue(id)\n")],
+    ),
+    Mutant(
+        "native_sem_requeues_above_total", NOT_MODELLED,
+        "a grant at a lowered record's weight whose request is above a total lowered since "
+        "is given back and queued again at the head, stopping the line (native sem_acquire.lua; "
+        "the weighted model has no set_permits)",
+        ["semaphore_native_records"],
+        [(NATIVE + "sem_acquire.lua",
+          "    if kind.never_fits(weight) then\n      -- The total was lowered",
+          "    if false then\n      -- The total was lowered")],
+    ),
+    Mutant(
         "rw_reader_beside_writer", NOT_MODELLED,
         "a reader is admitted while another owner writes (redisson rw_read_acquire.lua)",
         ["read_write"],

@@ -768,3 +768,204 @@ async fn malformed_numbers_anywhere_are_refused_or_not_trusted() {
         left_clean(&server, &name);
     }
 }
+
+// ---- Adversarial review of the line records written over with another
+// weight (issue 33's newest fix: grants signed over their weight, the claim
+// correcting the hold, a record above the total keeping its place), where
+// it meets `set_permits`, cancellation and a force-release.
+
+/// `set_permits` lowers the total beneath the head's request while a
+/// smaller request behind it would fit: the head is refused and leaves the
+/// line with `InvalidConfig`, and the request behind it gets the free
+/// permit at once, as the line's head that now fits (the engine's invariant
+/// 3: after every script the first live waiter does not fit). Waiters here
+/// poll every 20 s: a grant later than a few seconds waited for its poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_one_refused_by_a_lowered_total_is_admitted_at_once() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("lowered-total", 3).unwrap();
+    let one = sem.acquire(1).await.unwrap();
+    let big = ask(&sem, 3);
+    queued(&server, "lowered-total", 1, "the request of 3 queued").await;
+    let small = ask(&sem, 1);
+    queued(&server, "lowered-total", 2, "a request of 1 behind it").await;
+    sem.set_permits(2).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), big)
+        .await
+        .expect("the request of 3 is refused at once")
+        .unwrap()
+        .expect_err("3 permits of 2");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    let small = tokio::time::timeout(Duration::from_secs(3), small)
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the request of 1 (1 + 1 of 2 permits: it fits) still waits after its head \
+                 left; line {:?}, meta {:?}",
+                server.cmd::<Vec<String>>(&[
+                    "ZRANGE",
+                    "fairlock:{lowered-total}:sem:queue",
+                    "0",
+                    "-1"
+                ]),
+                server.cmd::<Vec<String>>(&["HGETALL", "fairlock:{lowered-total}:sem:meta"]),
+            )
+        })
+        .unwrap()
+        .unwrap();
+    small.release().await.unwrap();
+    one.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 2);
+    left_clean(&server, "lowered-total");
+}
+
+/// A line record written over with a smaller weight (`1` for a request of
+/// 3) is granted by a `set_permits` that lowers the total beneath the
+/// request (1 + 1 of 2 fit): the waiter does not trust the grant, and its
+/// attempt finds its request above the new total. It must leave the line
+/// with `InvalidConfig` then, and the request of 1 behind it get the free
+/// permit, as when the total is lowered beneath a waiter that was not
+/// granted (`set_permits_up_and_down`). Waiters here poll every 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lowered_grant_whose_request_is_above_a_lowered_total_is_refused_at_once() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let name = "lowered-both";
+    let sem = client.semaphore(name, 3).unwrap();
+    let one = sem.acquire(1).await.unwrap();
+    let big = ask(&sem, 3);
+    queued(&server, name, 1, "the request of 3 queued").await;
+    let small = ask(&sem, 1);
+    queued(&server, name, 2, "a request of 1 behind it").await;
+    forge_record(&server, name, 0, "1");
+    sem.set_permits(2).await.unwrap();
+    let line =
+        || server.cmd::<Vec<String>>(&["ZRANGE", "fairlock:{lowered-both}:sem:queue", "0", "-1"]);
+    let err = tokio::time::timeout(Duration::from_secs(3), big)
+        .await
+        .unwrap_or_else(|_| panic!("the request of 3 of 2 still waits: line {:?}", line()))
+        .unwrap()
+        .expect_err("3 permits of 2");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    let small = tokio::time::timeout(Duration::from_secs(3), small)
+        .await
+        .unwrap_or_else(|_| panic!("the request of 1 still waits: line {:?}", line()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(sem.available().await.unwrap(), 0, "1 + 1 of 2 held");
+    small.release().await.unwrap();
+    one.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 2);
+    left_clean(&server, name);
+}
+
+/// After a correction, everything reads the corrected hold: a request of
+/// 3 granted at a record lowered to 1 (beside a request of 2) gives its 1
+/// back and goes back to the head; once admitted at 3, `inspect` and
+/// `available()` count its 3, its token is above every token drawn before
+/// (the grant it gave back, the request of 2's), and its release gives
+/// back 3. A raised hold (its record lowered, then 2 more taken at its
+/// claim) counts 3 and gives back 3 too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrected_hold_is_counted_shown_and_given_back_at_its_request() {
+    let server = RedisServer::start();
+    let client = support::client_with(&server, Protocol::Native, |c| {
+        c.waiter_ttl(Duration::from_secs(3))
+    })
+    .await;
+    let name = "corrected";
+    let sem = client.semaphore(name, 3).unwrap();
+    let all = sem.acquire(3).await.unwrap();
+    let before = all.token().unwrap();
+    let first = ask(&sem, 3);
+    queued(&server, name, 1, "the request of 3 queued").await;
+    let second = ask(&sem, 2);
+    queued(&server, name, 2, "the request of 2 queued").await;
+    forge_record(&server, name, 0, "1");
+    all.release().await.unwrap();
+    let second = granted(second, "the request of 2").await;
+    queued(&server, name, 1, "the request of 3 back in line").await;
+    let token: String = server.cmd(&["HGET", "fairlock:{corrected}:sem:meta", "token"]);
+    let drawn: u64 = token.parse().unwrap();
+    // Drawn in line order: the grant given back, then the request of 2's.
+    assert_eq!(Some(drawn), second.token());
+    assert!(drawn > before);
+    assert_eq!(
+        sem.available().await.unwrap(),
+        1,
+        "the request of 2 holds 2 of 3"
+    );
+    second.release().await.unwrap();
+    let first = granted(first, "the request of 3").await;
+    assert!(
+        first.token().unwrap() > drawn,
+        "token {:?} not above the {drawn} drawn for the grant it gave back",
+        first.token()
+    );
+    let info = sem.inspect().await.unwrap();
+    assert_eq!(info.available, 0, "{info:?}");
+    assert_eq!(info.taken.len(), 1, "{info:?}");
+    assert_eq!(info.taken[0].permits, 3, "{info:?}");
+    first.release().await.unwrap();
+    assert_eq!(sem.available().await.unwrap(), 3, "the 3 given back");
+
+    // Raised at its claim.
+    let all = sem.acquire(3).await.unwrap();
+    let raised = ask(&sem, 3);
+    queued(&server, name, 1, "a request of 3 queued").await;
+    forge_record(&server, name, 0, "1");
+    all.release().await.unwrap();
+    let raised = granted(raised, "the request of 3, raised").await;
+    let info = sem.inspect().await.unwrap();
+    assert_eq!(info.available, 0, "{info:?}");
+    assert_eq!(info.taken[0].permits, 3, "{info:?}");
+    let weight: String = server.cmd(&[
+        "HGET",
+        "fairlock:{corrected}:sem:meta",
+        &format!("w:{}", raised.ids()[0]),
+    ]);
+    assert_eq!(weight, "3", "meta records the raised weight");
+    raised.release().await.unwrap();
+    assert_eq!(sem.available().await.unwrap(), 3, "the 3 given back");
+    client.flush().await;
+    left_clean(&server, name);
+}
+
+/// A waiter cancelled once its lowered grant was given back and it went
+/// back to the head of the line: it leaves the line (no ghost at the head),
+/// and the request behind it that fits is admitted at once. Waiters here
+/// poll every 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_cancelled_back_at_the_head_lets_the_line_in() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let name = "requeued-cancel";
+    let sem = client.semaphore(name, 3).unwrap();
+    let all = sem.acquire(3).await.unwrap();
+    let first = ask(&sem, 3);
+    queued(&server, name, 1, "the request of 3 queued").await;
+    let second = ask(&sem, 2);
+    queued(&server, name, 2, "the request of 2 queued").await;
+    forge_record(&server, name, 0, "1");
+    all.release().await.unwrap();
+    let second = granted(second, "the request of 2").await;
+    queued(&server, name, 1, "the request of 3 back in line").await;
+    let third = ask(&sem, 1);
+    queued(&server, name, 2, "a request of 1 behind it").await;
+    first.abort();
+    let third = tokio::time::timeout(Duration::from_secs(3), third)
+        .await
+        .expect("the request of 1 admitted once the head left")
+        .unwrap()
+        .unwrap();
+    queued(&server, name, 0, "nobody left in line").await;
+    assert_eq!(sem.available().await.unwrap(), 0, "2 + 1 of 3");
+    second.release().await.unwrap();
+    third.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 3);
+    left_clean(&server, name);
+}

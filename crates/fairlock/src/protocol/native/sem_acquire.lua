@@ -37,8 +37,12 @@ if bad then
 end
 if not held.owner and kind.never_fits(weight) then
   -- Nothing is written (but its place in line, if the total was lowered
-  -- beneath its request while it waited).
-  leave_queue(id)
+  -- beneath its request while it waited). A head that left may let the
+  -- waiters behind it in (admit() stopped the line at it): they are
+  -- admitted now, not at their next attempt.
+  if leave_queue(id) == 1 then
+    after_release(prefix, waiter_ttl)
+  end
   return {6, sem.capacity}
 end
 
@@ -89,6 +93,15 @@ if mine.owner and mine.weight ~= weight then
     end
   else
     drop_hold(id, mine.weight)
+    if kind.never_fits(weight) then
+      -- The total was lowered beneath the request since it queued (the
+      -- grant, at the record's weight, fitted the new total): it leaves
+      -- with the error, as a waiter refused at the head does (above), and
+      -- what it gave back admits the line behind it. Queued again, it
+      -- would stop the line until its next attempt.
+      after_release(prefix, waiter_ttl)
+      return {6, sem.capacity}
+    end
     if queue then
       local head = redis.call('zrange', KEYS[2], '0', '0', 'withscores')[2]
       local seq
