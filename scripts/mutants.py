@@ -283,7 +283,7 @@ MUTANTS = [
         "native_sem_stale_cleanup_after_added", "weighted:stale_cleanup_after_added",
         "an admission records its weight before meta's clean-up of stale meta, which deletes it "
         "(native sem_prelude.lua kind.added)",
-        ["semaphore_native"],
+        ["semaphore_native_records", "semaphore_native"],
         [(NATIVE + "sem_prelude.lua",
           "  sem_write()\n  redis.call('hset', KEYS[4], 'w:' .. id, decimal(weight))\nend",
           "  redis.call('hset', KEYS[4], 'w:' .. id, decimal(weight))\n  sem_write()\nend")],
@@ -292,7 +292,7 @@ MUTANTS = [
         "native_sem_weight_read_as_zero", "weighted:weight_read_as_zero",
         "a hold's end gives back meta's weight, 0 when it is not one, never its key's, "
         "and counts nothing again (native sem_prelude.lua kind.removed)",
-        ["semaphore_native"],
+        ["semaphore_native_records", "semaphore_native"],
         [(NATIVE + "sem_prelude.lua",
           "  elseif not weight then\n    weight = meta_weight(id)\n    if not weight then\n",
           "  else\n    weight = meta_weight(id) or 0\n    if false then\n")],
@@ -301,7 +301,7 @@ MUTANTS = [
         "native_sem_admits_weight_zero", "weighted:admit_weight_zero",
         "a line record whose weight is 0 is admitted as a holder of weight 0 "
         "(native weighted_prelude.lua waiter_of)",
-        ["semaphore_native"],
+        ["semaphore_native_records", "semaphore_native"],
         [(NATIVE + "weighted_prelude.lua",
           "  if weight and weight < 1 then\n    weight = nil\n  end",
           "  if false then\n    weight = nil\n  end")],
