@@ -347,6 +347,16 @@ MUTANTS = [
           "    if false then\n      -- The total was lowered")],
     ),
     Mutant(
+        "redisson_sem_wait_past_deadline", NOT_MODELLED,
+        "a Redisson semaphore's attempt may be sent again for the whole retry budget, not "
+        "until the wait's deadline (semaphore.rs wait_for)",
+        ["semaphore"],
+        [(SRC + "semaphore.rs",
+          "let retry_until = deadline.unwrap_or_else(|| Instant::now() + core.config().retry_budget);",
+          "let retry_until = Instant::now() + core.config().retry_budget;")],
+        protocols=("redisson",),
+    ),
+    Mutant(
         "rw_reader_beside_writer", NOT_MODELLED,
         "a reader is admitted while another owner writes (redisson rw_read_acquire.lua)",
         ["read_write"],
