@@ -39,6 +39,12 @@ use crate::protocol::{Dialect, HoldRef, ProtocolLock, RENEW_BATCH, Renewal};
 use crate::stats::HeldLock;
 use crate::transport::Connection;
 
+/// What an unsure renewal (the hold's key on another node for now, half-way
+/// through a Cluster slot migration) reports as its error: neither renewed
+/// nor lost, it is retried as a failed call.
+const UNSURE: &str = "the hold's key is not on the node that answered (a slot migration?): \
+                      neither renewed nor lost; retried";
+
 /// What is known about one hold: lost for sure, and until when the lease
 /// the server last confirmed lasts (a local estimate, measured from when the
 /// confirming call was sent, so never later than the server's).
@@ -907,6 +913,11 @@ async fn run(
                                 next_renewal = next_renewal.min(Instant::now() + retry);
                                 entry.retry_early();
                             }
+                            events.record(Event::RenewalFailed {
+                                lock: entry.lock.name(),
+                                owner: key.owner(),
+                                error: &UNSURE,
+                            });
                             if entry.failed(key.owner(), check_only, &events) {
                                 map.remove(key);
                             }

@@ -560,6 +560,7 @@ async fn a_migration_stalled_past_a_lease_ends_the_belief_in_a_hold() {
     })
     .await;
     for (name, hold_first) in [("stalled-a", false), ("stalled-b", true)] {
+        let failures_before = client.statistics().renewal_failures;
         let sem = client.semaphore(name, 1).unwrap();
         let held = sem.acquire(1).await.unwrap();
         let lost = held.lost();
@@ -598,6 +599,12 @@ async fn a_migration_stalled_past_a_lease_ends_the_belief_in_a_hold() {
         tokio::time::timeout(Duration::from_secs(1), lost)
             .await
             .unwrap_or_else(|_| panic!("{name}: lost() resolves with the lease"));
+        // Each 'unsure' was recorded as a failed renewal (a metric and a
+        // debug event), as a failed call is.
+        assert!(
+            client.statistics().renewal_failures > failures_before,
+            "{name}: no renewal failure recorded for the unsure renewals"
+        );
         migration.move_keys();
         migration.finish();
         let other = tokio::time::timeout(Duration::from_secs(20), waiting)
