@@ -306,6 +306,11 @@ pub struct SemaphoreInfo {
     /// [`HoldMode::Permits`](crate::HoldMode::Permits)). `native` only:
     /// Redisson's semaphore has no line.
     pub queue: Vec<QueuedWaiter>,
+    /// `host:port` of the server that serves the semaphore: the server
+    /// itself, or on a Redis Cluster the master of its hash slot (all of its
+    /// keys share it), asked after the state was read. `None` when it could
+    /// not be read.
+    pub node: Option<String>,
 }
 
 impl Semaphore {
@@ -642,6 +647,12 @@ impl Semaphore {
             available,
             taken: taken.into_iter().map(|(_, permit)| permit).collect(),
             queue: Vec::new(),
+            node: shared
+                .core
+                .conn()
+                .node_for(&shared.object.name, &shared.object.name)
+                .await
+                .ok(),
         })
     }
 
@@ -789,6 +800,15 @@ async fn native_state(
 
 async fn inspect_native(handle: &LockHandle) -> Result<SemaphoreInfo> {
     let state = native_state(handle).await?;
+    let node = match native_object(handle) {
+        Ok(lock) => handle
+            .core()
+            .conn()
+            .node_for(handle.name(), lock.lock_key())
+            .await
+            .ok(),
+        Err(_) => None,
+    };
     let (total, used) = (signed(state.capacity), signed(state.used()));
     let mut holds = state.holds;
     holds.sort_by_key(|hold| hold.pttl);
@@ -811,6 +831,7 @@ async fn inspect_native(handle: &LockHandle) -> Result<SemaphoreInfo> {
             })
             .collect(),
         queue: state.queue,
+        node,
     })
 }
 

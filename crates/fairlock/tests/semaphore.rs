@@ -988,6 +988,11 @@ async fn a_cluster_serves_it_from_one_slot() {
         assert!(both.is_held(), "{name}");
         assert_eq!(node.cmd::<i64>(&["ZCARD", &taken_key]), 2, "{name}");
         assert_eq!(node.cmd::<String>(&["GET", name]), "0", "{name}");
+        assert_eq!(
+            sem.inspect().await.unwrap().node,
+            Some(node.addr()),
+            "{name}: the master of its slot"
+        );
         both.release().await.unwrap();
 
         // Held without a lease, nothing tells a waiter when to try again

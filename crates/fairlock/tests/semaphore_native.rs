@@ -696,6 +696,11 @@ async fn a_cluster_serves_it_from_one_slot() {
             assert_eq!(node.cmd::<i64>(&["EXISTS", &key]), 1, "{key} renewed");
         }
         assert!(!waiting.is_finished(), "{name}: 3 of 3 are out");
+        assert_eq!(
+            sem.inspect().await.unwrap().node,
+            Some(node.addr()),
+            "{name}: the master of its slot"
+        );
         let last = one.token();
         two.release().await.unwrap();
         let next = granted(waiting, "admitted by the release").await;
