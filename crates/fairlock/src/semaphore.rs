@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::acquire::AcquireOptions;
+use crate::acquire::{AcquireOptions, MIN_ATTEMPT_GAP};
 use crate::config::check_duration;
 use crate::core::ClientCore;
 use crate::disarm::DisarmOnDrop;
@@ -98,6 +98,11 @@ where
     let closing = core.closing();
     let deadline = wait.map(|wait| Instant::now() + wait);
     let mut subscription: Option<crate::wakeup::Subscription> = None;
+    // When the last attempt that a message woke was sent: every release
+    // wakes every waiter of a Redisson semaphore, so back-to-back messages
+    // (many releases, or anyone's PUBLISH) make a waiter try at most once
+    // per MIN_ATTEMPT_GAP, as the lock's waiters do, not once per message.
+    let mut message_woken_at: Option<Instant> = None;
     loop {
         if let Some(subscription) = &mut subscription {
             subscription.mark_seen();
@@ -129,9 +134,24 @@ where
         if let Some(left) = left {
             pause = pause.min(left);
         }
-        tokio::select! {
-            _ = listening.wait(pause) => {}
+        let woken = tokio::select! {
+            woken = listening.wait(pause) => woken,
             () = closing.cancelled() => return Err(Error::Closed),
+        };
+        if matches!(woken, crate::wakeup::Woken::Message(_)) {
+            if let Some(previous) = message_woken_at {
+                let mut due = previous + MIN_ATTEMPT_GAP;
+                if let Some(deadline) = deadline {
+                    due = due.min(deadline);
+                }
+                tokio::select! {
+                    () = tokio::time::sleep_until(due) => {}
+                    () = closing.cancelled() => return Err(Error::Closed),
+                }
+            }
+            message_woken_at = Some(Instant::now());
+        } else {
+            message_woken_at = None;
         }
     }
 }

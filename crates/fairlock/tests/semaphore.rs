@@ -1340,3 +1340,88 @@ async fn permits_only_initialise_a_semaphore_that_does_not_exist() {
     assert_eq!(count(&server, "fresh-plain").as_deref(), Some("0"));
     three.release().await.unwrap();
 }
+
+/// Every release of a Redisson semaphore wakes every waiter (one channel
+/// for all, as Redisson's), and anyone can PUBLISH on that channel: back to
+/// back, the messages make a waiter try at most once per 25 ms, as the
+/// lock's waiters do, not once per message. Both kinds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_wakeups_costs_a_waiter_a_bounded_number_of_calls() {
+    let _exclusive = support::flood::EXCLUSIVE.lock().await;
+    let server = RedisServer::start();
+    let holder = redisson(&server).await;
+    let waiter = woken_by_messages_only(&server).await;
+    let mut worst = Vec::new();
+    for counting in [false, true] {
+        let name = if counting {
+            "flood-counting"
+        } else {
+            "flood-expirable"
+        };
+        let waiting = if counting {
+            let taken = holder
+                .counting_semaphore(name, 1)
+                .unwrap()
+                .acquire(1)
+                .await
+                .unwrap();
+            let sem = waiter.counting_semaphore(name, 1).unwrap();
+            let task = tokio::spawn(async move { sem.acquire(1).await.map(drop) });
+            (Some(taken), None, task)
+        } else {
+            let taken = holder.semaphore(name, 1).unwrap().acquire(1).await.unwrap();
+            let sem = waiter.semaphore(name, 1).unwrap();
+            let task = tokio::spawn(async move { sem.acquire(1).await.map(drop) });
+            (None, Some(taken), task)
+        };
+        let channel = format!("redisson_sc:{{{name}}}");
+        eventually(Duration::from_secs(5), "waiter subscribed", || {
+            server.wait_channels().contains(&channel)
+        })
+        .await;
+        // A message every 4 ms for a second: each read on its own (a
+        // flood back to back is read in batches, one wake-up each), as the
+        // releases of many holders would come.
+        let before = server.evalsha_calls();
+        let sent = tokio::task::block_in_place(|| {
+            let mut publisher = server.conn();
+            let start = Instant::now();
+            let mut sent = 0u64;
+            while start.elapsed() < Duration::from_secs(1) {
+                let _: i64 = redis::cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg("1")
+                    .query(&mut publisher)
+                    .unwrap();
+                sent += 1;
+                std::thread::sleep(Duration::from_millis(4));
+            }
+            sent
+        });
+        let calls = server.evalsha_calls() - before;
+        println!(
+            "counting={counting}: {sent} messages on {channel} in 1 s -> {calls} scripts run by ONE waiter"
+        );
+        worst.push((counting, sent, calls));
+        let (counted, permits, task) = waiting;
+        if let Some(counted) = counted {
+            counted.release().await.unwrap();
+        }
+        if let Some(permits) = permits {
+            permits.release().await.unwrap();
+        }
+        tokio::time::timeout(Duration::from_secs(20), task)
+            .await
+            .expect("the waiter gets in after the release")
+            .unwrap()
+            .unwrap();
+    }
+    // Spaced by 25 ms: at most 40 calls in the second, plus a few for the
+    // subscription and the calls the messages still queued wake.
+    assert!(
+        worst
+            .iter()
+            .all(|&(_, sent, calls)| sent > 100 && calls <= 45),
+        "scripts run by one waiter in 1 s of wake-ups (counting, sent, calls): {worst:?}"
+    );
+}

@@ -5,6 +5,8 @@
 mod attempt;
 mod wait;
 
+pub(crate) use wait::MIN_ATTEMPT_GAP;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -25,8 +25,9 @@ use crate::wakeup::{Subscription, Woken};
 use crate::watchdog::HoldKind;
 
 /// The shortest time between two attempts of one waiter woken by a message
-/// that is not a grant to it (`free`, Redisson's `0`, or a forgery).
-const MIN_ATTEMPT_GAP: Duration = Duration::from_millis(25);
+/// that is not a grant to it (`free`, Redisson's `0`, or a forgery); a
+/// Redisson semaphore's waiters keep it too (`semaphore.rs`).
+pub(crate) const MIN_ATTEMPT_GAP: Duration = Duration::from_millis(25);
 
 /// Wait until granted, until `deadline`, or until the client shuts down.
 /// The deadline bounds everything, the calls in flight and the subscription
