@@ -314,12 +314,18 @@ async fn a_claim_outlasts_a_passing_refusal() {
         .waiter_ttl(Duration::from_secs(30));
     let b = LockClient::with_config(config).await.unwrap();
     let holder = a.fair_lock("c").unwrap().lock().await.unwrap();
+    let scripts_before = server.evalsha_calls();
     let waiter = {
         let lock = b.fair_lock("c").unwrap();
         tokio::spawn(async move { lock.lock().await })
     };
+    // Queued, subscribed, and the attempt made right after the
+    // subscription has run (refused, it would end the wait with NOPERM):
+    // the waiter now waits for a message.
     eventually(Duration::from_secs(5), "queued and subscribed", || {
-        queue_len(&server, Protocol::Native, "c") == 1 && !server.wait_channels().is_empty()
+        queue_len(&server, Protocol::Native, "c") == 1
+            && !server.wait_channels().is_empty()
+            && server.evalsha_calls() >= scripts_before + 2
     })
     .await;
     // B may not run scripts while the lock is handed to it.
