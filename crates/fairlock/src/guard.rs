@@ -83,7 +83,10 @@ impl LockGuard {
     /// Acquire the lock once more as the same owner: while this guard holds
     /// it, the hold count goes up by one and the new guard releases that
     /// hold. One attempt, never queues: `None` when someone else holds the
-    /// lock now (this hold was lost).
+    /// lock now (this hold was lost). While another call of the same owner
+    /// is under way (another re-entry, or the undo of one whose reply was
+    /// lost, which retries for at most the retry budget), it waits for that
+    /// call first: at most the retry budget and one response timeout.
     ///
     /// # Errors
     /// As [`LockHandle::acquire`](crate::LockHandle::acquire).

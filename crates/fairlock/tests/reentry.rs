@@ -674,3 +674,51 @@ async fn a_late_attempt_of_a_handed_over_acquisition_after_a_reentry_counts_noth
     client.shutdown().await;
     holder.shutdown().await;
 }
+
+/// A re-entry whose reply was lost leaves its undo retrying
+/// in the background, holding the owner's turn, for up to the retry
+/// budget. A second `reenter()` right after it waits for that turn; it
+/// must not answer `Ok(None)` ("someone else holds the lock now: this hold
+/// was lost") while the owner still holds the lock: once the connection is
+/// back it gets its re-entry, or an error if it cannot tell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentry_right_after_a_failed_one_does_not_report_the_hold_lost() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let proxy = Arc::new(Proxy::start(server.port()));
+        let client = connect(
+            config(&proxy.url(), protocol)
+                .response_timeout(Duration::from_millis(500))
+                .retry_budget(Duration::from_secs(6)),
+        )
+        .await;
+        let guard = client.fair_lock("again").unwrap().lock().await.unwrap();
+        // The re-entry's script runs; its reply (and every later script
+        // reply) is held: the call fails, and its undo retries.
+        proxy.hold_script_replies();
+        let first = guard.reenter().await;
+        assert!(first.is_err(), "{protocol}: its reply held: {first:?}");
+        // The connection comes back while the undo still retries.
+        let back = {
+            let proxy = Arc::clone(&proxy);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                proxy.pass();
+            })
+        };
+        let second = guard.reenter().await;
+        back.await.unwrap();
+        assert!(
+            !matches!(second, Ok(None)),
+            "{protocol}: the owner still holds the lock, yet the re-entry said it was lost"
+        );
+        // The connection came back within the retry budget: the undo ended,
+        // and the re-entry it waited for was granted.
+        assert!(matches!(second, Ok(Some(_))), "{protocol}: {second:?}");
+        assert!(guard.is_held(), "{protocol}");
+        if let Ok(Some(again)) = second {
+            again.unlock().await.unwrap();
+        }
+        guard.unlock().await.unwrap();
+    }
+}

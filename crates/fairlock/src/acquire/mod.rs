@@ -185,10 +185,18 @@ impl Plan {
         // Within the wait budget too: a slow reply or a long turn of
         // another task must not stretch it. A single attempt waits for the
         // turn at most one response timeout (the other task of the owner is
-        // then waiting in line: the owner does not hold the lock).
+        // then waiting in line: the owner does not hold the lock), but a
+        // guard's re-entry: its owner holds the lock, and the turn is held
+        // by another call of that owner or by the undo of one whose reply
+        // was lost, which retries for at most the retry budget. Answering
+        // `None` then would say the hold was lost.
+        let config = shared.core().config();
         let limit = match (self.wait, self.budget) {
             (Some(wait), _) => Some(self.started + wait),
-            (None, Budget::Once) => Some(self.started + shared.core().config().response_timeout),
+            (None, Budget::Once) if self.reenter_only => {
+                Some(self.started + config.retry_budget + config.response_timeout)
+            }
+            (None, Budget::Once) => Some(self.started + config.response_timeout),
             (None, Budget::Until(_)) => None,
         };
         let (base, turn) = match limit {
