@@ -161,9 +161,26 @@ pub async fn client_with(
         protocol,
         "client_with: pass the protocol as its argument, not through `adjust`"
     );
-    fairlock::LockClient::with_config(config)
-        .await
-        .expect("connect")
+    connect(config).await
+}
+
+/// A client with `config`. Connecting sends a few commands, each within the
+/// response timeout; a test that sets a short one (300 ms, to lose a held
+/// reply quickly) can see one pass on a loaded machine. The connection is
+/// not what such a test checks: a `Connection` error is tried again, up to
+/// 10 times; any other error panics at once.
+pub async fn connect(config: fairlock::ClientConfig) -> fairlock::LockClient {
+    let mut tries = 0;
+    loop {
+        match fairlock::LockClient::with_config(config.clone()).await {
+            Ok(client) => return client,
+            Err(err @ fairlock::Error::Connection { .. }) if tries < 10 => {
+                tries += 1;
+                eprintln!("connect, try {tries}: {err}");
+            }
+            Err(err) => panic!("connect: {err}"),
+        }
+    }
 }
 
 /// The keys a lock uses under `protocol`: (lock, queue, other queue keys).

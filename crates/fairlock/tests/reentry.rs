@@ -240,7 +240,7 @@ async fn retried_reentry_after_a_lost_reply_counts_once() {
             .protocol(protocol)
             .response_timeout(Duration::from_millis(300))
             .retry_budget(Duration::from_secs(5));
-        let client = LockClient::with_config(config).await.unwrap();
+        let client = support::connect(config).await;
         let lock = client.fair_lock("twice").unwrap();
         let owner = client.new_owner();
         let first = lock

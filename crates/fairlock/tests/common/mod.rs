@@ -23,8 +23,10 @@ pub fn config(url: &str, protocol: Protocol) -> ClientConfig {
     ClientConfig::from_url(url).unwrap().protocol(protocol)
 }
 
+/// A client with `config` (a connection error is tried again: see
+/// [`support::connect`]).
 pub async fn connect(config: ClientConfig) -> LockClient {
-    LockClient::with_config(config).await.expect("connect")
+    support::connect(config).await
 }
 
 /// A fault proxy of `server`, a client whose calls go through it with a
@@ -35,21 +37,8 @@ pub async fn behind_proxy(
     protocol: Protocol,
 ) -> (support::proxy::Proxy, LockClient, LockClient) {
     let proxy = support::proxy::Proxy::start(server.port());
-    // Connecting sends a few commands, each within the response timeout:
-    // 300 ms can pass on a loaded machine, so the connection (not what the
-    // tests check) is tried again, up to 10 times.
-    let short = config(&proxy.url(), protocol).response_timeout(Duration::from_millis(300));
-    let mut tries = 0;
-    let client = loop {
-        match LockClient::with_config(short.clone()).await {
-            Ok(client) => break client,
-            Err(err) if tries < 10 => {
-                tries += 1;
-                eprintln!("connect through the proxy, try {tries}: {err}");
-            }
-            Err(err) => panic!("connect through the proxy: {err}"),
-        }
-    };
+    let client =
+        connect(config(&proxy.url(), protocol).response_timeout(Duration::from_millis(300))).await;
     let direct = connect(config(&server.url(), protocol)).await;
     (proxy, client, direct)
 }
