@@ -23,7 +23,8 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// # Why no native name needs the last rule
 ///
 /// Every native key and channel is `fairlock:{NAME}:SUFFIX`, SUFFIX one of
-/// the lock's `lock`, `queue`, `alive`, `meta`, `leases`, `labels`,
+/// the lock's `lock`, `line`, `waiters`, `labels` (and, of the layout
+/// before version 2, `queue`, `alive`, `meta`, `leases`),
 /// `wake:OWNER`, `release:REQUEST`, the read-write lock's `rw:holders`,
 /// `rw:hold:ID`, `rw:queue`, `rw:alive`, `rw:meta`, `rw:leases`,
 /// `rw:wake:ID`, `rw:release:REQUEST`, or the semaphore's same with `sem:`.
@@ -201,10 +202,12 @@ pub(crate) fn joined(prefix: &str, suffix: &str) -> String {
 /// The keys of one lock under the `native` protocol: `fairlock:{NAME}:...`.
 /// Every key starts with the same `fairlock:{` prefix up to the name's first
 /// `}`, so they all share one cluster slot whatever the name contains.
+/// (Layout version 2, see `protocol/native/lock_prelude.lua`.)
 #[derive(Debug, Clone)]
 pub(crate) struct NativeKeys {
-    /// KEYS[1..5] of every native script: lock, queue, liveness, meta, leases.
-    pub(crate) all: [String; 5],
+    /// KEYS[1..3] of every native lock script: the lock (a string), the
+    /// line (arrival order), the waiters' records.
+    pub(crate) all: [String; 3],
     /// Channel prefix: `fairlock:{NAME}:wake`; every waiter, fair or not,
     /// listens on `...:wake:OWNER`.
     pub(crate) channel: String,
@@ -232,13 +235,7 @@ impl NativeKeys {
     pub(crate) fn new(name: &str) -> Self {
         let key = |suffix: &str| format!("fairlock:{{{name}}}:{suffix}");
         Self {
-            all: [
-                key("lock"),
-                key("queue"),
-                key("alive"),
-                key("meta"),
-                key("leases"),
-            ],
+            all: [key("lock"), key("line"), key("waiters")],
             channel: key("wake"),
             release_cache: key("release"),
             labels: key("labels"),
@@ -375,7 +372,8 @@ mod tests {
     fn native_keys_share_a_prefix() {
         let k = NativeKeys::new("orders");
         assert_eq!(k.lock(), "fairlock:{orders}:lock");
-        assert_eq!(k.all[1], "fairlock:{orders}:queue");
+        assert_eq!(k.all[1], "fairlock:{orders}:line");
+        assert_eq!(k.all[2], "fairlock:{orders}:waiters");
         assert_eq!(k.channel, "fairlock:{orders}:wake");
         assert_eq!(k.labels, "fairlock:{orders}:labels");
         assert_eq!(NativeKeys::labels_of(k.lock()), k.labels);

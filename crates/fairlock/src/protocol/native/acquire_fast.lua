@@ -1,59 +1,76 @@
 -- Native lock: the uncontended acquire, run before the prelude's helpers
--- are even defined (defining them costs as much as a few Redis calls).
+-- are even defined (defining them costs about as much as two Redis calls).
 -- Arguments as in acquire.lua; replies with the new hold's token alone (an
--- integer, see below). Its reads (`fields`, `waiting`) are reused
--- there when this fast path does not apply.
+-- integer: cheaper for the client to read than an array). Its read (`raw`)
+-- is reused there when this fast path does not apply.
 --
--- Free and nobody queued: take it. Type checks without TYPE: the lock's
--- first touch is HGETALL, the queue's ZRANGE, meta's HGET, all reads that
--- fail on another type before anything is written. Nobody waits, so no
--- waiter's refresh made meta live longer than this grant needs: its TTL is
--- set rather than kept (it still outlives the grant by 20 s). Numbers go to
--- Redis as strings where they can (Lua formats numbers with sprintf).
+-- Free and nobody waits: take it. "Nobody waits" needs no read of the line:
+-- a free marker without the flag w proves the line empty (invariant W, see
+-- lock_prelude.lua); only when the lock key is absent (never used, or gone
+-- with a lease or a marker) is the line asked (EXISTS). A non-fair taker
+-- not in line may also take a marker with k (the line's head was woken
+-- and has not waited long): that is what non-fair allows. The token continues the
+-- marker's (+1), with no TIME call; from an absent key it is the server
+-- clock in µs, as next_token() in the prelude.
 --
--- Bad data, with no call of its own: the lock is read with HGETALL (one
--- call, as HMGET was), so "free" means the key is absent, not merely a hash
--- without an owner: a hash of anyone else's fields is never taken here (the
--- prelude's lock_of refuses it in acquire.lua). Meta's token, the only
--- other value read before the first write, is checked with a pattern on
--- the text HGET returned (see counter() in common.lua, not defined yet).
-local fields = redis.call('hgetall', KEYS[1])
-local waiting = redis.call('zrange', KEYS[2], '0', '0')[1] ~= nil
-if fields[1] == nil and not waiting then
-  local last = redis.call('hget', KEYS[4], 'token')
-  if last and not (#last <= 16 and string.find(last, '^%d+$') and tonumber(last) < 9007199254740992) then
-    return redis.error_reply('NOTALOCK 4 meta field token is not a decimal integer below 2^53')
+-- Bad data: GET fails on another type (pcall: acquire.lua tells a lock of
+-- the older layout from other data) and a string that is not a lock of
+-- this layout does not match the patterns here: both go to acquire.lua,
+-- which refuses them before any write.
+local raw = redis.pcall('get', KEYS[1])
+local token, flags, request
+if raw == false then
+  if redis.call('exists', KEYS[2]) == 0 then
+    local time = redis.call('time')
+    token, flags, request = tonumber(time[1]) * 1000000 + tonumber(time[2]), '', ''
   end
-  local time = redis.call('time')
-  local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  local token = math.max(tonumber(last or '0') + 1, now_us)
+elseif type(raw) == 'string' then
+  local last, was, freed_by = string.match(raw, '^(%d+):0:(%l*)::(%w*):$')
+  -- (110: 'n', a non-fair take; only by a caller not in line itself: a
+  -- waiter taking it must leave the line, which acquire.lua does.)
+  if last and #last <= 16 and tonumber(last) < 9007199254740991
+      and (not string.find(was, 'w', 1, true)
+        or (string.find(was, 'k', 1, true) and string.byte(ARGV[4]) == 110
+          and not redis.call('zscore', KEYS[2], ARGV[1]))) then
+    -- The line may have waiters when the marker had w: the new value
+    -- keeps it.
+    token, request = tonumber(last) + 1, freed_by
+    flags = string.find(was, 'w', 1, true) and 'w' or ''
+  end
+end
+if token then
   -- As decimal() in the prelude (not defined yet): '%d' where its text
   -- proves a 64-bit C long (longer than a 32-bit one's 11 characters).
   local text = string.format('%d', token)
   if #text <= 11 then
     text = string.format('%.0f', token)
   end
-  redis.call('hset', KEYS[4], 'token', text)
-  redis.call('hset', KEYS[1], 'owner', ARGV[1], 'count', '1', 'token', text, 'claimed', '1', 'nonce', ARGV[8])
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  redis.call('pexpire', KEYS[4], tonumber(ARGV[2]) + 20000)
-  -- The client's label (write_label in common.lua, not defined yet).
-  -- Nobody else holds or waits: the labels need to last this hold only, so
-  -- their TTL is set, not kept.
+  redis.call('set', KEYS[1], text .. ':1:' .. flags .. ':' .. ARGV[6] .. ':' .. request .. ':' .. ARGV[1],
+    'px', ARGV[2])
+  -- The client's label (best effort, pcall: for `inspect` only), written
+  -- only when it is missing or would end before this lease: then kept for
+  -- two leases, so that a client taking the lock again and again writes it
+  -- once per lease, not once per take.
   local client = string.match(ARGV[1], '^(.*):[^:]*$')
-  if KEYS[6] and ARGV[9] and ARGV[9] ~= '' and client then
-    local added = redis.pcall('hset', KEYS[6], client, ARGV[9])
-    if type(added) == 'number' then
-      local count = added == 1 and redis.pcall('hlen', KEYS[6])
-      if type(count) == 'number' and count > 256 then
-        redis.call('del', KEYS[6])
-        redis.call('hset', KEYS[6], client, ARGV[9])
+  if KEYS[4] and ARGV[7] and ARGV[7] ~= '' and client then
+    local lease = tonumber(ARGV[2])
+    local left = redis.call('pttl', KEYS[4])
+    if left < lease or redis.pcall('hget', KEYS[4], client) ~= ARGV[7] then
+      local added = redis.pcall('hset', KEYS[4], client, ARGV[7])
+      if type(added) == 'number' then
+        local count = added == 1 and redis.pcall('hlen', KEYS[4])
+        if type(count) == 'number' and count > 256 then
+          redis.call('del', KEYS[4])
+          redis.call('hset', KEYS[4], client, ARGV[7])
+          left = -2
+        end
+        if left < 2 * lease then
+          local twice = 2 * lease
+          redis.call('pexpire', KEYS[4], twice < 2147483648 and string.format('%d', twice)
+            or string.format('%.0f', twice))
+        end
       end
-      redis.call('pexpire', KEYS[6], ARGV[2])
     end
   end
-  -- The token alone, an integer reply, where acquire.lua answers {1,
-  -- token}: the client reads an integer for less than an array (about
-  -- 2,900 instructions per lock + unlock with redis-rs's parser).
   return token
 end
