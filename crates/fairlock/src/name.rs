@@ -213,16 +213,16 @@ pub(crate) struct NativeKeys {
     pub(crate) channel: String,
     /// Prefix of the release result cache; `:REQUEST` is appended per call.
     pub(crate) release_cache: String,
-    /// The labels of the clients that hold or wait for the lock (hash,
-    /// client id -> label): `fairlock:{NAME}:labels`.
-    pub(crate) labels: String,
 }
 
 impl NativeKeys {
     /// The labels key of the lock whose lock key is `lock_key`
     /// (`fairlock:{NAME}:lock`, or a read-write lock's
-    /// `fairlock:{NAME}:rw:holders`): `fairlock:{NAME}:labels`, shared by
-    /// the lock and the read-write lock of one name (client id -> label).
+    /// `fairlock:{NAME}:rw:holders`): `fairlock:{NAME}:labels`, the labels
+    /// of the read-write lock's and the semaphore's holders and waiters
+    /// (client id -> label). The lock (layout version 2) keeps its holder's
+    /// label in its value and each waiter's in its record, and writes no
+    /// labels key; a renewal batch passes one per hold all the same.
     pub(crate) fn labels_of(lock_key: &str) -> String {
         let base = lock_key
             .strip_suffix(NativeRwKeys::HOLDERS_SUFFIX)
@@ -238,7 +238,6 @@ impl NativeKeys {
             all: [key("lock"), key("line"), key("waiters")],
             channel: key("wake"),
             release_cache: key("release"),
-            labels: key("labels"),
         }
     }
 
@@ -351,7 +350,7 @@ mod tests {
             NativeKeys::labels_of(k.holders()),
             "fairlock:{orders}:labels"
         );
-        assert_eq!(k.labels, NativeKeys::new("orders").labels);
+        assert_eq!(k.labels, NativeKeys::labels_of(NativeKeys::new("orders").lock()));
         let lock = NativeKeys::new("orders");
         assert!(k.all.iter().all(|key| !lock.all.contains(key)));
         let sem = NativeRwKeys::semaphore("orders");
@@ -375,8 +374,7 @@ mod tests {
         assert_eq!(k.all[1], "fairlock:{orders}:line");
         assert_eq!(k.all[2], "fairlock:{orders}:waiters");
         assert_eq!(k.channel, "fairlock:{orders}:wake");
-        assert_eq!(k.labels, "fairlock:{orders}:labels");
-        assert_eq!(NativeKeys::labels_of(k.lock()), k.labels);
+        assert_eq!(NativeKeys::labels_of(k.lock()), "fairlock:{orders}:labels");
         let tagged = NativeKeys::new("a{b}c");
         assert!(
             tagged
@@ -405,7 +403,7 @@ mod tests {
         let mut keys: Vec<String> = native.all.to_vec();
         keys.extend([
             native.release_cache.clone(),
-            native.labels.clone(),
+            NativeKeys::labels_of(native.lock()),
             redisson.labels.clone(),
             redisson.queue.clone(),
             redisson.timeouts.clone(),

@@ -624,7 +624,7 @@ async fn dead_waiters_ahead_do_not_delay_the_live_one() {
         pipe.cmd("HSET")
             .arg(&records)
             .arg(&owner)
-            .arg(format!("{deadline}:30000:6000:n"))
+            .arg(format!("{deadline}:30000:6000:n:"))
             .ignore();
     }
     // The held lock's value says somebody waits (as a waiter joining sets).
@@ -683,7 +683,7 @@ async fn nonfair_woken_dead_waiter_delays_live_one() {
         &server,
         NEW_ACQUIRE,
         &keys,
-        &["ghost:1", "30000", "6000", "nq", "0", "gn"],
+        &["ghost:1", "30000", "6000", "nq", "0", "gn", ""],
     )
     .unwrap();
     println!("ghost queued: {reply:?}");

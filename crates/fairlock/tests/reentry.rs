@@ -640,7 +640,7 @@ async fn a_late_attempt_of_a_handed_over_acquisition_after_a_reentry_counts_noth
         &server,
         NEW_ACQUIRE,
         &three(name),
-        &[&owner, "30000", "30000", "fq", "0", &handoff_nonce],
+        &[&owner, "30000", "30000", "fq", "0", &handoff_nonce, ""],
     );
     println!("late attempt: {late:?}");
     let count = server_count(&server, protocol, name, &owner);

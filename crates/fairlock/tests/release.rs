@@ -189,7 +189,7 @@ fn retried_releases_after_reacquire_change_nothing() {
             &server,
             NEW_ACQUIRE,
             &keys,
-            &["c:1", "30000", "6000", "fq", base, nonce],
+            &["c:1", "30000", "6000", "fq", base, nonce, ""],
         )
         .unwrap()
     };

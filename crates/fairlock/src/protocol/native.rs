@@ -62,7 +62,7 @@ static LEASE: LazyLock<Script> = lock_script!("lease.lua");
 pub(crate) static POSITION: LazyLock<Script> = lock_script!("position.lua");
 
 /// A native lock key's value (layout version 2, see
-/// `native/lock_prelude.lua`): `TOKEN:COUNT:FLAGS:NONCE:REQUEST:OWNER`
+/// `native/lock_prelude.lua`): `TOKEN:COUNT:FLAGS:NONCE:REQUEST:OWNER<TAB>LABEL`
 /// while held, `TOKEN:0:FLAGS::REQUEST:` once released.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LockValue<'a> {
@@ -80,7 +80,8 @@ impl<'a> LockValue<'a> {
         let count = fields.next()?.parse().ok()?;
         let flags = fields.next()?;
         let (_nonce, _request) = (fields.next()?, fields.next()?);
-        let owner = fields.next()?;
+        // The owner, up to the tab before the holder's label.
+        let owner = fields.next()?.split('\t').next()?;
         if !flags.bytes().all(|b| b.is_ascii_lowercase()) || (count == 0) != owner.is_empty() {
             return None;
         }
@@ -239,12 +240,6 @@ impl NativeLock {
         [lock, line, waiters]
     }
 
-    /// The three keys and the labels key.
-    fn keys_with_labels(&self) -> [&str; 4] {
-        let [lock, line, waiters] = self.keys();
-        [lock, line, waiters, &self.keys.labels]
-    }
-
     /// Every waiter, fair or not, has its own channel: a release wakes one
     /// waiter, not all.
     pub(crate) fn wake_channel(&self, owner: &str) -> String {
@@ -282,7 +277,7 @@ impl NativeLock {
         // hold's token alone: an integer, which the client reads for less
         // than an array; every other outcome is an array.
         let reply: Ints = conn
-            .script(&ACQUIRE, &self.name, &self.keys_with_labels(), &script_args)
+            .script(&ACQUIRE, &self.name, &self.keys(), &script_args)
             .await?;
         match reply {
             Ints::One(token) => decode_acquire(self.fair, waiter_ttl, &[1, token]),
@@ -380,7 +375,7 @@ impl NativeLock {
             Vec<String>,
         );
         let (holder, count, token, pttl, line, deadlines, now, labels): Reply = conn
-            .script(&INSPECT, &self.name, &self.keys_with_labels(), &[])
+            .script(&INSPECT, &self.name, &self.keys(), &[])
             .await?;
         let labels = super::Labels::from_fields(&labels);
         let bad = || unexpected("native inspect", (&holder, count, &token));

@@ -46,9 +46,10 @@ fn lock_key(name: &str) -> String {
 }
 
 /// A field of native lock `name`'s value (layout version 2:
-/// `TOKEN:COUNT:FLAGS:NONCE:REQUEST:OWNER`): `owner`, `count`, `token`,
-/// `nonce`, `flags`, `request`, and `claimed` (`1` unless the flags say
-/// unclaimed); `None` when the key is absent or the lock free.
+/// `TOKEN:COUNT:FLAGS:NONCE:REQUEST:OWNER<TAB>LABEL`): `owner`, `count`,
+/// `token`, `nonce`, `flags`, `request`, `label`, and `claimed` (`1`
+/// unless the flags say unclaimed); `None` when the key is absent or the
+/// lock free.
 pub fn lock_field(server: &RedisServer, name: &str, field: &str) -> Option<String> {
     let value: String = server.cmd::<Option<String>>(&["GET", &lock_key(name)])?;
     let fields: Vec<&str> = value.splitn(6, ':').collect();
@@ -61,7 +62,8 @@ pub fn lock_field(server: &RedisServer, name: &str, field: &str) -> Option<Strin
         "flags" => fields[2],
         "nonce" => fields[3],
         "request" => fields[4],
-        "owner" => fields[5],
+        "owner" => fields[5].split('\t').next().unwrap_or_default(),
+        "label" => fields[5].split_once('\t').map_or("", |(_, label)| label),
         "claimed" => return Some(if fields[2].contains('u') { "0" } else { "1" }.to_owned()),
         other => panic!("no field {other} in a native lock's value"),
     };
@@ -165,7 +167,7 @@ pub fn put_waiter(
     let line = format!("fairlock:{{{name}}}:line");
     let waiters = format!("fairlock:{{{name}}}:waiters");
     let _: () = server.cmd(&["ZADD", &line, &arrival.to_string(), owner]);
-    let record = format!("{deadline_ms}:{lease_ms}:{ttl_ms}:{nonce}");
+    let record = format!("{deadline_ms}:{lease_ms}:{ttl_ms}:{nonce}:");
     let _: () = server.cmd(&["HSET", &waiters, owner, &record]);
     // As a waiter joining does: the lock's value says somebody waits.
     let lock = format!("fairlock:{{{name}}}:lock");

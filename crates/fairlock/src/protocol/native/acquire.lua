@@ -1,12 +1,11 @@
 -- Native lock: acquire, re-enter, claim a grant, or wait in line (and keep
 -- the place alive: a waiter calls this at least every waiter_ttl / 3).
--- KEYS[1..3] see lock_prelude.lua; KEYS[4] (optional) the lock's client
--- labels
+-- KEYS[1..3] see lock_prelude.lua
 -- ARGV[1] owner, ARGV[2] lease ms, ARGV[3] waiter ttl ms, ARGV[4] mode:
 -- 'f' fair or 'n' non-fair, then 'q' (wait in line) or 'o' (once),
 -- ARGV[5] the owner's hold count before this acquisition, ARGV[6] the
--- acquisition's secret (see hand_off), ARGV[7] (optional) this client's
--- label (see write_label)
+-- acquisition's secret (see hand_off), ARGV[7] this client's label ('' for
+-- none: kept with the hold, or with the place in line, for `inspect`)
 -- Returns {1, token} acquired (or claimed a grant made while it waited;
 -- the uncontended take of acquire_fast.lua answers with the token alone),
 -- {2, count, token} re-entered, {3, lock pttl, position, server ms}
@@ -14,11 +13,11 @@
 -- Cost: O(log N) in the number of waiters (plus dead waiters dropped at the
 -- head of the line, each once).
 --
--- Type checks without TYPE: the lock's first touch is GET (acquire_fast.lua:
+-- Type checks without TYPE: the lock's first touch is GET (acquire_fast.lua;
 -- another type is told apart by layout_error), and on every path that
 -- writes, the line's and the records' first touches are reads (ZRANGE,
--- HGET) that fail on another type before anything is written.
-local owner, lease_text, ttl_text = ARGV[1], ARGV[2], ARGV[3]
+-- ZSCORE, ZRANK, HGET) that fail on another type before anything is written.
+local owner, lease_text, ttl_text, label = ARGV[1], ARGV[2], ARGV[3], ARGV[7]
 local lease, waiter_ttl = tonumber(lease_text), tonumber(ttl_text)
 local fair, queue, base, nonce = string.byte(ARGV[4], 1) ~= 110, string.byte(ARGV[4], 2) == 113,
   tonumber(ARGV[5]), ARGV[6]
@@ -50,8 +49,7 @@ if lock.owner == owner then
   if lock.nonce == nonce or count == base + 1 or base == 0 then
     -- Already done: claim it (a handoff is now confirmed).
     if flagged(lock.flags, 'u') then
-      redis.call('set', KEYS[1], held_value(lock.text, decimal(count), with_flags(lock.flags, '', 'u'),
-        lock.nonce, lock.request, owner), 'keepttl')
+      rewrite(lock, decimal(count), with_flags(lock.flags, '', 'u'), lock.nonce)
     end
     reply = count == 1 and {1, lock.token} or {2, count, lock.token}
   else
@@ -63,8 +61,7 @@ if lock.owner == owner then
     -- acts on a handed-over grant it re-enters, and a give-up naming this
     -- secret must never pass the lock on as a grant nobody took.
     count = count + 1
-    redis.call('set', KEYS[1], held_value(lock.text, decimal(count), with_flags(lock.flags, '', 'u'),
-      nonce, lock.request, owner), 'keepttl')
+    rewrite(lock, decimal(count), with_flags(lock.flags, '', 'u'), nonce)
     reply = {2, count, lock.token}
   end
   -- GT: never shortens what another hold of this owner was given.
@@ -72,7 +69,6 @@ if lock.owner == owner then
   if leaving then
     leave_line(owner)
   end
-  write_label(KEYS[4], owner, ARGV[7], lease_text)
   return reply
 end
 
@@ -100,12 +96,11 @@ if not lock.owner then
     -- The lock first (the write maxmemory refuses before anything else
     -- changed), then the caller's place.
     local token = decimal(next_token(lock.token, now_us))
-    redis.call('set', KEYS[1], held_value(token, '1', rest and 'w' or '', nonce, lock.request, owner),
+    redis.call('set', KEYS[1], held_value(token, '1', rest and 'w' or '', nonce, lock.request, owner, label),
       'px', lease_text)
     if leaving then
       leave_line(owner)
     end
-    write_label(KEYS[4], owner, ARGV[7], lease_text)
     return {1, tonumber(token)}
   end
 end
@@ -118,18 +113,17 @@ end
 -- checks before any write).
 local record = record_of(redis.call('hget', KEYS[3], owner))
 local rank = redis.call('zrank', KEYS[2], owner)
--- The record (liveness deadline, lease, waiter ttl, secret) is rewritten
--- when a quarter of the waiter ttl has passed since it was written (the
--- waiter calls at least every third: it never lapses while it lives), and
--- when an acquisition of the owner with another secret or lease finds an
--- older one's; else this call writes nothing.
+-- The record (liveness deadline, lease, waiter ttl, secret, label) is
+-- rewritten when a quarter of the waiter ttl has passed since it was
+-- written (the waiter calls at least every third: it never lapses while it
+-- lives), and when an acquisition of the owner with another secret or
+-- lease finds an older one's; else this call writes nothing.
 if not (rank and record and record.nonce == nonce and record.lease == lease
     and record.deadline - now > waiter_ttl - math.floor(waiter_ttl / 4)) then
   -- Invariant W first: the lock's value says somebody waits (SET is also
   -- the write maxmemory refuses before anything else changed).
   if not flagged(lock.flags, 'w') then
-    redis.call('set', KEYS[1], held_value(lock.text, decimal(lock.count), with_flags(lock.flags, 'w', ''),
-      lock.nonce, lock.request, lock.owner), 'keepttl')
+    rewrite(lock, decimal(lock.count), with_flags(lock.flags, 'w', ''), lock.nonce)
   end
   if not rank then
     -- Joins at the end: an arrival number above the last one's and not
@@ -138,9 +132,8 @@ if not (rank and record and record.nonce == nonce and record.lease == lease
     redis.call('zadd', KEYS[2], decimal(math.max(tonumber(tail[2] or '0') + 1, now_us)), owner)
     rank = redis.call('zcard', KEYS[2]) - 1
   end
-  redis.call('hset', KEYS[3], owner, decimal(now + waiter_ttl) .. ':' .. lease_text .. ':' .. ttl_text
-    .. ':' .. nonce)
+  redis.call('hset', KEYS[3], owner,
+    decimal(now + waiter_ttl) .. ':' .. lease_text .. ':' .. ttl_text .. ':' .. nonce .. ':' .. label)
   keep_line(waiter_ttl, ttl_text)
-  write_label(KEYS[4], owner, ARGV[7], ttl_text)
 end
 return {3, redis.call('pttl', KEYS[1]), rank + 1, now}

@@ -5,17 +5,19 @@
 --
 -- Every script passes the lock's keys in this order:
 --   KEYS[1] lock, a string:
---           held  'TOKEN:COUNT:FLAGS:NONCE:REQUEST:OWNER'
+--           held  'TOKEN:COUNT:FLAGS:NONCE:REQUEST:OWNER<TAB>LABEL'
 --           free  'TOKEN:0:FLAGS::REQUEST:' (a marker, for 20 s or more)
 --           TOKEN the fencing token of the hold (free: of the last one),
 --           COUNT its holds (free: 0), NONCE the acquisition's secret,
 --           REQUEST the id of the release that ended the hold before it
 --           (free: the release that freed it; '' after a force-unlock or a
 --           give-up): a release sent again under that id answers 1.
+--           LABEL the holder's client label (for `inspect` only; labels
+--           hold no control characters, owner ids no tab).
 --   KEYS[2] line: sorted set, waiter -> arrival number (FIFO order)
---   KEYS[3] waiters: hash, waiter -> 'DEADLINE:LEASE:TTL:NONCE' (its
+--   KEYS[3] waiters: hash, waiter -> 'DEADLINE:LEASE:TTL:NONCE:LABEL' (its
 --           liveness deadline in server ms, the lease it asked for, its own
---           waiter ttl, the secret of its grant message)
+--           waiter ttl, the secret of its grant message, its client's label)
 -- FLAGS, letters in this order when set:
 --   u  unclaimed: handed to a waiter that has not confirmed it yet
 --   p  partly released at least once: a retried release reads its cache
@@ -39,7 +41,7 @@ local FREE_MS = '20000'
 -- the lock to it, as to a fair waiter.
 local STARVE_US = 100000
 
-local PATTERN = '^(%d+):(%d+):(%l*):(%w*):(%w*):(.*)$'
+local PATTERN = '^(%d+):(%d+):(%l*):(%w*):([^:]*):([^\t]*)\t?(.*)$'
 
 -- Server time in milliseconds and in microseconds.
 local function server_now()
@@ -78,12 +80,20 @@ local function with_flags(flags, add, drop)
 end
 
 -- The lock key's value as text.
-local function held_value(token, count, flags, nonce, request, owner)
-  return token .. ':' .. count .. ':' .. flags .. ':' .. nonce .. ':' .. request .. ':' .. owner
+local function held_value(token, count, flags, nonce, request, owner, label)
+  return token .. ':' .. count .. ':' .. flags .. ':' .. nonce .. ':' .. request .. ':' .. owner .. '\t'
+    .. label
 end
 
 local function free_value(token, flags, request)
   return token .. ':0:' .. flags .. '::' .. request .. ':'
+end
+
+-- `lock` (see lock_of) written again with `count` and `flags`, and the
+-- secret `nonce`, keeping its TTL.
+local function rewrite(lock, count, flags, nonce)
+  redis.call('set', KEYS[1], held_value(lock.text, count, flags, nonce, lock.request, lock.owner, lock.label),
+    'keepttl')
 end
 
 -- The error for a lock key that is not a string: a hash with an owner is
@@ -100,7 +110,8 @@ end
 -- The lock as a table, from what GET answered (`raw`: false when absent,
 -- an error table for another type), or nil and the error to answer:
 --   {absent = true, token = 0, count = 0, flags = '', request = ''}
---   {token, text (TOKEN as stored), count, flags, nonce, request, owner}
+--   {token, text (TOKEN as stored), count, flags, nonce, request, owner,
+--    label}
 -- `owner` is nil when free. A value that does not parse, or whose numbers
 -- are not counters (decimal integers below 2^53), is refused (NOTALOCK):
 -- it is another program's data.
@@ -111,25 +122,25 @@ local function lock_of(raw)
   if type(raw) ~= 'string' then
     return nil, layout_error()
   end
-  local token, count, flags, nonce, request, owner = string.match(raw, PATTERN)
+  local token, count, flags, nonce, request, owner, label = string.match(raw, PATTERN)
   local t, c = counter(token), counter(count)
   if not t or not c or (c == 0) ~= (owner == '') then
     return nil, not_a_lock(1, 'the lock key holds a string that is not a lock of this layout')
   end
   return {token = t, text = token, count = c, flags = flags, nonce = nonce, request = request,
-    owner = owner ~= '' and owner or nil}
+    owner = owner ~= '' and owner or nil, label = label}
 end
 
--- A waiter's record: deadline, lease, ttl (numbers) and nonce, or nil when
--- it is missing or malformed (written by another program: the waiter is
--- then taken for dead, and its next attempt joins the line again).
+-- A waiter's record: deadline, lease, ttl (numbers), nonce and label, or
+-- nil when it is missing or malformed (written by another program: the
+-- waiter is then taken for dead, and its next attempt joins the line again).
 local function record_of(text)
-  local deadline, lease, ttl, nonce = string.match(text or '', '^(%d+):(%d+):(%d+):(%w*)$')
+  local deadline, lease, ttl, nonce, label = string.match(text or '', '^(%d+):(%d+):(%d+):(%w*):(.*)$')
   deadline, lease, ttl = counter(deadline), counter(lease), counter(ttl)
   if not deadline or not lease or not ttl then
     return nil
   end
-  return {deadline = deadline, lease = lease, ttl = ttl, nonce = nonce}
+  return {deadline = deadline, lease = lease, ttl = ttl, nonce = nonce, label = label}
 end
 
 -- Take `waiter` out of the line (its place and its record).
@@ -184,7 +195,8 @@ end
 local function hand_off(head, record, last, request, now, now_us)
   local expire = decimal(math.max(1, math.min(record.lease, record.ttl)))
   local token = decimal(next_token(last, now_us))
-  redis.call('set', KEYS[1], held_value(token, '1', 'uw', record.nonce, request, head), 'px', expire)
+  redis.call('set', KEYS[1], held_value(token, '1', 'uw', record.nonce, request, head, record.label), 'px',
+    expire)
   leave_line(head)
   local grant = 'grant:' .. token .. ':' .. decimal(now) .. ':' .. expire
   redis.call('publish', string.sub(KEYS[1], 1, -5) .. 'wake:' .. head,

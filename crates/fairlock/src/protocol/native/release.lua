@@ -27,7 +27,7 @@
 -- SET ... GET, and a handoff reads the line and the records before it
 -- writes (see first_live).
 local owner, token, nonce = ARGV[1], ARGV[3], ARGV[4]
-local request = string.match(KEYS[4], '([^:]*)$')
+local request = string.sub(KEYS[4], #KEYS[1] + 5)
 local lock, bad = lock_of(raw)
 if bad then
   return bad
@@ -56,8 +56,7 @@ if lock.count > 1 then
   -- fails before anything is written; and SET is the write maxmemory
   -- refuses before anything changed).
   redis.call('set', KEYS[4], '0', 'px', ARGV[2], 'get')
-  redis.call('set', KEYS[1], held_value(lock.text, decimal(lock.count - 1), with_flags(lock.flags, 'p', ''),
-    lock.nonce, lock.request, owner), 'keepttl')
+  rewrite(lock, decimal(lock.count - 1), with_flags(lock.flags, 'p', ''), lock.nonce)
   return 0
 end
 release_fully(lock, request, string.byte(ARGV[5]) ~= 110, ARGV[2])

@@ -27,7 +27,7 @@ local n = (#ARGV - 2) / 2
 
 -- A lock's hold (layout version 2, see lock_prelude.lua): its key is a
 -- string naming the owner and the token. Claimed (u cleared) and extended.
-local function renew_lock(i, key, owner, token)
+local function renew_lock(key, owner, token)
   -- pcall: a key of another type (the older layout's hash, say) is not ours.
   local raw = redis.pcall('get', key)
   if raw == false then
@@ -36,7 +36,7 @@ local function renew_lock(i, key, owner, token)
   if type(raw) ~= 'string' then
     return 2
   end
-  local text, count, flags, nonce, request, holder = string.match(raw, PATTERN)
+  local text, count, flags, nonce, request, holder, held_label = string.match(raw, PATTERN)
   if count == '0' then
     -- Free (the marker of a release): the hold is gone.
     return 0
@@ -45,14 +45,15 @@ local function renew_lock(i, key, owner, token)
     return 2
   end
   if lease ~= '' then
-    if flagged(flags, 'u') then
-      redis.call('set', key, held_value(text, count, with_flags(flags, '', 'u'), nonce, request, holder),
-        'keepttl')
+    -- Claimed (a handed-over grant confirmed), and the holder's label as
+    -- this client has it now.
+    if flagged(flags, 'u') or (label ~= '' and held_label ~= label) then
+      redis.call('set', key, held_value(text, count, with_flags(flags, '', 'u'), nonce, request, holder,
+        label ~= '' and label or held_label), 'keepttl')
     end
     -- GT: a renewal never shortens what a longer hold of the same owner
     -- (a re-entry with a longer explicit lease) was given.
     redis.call('pexpire', key, lease, 'gt')
-    write_label(KEYS[n + i], owner, label, lease)
   end
   return 1
 end
@@ -70,7 +71,7 @@ for i = 1, n do
     key = string.sub(key, 1, -8) .. 'hold:' .. owner
   end
   if not holders then
-    renewed[i] = renew_lock(i, key, owner, token)
+    renewed[i] = renew_lock(key, owner, token)
   else
     -- pcall: a key of another type means the hold is not ours.
     local fields = redis.pcall('hmget', key, 'owner', 'token')
