@@ -96,12 +96,13 @@ local function rewrite(lock, count, flags, nonce)
     'keepttl')
 end
 
--- The error for a lock key that is not a string: a hash with an owner is
--- the lock of the layout before version 2 (a client of an older fairlock
--- holds it), anything else is another program's data.
+-- The error for a lock key that is not a string: a hash with an owner, a
+-- count and a token is the lock of the layout before version 2 (a client of
+-- an older fairlock holds it), anything else is another program's data.
 local function layout_error()
   local kind = redis.call('type', KEYS[1])['ok']
-  if kind == 'hash' and redis.call('hexists', KEYS[1], 'owner') == 1 then
+  local fields = kind == 'hash' and redis.call('hmget', KEYS[1], 'owner', 'count', 'token')
+  if fields and fields[1] and fields[2] and fields[3] then
     return redis.error_reply('OLDLAYOUT 1 1 held by a client of the native layout version 1')
   end
   return redis.error_reply('WRONGTYPE key ' .. KEYS[1] .. ' holds a ' .. kind .. ', expected a string')
