@@ -41,7 +41,7 @@ local FREE_MS = '20000'
 -- the lock to it, as to a fair waiter.
 local STARVE_US = 100000
 
-local PATTERN = '^(%d+):(%d+):(%l*):(%w*):([^:]*):([^\t]*)\t?(.*)$'
+local PATTERN = '^(%d+):(%d+):(%l*):([^:]*):([^:]*):([^\t]*)\t?(.*)$'
 
 -- Server time in milliseconds and in microseconds.
 local function server_now()
@@ -136,7 +136,7 @@ end
 -- nil when it is missing or malformed (written by another program: the
 -- waiter is then taken for dead, and its next attempt joins the line again).
 local function record_of(text)
-  local deadline, lease, ttl, nonce, label = string.match(text or '', '^(%d+):(%d+):(%d+):(%w*):(.*)$')
+  local deadline, lease, ttl, nonce, label = string.match(text or '', '^(%d+):(%d+):(%d+):([^:]*):(.*)$')
   deadline, lease, ttl = counter(deadline), counter(lease), counter(ttl)
   if not deadline or not lease or not ttl then
     return nil

@@ -13,7 +13,7 @@
 -- type, a value not of this layout) goes to release.lua, which checks.
 local raw = redis.pcall('get', KEYS[1])
 if type(raw) == 'string' and ARGV[3] ~= '' then
-  local token, nonce, owner = string.match(raw, '^(%d+):1::(%w*):[^:]*:([^\t]*)')
+  local token, nonce, owner = string.match(raw, '^(%d+):1::([^:]*):[^:]*:([^\t]*)')
   if token == ARGV[3] and owner == ARGV[1] and (ARGV[4] == '' or nonce == ARGV[4]) then
     -- The request id: the cache key's end, after 'fairlock:{NAME}:release:'.
     redis.call('set', KEYS[1], token .. ':0:::' .. string.sub(KEYS[4], #KEYS[1] + 5) .. ':', 'px', ARGV[2])
