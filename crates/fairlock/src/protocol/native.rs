@@ -100,6 +100,12 @@ impl<'a> LockValue<'a> {
     }
 }
 
+/// Whether `key` is a native lock's key (`fairlock:{NAME}:lock`), not a
+/// read-write lock's or a semaphore's holders set.
+pub(crate) fn is_lock_key(key: &str) -> bool {
+    key.ends_with("}:lock")
+}
+
 /// The prefix of a grant message: `grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC`.
 pub(crate) const GRANT_PREFIX: &str = "grant:";
 

@@ -121,6 +121,12 @@ local function lock_of(raw)
     return {absent = true, token = 0, count = 0, flags = '', nonce = '', request = ''}
   end
   if type(raw) ~= 'string' then
+    -- Not readable here (in a Cluster slot migrating away, a key already
+    -- moved is refused to a script): read again without pcall, which fails
+    -- the script with the server's own error, and the client follows it.
+    if not string.find(raw.err or '', 'WRONGTYPE', 1, true) then
+      redis.call('get', KEYS[1])
+    end
     return nil, layout_error()
   end
   local token, count, flags, nonce, request, owner, label = string.match(raw, PATTERN)

@@ -2,8 +2,10 @@
 -- its token, extend the lease (and mark a handed-over grant claimed), or
 -- only check it.
 -- KEYS[i] (i <= N) the lock key (a lock's string, layout version 2; a
--- read-write lock's or semaphore's holders set), KEYS[N + i] its client labels (optional: all
--- or none); ARGV[1] lease ms, or '' to check without extending; ARGV[2] this
+-- read-write lock's or semaphore's holders set), KEYS[N + i] its client
+-- labels (optional: all or none; for a lock, which keeps its holder's label
+-- in its value, the lock key again); ARGV[1] lease ms, or '' to check
+-- without extending; ARGV[2] this
 -- client's label ('' for none); ARGV[2i + 1] owner and ARGV[2i + 2] token
 -- ('' for any) of KEYS[i]; N = (#ARGV - 2) / 2
 -- Returns one integer per lock: 1 held (renewed); lost: 0 the key is gone,
@@ -34,6 +36,12 @@ local function renew_lock(key, owner, token)
     return 0
   end
   if type(raw) ~= 'string' then
+    -- Another type (the older layout's hash, say): not ours. Any other
+    -- error (in a Cluster slot migrating away, a key already moved is
+    -- refused to a script): the batch is sent where the slot went.
+    if not string.find(raw.err or '', 'WRONGTYPE', 1, true) then
+      redis.call('get', key)
+    end
     return 2
   end
   local text, count, flags, nonce, request, holder, held_label = string.match(raw, PATTERN)
