@@ -9,32 +9,38 @@
 -- (never used, or gone with a lease or a marker) is the line asked
 -- (EXISTS). A non-fair taker not in line may also take a marker with w and
 -- k (the line's head was woken and has not waited long): that is what
--- non-fair allows; the new value keeps w. The token continues the
--- marker's (+1, no TIME call); from an absent key it is the server clock
--- in µs (as next_token() in the prelude).
+-- non-fair allows; the new value keeps w. The token is next_token() of
+-- the prelude: above the marker's, not below the server clock in µs.
 --
 -- Bad data: GET fails on another type (pcall: acquire.lua tells a lock of
 -- the older layout from other data), and a string that is not a lock of
 -- this layout, or a token of 2^53 or more, does not pass here: both go to
 -- acquire.lua, which refuses them before any write.
 local raw = redis.pcall('get', KEYS[1])
-local token, flags, request
+local last, flags, request
 if raw == false then
   if redis.call('exists', KEYS[2]) == 0 then
-    local time = redis.call('time')
-    token, flags, request = tonumber(time[1]) * 1000000 + tonumber(time[2]), '', ''
+    last, flags, request = 0, '', ''
   end
 elseif type(raw) == 'string' then
-  local last, was, freed_by = string.match(raw, '^(%d+):0:(%l*)::([^:]*):$')
-  if last then
-    local n = tonumber(last)
+  local text, was, freed_by = string.match(raw, '^(%d+):0:(%l*)::([^:]*):$')
+  if text then
+    local n = tonumber(text)
     -- (110: 'n', a non-fair take; a waiter taking it must leave the line,
     -- which acquire.lua does.)
     if n < 9007199254740991 and (was == '' or (was == 'wk' and string.byte(ARGV[4]) == 110
         and not redis.call('zscore', KEYS[2], ARGV[1]))) then
-      token, flags, request = n + 1, was == '' and '' or 'w', freed_by
+      last, flags, request = n, was == '' and '' or 'w', freed_by
     end
   end
+end
+local token
+if last then
+  -- Above the last token and not below the server clock in µs: the clock
+  -- term keeps tokens increasing where the marker is older than the last
+  -- grant (a failover to a replica that missed writes) or gone.
+  local time = redis.call('time')
+  token = math.max(last + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
 end
 if token then
   -- As decimal() in the prelude (not defined yet): '%d' where its text
