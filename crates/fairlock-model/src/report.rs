@@ -84,13 +84,14 @@ fn server(out: &mut String, s: &Server) {
         (Some(l), _) => {
             let _ = write!(
                 out,
-                "lock {}#{} n{} until {}{}{}",
+                "lock {}#{} n{} until {}{}{}{}",
                 owner_name(l.owner),
                 l.token,
                 l.count,
                 l.expires,
                 if l.claimed { "" } else { " unclaimed" },
-                if l.waiting { " w" } else { "" }
+                if l.waiting { " w" } else { "" },
+                if l.woken { "k" } else { "" }
             );
         }
         (None, Some(m)) => {

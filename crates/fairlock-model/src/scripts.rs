@@ -125,7 +125,7 @@ fn take(
     owner: Owner,
     expire: u8,
     claimed: bool,
-    waiting: bool,
+    (waiting, woken): (bool, bool),
     nonce: Nonce,
     arrival: Option<u32>,
 ) -> Token {
@@ -146,6 +146,7 @@ fn take(
         token,
         claimed,
         waiting,
+        woken,
         nonce,
         expires: st.now.saturating_add(expire),
         granted_at: st.now,
@@ -192,7 +193,7 @@ fn hand_off(st: &mut State, env: Env<'_>, head: Waiter) {
         head.owner,
         expire,
         false,
-        waiting,
+        (waiting, false),
         head.nonce,
         Some(head.arrival),
     );
@@ -268,6 +269,8 @@ pub(crate) fn acquire(
             _ if st.master.lock.is_some() => st.master.queue.is_empty().then_some(false),
             None => st.master.queue.is_empty().then_some(false),
             Some(m) if !m.waiting => Some(false),
+            // Taken past the woken waiter: the value keeps w and k (its
+            // release wakes nobody while that waiter is on its way).
             Some(m) if !fair && m.woken && (env.variant.barge_from_line || !in_line(st, owner)) => {
                 st.ghost.seen |= seen::BARGE;
                 Some(!env.variant.barge_drops_w)
@@ -275,7 +278,8 @@ pub(crate) fn acquire(
             Some(_) => None,
         };
         if let Some(waiting) = fast {
-            return Acquired::Took(take(st, env, true, owner, lease, true, waiting, nonce, None));
+            let flags = (waiting, waiting && !fair);
+            return Acquired::Took(take(st, env, true, owner, lease, true, flags, nonce, None));
         }
     }
     let plain = env.variant.renew_may_shorten;
@@ -319,14 +323,18 @@ pub(crate) fn acquire(
                     .find(|w| w.owner == owner)
                     .map(|w| w.arrival);
                 let rest = st.master.queue.iter().any(|w| w.owner != owner);
-                let token = take(st, env, false, owner, lease, true, rest, nonce, arrival);
+                let token = take(st, env, false, owner, lease, true, (rest, false), nonce, arrival);
                 leave_line(st, owner);
                 return Acquired::Took(token);
             }
         }
     }
     // Held by another: queue (if absent) and refresh the liveness; the
-    // held value gets w (invariant W) unless the mutant leaves it out.
+    // held value gets w (invariant W) unless the mutant leaves it out, and
+    // loses k (a waiter is back: the next release wakes the head again).
+    if let Some(lock) = st.master.lock.as_mut() {
+        lock.woken = false;
+    }
     let ttl = env.scenario.waiter_ttl;
     let alive = now.saturating_add(ttl);
     if let Some(w) = st.master.queue.iter_mut().find(|w| w.owner == owner) {
@@ -375,8 +383,15 @@ pub(crate) fn release(st: &mut State, env: Env<'_>, owner: Owner, token: Token) 
         return Released::Partly;
     }
     // The fast path frees without looking at the line when the value has
-    // no w; the mutant frees whatever the value says.
+    // no w (the mutant: whatever the value says), or (non-fair) w and k: the
+    // marker keeps them, and nobody is woken (the woken waiter is on its
+    // way).
     let waiting = lock.waiting && !env.variant.release_ignores_w;
+    if waiting && lock.woken && !env.scenario.fair {
+        let token = lock.token;
+        free(st, token, true, true);
+        return Released::Fully;
+    }
     release_fully(st, env, waiting);
     Released::Fully
 }
@@ -412,10 +427,14 @@ pub(crate) fn undo_release(st: &mut State, env: Env<'_>, owner: Owner, base: u8,
 pub(crate) fn give_up(st: &mut State, env: Env<'_>, owner: Owner, nonce: Nonce) {
     let queued = in_line(st, owner);
     leave_line(st, owner);
-    if let Some(lock) = &st.master.lock {
+    if let Some(lock) = st.master.lock.as_mut() {
         if lock.owner == owner && !lock.claimed && lock.nonce == nonce {
             let waiting = lock.waiting;
             release_fully(st, env, waiting);
+        } else if queued {
+            // The leaver may be the waiter a release woke: the holder's
+            // release wakes the next one.
+            lock.woken = false;
         }
         return;
     }

@@ -38,6 +38,9 @@ pub struct Lock {
     /// The flag w: the line may not be empty (invariant W: set whenever a
     /// waiter is in line).
     pub waiting: bool,
+    /// The flag k (non-fair, with w): taken past a woken waiter that has not
+    /// been back since; the release wakes nobody and leaves w and k.
+    pub woken: bool,
     /// `NONCE`: the acquisition's secret.
     pub nonce: Nonce,
     /// The key's expiry, in server ticks (absolute, as replicated).

@@ -118,13 +118,16 @@ local rank = redis.call('zrank', KEYS[2], owner)
 -- written (the waiter calls at least every third: it never lapses while it
 -- lives), and when an acquisition of the owner with another secret or
 -- lease finds an older one's; else this call writes nothing.
-if not (rank and record and record.nonce == nonce and record.lease == lease
-    and record.deadline - now > waiter_ttl - math.floor(waiter_ttl / 4)) then
-  -- Invariant W first: the lock's value says somebody waits (SET is also
-  -- the write maxmemory refuses before anything else changed).
-  if not flagged(lock.flags, 'w') then
-    rewrite(lock, decimal(lock.count), with_flags(lock.flags, 'w', ''), lock.nonce)
-  end
+local fresh = rank and record and record.nonce == nonce and record.lease == lease
+  and record.deadline - now > waiter_ttl - math.floor(waiter_ttl / 4)
+-- Invariant W first: the lock's value says somebody waits (SET is also the
+-- write maxmemory refuses before anything else changed). And without k: a
+-- waiter is back (the one a release woke, or another), so the next release
+-- wakes the head again.
+if not fresh and not flagged(lock.flags, 'w') or flagged(lock.flags, 'k') then
+  rewrite(lock, decimal(lock.count), with_flags(lock.flags, 'w', 'k'), lock.nonce)
+end
+if not fresh then
   if not rank then
     -- Joins at the end: an arrival number above the last one's and not
     -- below the server clock in µs.

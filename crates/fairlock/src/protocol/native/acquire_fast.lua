@@ -9,8 +9,10 @@
 -- (never used, or gone with a lease or a marker) is the line asked
 -- (EXISTS). A non-fair taker not in line may also take a marker with w and
 -- k (the line's head was woken and has not waited long): that is what
--- non-fair allows; the new value keeps w. The token is next_token() of
--- the prelude: above the marker's, not below the server clock in µs.
+-- non-fair allows; the new value keeps w and k (the woken waiter is still
+-- on its way: this hold's release need not wake it again, see
+-- release_fast.lua). The token is next_token() of the prelude: above the
+-- marker's, not below the server clock in µs.
 --
 -- Bad data: GET fails on another type (pcall: acquire.lua tells a lock of
 -- the older layout from other data), and a string that is not a lock of
@@ -30,7 +32,7 @@ elseif type(raw) == 'string' then
     -- which acquire.lua does.)
     if n < 9007199254740991 and (was == '' or (was == 'wk' and string.byte(ARGV[4]) == 110
         and not redis.call('zscore', KEYS[2], ARGV[1]))) then
-      last, flags, request = n, was == '' and '' or 'w', freed_by
+      last, flags, request = n, was, freed_by
     end
   end
 end

@@ -24,6 +24,11 @@ if lock.owner == owner and flagged(lock.flags, 'u') and lock.nonce == ARGV[2] th
   release_fully(lock, '', fair, FREE_MS)
   return 2
 end
+if queued == 1 and lock.owner and flagged(lock.flags, 'k') then
+  -- Held past a woken waiter (k): the leaver may be that waiter, so the
+  -- holder's release must wake the next one.
+  rewrite(lock, decimal(lock.count), with_flags(lock.flags, '', 'k'), lock.nonce)
+end
 if queued == 1 and not fair and not lock.owner and (lock.absent or flagged(lock.flags, 'w')) then
   -- Free with others in line: the leaver may have been the waiter a
   -- release woke. Wake the next (or hand it the lock if it waited long).

@@ -24,8 +24,12 @@
 --   w  the line may not be empty: a release or a take must look at it
 --      (a hint that may outlive the last waiter, never missing while one
 --      waits: invariant W)
---   k  (free only, with w) the head of the line was woken by the release
---      and had not waited long: a non-fair taker may take it first
+--   k  (with w) the head of the line was woken by a release and had not
+--      waited long, and no waiter has been back since: on a free marker, a
+--      non-fair taker not in line may take it first; on the value of such
+--      a taker, its release wakes nobody (the woken waiter is still on its
+--      way) and leaves the marker with w and k again. A waiter's attempt on
+--      a held lock, or a give-up, clears it.
 -- Invariant W: while the line has a waiter, the lock key is absent or its
 -- value has the flag w. Every script that adds a waiter sets it; every
 -- value written while the line may have one keeps it. So a value without
