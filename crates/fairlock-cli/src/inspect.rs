@@ -503,7 +503,9 @@ async fn entries(
     if *command == "GET" {
         // A native lock's value: one holder, or none in the free marker.
         let value: String = redis::cmd("GET").arg(key).query_async(conn).await.ok()?;
-        return Some(u64::from(value.split(':').nth(1).is_some_and(|count| count != "0")));
+        return Some(u64::from(
+            value.split(':').nth(1).is_some_and(|count| count != "0"),
+        ));
     }
     redis::cmd(command).arg(key).query_async(conn).await.ok()
 }

@@ -70,7 +70,6 @@ pub use report::{Outcome, check, describe, format_path, owner_name, summary};
 pub use scenario::{Lease, Scenario, Step};
 pub use state::{
     Client, Ghost, Guard, Hold, Lock, Marker, Msg, Nonce, OWNERS_PER_CLIENT, Owner, Phase, Server,
-    State,
-    Task, Token, Waiter, client_of, seen,
+    State, Task, Token, Waiter, client_of, seen,
 };
 pub use variant::{GRANT_OVERTRUST, VARIANT_NAMES, Variant};

@@ -190,11 +190,7 @@ pub fn all() -> Vec<Property<NativeModel>> {
         Property::sometimes(SOME_EXPIRY, |_, st: &State| {
             st.ghost.seen & seen::EXPIRY != 0
         }),
-        Property::sometimes(SOME_WAKE, |_, st: &State| {
-            st.ghost.seen & seen::WOKEN != 0
-        }),
-        Property::sometimes(SOME_BARGE, |_, st: &State| {
-            st.ghost.seen & seen::BARGE != 0
-        }),
+        Property::sometimes(SOME_WAKE, |_, st: &State| st.ghost.seen & seen::WOKEN != 0),
+        Property::sometimes(SOME_BARGE, |_, st: &State| st.ghost.seen & seen::BARGE != 0),
     ]
 }

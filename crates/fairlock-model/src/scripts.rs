@@ -323,7 +323,17 @@ pub(crate) fn acquire(
                     .find(|w| w.owner == owner)
                     .map(|w| w.arrival);
                 let rest = st.master.queue.iter().any(|w| w.owner != owner);
-                let token = take(st, env, false, owner, lease, true, (rest, false), nonce, arrival);
+                let token = take(
+                    st,
+                    env,
+                    false,
+                    owner,
+                    lease,
+                    true,
+                    (rest, false),
+                    nonce,
+                    arrival,
+                );
                 leave_line(st, owner);
                 return Acquired::Took(token);
             }

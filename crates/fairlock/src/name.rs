@@ -350,7 +350,10 @@ mod tests {
             NativeKeys::labels_of(k.holders()),
             "fairlock:{orders}:labels"
         );
-        assert_eq!(k.labels, NativeKeys::labels_of(NativeKeys::new("orders").lock()));
+        assert_eq!(
+            k.labels,
+            NativeKeys::labels_of(NativeKeys::new("orders").lock())
+        );
         let lock = NativeKeys::new("orders");
         assert!(k.all.iter().all(|key| !lock.all.contains(key)));
         let sem = NativeRwKeys::semaphore("orders");

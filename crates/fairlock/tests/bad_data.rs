@@ -104,7 +104,12 @@ async fn assert_refused_everywhere(
             .map(|_| ())
             .unwrap_err();
         assert_refused(&err, server, protocol, &key);
-        assert_refused(&handle.force_unlock().await.unwrap_err(), server, protocol, &key);
+        assert_refused(
+            &handle.force_unlock().await.unwrap_err(),
+            server,
+            protocol,
+            &key,
+        );
         assert_refused(&handle.inspect().await.unwrap_err(), server, protocol, &key);
         assert_unchanged(
             &before,

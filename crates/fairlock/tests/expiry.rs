@@ -117,12 +117,14 @@ async fn release_cache_outlives_the_retries() {
         let unlock = tokio::spawn(guard.unlock());
         // (The native lock's full release caches no answer: its request id
         // stays in the lock's free marker.)
-        eventually(Duration::from_secs(5), "the release ran", || {
-            match protocol {
+        eventually(
+            Duration::from_secs(5),
+            "the release ran",
+            || match protocol {
                 Protocol::Native => !support::is_held(&server, protocol, "cache"),
                 _ => !server.cmd::<Vec<String>>(&["KEYS", pattern]).is_empty(),
-            }
-        })
+            },
+        )
         .await;
         proxy.cut_all();
         proxy.pass();

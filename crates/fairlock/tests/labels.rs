@@ -553,7 +553,10 @@ async fn labels_share_the_locks_slot_on_a_cluster() {
             // its own value, Redisson's in the labels key beside it.
             if protocol == Protocol::Native {
                 let value: String = cluster.node_for_key(&lock_key).cmd(&["GET", &lock_key]);
-                assert!(value.ends_with("\tholder@node"), "{protocol} {name}: {value}");
+                assert!(
+                    value.ends_with("\tholder@node"),
+                    "{protocol} {name}: {value}"
+                );
             } else {
                 let stored: Vec<String> = cluster.node_for_key(&key).cmd(&["HGETALL", &key]);
                 assert!(

@@ -219,7 +219,11 @@ fn retried_releases_after_reacquire_change_nothing() {
     assert_eq!(release("r2", &t1), 0);
     assert_eq!(field("count").as_deref(), Some("1"));
     assert_eq!(release("r3", &t1), 1);
-    assert_eq!(release("r3", &t1), 1, "retry of the full release, the lock free");
+    assert_eq!(
+        release("r3", &t1),
+        1,
+        "retry of the full release, the lock free"
+    );
     // Same owner takes it again (new token), then every old request is retried.
     acquire("n4", "0");
     let t2 = field("token").unwrap();

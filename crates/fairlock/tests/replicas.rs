@@ -107,7 +107,11 @@ async fn an_unacknowledged_claim_is_not_believed_past_the_grant() {
         // value's third field) have u until the claim.
         let frozen = replica.pause();
         let value: String = master.cmd(&["GET", &lock_key]);
-        if value.split(':').nth(2).is_some_and(|flags| flags.contains('u')) {
+        if value
+            .split(':')
+            .nth(2)
+            .is_some_and(|flags| flags.contains('u'))
+        {
             break (guard, granted, frozen);
         }
         eprintln!("handoff {attempt} claimed before the replica froze, made again");

@@ -49,7 +49,9 @@ fn v1_acquire(
         server,
         V1_ACQUIRE,
         &five(name),
-        &[owner, "30000", "6000", &channel, kind, "queue", "0", "v1nonce"],
+        &[
+            owner, "30000", "6000", &channel, kind, "queue", "0", "v1nonce",
+        ],
     )
 }
 
@@ -91,7 +93,9 @@ async fn a_lock_held_in_the_older_layout_is_refused_then_taken_after_it() {
     let client = connect(config(&server.url(), Protocol::Native)).await;
     let before = snapshot(&server, name);
     let older = |err: Error| match err {
-        Error::OlderLayout { version, ref key, .. } => {
+        Error::OlderLayout {
+            version, ref key, ..
+        } => {
             assert_eq!(version, 1, "{err}");
             assert_eq!(key, &format!("fairlock:{{{name}}}:lock"));
             assert!(err.to_string().contains("upgrade every client"), "{err}");
@@ -122,7 +126,10 @@ async fn a_lock_held_in_the_older_layout_is_refused_then_taken_after_it() {
     );
     let guard = client.fair_lock(name).unwrap().lock().await.unwrap();
     let token = guard.token().unwrap();
-    assert!(token > v1_token, "{token} after the older layout's {v1_token}");
+    assert!(
+        token > v1_token,
+        "{token} after the older layout's {v1_token}"
+    );
     guard.unlock().await.unwrap();
 }
 
@@ -141,7 +148,11 @@ async fn an_older_client_cannot_take_a_lock_held_in_this_layout() {
         let err = v1_acquire(&server, name, "old:1", fair).unwrap_err();
         assert!(err.to_string().contains("WRONGTYPE"), "{err}");
     }
-    assert_eq!(snapshot(&server, name), before, "the older client wrote nothing");
+    assert_eq!(
+        snapshot(&server, name),
+        before,
+        "the older client wrote nothing"
+    );
     assert!(guard.is_held());
     guard.unlock().await.unwrap();
     // Free (this version's marker, a string): the older client still
@@ -170,7 +181,13 @@ async fn mixed_layouts_never_both_hold() {
                 // The newer client is refused while the older one holds.
                 let err = lock.try_lock().await.map(|_| ()).unwrap_err();
                 assert!(matches!(err, Error::OlderLayout { .. }), "{err:?}");
-                v1_release(&server, name, "old:1", &token.to_string(), &format!("r{round}"));
+                v1_release(
+                    &server,
+                    name,
+                    "old:1",
+                    &token.to_string(),
+                    &format!("r{round}"),
+                );
             }
         } else {
             match lock.try_lock().await {

@@ -477,12 +477,14 @@ impl ProtocolLock {
         match self {
             ProtocolLock::NativeRw(lock) => lock.hold_proof(owner, token),
             ProtocolLock::Native(lock) => lock.hold_proof(owner, token),
-            ProtocolLock::Redisson(_) | ProtocolLock::RedissonRw(_) => crate::transport::HoldProof {
-                key: self.lock_key().to_owned(),
-                check: crate::transport::ProofCheck::Has {
-                    field: owner.to_owned(),
-                },
-            },
+            ProtocolLock::Redisson(_) | ProtocolLock::RedissonRw(_) => {
+                crate::transport::HoldProof {
+                    key: self.lock_key().to_owned(),
+                    check: crate::transport::ProofCheck::Has {
+                        field: owner.to_owned(),
+                    },
+                }
+            }
         }
     }
 

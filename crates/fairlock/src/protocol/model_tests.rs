@@ -206,8 +206,7 @@ fn observed(
             let parsed = value
                 .as_deref()
                 .map(|v| super::native::LockValue::parse(v).expect("a lock's value"));
-            let holder = parsed
-                .and_then(|v| Some((index(v.owner?), v.count)));
+            let holder = parsed.and_then(|v| Some((index(v.owner?), v.count)));
             let queue: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{m}:line", "0", "-1"]);
             let mut records: Vec<String> = server.cmd(&["HKEYS", "fairlock:{m}:waiters"]);
             let mut members = queue.clone();
@@ -218,7 +217,10 @@ fn observed(
             // any) says so.
             if let Some(value) = &value {
                 let flags = value.split(':').nth(2).unwrap_or_default();
-                assert!(queue.is_empty() || flags.contains('w'), "{value} with {queue:?}");
+                assert!(
+                    queue.is_empty() || flags.contains('w'),
+                    "{value} with {queue:?}"
+                );
             }
             (holder, queue.iter().map(|o| index(o)).collect())
         }

@@ -94,9 +94,8 @@ impl<'a> LockValue<'a> {
 
     /// Held by `owner` (under `token`, when given).
     pub(crate) fn held_by(text: &str, owner: &str, token: Option<u64>) -> bool {
-        LockValue::parse(text).is_some_and(|v| {
-            v.owner == Some(owner) && token.is_none_or(|token| v.token == token)
-        })
+        LockValue::parse(text)
+            .is_some_and(|v| v.owner == Some(owner) && token.is_none_or(|token| v.token == token))
     }
 }
 
@@ -214,11 +213,11 @@ impl NativeLock {
     /// then says what it holds: another program's data, or a lock of the
     /// older layout).
     pub(crate) async fn hold_count(&self, conn: &Connection, owner: &str) -> Result<u32> {
-        let value: Option<String> = match conn.command(&self.name, "GET", self.keys.lock(), &[]).await
-        {
-            Err(crate::Error::WrongType { .. }) => None,
-            other => other?,
-        };
+        let value: Option<String> =
+            match conn.command(&self.name, "GET", self.keys.lock(), &[]).await {
+                Err(crate::Error::WrongType { .. }) => None,
+                other => other?,
+            };
         Ok(value
             .as_deref()
             .and_then(LockValue::parse)
@@ -380,9 +379,8 @@ impl NativeLock {
             i64,
             Vec<String>,
         );
-        let (holder, count, token, pttl, line, deadlines, now, labels): Reply = conn
-            .script(&INSPECT, &self.name, &self.keys(), &[])
-            .await?;
+        let (holder, count, token, pttl, line, deadlines, now, labels): Reply =
+            conn.script(&INSPECT, &self.name, &self.keys(), &[]).await?;
         let labels = super::Labels::from_fields(&labels);
         let bad = || unexpected("native inspect", (&holder, count, &token));
         let (holders, token) = if holder.is_empty() {
