@@ -67,22 +67,24 @@ LEASE, TTL, CACHE = 3600000, 3600000, 26000
 
 
 class Lock:
-    """The native lock: one holder, the line's head next."""
+    """The native lock (key layout version 2): one holder, the line's head
+    next."""
 
     def __init__(self, tag):
         self.acq, self.rel = load('lock-acquire'), load('lock-release')
         b = '{%s}' % tag
-        self.keys = [f'fairlock:{b}:lock', f'fairlock:{b}:queue', f'fairlock:{b}:alive',
-                     f'fairlock:{b}:meta', f'fairlock:{b}:leases']
-        self.channel, self.cache = f'fairlock:{b}:wake', f'fairlock:{b}:release'
+        # The lock, the line, the records; `keys[1]` is the line.
+        self.keys = [f'fairlock:{b}:lock', f'fairlock:{b}:line', f'fairlock:{b}:waiters']
+        self.cache = f'fairlock:{b}:release'
 
     def acquire(self, who, write=True):
-        return ('EVALSHA', self.acq, 5, *self.keys, who, LEASE, TTL, self.channel, 'fair',
-                'queue', 0, 'n' + who)
+        # (A secret without ':', as the client's 32 hex digits.)
+        return ('EVALSHA', self.acq, 3, *self.keys, who, LEASE, TTL, 'fq', 0,
+                'n' + who.replace(':', '-'), 'label')
 
     def release(self, who, i):
-        return ('EVALSHA', self.rel, 6, *self.keys, f'{self.cache}:r{i}', who, TTL,
-                self.channel, CACHE, '', '', 'fair')
+        # Any token of the owner's hold (it holds once).
+        return ('EVALSHA', self.rel, 4, *self.keys, f'{self.cache}:r{i}', who, CACHE, '', '', 'f')
 
 
 class Weighted:
@@ -147,7 +149,7 @@ def run(label, obj, n, line_of, first, capacity_of):
         reply = cmd(*obj.acquire(new, weight))
         assert reply[0] == 3, (label, reply)
         line.append((new, weight, template))
-        assert cmd(*obj.release(who, i)) == 1
+        assert cmd(*obj.release(who, i)) == 1, (label, who)
         admit()
 
     for i in range(50):

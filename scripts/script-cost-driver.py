@@ -67,10 +67,17 @@ def taken(r):
     if isinstance(r,int): return r
     assert isinstance(r,list) and r[0]==1,r
     return r[1]
-def native(acq, rel, kind):
+K2=['fairlock:{b}:lock','fairlock:{b}:line','fairlock:{b}:waiters']
+def native(acq, rel, kind, layout):
+    # The arguments as the client sends them, with the client's label
+    # (its labels key) from layout version 2 on.
     def pair(i):
-        token=taken(cmd('EVALSHA',acq,5,*K,'o:1',30000,30000,'fairlock:{b}:wake',kind,'queue',0,f'n{i}'))
-        r=cmd('EVALSHA',rel,6,*K,f'fairlock:{{b}}:release:r{i}{time.time()}','o:1',30000,'fairlock:{b}:wake',26000,str(token),'',kind)
+        if layout==2:
+            token=taken(cmd('EVALSHA',acq,3,*K2,'o:1',30000,30000,kind[0]+'q',0,f'n{i}','host:1234'))
+            r=cmd('EVALSHA',rel,4,*K2,f'fairlock:{{b}}:release:r{i}{time.time()}','o:1',26000,str(token),'',kind[0])
+        else:
+            token=taken(cmd('EVALSHA',acq,5,*K,'o:1',30000,30000,'fairlock:{b}:wake',kind,'queue',0,f'n{i}'))
+            r=cmd('EVALSHA',rel,6,*K,f'fairlock:{{b}}:release:r{i}{time.time()}','o:1',30000,'fairlock:{b}:wake',26000,str(token),'',kind)
         assert r==1,r
     return pair
 RK=['q','redisson_lock_queue:{q}','redisson_lock_timeout:{q}']
@@ -99,8 +106,11 @@ for label in sys.argv[4:]:
     if not open(d+v+'-nacq.lua').read().strip():
         print(f'{label:<28} (no native scripts at this revision)', flush=True)
         continue
-    if what=='native-fair': p=native(load(d+v+'-nacq.lua'),load(d+v+'-nrel.lua'),'fair')
-    if what=='native-nonfair': p=native(load(d+v+'-nacq.lua'),load(d+v+'-nrel.lua'),'nonfair')
+    layout=int(open(d+v+'-layout').read())
+    if what=='native-fair': p=native(load(d+v+'-nacq.lua'),load(d+v+'-nrel.lua'),'fair',layout)
+    if what=='native-nonfair': p=native(load(d+v+'-nacq.lua'),load(d+v+'-nrel.lua'),'nonfair',layout)
     if what=='redisson-fair': p=rfair(load(d+v+'-rfacq.lua'),load(d+v+'-rfrel.lua'))
     if what=='redisson-nonfair': p=rplain(load(d+v+'-rnacq.lua'),load(d+v+'-rnrel.lua'))
+    # A clean name for each: the layouts' lock keys have different types.
+    cmd('DEL',*K,*K2,'fairlock:{b}:labels','q','p')
     x=measure(label,p); print(f'   = {x/base:.2f} x rslock-equivalent')

@@ -228,6 +228,14 @@ impl From<Error> for Failure {
                      {reason}); nothing was changed: use another lock name"
                 ),
             ),
+            Error::OlderLayout { name, version, .. } => Self::new(
+                UNAVAILABLE,
+                format!(
+                    "{name} is held by a client of an older fairlock (the native key layout \
+                     version {version}); nothing was changed: upgrade every client of this \
+                     lock, or retry once the older clients released it"
+                ),
+            ),
             Error::InvalidConfig(message) => Self::new(USAGE, message.clone()),
             Error::WouldDeadlock { .. } => Self::new(USAGE, err.to_string()),
             _ if err.is_invalid_input() => Self::new(USAGE, err.to_string()),

@@ -427,9 +427,11 @@ fn probe(other: Protocol, kind: Kind, name: &str) -> Probe {
             queue: (redisson_suffixed(name, "timeout"), "none", "ZCARD"),
             count: Some(name.to_owned()),
         },
+        // The native lock's key is a string (layout version 2): held
+        // unless it is the free marker a release leaves (`TOKEN:0:...`).
         (_, Kind::Lock) => Probe {
-            held: (native("lock"), "hash", "HLEN"),
-            queue: (native("queue"), "zset", "ZCARD"),
+            held: (native("lock"), "string", "GET"),
+            queue: (native("line"), "zset", "ZCARD"),
             count: None,
         },
         (_, Kind::Semaphore) => Probe {
@@ -487,8 +489,9 @@ async fn look_at_other_protocol(
     look.await
 }
 
-/// The entries of `key` (counted with `command`) when it is of type
-/// `want`, else 0; `None` when a call failed.
+/// The entries of `key` (counted with `command`; `GET`: a native lock's
+/// holder, 1 or 0) when it is of type `want`, else 0; `None` when a call
+/// failed.
 async fn entries(
     conn: &mut redis::aio::MultiplexedConnection,
     (key, want, command): &(String, &'static str, &'static str),
@@ -496,6 +499,13 @@ async fn entries(
     let found: String = redis::cmd("TYPE").arg(key).query_async(conn).await.ok()?;
     if found != *want {
         return Some(0);
+    }
+    if *command == "GET" {
+        // A native lock's value: one holder, or none in the free marker.
+        let value: String = redis::cmd("GET").arg(key).query_async(conn).await.ok()?;
+        return Some(u64::from(
+            value.split(':').nth(1).is_some_and(|count| count != "0"),
+        ));
     }
     redis::cmd(command).arg(key).query_async(conn).await.ok()
 }

@@ -341,11 +341,13 @@ fn inspect_json(protocol: Protocol) {
             assert_eq!(held["token"], Value::Null);
         }
         _ => {
-            let raw: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{shown}:queue", "0", "-1"]);
+            let raw: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{shown}:line", "0", "-1"]);
             assert_eq!(queue[0]["owner"], raw[0].as_str());
             // Native: the waiter ttl (6 s), refreshed every 2 s.
             assert!(expires > 3_000 && expires <= 6_000, "{expires}");
-            let token: u64 = server.cmd(&["HGET", "fairlock:{shown}:lock", "token"]);
+            // The lock's value (layout version 2): `TOKEN:COUNT:...`.
+            let value: String = server.cmd(&["GET", "fairlock:{shown}:lock"]);
+            let token: u64 = value.split(':').next().unwrap().parse().unwrap();
             assert_eq!(held["token"], token);
             assert_eq!(guard.token(), Some(token));
         }

@@ -205,6 +205,16 @@ pub(crate) fn deliver(env: Env<'_>, st: &mut State, c: usize) {
                 };
             }
         }
+        Msg::Free { owner } => {
+            // A wake-up: the waiter of that owner attempts again at once.
+            for task in &mut st.clients[c].tasks {
+                if let Phase::Waiting { refreshed, .. } = &mut task.phase {
+                    if task.owner == owner {
+                        *refreshed = false;
+                    }
+                }
+            }
+        }
         Msg::Revoke => {
             // One `renew` without a lease for every hold of the client.
             for i in 0..st.clients[c].holds.len() {

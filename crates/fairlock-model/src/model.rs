@@ -40,9 +40,10 @@ pub enum Action {
     Unlock(usize, usize),
     /// Client `c` reads the next message on its pub/sub connection.
     Deliver(usize),
-    /// The next grant message to client `c` is lost.
+    /// The next wake-up message (a grant, or a non-fair `free`) to client
+    /// `c` is lost.
     Drop(usize),
-    /// The next grant message to client `c` comes twice.
+    /// The next wake-up message to client `c` comes twice.
     Duplicate(usize),
     /// A task that read a grant proceeds: registers the hold (or, told to
     /// verify, calls `acquire`).
@@ -253,7 +254,7 @@ impl Model for NativeModel {
                 actions.push(Action::Deliver(c));
                 // A revocation is never lost unnoticed: a dropped
                 // connection makes the client check its holds as well.
-                if sc.message_faults && matches!(msg, Msg::Grant { .. }) {
+                if sc.message_faults && matches!(msg, Msg::Grant { .. } | Msg::Free { .. }) {
                     actions.push(Action::Drop(c));
                     if client.inbox.len() < 3 {
                         actions.push(Action::Duplicate(c));

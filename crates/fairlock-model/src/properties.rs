@@ -16,7 +16,8 @@ pub const MUTUAL_EXCLUSION: &str = "mutual exclusion";
 pub const BELIEF_BACKED: &str = "belief backed by the server";
 /// Every grant draws a token above every earlier one.
 pub const TOKENS_INCREASE: &str = "tokens increase";
-/// No grant passes over a waiter that arrived earlier and is live.
+/// No grant passes over a waiter that arrived earlier and is live (the
+/// fair lock).
 pub const FIFO: &str = "FIFO among live waiters";
 /// The lock is never free at two tick boundaries in a row while a live
 /// waiter waits (bounded liveness: a free lock is taken within one refresh
@@ -43,6 +44,10 @@ pub const SOME_REVOCATION: &str = "sometimes a revocation is checked";
 pub const SOME_FAILOVER: &str = "sometimes a failover";
 /// Sometimes: a lease runs out on the server under a holder's guards.
 pub const SOME_EXPIRY: &str = "sometimes a lease runs out";
+/// Sometimes: a non-fair release wakes its first waiter.
+pub const SOME_WAKE: &str = "sometimes a non-fair waiter is woken";
+/// Sometimes: a non-fair taker goes before the woken waiter.
+pub const SOME_BARGE: &str = "sometimes a non-fair taker barges";
 
 /// Always: every hold the server counts for an owner has a guard, once
 /// nothing of that owner is in flight (no hold nobody can release).
@@ -68,7 +73,7 @@ pub const SAFETY: [&str; 9] = [
 ];
 
 /// The names of the `sometimes` properties.
-pub const WITNESSES: [&str; 8] = [
+pub const WITNESSES: [&str; 10] = [
     SOME_HANDOFF,
     SOME_REENTRY,
     SOME_RENEWAL,
@@ -77,6 +82,8 @@ pub const WITNESSES: [&str; 8] = [
     SOME_REVOCATION,
     SOME_FAILOVER,
     SOME_EXPIRY,
+    SOME_WAKE,
+    SOME_BARGE,
 ];
 
 fn mutual_exclusion(m: &NativeModel, st: &State) -> bool {
@@ -183,5 +190,7 @@ pub fn all() -> Vec<Property<NativeModel>> {
         Property::sometimes(SOME_EXPIRY, |_, st: &State| {
             st.ghost.seen & seen::EXPIRY != 0
         }),
+        Property::sometimes(SOME_WAKE, |_, st: &State| st.ghost.seen & seen::WOKEN != 0),
+        Property::sometimes(SOME_BARGE, |_, st: &State| st.ghost.seen & seen::BARGE != 0),
     ]
 }

@@ -80,19 +80,30 @@ pub fn owner_name(owner: Owner) -> String {
 }
 
 fn server(out: &mut String, s: &Server) {
-    match &s.lock {
-        Some(l) => {
+    match (&s.lock, &s.marker) {
+        (Some(l), _) => {
             let _ = write!(
                 out,
-                "lock {}#{} n{} until {}{}",
+                "lock {}#{} n{} until {}{}{}{}",
                 owner_name(l.owner),
                 l.token,
                 l.count,
                 l.expires,
-                if l.claimed { "" } else { " unclaimed" }
+                if l.claimed { "" } else { " unclaimed" },
+                if l.waiting { " w" } else { "" },
+                if l.woken { "k" } else { "" }
             );
         }
-        None => out.push_str("free"),
+        (None, Some(m)) => {
+            let _ = write!(
+                out,
+                "free #{}{}{}",
+                m.token,
+                if m.waiting { " w" } else { "" },
+                if m.woken { "k" } else { "" }
+            );
+        }
+        (None, None) => out.push_str("free (no key)"),
     }
     if !s.queue.is_empty() {
         out.push_str(" | line");
@@ -154,6 +165,9 @@ pub fn summary(st: &State, replicas: bool) -> String {
                             write!(out, "grant {}#{token} at {at}+{expire}", owner_name(*owner));
                     }
                     Msg::Revoke => out.push_str("revoke"),
+                    Msg::Free { owner } => {
+                        let _ = write!(out, "free {}", owner_name(*owner));
+                    }
                 }
             }
             out.push(']');
@@ -203,8 +217,8 @@ pub fn describe(model: &NativeModel, st: &State, action: &Action) -> String {
         ),
         Action::Unlock(c, t) => format!("{}/task{t} unlock: release.lua", task(c, t).0),
         Action::Deliver(c) => format!("{} reads its next pub/sub message", task(c, 0).0),
-        Action::Drop(c) => format!("{}'s next grant message is lost", task(c, 0).0),
-        Action::Duplicate(c) => format!("{}'s next grant message is duplicated", task(c, 0).0),
+        Action::Drop(c) => format!("{}'s next wake-up message is lost", task(c, 0).0),
+        Action::Duplicate(c) => format!("{}'s next wake-up message is duplicated", task(c, 0).0),
         Action::Proceed(c, t) => format!("{} proceeds on the grant it read", task(c, t).1),
         Action::Synced(c, t) => format!("{} WAIT acknowledged", task(c, t).1),
         Action::SyncFailed(c, t) => format!("{} WAIT failed (master replaced)", task(c, t).1),

@@ -52,6 +52,11 @@ pub struct Scenario {
     /// One acquisition attempt's reply may be lost (its script ran): the
     /// acquisition fails and undoes what the attempt may have done.
     pub lost_replies: bool,
+    /// The fair lock (`true`) or the non-fair one: a release wakes the
+    /// first live waiter (`free`) instead of handing the lock over, unless
+    /// that waiter joined the line in an earlier tick (it waited too long
+    /// to be overtaken), and anybody may take a free lock first.
+    pub fair: bool,
 }
 
 fn lock(owner: u8, lease: Lease, wait: u8) -> Step {
@@ -76,6 +81,7 @@ impl Scenario {
             message_faults: true,
             crashes: true,
             lost_replies: false,
+            fair: true,
         }
     }
 
@@ -101,6 +107,7 @@ impl Scenario {
             message_faults: false,
             crashes: false,
             lost_replies: false,
+            fair: true,
         }
     }
 
@@ -123,6 +130,7 @@ impl Scenario {
             message_faults: false,
             crashes: false,
             lost_replies: false,
+            fair: true,
         }
     }
 
@@ -148,6 +156,7 @@ impl Scenario {
             message_faults: false,
             crashes: false,
             lost_replies: false,
+            fair: true,
         }
     }
 
@@ -170,6 +179,7 @@ impl Scenario {
             message_faults: false,
             crashes: false,
             lost_replies: false,
+            fair: true,
         }
     }
 
@@ -196,6 +206,35 @@ impl Scenario {
             message_faults: false,
             crashes: false,
             lost_replies: true,
+            fair: true,
+        }
+    }
+
+    /// The non-fair lock: a holder that releases and asks again at once
+    /// (taking it past the waiter its release woke, or waiting behind it),
+    /// and a waiter; wake-ups may be lost or duplicated.
+    pub fn nonfair() -> Scenario {
+        Scenario {
+            name: "nonfair",
+            clients: vec![
+                vec![vec![
+                    lock(0, Lease::Explicit(2), 2),
+                    Step::Unlock(0),
+                    lock(0, Lease::Explicit(2), 2),
+                    Step::Unlock(2),
+                ]],
+                vec![vec![lock(0, Lease::Explicit(2), 3), Step::Unlock(0)]],
+            ],
+            watchdog_lease: 2,
+            waiter_ttl: 2,
+            max_time: 3,
+            min_replicas: false,
+            failovers: 0,
+            force_unlocks: 0,
+            message_faults: true,
+            crashes: false,
+            lost_replies: false,
+            fair: false,
         }
     }
 
@@ -208,6 +247,7 @@ impl Scenario {
             Scenario::replicas(),
             Scenario::shared_owner(),
             Scenario::lost_reply(),
+            Scenario::nonfair(),
         ]
     }
 

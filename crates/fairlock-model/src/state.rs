@@ -22,18 +22,26 @@ pub type Nonce = (u8, u8, u8);
 /// A fencing token.
 pub type Token = u32;
 
-/// The lock hash (`fairlock:{NAME}:lock`) with its expiry.
+/// The lock key (`fairlock:{NAME}:lock`, layout version 2) while held:
+/// `TOKEN:COUNT:FLAGS:NONCE:REQUEST:OWNER`, with its expiry.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lock {
-    /// `owner`.
+    /// `OWNER`.
     pub owner: Owner,
-    /// `count`: holds of the owner.
+    /// `COUNT`: holds of the owner.
     pub count: u8,
-    /// `token`: the fencing token of this acquisition.
+    /// `TOKEN`: the fencing token of this acquisition.
     pub token: Token,
-    /// `claimed`: 0 while a handoff awaits its new holder.
+    /// Claimed: the flag u is not set (it is while a handoff awaits its
+    /// new holder).
     pub claimed: bool,
-    /// `nonce`: the acquisition's secret.
+    /// The flag w: the line may not be empty (invariant W: set whenever a
+    /// waiter is in line).
+    pub waiting: bool,
+    /// The flag k (non-fair, with w): taken past a woken waiter that has not
+    /// been back since; the release wakes nobody and leaves w and k.
+    pub woken: bool,
+    /// `NONCE`: the acquisition's secret.
     pub nonce: Nonce,
     /// The key's expiry, in server ticks (absolute, as replicated).
     pub expires: u8,
@@ -59,19 +67,32 @@ pub struct Waiter {
     pub nonce: Nonce,
 }
 
+/// The lock key while free: the marker a release leaves,
+/// `TOKEN:0:FLAGS::REQUEST:` (it lives 20 s and more: longer than any check
+/// here, so it is not expired in the model).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Marker {
+    /// The last hold's token: the next one is drawn above it.
+    pub token: Token,
+    /// The flag w: waiters may be in line.
+    pub waiting: bool,
+    /// The flag k: the head of the line was woken (non-fair) and a taker
+    /// not in line may go first.
+    pub woken: bool,
+}
+
 /// What one Redis server holds for the lock: the whole state a failover
-/// can lose. `meta` is reduced to its two counters (its expiry is not
-/// modelled: the clock term of the token keeps tokens increasing anyway).
+/// can lose. The token counter lives in the lock key (held or the free
+/// marker): once the key is gone (a lease ran out), only the clock term of
+/// the next token keeps tokens increasing.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Server {
-    /// The lock hash, if present and not expired.
+    /// The lock key while held, if present and not expired.
     pub lock: Option<Lock>,
-    /// The line, in arrival order.
+    /// The lock key while free: a release's marker.
+    pub marker: Option<Marker>,
+    /// The line (`line` and `waiters`), in arrival order.
     pub queue: Vec<Waiter>,
-    /// `meta.seq`: the last arrival number.
-    pub seq: u32,
-    /// `meta.token`: the last fencing token.
-    pub token: Token,
 }
 
 /// A pub/sub message on a client's one connection.
@@ -96,6 +117,12 @@ pub enum Msg {
     /// The lock key on `fairlock:revoked:CLIENT`: a force-release removed
     /// a hold of this client.
     Revoke,
+    /// `free` on a non-fair waiter's channel: a release (or a give-up) left
+    /// the lock free and woke it, the first live waiter.
+    Free {
+        /// The waiter woken.
+        owner: Owner,
+    },
 }
 
 /// Where a task is in its program step.
@@ -258,6 +285,12 @@ pub mod seen {
     pub const FAILOVER: u16 = 1 << 6;
     /// A lease ran out on the server while its holder still had guards.
     pub const EXPIRY: u16 = 1 << 7;
+    /// A non-fair release woke the first waiter (`free`) instead of
+    /// handing it the lock.
+    pub const WOKEN: u16 = 1 << 8;
+    /// A non-fair taker not in line took a lock whose woken waiter was on
+    /// its way.
+    pub const BARGE: u16 = 1 << 9;
 }
 
 /// The ghost variables the properties read (not part of the system).
@@ -270,9 +303,10 @@ pub struct Ghost {
     /// A take or handoff passed over an earlier live waiter.
     pub fifo_broken: bool,
     /// The lock was free, with a live waiter waiting, at two tick
-    /// boundaries in a row.
+    /// boundaries in a row, and nobody took it in between.
     pub idle_with_waiter: bool,
-    /// The lock was free, with a live waiter waiting, at the last tick.
+    /// The lock was free, with a live waiter waiting, at the last tick, and
+    /// nobody has taken it since.
     pub idle_last_tick: bool,
     /// Holds a force-release removed whose client has not checked yet:
     /// their beliefs are excused (force-unlock overrides exclusion until

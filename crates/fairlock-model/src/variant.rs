@@ -40,7 +40,8 @@ pub struct Variant {
     pub grant_overtrusted: bool,
     /// Mutant: a claim that finds the lock not its own counts as a success.
     pub failed_claim_succeeds: bool,
-    /// Mutant: the purge drops waiters whose liveness has not passed yet.
+    /// Mutant: dead waiters are dropped a tick early: waiters whose
+    /// liveness has not passed yet go too.
     pub purge_drops_live: bool,
     /// Mutant: `release` does not check the owner (nor its token).
     pub release_ignores_owner: bool,
@@ -56,6 +57,26 @@ pub struct Variant {
     /// fresh grant message even when it was made before the waiter's last
     /// attempt ran (that attempt found the grant gone and queued it again).
     pub stale_grant_trusted: bool,
+    /// Layout version 2, mutant: the release's fast path frees the lock
+    /// (the marker, no handoff) even when the held value has w.
+    pub release_ignores_w: bool,
+    /// Layout version 2, mutant: a waiter joins the line without setting w
+    /// in the held value (invariant W broken).
+    pub join_without_w: bool,
+    /// Layout version 2, mutant: a handoff writes the new holder's value
+    /// without w, while others may still wait.
+    pub handoff_drops_w: bool,
+    /// Layout version 2, mutant (a non-fair take racing a wake-up): the
+    /// fast path lets a waiter still in line take a marker with k (it
+    /// holds, and stays in line).
+    pub barge_from_line: bool,
+    /// Layout version 2, mutant (a non-fair take racing a wake-up): a
+    /// taker of a marker with k writes its value without w, though the
+    /// woken waiter is still in line.
+    pub barge_drops_w: bool,
+    /// Layout version 2, mutant: the fast path's token is the marker's + 1,
+    /// without the clock term (no TIME call).
+    pub take_without_clock: bool,
 }
 
 /// How many ticks longer than the server's grant the `grant_overtrusted`
@@ -63,7 +84,7 @@ pub struct Variant {
 pub const GRANT_OVERTRUST: u8 = 10;
 
 /// The names of the variants (`--variant NAME`), `correct` first.
-pub const VARIANT_NAMES: [&str; 16] = [
+pub const VARIANT_NAMES: [&str; 22] = [
     "correct",
     "renew_may_shorten",
     "revocation_before_registration_lost",
@@ -80,6 +101,12 @@ pub const VARIANT_NAMES: [&str; 16] = [
     "undo_by_count",
     "reentry_leaves_unclaimed",
     "stale_grant_trusted",
+    "release_ignores_w",
+    "join_without_w",
+    "handoff_drops_w",
+    "barge_from_line",
+    "barge_drops_w",
+    "take_without_clock",
 ];
 
 impl Variant {
@@ -103,6 +130,12 @@ impl Variant {
             "undo_by_count" => v.undo_by_count = true,
             "reentry_leaves_unclaimed" => v.reentry_leaves_unclaimed = true,
             "stale_grant_trusted" => v.stale_grant_trusted = true,
+            "release_ignores_w" => v.release_ignores_w = true,
+            "join_without_w" => v.join_without_w = true,
+            "handoff_drops_w" => v.handoff_drops_w = true,
+            "barge_from_line" => v.barge_from_line = true,
+            "barge_drops_w" => v.barge_drops_w = true,
+            "take_without_clock" => v.take_without_clock = true,
             _ => return None,
         }
         Some(v)

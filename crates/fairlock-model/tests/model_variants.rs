@@ -5,6 +5,7 @@
 
 use fairlock_model::properties::{
     BELIEF_BACKED, COUNT_BACKED, FIFO, GRANT_BOUNDED, MUTUAL_EXCLUSION, NO_GHOST_WAITER,
+    TOKENS_INCREASE,
 };
 use fairlock_model::{NativeModel, Scenario, Variant, check, format_path};
 
@@ -136,6 +137,55 @@ fn finding_stale_grant_trusted_leaves_a_ghost_waiter() {
         Scenario::force_unlock(),
         NO_GHOST_WAITER,
     );
+}
+
+/// Layout version 2: a value without w proves the line empty (invariant
+/// W). A release that frees the lock though its value has w leaves the
+/// waiter behind a newcomer, and the waiter later takes the free lock while
+/// still in line.
+#[test]
+fn layout_2_release_ignoring_w_passes_over_the_line() {
+    caught("release_ignores_w", Scenario::force_unlock(), FIFO);
+    caught("release_ignores_w", Scenario::handoffs(), NO_GHOST_WAITER);
+}
+
+/// Layout version 2: a waiter that joins without setting w in the held
+/// value is never handed the lock.
+#[test]
+fn layout_2_joining_without_w_passes_over_the_line() {
+    caught("join_without_w", Scenario::shared_owner(), FIFO);
+    caught("join_without_w", Scenario::nonfair(), NO_GHOST_WAITER);
+}
+
+/// Layout version 2: a handoff whose value drops w, with another waiter
+/// behind the new holder.
+#[test]
+fn layout_2_handoff_dropping_w_passes_over_the_line() {
+    caught("handoff_drops_w", Scenario::force_unlock(), FIFO);
+}
+
+/// Layout version 2, a non-fair take racing a wake-up: a waiter still in
+/// line takes the free lock by the fast path (a marker with k) and keeps
+/// its place.
+#[test]
+fn layout_2_nonfair_take_from_the_line_leaves_a_ghost_waiter() {
+    caught("barge_from_line", Scenario::nonfair(), NO_GHOST_WAITER);
+}
+
+/// Layout version 2, a non-fair take racing a wake-up: the taker that goes
+/// before the woken waiter writes no w, so its release wakes nobody, and
+/// the waiter finds the free lock by the fast path, still in line.
+#[test]
+fn layout_2_nonfair_take_dropping_w_leaves_a_ghost_waiter() {
+    caught("barge_drops_w", Scenario::nonfair(), NO_GHOST_WAITER);
+}
+
+/// Layout version 2: the uncontended take's token continues the free
+/// marker's; without the clock term, a failover to a replica whose marker
+/// is older than the last grant draws a token already used.
+#[test]
+fn layout_2_take_without_the_clock_regresses_tokens_after_a_failover() {
+    caught("take_without_clock", Scenario::replicas(), TOKENS_INCREASE);
 }
 
 #[test]

@@ -201,11 +201,8 @@ pub fn lock_keys(protocol: fairlock::Protocol, name: &str) -> (String, String, V
         }
         fairlock::Protocol::Native => (
             format!("fairlock:{{{name}}}:lock"),
-            format!("fairlock:{{{name}}}:queue"),
-            vec![
-                format!("fairlock:{{{name}}}:alive"),
-                format!("fairlock:{{{name}}}:leases"),
-            ],
+            format!("fairlock:{{{name}}}:line"),
+            vec![format!("fairlock:{{{name}}}:waiters")],
         ),
         other => panic!("the harness knows no key layout for {other}"),
     }
@@ -254,16 +251,42 @@ pub fn queue_len(server: &RedisServer, protocol: fairlock::Protocol, name: &str)
     }
 }
 
-/// Whether the lock key exists (somebody holds the lock).
+/// Whether somebody holds the lock: its key exists (native: and is not the
+/// free marker a release leaves, `TOKEN:0:...`).
 pub fn is_held(server: &RedisServer, protocol: fairlock::Protocol, name: &str) -> bool {
-    server.cmd::<i64>(&["EXISTS", &lock_keys(protocol, name).0]) == 1
+    let lock = lock_keys(protocol, name).0;
+    if protocol == fairlock::Protocol::Native {
+        return native_lock_value(server, name).is_some_and(|value| !native_is_free(&value));
+    }
+    server.cmd::<i64>(&["EXISTS", &lock]) == 1
 }
 
-/// The lock is free and nobody is queued: no lock key, no queue entry, no
-/// deadline left behind.
+/// The value of native lock `name`'s key (a string), if any.
+pub fn native_lock_value(server: &RedisServer, name: &str) -> Option<String> {
+    server.cmd(&["GET", &format!("fairlock:{{{name}}}:lock")])
+}
+
+/// Whether a native lock's value is the free marker (`TOKEN:0:...`).
+pub fn native_is_free(value: &str) -> bool {
+    value.split(':').nth(1) == Some("0")
+}
+
+/// The lock is free and nobody is queued: no lock key (native: or only the
+/// free marker a release leaves for a while), no queue entry, no deadline
+/// left behind.
 pub fn assert_clean_for(server: &RedisServer, protocol: fairlock::Protocol, name: &str) {
     let (lock, queue, others) = lock_keys(protocol, name);
-    let mut keys = vec![lock.as_str(), queue.as_str()];
+    let mut keys = vec![queue.as_str()];
+    if protocol == fairlock::Protocol::Native {
+        if let Some(value) = native_lock_value(server, name) {
+            assert!(
+                native_is_free(&value),
+                "native lock {name}: held ({value}) where it should be free"
+            );
+        }
+    } else {
+        keys.push(lock.as_str());
+    }
     keys.extend(others.iter().map(String::as_str));
     let mut args = vec!["EXISTS"];
     args.extend(&keys);

@@ -102,6 +102,25 @@ pub enum Error {
         reason: String,
     },
 
+    /// The lock is held in the key layout of an older fairlock version
+    /// (the native lock's layout `version`, before version 2): a client of
+    /// that version holds it. The two layouts never both hold one name: this
+    /// client refuses (nothing was changed), and clients of the older
+    /// version refuse a lock held in this layout (they see a key of another
+    /// type). Upgrade every client of the name, or let the older ones drain
+    /// (their holds end with their release or lease), then retry.
+    #[error(
+        "lock {name:?} is held in the native key layout version {version} of an older fairlock ({key:?}): upgrade every client of this lock, or retry once the older clients released it"
+    )]
+    OlderLayout {
+        /// The lock name.
+        name: String,
+        /// The key that holds the older layout.
+        key: String,
+        /// The older layout's version.
+        version: u32,
+    },
+
     /// Redis could not be reached, or the connection broke and did not come
     /// back within the retry budget.
     #[error("cannot reach Redis at {addr}: {source}")]

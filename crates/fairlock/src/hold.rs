@@ -165,8 +165,10 @@ impl LockShared {
                     .release(self.conn(), owner.as_str(), lease, request, scope)
             })
             .await;
-        if reply.is_ok() && sent == 1 && sending == Sending::First {
-            self.forget_release(request);
+        if let Ok(answer) = &reply {
+            if sent == 1 && sending == Sending::First && self.lock.release_cached(answer) {
+                self.forget_release(request);
+            }
         }
         reply
     }
@@ -223,8 +225,10 @@ impl LockShared {
             .lock
             .release(self.conn(), owner.as_str(), lease, &request, &scope)
             .await;
-        if reply.is_ok() {
-            self.forget_release(&request);
+        if let Ok(answer) = &reply {
+            if self.lock.release_cached(answer) {
+                self.forget_release(&request);
+            }
         }
         reply
     }

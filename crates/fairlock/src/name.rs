@@ -23,7 +23,8 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// # Why no native name needs the last rule
 ///
 /// Every native key and channel is `fairlock:{NAME}:SUFFIX`, SUFFIX one of
-/// the lock's `lock`, `queue`, `alive`, `meta`, `leases`, `labels`,
+/// the lock's `lock`, `line`, `waiters`, `labels` (and, of the layout
+/// before version 2, `queue`, `alive`, `meta`, `leases`),
 /// `wake:OWNER`, `release:REQUEST`, the read-write lock's `rw:holders`,
 /// `rw:hold:ID`, `rw:queue`, `rw:alive`, `rw:meta`, `rw:leases`,
 /// `rw:wake:ID`, `rw:release:REQUEST`, or the semaphore's same with `sem:`.
@@ -201,25 +202,27 @@ pub(crate) fn joined(prefix: &str, suffix: &str) -> String {
 /// The keys of one lock under the `native` protocol: `fairlock:{NAME}:...`.
 /// Every key starts with the same `fairlock:{` prefix up to the name's first
 /// `}`, so they all share one cluster slot whatever the name contains.
+/// (Layout version 2, see `protocol/native/lock_prelude.lua`.)
 #[derive(Debug, Clone)]
 pub(crate) struct NativeKeys {
-    /// KEYS[1..5] of every native script: lock, queue, liveness, meta, leases.
-    pub(crate) all: [String; 5],
+    /// KEYS[1..3] of every native lock script: the lock (a string), the
+    /// line (arrival order), the waiters' records.
+    pub(crate) all: [String; 3],
     /// Channel prefix: `fairlock:{NAME}:wake`; every waiter, fair or not,
     /// listens on `...:wake:OWNER`.
     pub(crate) channel: String,
     /// Prefix of the release result cache; `:REQUEST` is appended per call.
     pub(crate) release_cache: String,
-    /// The labels of the clients that hold or wait for the lock (hash,
-    /// client id -> label): `fairlock:{NAME}:labels`.
-    pub(crate) labels: String,
 }
 
 impl NativeKeys {
     /// The labels key of the lock whose lock key is `lock_key`
     /// (`fairlock:{NAME}:lock`, or a read-write lock's
-    /// `fairlock:{NAME}:rw:holders`): `fairlock:{NAME}:labels`, shared by
-    /// the lock and the read-write lock of one name (client id -> label).
+    /// `fairlock:{NAME}:rw:holders`): `fairlock:{NAME}:labels`, the labels
+    /// of the read-write lock's and the semaphore's holders and waiters
+    /// (client id -> label). The lock (layout version 2) keeps its holder's
+    /// label in its value and each waiter's in its record, and writes no
+    /// labels key; a renewal batch passes one per hold all the same.
     pub(crate) fn labels_of(lock_key: &str) -> String {
         let base = lock_key
             .strip_suffix(NativeRwKeys::HOLDERS_SUFFIX)
@@ -232,16 +235,9 @@ impl NativeKeys {
     pub(crate) fn new(name: &str) -> Self {
         let key = |suffix: &str| format!("fairlock:{{{name}}}:{suffix}");
         Self {
-            all: [
-                key("lock"),
-                key("queue"),
-                key("alive"),
-                key("meta"),
-                key("leases"),
-            ],
+            all: [key("lock"), key("line"), key("waiters")],
             channel: key("wake"),
             release_cache: key("release"),
-            labels: key("labels"),
         }
     }
 
@@ -354,7 +350,10 @@ mod tests {
             NativeKeys::labels_of(k.holders()),
             "fairlock:{orders}:labels"
         );
-        assert_eq!(k.labels, NativeKeys::new("orders").labels);
+        assert_eq!(
+            k.labels,
+            NativeKeys::labels_of(NativeKeys::new("orders").lock())
+        );
         let lock = NativeKeys::new("orders");
         assert!(k.all.iter().all(|key| !lock.all.contains(key)));
         let sem = NativeRwKeys::semaphore("orders");
@@ -375,10 +374,10 @@ mod tests {
     fn native_keys_share_a_prefix() {
         let k = NativeKeys::new("orders");
         assert_eq!(k.lock(), "fairlock:{orders}:lock");
-        assert_eq!(k.all[1], "fairlock:{orders}:queue");
+        assert_eq!(k.all[1], "fairlock:{orders}:line");
+        assert_eq!(k.all[2], "fairlock:{orders}:waiters");
         assert_eq!(k.channel, "fairlock:{orders}:wake");
-        assert_eq!(k.labels, "fairlock:{orders}:labels");
-        assert_eq!(NativeKeys::labels_of(k.lock()), k.labels);
+        assert_eq!(NativeKeys::labels_of(k.lock()), "fairlock:{orders}:labels");
         let tagged = NativeKeys::new("a{b}c");
         assert!(
             tagged
@@ -407,7 +406,7 @@ mod tests {
         let mut keys: Vec<String> = native.all.to_vec();
         keys.extend([
             native.release_cache.clone(),
-            native.labels.clone(),
+            NativeKeys::labels_of(native.lock()),
             redisson.labels.clone(),
             redisson.queue.clone(),
             redisson.timeouts.clone(),

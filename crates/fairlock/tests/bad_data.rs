@@ -11,7 +11,7 @@ use fairlock_test_support as support;
 use support::{RedisServer, client};
 
 mod common;
-use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, five, key, snapshot};
+use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, key, snapshot, three};
 use common::{config, connect};
 
 const BOTH: [Protocol; 2] = [Protocol::Native, Protocol::Redisson];
@@ -27,10 +27,10 @@ fn lock_key(protocol: Protocol, name: &str) -> String {
 /// A key's whole state: type, contents (a hash's fields sorted) and TTL.
 fn key_state(server: &RedisServer, key: &str) -> (String, Vec<String>, i64) {
     let kind: String = server.cmd(&["TYPE", key]);
-    let mut fields: Vec<String> = if kind == "hash" {
-        server.cmd(&["HGETALL", key])
-    } else {
-        Vec::new()
+    let mut fields: Vec<String> = match kind.as_str() {
+        "hash" => server.cmd(&["HGETALL", key]),
+        "string" => vec![server.cmd(&["GET", key]), String::new()],
+        _ => Vec::new(),
     };
     let mut pairs: Vec<String> = fields
         .chunks(2)
@@ -71,7 +71,20 @@ fn assert_not_a_lock(err: &Error, key: &str) {
     );
 }
 
-/// Every way a client touches `name`'s lock key is refused with NotALock,
+/// `err` is the typed refusal `name`'s data gets under `protocol`: a key
+/// of another Redis type than the native lock's string (layout version 2)
+/// is WrongType, anything else NotALock.
+fn assert_refused(err: &Error, server: &RedisServer, protocol: Protocol, key: &str) {
+    let kind: String = server.cmd(&["TYPE", key]);
+    if protocol == Protocol::Native && kind != "string" {
+        assert!(matches!(err, Error::WrongType { .. }), "{key}: {err:?}");
+    } else {
+        assert_not_a_lock(err, key);
+    }
+}
+
+/// Every way a client touches `name`'s lock key is refused with a typed
+/// error (NotALock, or WrongType for a native lock key of another type),
 /// and the key is left exactly as it was.
 async fn assert_refused_everywhere(
     server: &RedisServer,
@@ -84,15 +97,20 @@ async fn assert_refused_everywhere(
     for kind in [LockKind::Fair, LockKind::NonFair] {
         let handle = client.handle(name, kind).unwrap();
         let err = handle.try_lock().await.map(|_| ()).unwrap_err();
-        assert_not_a_lock(&err, &key);
+        assert_refused(&err, server, protocol, &key);
         let err = handle
             .try_lock_for(Duration::from_millis(300))
             .await
             .map(|_| ())
             .unwrap_err();
-        assert_not_a_lock(&err, &key);
-        assert_not_a_lock(&handle.force_unlock().await.unwrap_err(), &key);
-        assert_not_a_lock(&handle.inspect().await.unwrap_err(), &key);
+        assert_refused(&err, server, protocol, &key);
+        assert_refused(
+            &handle.force_unlock().await.unwrap_err(),
+            server,
+            protocol,
+            &key,
+        );
+        assert_refused(&handle.inspect().await.unwrap_err(), server, protocol, &key);
         assert_unchanged(
             &before,
             &key_state(server, &key),
@@ -135,59 +153,39 @@ async fn redisson_names_that_are_other_locks_keys_are_refused() {
     // redisson lock on `x`'s native lock key, since that name is refused.
     let guard = native.fair_lock("x").unwrap().lock().await.unwrap();
     guard.unlock().await.unwrap();
-    assert_eq!(server.cmd::<i64>(&["EXISTS", "fairlock:{x}:lock"]), 0);
+    assert!(!support::is_held(&server, Protocol::Native, "x"));
 }
 
-// Finding 6 (issue 21): a malformed meta counter left a hold with no holder.
+// Finding 6 (issue 21): a malformed counter left a hold with no holder.
+// Under the layout version 2 the counters are the lock's own: the token
+// and the count in its value, held or free (the marker).
 #[tokio::test]
 async fn malformed_native_counters_are_refused_before_any_write() {
     let server = RedisServer::start();
     let client = client(&server, Protocol::Native).await;
-    let other = support::client(&server, Protocol::Native).await;
-    let meta = "fairlock:{c}:meta";
-    for bad in [
-        "1e19",
-        "inf",
-        "nan",
-        "18446744073709551615",
-        "-1",
+    let key = "fairlock:{d}:lock";
+    for value in [
+        // Held, with a token or a count that is not a counter.
+        "1e19:1::n::x:1\tl",
+        "inf:1::n::x:1\tl",
+        "nan:1::n::x:1\tl",
+        "18446744073709551615:1::n::x:1\tl",
+        "9007199254740993:1::n::x:1\tl",
+        "5:1e19::n::x:1\tl",
+        "5:-1::n::x:1\tl",
+        // A count of 0 with a holder, a count above 0 without one.
+        "5:0::n::x:1\tl",
+        "5:1::n::",
+        // Free markers with bad tokens.
+        "1e19:0:::r:",
+        "18446744073709551615:0:::r:",
+        "9007199254740993:0:::r:",
+        // Not of the layout at all.
         "",
         "12x",
+        "5:1:XY:n::x:1",
     ] {
-        for field in ["token", "seq"] {
-            server.cmd::<i64>(&["HSET", meta, field, bad]);
-            let lock = client.fair_lock("c").unwrap();
-            // The uncontended path reads the token; the queueing path both.
-            if field == "token" {
-                let err = lock.try_lock().await.map(|_| ()).unwrap_err();
-                assert_not_a_lock(&err, meta);
-                assert_eq!(server.cmd::<i64>(&["EXISTS", "fairlock:{c}:lock"]), 0);
-            }
-            server.cmd::<i64>(&["DEL", meta]);
-            let held = lock.lock().await.unwrap();
-            server.cmd::<i64>(&["HSET", meta, field, bad]);
-            let err = other
-                .fair_lock("c")
-                .unwrap()
-                .try_lock_for(Duration::from_millis(300))
-                .await
-                .map(|_| ())
-                .unwrap_err();
-            assert_not_a_lock(&err, meta);
-            // Nobody was queued, the value was not touched.
-            assert_eq!(server.cmd::<i64>(&["EXISTS", "fairlock:{c}:queue"]), 0);
-            let value: String = server.cmd(&["HGET", meta, field]);
-            assert_eq!(value, bad);
-            server.cmd::<i64>(&["HSET", meta, field, "1"]);
-            held.unlock().await.unwrap();
-            server.cmd::<i64>(&["DEL", meta, "fairlock:{c}:lock"]);
-        }
-    }
-    // A lock hash whose counters are malformed is not a lock either.
-    let key = "fairlock:{d}:lock";
-    for (count, token) in [("1e19", "5"), ("1", "inf"), ("0", "5"), ("1", "nan")] {
-        server.cmd::<i64>(&["HSET", key, "owner", "x:1", "count", count, "token", token]);
-        server.cmd::<i64>(&["PEXPIRE", key, "60000"]);
+        server.cmd::<()>(&["SET", key, value, "PX", "60000"]);
         assert_refused_everywhere(&server, &client, Protocol::Native, "d").await;
         server.cmd::<i64>(&["DEL", key]);
     }
@@ -242,14 +240,19 @@ async fn application_data_under_a_lock_name_is_never_touched() {
     let client = client(&server, Protocol::Redisson).await;
     server.cmd::<i64>(&["HSET", "user:2", "a:1", "2"]);
     assert_refused_everywhere(&server, &client, Protocol::Redisson, "user:2").await;
-    // Native: a hash with an owner field and nothing else.
+    // Native: a hash with an owner field and nothing else (not a lock of
+    // the older layout either: that has a count and a token).
     let client = support::client(&server, Protocol::Native).await;
     server.cmd::<i64>(&["HSET", "fairlock:{user:3}:lock", "owner", "bob"]);
     assert_refused_everywhere(&server, &client, Protocol::Native, "user:3").await;
+    // Native: a string that is not a lock of this layout.
+    server.cmd::<()>(&["SET", "fairlock:{user:4}:lock", "hello"]);
+    assert_refused_everywhere(&server, &client, Protocol::Native, "user:4").await;
 }
 
-/// A `-inf` score in the liveness set (written by anyone) does not
-/// panic `inspect()`. Before: an overflow panic.
+/// Infinite scores in the line and malformed records (written by anyone) do
+/// not panic `inspect()`. Before: an overflow panic (then on a `-inf`
+/// liveness score).
 ///
 /// Found by the safety review (finding 14).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -257,26 +260,23 @@ async fn inspect_survives_malformed_scores() {
     let server = RedisServer::start();
     let client = connect(config(&server.url(), Protocol::Native)).await;
     let name = "scores";
-    let queue = format!("fairlock:{{{name}}}:queue");
-    let alive = format!("fairlock:{{{name}}}:alive");
-    let _: i64 = server.cmd(&["ZADD", &queue, "1", "a:1", "2", "b:1"]);
-    let _: i64 = server.cmd(&["ZADD", &alive, "-inf", "a:1", "+inf", "b:1"]);
+    let line = format!("fairlock:{{{name}}}:line");
+    let records = format!("fairlock:{{{name}}}:waiters");
+    let _: i64 = server.cmd(&["ZADD", &line, "-inf", "a:1", "+inf", "b:1"]);
+    let _: i64 = server.cmd(&["HSET", &records, "a:1", "junk", "b:1", "-5:1:1:n:"]);
     let info = client.fair_lock(name).unwrap().inspect().await.unwrap();
     assert_eq!(info.queue.len(), 2);
     assert_eq!(info.queue[0].expires_in, Some(Duration::ZERO));
 }
 
 /// FINDING 1 (promise 6: a wrong-typed key is a typed error and nothing is
-/// written). The release cache key (KEYS[6]) is no longer type-checked when
-/// the cache GET is skipped (the hold's token matches, never partly
-/// released): release_fast.lua and release.lua SET it over a key of another
-/// type, then delete the lock (and, contended, hand it on). The previous
-/// release.lua refused with WRONGTYPE before any write
-/// (`wrong_type(KEYS[6], 'string')`). Three paths: uncontended fast path,
-/// contended full release, partial (re-entrant) release.
-///
-/// Found by the adversarial review of the `scripts` change (finding 1),
-/// fixed since.
+/// written). The release cache key (KEYS[4]) of another type: a release
+/// that would write it (a partial one, under the layout version 2 the only
+/// one that caches its answer) answers WRONGTYPE before any write; a full
+/// release (uncontended, or handing the lock on) never touches it, and
+/// leaves it as it was. (Found by the adversarial review of the `scripts`
+/// change, when the full release cached its answer too and skipped the
+/// cache's read.)
 #[test]
 fn release_with_wrong_typed_cache_key_writes_nothing() {
     let server = RedisServer::start();
@@ -287,38 +287,35 @@ fn release_with_wrong_typed_cache_key_writes_nothing() {
         ("partial", "2", false),
     ] {
         let name = format!("wt-cache-{case}");
-        let keys5 = five(&name);
+        let keys = three(&name);
         let cache = key(&name, "release:0123456789abcdef0123456789abcdef");
-        let _: () = server.cmd(&[
-            "HSET", &keys5[0], "owner", "c:1", "count", count, "token", "5", "claimed", "1",
-            "nonce", "n1",
-        ]);
-        let _: () = server.cmd(&["PEXPIRE", &keys5[0], "60000"]);
+        let flags = if queued { "w" } else { "" };
+        let value = format!("5:{count}:{flags}:n1::c:1\tl");
+        let _: () = server.cmd(&["SET", &keys[0], &value, "PX", "60000"]);
         if queued {
-            let _: () = server.cmd(&["ZADD", &keys5[1], "1", "c:2"]);
-            let _: () = server.cmd(&["ZADD", &keys5[2], "99999999999999", "c:2"]);
-            let _: () = server.cmd(&["HSET", &keys5[4], "c:2", "30000:6000:n2"]);
-            let _: () = server.cmd(&["HSET", &keys5[3], "token", "5", "seq", "1"]);
+            let _: () = server.cmd(&["ZADD", &keys[1], "1", "c:2"]);
+            let _: () = server.cmd(&["HSET", &keys[2], "c:2", "99999999999999:30000:6000:n2:"]);
         }
         // A hostile (or stray) value of another type under the cache key.
         let _: () = server.cmd(&["HSET", &cache, "f", "v"]);
         let before = snapshot(&server, &name);
-        let mut keys = keys5.clone();
-        keys.push(cache.clone());
-        let reply = eval(
-            &server,
-            NEW_RELEASE,
-            &keys,
-            &["c:1", "6000", &key(&name, "wake"), "10000", "5", "", "fair"],
-        );
+        let mut all = keys.clone();
+        all.push(cache.clone());
+        let reply = eval(&server, NEW_RELEASE, &all, &["c:1", "10000", "5", "", "f"]);
         let after = snapshot(&server, &name);
-        let cache_type: String = server.cmd(&["TYPE", &cache]);
+        let cache_after: Vec<String> = server.cmd(&["HGETALL", &cache]);
         println!(
-            "{case}: reply {reply:?}; cache key now a {cache_type}; state changed: {}",
+            "{case}: reply {reply:?}; cache key now {cache_after:?}; state changed: {}",
             before != after
         );
         let typed = matches!(&reply, Err(e) if e.to_string().contains("WRONGTYPE"));
-        if !typed || before != after {
+        let ok = if count == "1" {
+            // Released (and handed on), the cache key untouched.
+            matches!(&reply, Ok(redis::Value::Int(1))) && cache_after == ["f", "v"]
+        } else {
+            typed && before == after
+        };
+        if !ok {
             failures.push(case);
         }
     }
@@ -330,7 +327,8 @@ fn release_with_wrong_typed_cache_key_writes_nothing() {
 
 /// Promise 6 through the library: every native key of the wrong type, on
 /// the fast and the contended acquire and release: a WRONGTYPE error and
-/// no key changed.
+/// no key changed (or, for a path that never touches that key, success with
+/// the key left alone).
 ///
 /// From the adversarial review of the `scripts` change (fast paths, a
 /// skipped release cache GET, queued non-fair waiters): a check that held.
@@ -339,36 +337,27 @@ async fn wrong_typed_native_keys_write_nothing() {
     let server = RedisServer::start();
     let a = connect(config(&server.url(), Protocol::Native)).await;
     let mut failures = Vec::new();
-    for (i, suffix) in ["lock", "queue", "alive", "meta", "leases"]
-        .iter()
-        .enumerate()
-    {
+    for (i, suffix) in ["lock", "line", "waiters"].iter().enumerate() {
         for fair in [true, false] {
             for contended in [false, true] {
                 let name = format!("wt-{suffix}-{fair}-{contended}");
-                let keys5 = five(&name);
-                let channel = key(&name, "wake");
-                let kind = if fair { "fair" } else { "nonfair" };
+                let keys = three(&name);
+                let mode = if fair { "fq" } else { "nq" };
                 if contended {
                     // Another owner holds it and one waiter is queued.
-                    eval(
-                        &server,
-                        NEW_ACQUIRE,
-                        &keys5,
-                        &["x:1", "30000", "6000", &channel, kind, "queue", "0", "xn"],
-                    )
-                    .unwrap();
-                    eval(
-                        &server,
-                        NEW_ACQUIRE,
-                        &keys5,
-                        &["y:1", "30000", "6000", &channel, kind, "queue", "0", "yn"],
-                    )
-                    .unwrap();
+                    for (owner, nonce) in [("x:1", "xn"), ("y:1", "yn")] {
+                        eval(
+                            &server,
+                            NEW_ACQUIRE,
+                            &keys,
+                            &[owner, "30000", "6000", mode, "0", nonce, ""],
+                        )
+                        .unwrap();
+                    }
                 }
-                let bad = &keys5[i];
+                let bad = &keys[i];
                 let _: () = server.cmd(&["DEL", bad]);
-                let _: () = server.cmd(&["SET", bad, "junk"]);
+                let _: () = server.cmd(&["RPUSH", bad, "junk"]);
                 let before = snapshot(&server, &name);
                 let result = if fair {
                     a.fair_lock(&name)
@@ -381,44 +370,43 @@ async fn wrong_typed_native_keys_write_nothing() {
                 };
                 let after = snapshot(&server, &name);
                 let ok = matches!(&result, Err(e) if format!("{e:?}").to_lowercase().contains("wrongtype"));
-                // An error must leave everything as it was; a success (the
-                // uncontended fast path never touches alive/leases) must at
-                // least leave the wrong-typed key alone.
-                let bad_after: String = server.cmd(&["GET", bad]);
-                if (ok && before != after) || (!ok && bad_after != "junk") {
+                // An error must leave everything as it was; a success (a
+                // path that never touches the key) must at least leave the
+                // wrong-typed key alone.
+                let bad_after: Vec<String> = server.cmd(&["LRANGE", bad, "0", "-1"]);
+                if (ok && before != after) || (!ok && bad_after != ["junk"]) {
                     println!(
                         "acquire {suffix} fair={fair} contended={contended}: {result:?}, changed {}",
                         before != after
                     );
-                    failures.push(format!("acquire {suffix} {kind} contended={contended}"));
+                    failures.push(format!("acquire {suffix} {mode} contended={contended}"));
                 }
             }
         }
     }
     // Release: hold it, then corrupt one of the other keys.
-    for (i, suffix) in ["queue", "alive", "meta", "leases"].iter().enumerate() {
+    for (i, suffix) in ["line", "waiters"].iter().enumerate() {
         for contended in [false, true] {
             let name = format!("wtr-{suffix}-{contended}");
-            let keys5 = five(&name);
-            let channel = key(&name, "wake");
+            let keys = three(&name);
             let guard = a.fair_lock(&name).unwrap().lock().await.unwrap();
             if contended {
                 eval(
                     &server,
                     NEW_ACQUIRE,
-                    &keys5,
-                    &["y:1", "30000", "6000", &channel, "fair", "queue", "0", "yn"],
+                    &keys,
+                    &["y:1", "30000", "6000", "fq", "0", "yn", ""],
                 )
                 .unwrap();
             }
-            let bad = &keys5[i + 1];
+            let bad = &keys[i + 1];
             let _: () = server.cmd(&["DEL", bad]);
-            let _: () = server.cmd(&["SET", bad, "junk"]);
+            let _: () = server.cmd(&["RPUSH", bad, "junk"]);
             let before = snapshot(&server, &name);
             let result = guard.unlock().await;
             let after = snapshot(&server, &name);
             // Writing nothing is right; so is an error. Releasing while the
-            // queue/alive/leases key is broken is not when somebody waits.
+            // line or the records are broken is not when somebody waits.
             if before != after && result.is_err() {
                 println!("release {suffix} contended={contended}: {result:?} but state changed");
                 failures.push(format!("release {suffix} contended={contended}"));

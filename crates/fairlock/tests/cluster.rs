@@ -471,10 +471,18 @@ fn replicated(cluster: &Cluster, master: u16, name: &str) {
 fn held_on_replica(cluster: &Cluster, port: u16, protocol: Protocol, name: &str) -> bool {
     let mut conn = cluster.node(port).conn();
     let _: () = redis::cmd("READONLY").query(&mut conn).unwrap();
-    let exists: i64 = redis::cmd("EXISTS")
-        .arg(lock_keys(protocol, name).0)
-        .query(&mut conn)
-        .unwrap();
+    held_on(&mut conn, protocol, name)
+}
+
+/// Whether the lock key on `conn`'s node says `name` is held (the native
+/// lock's key, a string, may also be the free marker of a release).
+fn held_on(conn: &mut redis::Connection, protocol: Protocol, name: &str) -> bool {
+    let key = lock_keys(protocol, name).0;
+    if protocol == Protocol::Native {
+        let value: Option<String> = redis::cmd("GET").arg(&key).query(conn).unwrap();
+        return value.is_some_and(|v| !support::native_is_free(&v));
+    }
+    let exists: i64 = redis::cmd("EXISTS").arg(&key).query(conn).unwrap();
     exists == 1
 }
 
@@ -592,11 +600,7 @@ async fn adv2_min_replicas_cancelled_during_wait_leaves_nothing_held() {
             "cancelled acquisition released",
             || {
                 let mut conn = cluster.node(master).conn();
-                let exists: i64 = redis::cmd("EXISTS")
-                    .arg(lock_keys(protocol, &name).0)
-                    .query(&mut conn)
-                    .unwrap();
-                exists == 0
+                !held_on(&mut conn, protocol, &name)
             },
         )
         .await;
@@ -719,18 +723,19 @@ async fn a_hold_through_an_open_migration(replicas: bool) -> (bool, bool) {
     migration.move_keys();
     tokio::time::sleep(lease * 2).await;
     // The importing node answers for the slot after ASKING.
-    let (on_server,): (i64,) = redis::pipe()
+    let (value,): (Option<String>,) = redis::pipe()
         .cmd("ASKING")
         .ignore()
-        .cmd("EXISTS")
+        .cmd("GET")
         .arg(lock_keys(protocol, name).0)
         .query(&mut cluster.node(to).conn())
         .unwrap();
+    let on_server = value.is_some_and(|v| !support::native_is_free(&v));
     let believed = guard.is_held();
     migration.finish();
     drop(guard);
     client.shutdown().await;
-    (believed, on_server == 1)
+    (believed, on_server)
 }
 
 /// With `min_replicas`, a hold whose key has moved during an open

@@ -1,8 +1,8 @@
 //! Key lifetimes: every key a lock writes expires on its own once nobody
-//! uses the name (a crashed waiter's queue keys within its waiter ttl, meta
-//! 20 s after the last grant's lease or waiter's refresh), and the release
-//! cache lives long enough for every retry of its request. Native keys; the
-//! release cache under both protocols.
+//! uses the name (a crashed waiter's line within its waiter ttl, the native
+//! lock's free marker as long as a release's answer cache), and a release's
+//! answer lives long enough for every retry of its request. Native keys;
+//! the release answers under both protocols.
 
 use std::time::Duration;
 
@@ -14,9 +14,9 @@ mod common;
 use common::{config, connect, queued_owners};
 
 /// Every native key expires on its own once nobody uses the name:
-/// a crashed waiter's queue keys within its waiter ttl, the meta key 20 s
-/// after the last grant's lease or waiter's refresh. Before: queue, alive and leases had no TTL,
-/// and meta lived 7 days.
+/// a crashed waiter's line and record within its waiter ttl, the lock's
+/// free marker with the release's answer. Before: queue, alive and leases
+/// had no TTL, and meta lived 7 days.
 ///
 /// Found by the safety review (findings 11 and 12).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,41 +50,30 @@ async fn native_keys_expire_once_unused() {
     })
     .join()
     .unwrap();
-    let (_, queue, others) = lock_keys(Protocol::Native, name);
+    let (lock, line, others) = lock_keys(Protocol::Native, name);
     assert_eq!(
         queued_owners(&server, name).len(),
         1,
         "the dead waiter is queued"
     );
-    for key in [&queue, &others[0], &others[1]] {
+    for key in [&line, &others[0]] {
         let pttl: i64 = server.cmd(&["PTTL", key]);
         assert!(pttl > 0 && pttl <= 600, "{key}: PTTL {pttl}");
     }
-    let meta = format!("fairlock:{{{name}}}:meta");
-    let pttl: i64 = server.cmd(&["PTTL", &meta]);
-    assert!(pttl > 0 && pttl <= 22_000, "meta: PTTL {pttl}");
-    eventually(Duration::from_secs(3), "queue keys expired", || {
-        server.cmd::<i64>(&["EXISTS", &queue, &others[0], &others[1]]) == 0
+    eventually(Duration::from_secs(3), "the line's keys expired", || {
+        server.cmd::<i64>(&["EXISTS", &line, &others[0]]) == 0
     })
     .await;
-    // Released with nobody waiting: only meta (and the release cache,
-    // until it is deleted in the background; 2 x (retry budget + response
-    // timeout) = 26 s by default when a release was sent again) are left. A
-    // release with nobody queued does not touch meta: it lives 20 s past
-    // the last grant's lease (2 s) or the last waiter's refresh (600 ms).
+    // Released with nobody waiting: only the lock's free marker is left
+    // (the last token, and the release's request id for a retry of it),
+    // for as long as a release's answer cache would live: 2 x (retry
+    // budget + response timeout), 26 s by default. No other key.
     held.unlock().await.unwrap();
     let keys: Vec<String> = server.cmd(&["KEYS", "fairlock:*"]);
-    for key in &keys {
-        let pttl: i64 = server.cmd(&["PTTL", key]);
-        let limit = if key.contains(":release:") {
-            26_000
-        } else {
-            22_000
-        };
-        // A release's answer may be gone since the listing (-2).
-        let gone = pttl == -2 && key.contains(":release:");
-        assert!(gone || (pttl > 0 && pttl <= limit), "{key}: PTTL {pttl}");
-    }
+    assert_eq!(keys, vec![lock.clone()], "the keys left");
+    let pttl: i64 = server.cmd(&["PTTL", &lock]);
+    assert!(pttl > 20_000 && pttl <= 26_000, "{lock}: PTTL {pttl}");
+    assert!(!support::is_held(&server, Protocol::Native, name));
 }
 
 /// The key that caches a release's answer (the pattern for `KEYS`).
@@ -126,9 +115,16 @@ async fn release_cache_outlives_the_retries() {
         .await;
         proxy.hold_script_replies();
         let unlock = tokio::spawn(guard.unlock());
-        eventually(Duration::from_secs(5), "the release ran", || {
-            !server.cmd::<Vec<String>>(&["KEYS", pattern]).is_empty()
-        })
+        // (The native lock's full release caches no answer: its request id
+        // stays in the lock's free marker.)
+        eventually(
+            Duration::from_secs(5),
+            "the release ran",
+            || match protocol {
+                Protocol::Native => !support::is_held(&server, protocol, "cache"),
+                _ => !server.cmd::<Vec<String>>(&["KEYS", pattern]).is_empty(),
+            },
+        )
         .await;
         proxy.cut_all();
         proxy.pass();
@@ -138,7 +134,13 @@ async fn release_cache_outlives_the_retries() {
             .unwrap()
             .expect("released once");
         client.flush().await;
-        let keys: Vec<String> = server.cmd(&["KEYS", pattern]);
+        let keys: Vec<String> = match protocol {
+            Protocol::Native => {
+                assert!(server.cmd::<Vec<String>>(&["KEYS", pattern]).is_empty());
+                vec![lock_keys(protocol, "cache").0]
+            }
+            _ => server.cmd(&["KEYS", pattern]),
+        };
         assert_eq!(
             keys.len(),
             1,

@@ -16,7 +16,7 @@ use std::time::Duration;
 use fairlock::{ClientConfig, LockClient, Protocol};
 use fairlock_test_support as support;
 use support::proxy::Proxy;
-use support::{RedisServer, client, eventually, lock_keys, queue_len};
+use support::{RedisServer, client, eventually, queue_len};
 use tokio::time::Instant;
 
 mod common;
@@ -338,18 +338,14 @@ async fn a_claim_outlasts_a_passing_refusal() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     let _: () = server.cmd(&["ACL", "SETUSER", "b", "+@all"]);
-    let (lock_key, _, _) = lock_keys(Protocol::Native, "c");
     // Claimed: the lease is B's own 20 s, renewed by the watchdog.
     eventually(Duration::from_secs(5), "the grant claimed", || {
-        server
-            .cmd::<Option<String>>(&["HGET", &lock_key, "claimed"])
-            .as_deref()
-            == Some("1")
+        lock_field(&server, "c", "claimed").as_deref() == Some("1")
     })
     .await;
     assert!(guard.is_held());
     guard.unlock().await.expect("unlock");
-    assert_eq!(server.cmd::<i64>(&["EXISTS", &lock_key]), 0);
+    assert!(!support::is_held(&server, Protocol::Native, "c"));
 }
 
 /// FINDING C (promise 5: a hold nobody has; the doc's "a grant handed to
@@ -395,9 +391,8 @@ async fn grant_to_an_owner_that_queued_with_a_stale_base_is_claimed_once() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(x_lock.force_unlock().await.unwrap());
     let x_guard = x_lock.lock().await.unwrap();
-    let queue = format!("fairlock:{{{name}}}:queue");
     eventually(Duration::from_secs(5), "T queued", || {
-        server.cmd::<Vec<String>>(&["ZRANGE", &queue, "0", "-1"]) == vec![owner.to_string()]
+        queued_owners(&server, name) == vec![owner.to_string()]
     })
     .await;
     // T's grant message is read late (past half the grant); its next poll

@@ -345,9 +345,17 @@ async fn labels_live_as_long_as_the_lock() {
         let key = labels_key(protocol, name);
         let guard = client.fair_lock(name).unwrap().lock().await.unwrap();
         // Held through two leases: the label stays, always with a TTL of
-        // at most one lease.
+        // at most one lease. (The native lock keeps its holder's label in
+        // its own value, with the lock's TTL, and writes no labels key.)
+        let (lock_key, _, _) = support::lock_keys(protocol, name);
         for _ in 0..16 {
             tokio::time::sleep(Duration::from_millis(250)).await;
+            if protocol == Protocol::Native {
+                assert_eq!(server.cmd::<i64>(&["EXISTS", &key]), 0);
+                let value: String = server.cmd(&["GET", &lock_key]);
+                assert!(value.ends_with("\trenewed-holder"), "{value}");
+                continue;
+            }
             let ttl: i64 = server.cmd(&["PTTL", &key]);
             assert!(ttl > 0 && ttl <= 2_000, "{protocol}: labels TTL {ttl}");
         }
@@ -374,6 +382,9 @@ async fn labels_live_as_long_as_the_lock() {
             .unwrap()
             .unwrap();
         assert!(server.cmd::<i64>(&["PTTL", &key]) <= 400, "{protocol}");
+        if protocol == Protocol::Native {
+            assert!(server.cmd::<i64>(&["PTTL", &lock_key]) <= 400, "{protocol}");
+        }
         guard.forget();
         eventually(
             Duration::from_millis(1_500),
@@ -402,16 +413,22 @@ async fn foreign_labels_are_not_shown_and_never_break_the_lock() {
         assert!(info_before.holders.is_empty());
         let _: () = server.cmd(&["DEL", &key]);
         let _: () = server.cmd(&["SET", &key, "not a hash", "PX", "60000"]);
+        // The native lock reads no labels key: its holder's label is in the
+        // lock's own value, whatever the labels key holds.
+        let shown = match protocol {
+            Protocol::Native => Some("mine"),
+            _ => None,
+        };
         let guard = client.fair_lock("odd").unwrap().lock().await.unwrap();
         let info = client.fair_lock("odd").unwrap().inspect().await.unwrap();
-        assert_eq!(info.holders[0].label, None, "{protocol}");
+        assert_eq!(info.holders[0].label.as_deref(), shown, "{protocol}");
         assert_eq!(server.cmd::<String>(&["GET", &key]), "not a hash");
         guard.unlock().await.unwrap();
         let _: () = server.cmd(&["DEL", &key]);
         let guard = client.fair_lock("odd").unwrap().lock().await.unwrap();
         let _: () = server.cmd(&["HSET", &key, client.id(), "\u{1b}]0;pwned\u{7}"]);
         let info = client.fair_lock("odd").unwrap().inspect().await.unwrap();
-        assert_eq!(info.holders[0].label, None, "{protocol}");
+        assert_eq!(info.holders[0].label.as_deref(), shown, "{protocol}");
         guard.unlock().await.unwrap();
     }
 }
@@ -532,11 +549,21 @@ async fn labels_share_the_locks_slot_on_a_cluster() {
                 Some("waiter@node"),
                 "{protocol} {name}"
             );
-            let stored: Vec<String> = cluster.node_for_key(&key).cmd(&["HGETALL", &key]);
-            assert!(
-                stored.contains(&"holder@node".to_owned()),
-                "{protocol} {name}: {stored:?}"
-            );
+            // Stored in the lock's slot: the native lock's holder label in
+            // its own value, Redisson's in the labels key beside it.
+            if protocol == Protocol::Native {
+                let value: String = cluster.node_for_key(&lock_key).cmd(&["GET", &lock_key]);
+                assert!(
+                    value.ends_with("\tholder@node"),
+                    "{protocol} {name}: {value}"
+                );
+            } else {
+                let stored: Vec<String> = cluster.node_for_key(&key).cmd(&["HGETALL", &key]);
+                assert!(
+                    stored.contains(&"holder@node".to_owned()),
+                    "{protocol} {name}: {stored:?}"
+                );
+            }
             guard.unlock().await.unwrap();
             waiting.await.unwrap().unwrap();
         }

@@ -22,7 +22,7 @@ use support::{
 use tokio::time::Instant;
 
 mod common;
-use common::scripts::{NEW_ACQUIRE, eval, five, key};
+use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, key, three};
 use common::{config, connect, queued_owners};
 
 async fn client(
@@ -352,21 +352,19 @@ async fn grant_to_a_dead_waiter_is_reclaimed() {
     let a = client(&server, Protocol::Native, |c| c.waiter_ttl(ttl)).await;
     let holder = a.fair_lock("ghost").unwrap().lock().await.unwrap();
     // A waiter entry whose client is gone but whose liveness has not run out
-    // yet: written as the acquire script would, for an owner nobody serves.
-    let (_, queue, others) = lock_keys(Protocol::Native, "ghost");
-    let far = 10_000_000_000_000u64.to_string();
-    let alive_until: u64 = {
-        let t: Vec<String> = server.cmd(&["TIME"]);
-        t[0].parse::<u64>().unwrap() * 1000 + 60_000
-    };
-    let _: () = server.cmd(&["ZADD", &queue, "1", "ghost-owner:1"]);
-    let _: () = server.cmd(&[
-        "ZADD",
-        &others[0],
-        &alive_until.to_string(),
+    // yet: written as the acquire script would, for an owner nobody serves,
+    // with a lease of 10^13 ms and its own waiter ttl of 600 ms.
+    let (now_ms, _) = common::server_time(&server);
+    common::put_waiter(
+        &server,
+        "ghost",
         "ghost-owner:1",
-    ]);
-    let _: () = server.cmd(&["HSET", &others[1], "ghost-owner:1", &far]);
+        1,
+        now_ms + 60_000,
+        10_000_000_000_000,
+        600,
+        "gn",
+    );
     // A live waiter behind it.
     let b = client(&server, Protocol::Native, |c| c.waiter_ttl(ttl)).await;
     let waiter = {
@@ -416,10 +414,10 @@ async fn native_wrong_type() {
 async fn native_wrong_type_nothing_written() {
     let server = RedisServer::start();
     let c = client(&server, Protocol::Native, |c| c).await;
-    let (lock, queue, others) = lock_keys(Protocol::Native, "wtn");
-    let meta = "fairlock:{wtn}:meta";
-    // Free, nobody queued, meta of another type: the take's HGET fails first.
-    let _: () = server.cmd(&["SET", meta, "x"]);
+    let (lock, line, others) = lock_keys(Protocol::Native, "wtn");
+    // Free, never used, the line of another type: the take asks whether
+    // anybody waits, and its first read of the line fails.
+    let _: () = server.cmd(&["SET", &line, "x"]);
     for fair in [true, false] {
         let result = if fair {
             c.fair_lock("wtn").unwrap().try_lock().await
@@ -428,14 +426,15 @@ async fn native_wrong_type_nothing_written() {
         };
         let err = result.unwrap_err();
         assert!(matches!(err, fairlock::Error::WrongType { .. }), "{err}");
-        assert_eq!(server.cmd::<i64>(&["EXISTS", &lock, &queue]), 0);
-        assert_eq!(server.cmd::<String>(&["GET", meta]), "x");
-        assert_eq!(server.cmd::<i64>(&["PTTL", meta]), -1);
+        assert_eq!(server.cmd::<i64>(&["EXISTS", &lock, &others[0]]), 0);
+        assert_eq!(server.cmd::<String>(&["GET", &line]), "x");
+        assert_eq!(server.cmd::<i64>(&["PTTL", &line]), -1);
     }
-    let _: () = server.cmd(&["DEL", meta]);
-    // Held by another owner, the liveness key of another type: a waiter
-    // is refused before it queues.
+    let _: () = server.cmd(&["DEL", &line]);
+    // Held by another owner, the records of another type: a waiter is
+    // refused before it queues.
     let guard = c.fair_lock("wtn").unwrap().lock().await.unwrap();
+    let held: String = server.cmd(&["GET", &lock]);
     let _: () = server.cmd(&["SET", &others[0], "x"]);
     for fair in [true, false] {
         let result = if fair {
@@ -451,13 +450,14 @@ async fn native_wrong_type_nothing_written() {
         };
         let err = result.unwrap_err();
         assert!(matches!(err, fairlock::Error::WrongType { .. }), "{err}");
-        assert_eq!(server.cmd::<i64>(&["EXISTS", &queue, &others[1]]), 0);
+        assert_eq!(server.cmd::<i64>(&["EXISTS", &line]), 0);
         assert_eq!(server.cmd::<String>(&["GET", &others[0]]), "x");
+        assert_eq!(server.cmd::<String>(&["GET", &lock]), held);
     }
-    // The release of an uncontended hold does not touch the liveness key:
-    // it succeeds, and leaves that key alone.
+    // The release of an uncontended hold does not touch the records: it
+    // succeeds, and leaves that key alone.
     guard.unlock().await.unwrap();
-    assert_eq!(server.cmd::<i64>(&["EXISTS", &lock]), 0);
+    assert!(!support::is_held(&server, Protocol::Native, "wtn"));
     assert_eq!(server.cmd::<String>(&["GET", &others[0]]), "x");
 }
 
@@ -512,23 +512,21 @@ async fn nonfair_woken_waiter_gone() {
     let ttl = Duration::from_millis(900);
     let a = client(&server, Protocol::Native, |c| c.waiter_ttl(ttl)).await;
     let holder = a.lock("gone").unwrap().lock().await.unwrap();
-    let (_, queue, others) = lock_keys(Protocol::Native, "gone");
-    let alive_until: u64 = {
-        let t: Vec<String> = server.cmd(&["TIME"]);
-        t[0].parse::<u64>().unwrap() * 1000 + 60_000
-    };
     // First in line, and not owed the lock (a waiter that has waited more
-    // than 10 ms is handed the lock instead of woken, which the fair tests
-    // cover): its arrival number, on the µs clock, lies a minute ahead, and
-    // so does the counter the next waiter's number comes from.
-    let arrival: u64 = {
-        let t: Vec<String> = server.cmd(&["TIME"]);
-        t[0].parse::<u64>().unwrap() * 1_000_000 + 60_000_000
-    };
-    let _: () = server.cmd(&["ZADD", &queue, &arrival.to_string(), "gone-owner:1"]);
-    let _: () = server.cmd(&["HSET", "fairlock:{gone}:meta", "seq", &arrival.to_string()]);
-    let _: () = server.cmd(&["ZADD", &others[0], &alive_until.to_string(), "gone-owner:1"]);
-    let _: () = server.cmd(&["HSET", &others[1], "gone-owner:1", "30000:60000:n"]);
+    // than 100 ms is handed the lock instead of woken, which the fair tests
+    // cover): its arrival number, on the µs clock, lies a minute ahead (the
+    // next waiter's number comes after it); alive for a minute.
+    let (now_ms, now_us) = common::server_time(&server);
+    common::put_waiter(
+        &server,
+        "gone",
+        "gone-owner:1",
+        now_us + 60_000_000,
+        now_ms + 60_000,
+        30_000,
+        60_000,
+        "n",
+    );
     let b = client(&server, Protocol::Native, |c| c.waiter_ttl(ttl)).await;
     let waiter = {
         let lock = b.lock("gone").unwrap();
@@ -610,10 +608,9 @@ async fn dead_waiters_ahead_do_not_delay_the_live_one() {
     // enough for the live waiter to queue behind them on a loaded machine:
     // with 600 ms its first attempt sometimes came after they had passed,
     // and purged them).
-    let (queue, alive, leases) = (
-        format!("fairlock:{{{name}}}:queue"),
-        format!("fairlock:{{{name}}}:alive"),
-        format!("fairlock:{{{name}}}:leases"),
+    let (line, records) = (
+        format!("fairlock:{{{name}}}:line"),
+        format!("fairlock:{{{name}}}:waiters"),
     );
     let (now_s, now_us): (String, String) = server.cmd(&["TIME"]);
     let deadline =
@@ -623,18 +620,22 @@ async fn dead_waiters_ahead_do_not_delay_the_live_one() {
     let mut pipe = redis::pipe();
     for i in 0..3000 {
         let owner = format!("dead-process:{i}");
-        pipe.cmd("ZADD").arg(&queue).arg(i + 1).arg(&owner).ignore();
-        pipe.cmd("ZADD")
-            .arg(&alive)
-            .arg(deadline)
-            .arg(&owner)
-            .ignore();
+        pipe.cmd("ZADD").arg(&line).arg(i + 1).arg(&owner).ignore();
         pipe.cmd("HSET")
-            .arg(&leases)
+            .arg(&records)
             .arg(&owner)
-            .arg("30000")
+            .arg(format!("{deadline}:30000:6000:n:"))
             .ignore();
     }
+    // The held lock's value says somebody waits (as a waiter joining sets).
+    let value: String = server.cmd(&["GET", &format!("fairlock:{{{name}}}:lock")]);
+    let mut fields: Vec<&str> = value.splitn(6, ':').collect();
+    fields[2] = "w";
+    pipe.cmd("SET")
+        .arg(format!("fairlock:{{{name}}}:lock"))
+        .arg(fields.join(":"))
+        .arg("KEEPTTL")
+        .ignore();
     pipe.query::<()>(&mut conn).unwrap();
     let waiter = {
         let lock = waiter_client.fair_lock(name).unwrap();
@@ -673,8 +674,7 @@ async fn dead_waiters_ahead_do_not_delay_the_live_one() {
 async fn nonfair_woken_dead_waiter_delays_live_one() {
     let server = RedisServer::start();
     let name = "nonfair-ghost";
-    let keys5 = five(name);
-    let channel = key(name, "wake");
+    let keys = three(name);
     let a = connect(config(&server.url(), Protocol::Native)).await;
     let b = connect(config(&server.url(), Protocol::Native)).await;
     let holder = a.lock(name).unwrap().lock().await.unwrap();
@@ -682,10 +682,8 @@ async fn nonfair_woken_dead_waiter_delays_live_one() {
     let reply = eval(
         &server,
         NEW_ACQUIRE,
-        &keys5,
-        &[
-            "ghost:1", "30000", "6000", &channel, "nonfair", "queue", "0", "gn",
-        ],
+        &keys,
+        &["ghost:1", "30000", "6000", "nq", "0", "gn", ""],
     )
     .unwrap();
     println!("ghost queued: {reply:?}");
@@ -803,7 +801,7 @@ async fn slow_waiter_keeps_its_place(server: &RedisServer, name: &str) -> bool {
     )
     .await;
     let b_client = connect(config(&server.url(), Protocol::Native)).await;
-    let queue = format!("fairlock:{{{name}}}:queue");
+    let queue = format!("fairlock:{{{name}}}:line");
     let held = holder.fair_lock(name).unwrap().lock().await.unwrap();
     let mut a = {
         let lock = a_client.fair_lock(name).unwrap();
@@ -863,4 +861,165 @@ async fn slow_waiter_keeps_its_place(server: &RedisServer, name: &str) -> bool {
         .unwrap();
     guard.unlock().await.unwrap();
     a_first && a_granted_first
+}
+
+/// Layout version 2, non-fair: a release leaves the lock free and wakes the
+/// first waiter (the marker says so: `w` and `k`). A taker not in line may
+/// go first, by the uncontended path; the woken waiter itself, taking the
+/// lock, leaves the line. Before: the uncontended path took the marker for
+/// whoever asked, the woken waiter too, and left it in line: the next
+/// release woke a waiter that was not waiting, and every other waiter slept
+/// until its next refresh (a test of 8 tasks x 1,000 holds took 397 s
+/// instead of 8).
+#[test]
+fn nonfair_woken_waiter_leaves_the_line_when_it_takes() {
+    let server = RedisServer::start();
+    let name = "woken-takes";
+    let keys = three(name);
+    let line = key(name, "line");
+    let acquire = |owner: &str, nonce: &str| {
+        eval(
+            &server,
+            NEW_ACQUIRE,
+            &keys,
+            &[owner, "30000", "6000", "nq", "0", nonce, ""],
+        )
+        .unwrap()
+    };
+    let release = |owner: &str, token: i64, request: &str| {
+        let mut all = keys.clone();
+        all.push(key(name, &format!("release:{request}")));
+        eval(
+            &server,
+            NEW_RELEASE,
+            &all,
+            &[owner, "10000", &token.to_string(), "", "n"],
+        )
+        .unwrap()
+    };
+    let token = |reply: redis::Value| match reply {
+        redis::Value::Int(token) => token,
+        redis::Value::Array(items) if items.first() == Some(&redis::Value::Int(1)) => {
+            redis::from_redis_value(items[1].clone()).unwrap()
+        }
+        other => panic!("not taken: {other:?}"),
+    };
+    // A holds, B waits; A releases: B is woken, the lock is free.
+    let a = token(acquire("a:1", "na"));
+    assert!(matches!(acquire("b:1", "nb"), redis::Value::Array(_)));
+    assert_eq!(release("a:1", a, "r1"), redis::Value::Int(1));
+    let marker: String = server.cmd(&["GET", &keys[0]]);
+    assert!(marker.contains(":0:wk:"), "{marker}");
+    // B, woken, takes it: and is out of the line.
+    let b = token(acquire("b:1", "nb"));
+    assert!(b > a);
+    assert_eq!(server.cmd::<i64>(&["ZCARD", &line]), 0, "B left the line");
+    assert_eq!(server.cmd::<i64>(&["HLEN", &keys[2]]), 0, "and its record");
+    // Its release finds nobody waiting.
+    assert_eq!(release("b:1", b, "r2"), redis::Value::Int(1));
+    let marker: String = server.cmd(&["GET", &keys[0]]);
+    assert!(marker.contains(":0::"), "{marker}");
+    // A taker not in line goes before a woken waiter.
+    let c = token(acquire("c:1", "nc"));
+    assert!(matches!(acquire("d:1", "nd"), redis::Value::Array(_)));
+    release("c:1", c, "r3");
+    let e = token(acquire("e:1", "ne"));
+    assert!(e > c);
+    assert_eq!(
+        server.cmd::<Vec<String>>(&["ZRANGE", &line, "0", "-1"]),
+        vec!["d:1"],
+        "D, woken and overtaken, keeps its place"
+    );
+}
+
+/// PUBLISH calls the server has run so far.
+fn publishes(server: &RedisServer) -> u64 {
+    let info: String = server.cmd(&["INFO", "commandstats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_publish:calls="))
+        .and_then(|v| v.split(',').next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// Layout version 2, non-fair: a taker that goes before the woken waiter
+/// keeps k in its value, and its release wakes nobody (that waiter is on
+/// its way: one wake-up per waiter's attempt, not one per release). Once a
+/// waiter is back (its attempt finds the lock held) or the woken waiter
+/// gives up, k goes, and the next release wakes the head again: without
+/// that, a waiter back while the lock was held would sleep until its next
+/// refresh (a third of its waiter ttl), whoever released meanwhile.
+#[test]
+fn nonfair_release_wakes_again_once_a_waiter_was_back() {
+    let server = RedisServer::start();
+    let name = "woken-back";
+    let keys = three(name);
+    let acquire = |owner: &str, nonce: &str| {
+        eval(
+            &server,
+            NEW_ACQUIRE,
+            &keys,
+            &[owner, "30000", "60000", "nq", "0", nonce, ""],
+        )
+        .unwrap()
+    };
+    let release = |owner: &str, token: i64, request: &str| {
+        let mut all = keys.clone();
+        all.push(key(name, &format!("release:{request}")));
+        let reply = eval(
+            &server,
+            NEW_RELEASE,
+            &all,
+            &[owner, "10000", &token.to_string(), "", "n"],
+        )
+        .unwrap();
+        assert_eq!(reply, redis::Value::Int(1));
+    };
+    let taken = |reply: redis::Value| match reply {
+        redis::Value::Int(token) => token,
+        other => panic!("not taken: {other:?}"),
+    };
+    let flags = || {
+        let value: String = server.cmd(&["GET", &keys[0]]);
+        value.split(':').nth(2).unwrap().to_owned()
+    };
+    let a = taken(acquire("a:1", "a1"));
+    assert!(matches!(acquire("b:1", "b1"), redis::Value::Array(_)));
+    assert!(matches!(acquire("c:1", "c1"), redis::Value::Array(_)));
+    let before = publishes(&server);
+    release("a:1", a, "r1");
+    assert_eq!(publishes(&server), before + 1, "B woken");
+    // A goes first, twice: no wake-up while B is on its way.
+    for round in 0..2 {
+        let a = taken(acquire("a:1", &format!("a2{round}")));
+        assert_eq!(flags(), "wk");
+        release("a:1", a, &format!("r2{round}"));
+        assert_eq!(publishes(&server), before + 1, "nobody woken again");
+    }
+    // B is back while A holds: the value loses k, A's release wakes B.
+    let a = taken(acquire("a:1", "a3"));
+    assert!(matches!(acquire("b:1", "b1"), redis::Value::Array(_)));
+    assert_eq!(flags(), "w");
+    release("a:1", a, "r3");
+    assert_eq!(publishes(&server), before + 2, "B woken again");
+    // A goes first again; B, woken, gives up: C is woken by A's release.
+    let a = taken(acquire("a:1", "a4"));
+    assert_eq!(flags(), "wk");
+    let gave_up: i64 = redis::from_redis_value(
+        eval(
+            &server,
+            concat!(
+                include_str!("../src/protocol/common.lua"),
+                include_str!("../src/protocol/native/lock_prelude.lua"),
+                include_str!("../src/protocol/native/give_up.lua"),
+            ),
+            &keys,
+            &["b:1", "b1", "n"],
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(gave_up, 1);
+    assert_eq!(flags(), "w");
+    release("a:1", a, "r4");
+    assert_eq!(publishes(&server), before + 3, "C woken");
 }

@@ -12,7 +12,7 @@ use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
 
 mod common;
-use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, five, key};
+use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, key, three};
 use common::{config, connect};
 
 /// A guard acts only on its own acquisition. Before: after the hold
@@ -183,62 +183,64 @@ async fn retried_release_of_an_expired_lock_reports_it_lost() {
 fn retried_releases_after_reacquire_change_nothing() {
     let server = RedisServer::start();
     let name = "retry-release";
-    let keys5 = five(name);
-    let channel = key(name, "wake");
+    let keys = three(name);
     let acquire = |nonce: &str, base: &str| {
         eval(
             &server,
             NEW_ACQUIRE,
-            &keys5,
-            &[
-                "c:1", "30000", "6000", &channel, "fair", "queue", base, nonce,
-            ],
+            &keys,
+            &["c:1", "30000", "6000", "fq", base, nonce, ""],
         )
         .unwrap()
     };
     let release = |req: &str, token: &str| {
-        let mut keys = keys5.clone();
+        let mut keys = keys.clone();
         keys.push(key(name, &format!("release:{req}")));
         let v: i64 = redis::from_redis_value(
             eval(
                 &server,
                 NEW_RELEASE,
                 &keys,
-                &["c:1", "6000", &channel, "10000", token, "", "fair"],
+                &["c:1", "10000", token, "", "f"],
             )
             .unwrap(),
         )
         .unwrap();
         v
     };
+    let field = |f: &str| common::lock_field(&server, name, f);
     acquire("n1", "0");
     acquire("n2", "1");
     acquire("n3", "2");
-    let t1: String = server.cmd(&["HGET", &keys5[0], "token"]);
+    let t1 = field("token").unwrap();
     assert_eq!(release("r1", &t1), 0);
     assert_eq!(release("r1", &t1), 0, "retry of a partial release");
     assert_eq!(release("r2", &t1), 0);
     assert_eq!(release("r2", &t1), 0);
-    let count: String = server.cmd(&["HGET", &keys5[0], "count"]);
-    assert_eq!(count, "1");
+    assert_eq!(field("count").as_deref(), Some("1"));
     assert_eq!(release("r3", &t1), 1);
+    assert_eq!(
+        release("r3", &t1),
+        1,
+        "retry of the full release, the lock free"
+    );
     // Same owner takes it again (new token), then every old request is retried.
     acquire("n4", "0");
-    let t2: String = server.cmd(&["HGET", &keys5[0], "token"]);
+    let t2 = field("token").unwrap();
     assert!(t2.parse::<u64>().unwrap() > t1.parse::<u64>().unwrap());
     assert_eq!(release("r3", &t1), 1, "retry of the full release");
     assert_eq!(release("r1", &t1), 0);
     assert_eq!(release("r2", &t1), 0);
     // The new hold is untouched.
-    let count: String = server.cmd(&["HGET", &keys5[0], "count"]);
-    let owner: String = server.cmd(&["HGET", &keys5[0], "owner"]);
-    assert_eq!((owner.as_str(), count.as_str()), ("c:1", "1"));
+    assert_eq!(
+        (field("owner").as_deref(), field("count").as_deref()),
+        (Some("c:1"), Some("1"))
+    );
     // Re-entered again and partly released, then a retry of the new full release.
     acquire("n5", "1");
     assert_eq!(release("r4", &t2), 0);
     assert_eq!(release("r5", &t2), 1);
     assert_eq!(release("r5", &t2), 1);
     assert_eq!(release("r4", &t2), 0);
-    let exists: i64 = server.cmd(&["EXISTS", &keys5[0]]);
-    assert_eq!(exists, 0);
+    assert!(!support::is_held(&server, Protocol::Native, name));
 }

@@ -212,7 +212,7 @@ async fn a_replica_ack_after_a_failover_does_not_confirm_a_lost_grant() {
         .await
         .unwrap();
     let (lock_key, queue_key, _) = support::lock_keys(Protocol::Native, name);
-    let fields: Vec<String> = replica.cmd(&["HGETALL", &lock_key]);
+    let fields: Option<String> = replica.cmd(&["GET", &lock_key]);
     let queue: Vec<String> = replica.cmd(&["ZRANGE", &queue_key, "0", "-1"]);
     let pttl: i64 = replica.cmd(&["PTTL", &lock_key]);
     eprintln!("new master: lock {fields:?} pttl {pttl}, queue {queue:?}");

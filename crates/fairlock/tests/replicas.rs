@@ -103,11 +103,15 @@ async fn an_unacknowledged_claim_is_not_believed_past_the_grant() {
         // this test past the deferred claim (a third of the grant's life),
         // or deliver the wake-up so late that the waiter's own attempt
         // claimed the grant: such a claim may be acknowledged, and then
-        // rightly believed. The master says which: `claimed` is 0 until
-        // the claim.
+        // rightly believed. The master says which: the lock's flags (the
+        // value's third field) have u until the claim.
         let frozen = replica.pause();
-        let claimed: String = master.cmd(&["HGET", &lock_key, "claimed"]);
-        if claimed == "0" {
+        let value: String = master.cmd(&["GET", &lock_key]);
+        if value
+            .split(':')
+            .nth(2)
+            .is_some_and(|flags| flags.contains('u'))
+        {
             break (guard, granted, frozen);
         }
         eprintln!("handoff {attempt} claimed before the replica froze, made again");

@@ -1,152 +1,209 @@
-//! A rolling upgrade: clients of the previous version (its scripts, from
-//! before the fast paths, c6166e1, are kept in
-//! `fixtures/scripts_before_fast_paths/`) and of this one on the same native
-//! lock. An older non-fair waiter is not woken by a newer release, a
-//! documented trade-off (docs/native-protocol.md, "A rolling upgrade").
+//! A rolling upgrade: clients of the native lock's key layout version 1 (the
+//! scripts of the previous version, kept in `fixtures/scripts_v1/`, sent as
+//! that version's client sends them) and of this one (layout version 2) on
+//! the same lock name. They never both hold: each refuses a lock held in the
+//! other's layout (this one with `Error::OlderLayout`, naming the older
+//! layout; the older one with a WRONGTYPE error, since the lock key is a
+//! string now), nothing is written by the refusal, and tokens keep
+//! increasing from the older layout's to this one's (docs/native-protocol.md,
+//! "Upgrading from layout version 1").
 
 use std::time::Duration;
 
-use fairlock::Protocol;
+use fairlock::{Error, Protocol};
 use fairlock_test_support as support;
 use support::RedisServer;
-use tokio::time::Instant;
 
 mod common;
-use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, five, key};
+use common::scripts::{eval, five, key, snapshot};
 use common::{config, connect};
 
-/// The scripts of the previous version (c6166e1), as an old client sends them.
-const OLD_ACQUIRE: &str = concat!(
-    include_str!("fixtures/scripts_before_fast_paths/common.lua"),
-    include_str!("fixtures/scripts_before_fast_paths/native_prelude.lua"),
-    include_str!("fixtures/scripts_before_fast_paths/native_acquire.lua"),
+/// The acquire script of layout version 1, as its client sends it (fast
+/// path first, then the preludes).
+const V1_ACQUIRE: &str = concat!(
+    include_str!("fixtures/scripts_v1/native_acquire_fast.lua"),
+    include_str!("fixtures/scripts_v1/common.lua"),
+    include_str!("fixtures/scripts_v1/native_prelude.lua"),
+    include_str!("fixtures/scripts_v1/native_lock_prelude.lua"),
+    include_str!("fixtures/scripts_v1/native_acquire.lua"),
 );
-const OLD_RELEASE: &str = concat!(
-    include_str!("fixtures/scripts_before_fast_paths/common.lua"),
-    include_str!("fixtures/scripts_before_fast_paths/native_prelude.lua"),
-    include_str!("fixtures/scripts_before_fast_paths/native_release.lua"),
+/// The release script of layout version 1.
+const V1_RELEASE: &str = concat!(
+    include_str!("fixtures/scripts_v1/native_release_fast.lua"),
+    include_str!("fixtures/scripts_v1/common.lua"),
+    include_str!("fixtures/scripts_v1/native_prelude.lua"),
+    include_str!("fixtures/scripts_v1/native_lock_prelude.lua"),
+    include_str!("fixtures/scripts_v1/native_release.lua"),
 );
 
-/// HELD (checked): an old-version holder's release hands a native non-fair
-/// lock to a new-version queued waiter (the old release_fully hands off to
-/// the queue head): the new waiter gets the lock promptly.
-///
-/// From the adversarial review of the `scripts` change (fast paths, a
-/// skipped release cache GET, queued non-fair waiters): a check that held.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn old_nonfair_release_serves_new_waiter() {
-    let server = RedisServer::start();
-    let name = "mixed-nonfair-2";
-    let keys5 = five(name);
+/// A layout version 1 client's attempt for `owner` (fair or not, queueing).
+fn v1_acquire(
+    server: &RedisServer,
+    name: &str,
+    owner: &str,
+    fair: bool,
+) -> redis::RedisResult<redis::Value> {
     let channel = key(name, "wake");
-    let reply = eval(
-        &server,
-        OLD_ACQUIRE,
-        &keys5,
+    let kind = if fair { "fair" } else { "nonfair" };
+    eval(
+        server,
+        V1_ACQUIRE,
+        &five(name),
         &[
-            "old:1", "30000", "6000", &channel, "nonfair", "queue", "0", "on",
+            owner, "30000", "6000", &channel, kind, "queue", "0", "v1nonce",
         ],
     )
-    .unwrap();
-    println!("old acquire: {reply:?}");
-    let b = connect(config(&server.url(), Protocol::Native)).await;
-    let lock = b.lock(name).unwrap();
-    let waiter = tokio::spawn(async move {
-        let start = Instant::now();
-        let g = lock.lock().await.unwrap();
-        (start.elapsed(), g.token())
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut keys = keys5.clone();
-    keys.push(key(name, "release:r1"));
-    let released = Instant::now();
-    let reply = eval(
-        &server,
-        OLD_RELEASE,
-        &keys,
-        &["old:1", "6000", &channel, "10000", "", ""],
-    )
-    .unwrap();
-    println!("old release: {reply:?}");
-    let (_, token) = waiter.await.unwrap();
-    let after = released.elapsed();
-    println!("new waiter got it {after:?} after the old release, token {token:?}");
-    assert!(
-        after < Duration::from_millis(1000),
-        "new waiter slept {after:?}"
-    );
 }
 
-/// FINDING 2 (promise 3/2 in a rolling upgrade: a free lock with a live
-/// waiter stays unclaimed). A waiter of the previous version (c6166e1) on a
-/// native NON-FAIR lock does not queue: it listens on the shared channel
-/// `fairlock:{NAME}:wake`, on which the old release published 'free'. The new
-/// release (queue empty: `release_fully` only DELs) publishes nothing there,
-/// so every release by a new-version holder leaves the old waiter asleep
-/// until its retry timer (min(lease left, waiter_ttl / 3): 2 s by default).
-/// DOCUMENTED trade-off (docs/native-protocol.md, "A rolling upgrade"): a
-/// fix (one more PUBLISH on the shared channel per non-fair release) breaks
-/// native.rs `nonfair_release_wakes_one` (one PUBLISH per release).
-///
-/// Found by the adversarial review of the `scripts` change (finding 2):
-/// a documented trade-off, hence ignored.
-#[test]
-#[ignore = "documented rolling-upgrade trade-off; run with --ignored to see it"]
-fn new_nonfair_release_wakes_old_version_waiter() {
-    let server = RedisServer::start();
-    let name = "mixed-nonfair";
-    let keys5 = five(name);
+/// A layout version 1 client's release of `owner`'s hold under `token`, as
+/// request `request`.
+fn v1_release(
+    server: &RedisServer,
+    name: &str,
+    owner: &str,
+    token: &str,
+    request: &str,
+) -> redis::Value {
+    let mut keys = five(name);
+    keys.push(key(name, &format!("release:{request}")));
     let channel = key(name, "wake");
-    // A new-version holder.
-    let reply = eval(
-        &server,
-        NEW_ACQUIRE,
-        &keys5,
-        &[
-            "new:1", "30000", "6000", &channel, "nonfair", "queue", "0", "nn",
-        ],
-    )
-    .unwrap();
-    println!("new acquire: {reply:?}");
-    // An old-version waiter: queued? (old non-fair: position 0, not queued).
-    let reply = eval(
-        &server,
-        OLD_ACQUIRE,
-        &keys5,
-        &[
-            "old:1", "30000", "6000", &channel, "nonfair", "queue", "0", "on",
-        ],
-    )
-    .unwrap();
-    println!("old waiter: {reply:?}");
-    // The old client listens on the shared channel.
-    let mut sub = server.conn();
-    let mut pubsub = sub.as_pubsub();
-    pubsub.subscribe(&channel).unwrap();
-    pubsub
-        .set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    // The new holder releases.
-    let token: String = server.cmd(&["HGET", &keys5[0], "token"]);
-    let mut keys = keys5.clone();
-    keys.push(key(name, "release:r1"));
-    let reply = eval(
-        &server,
-        NEW_RELEASE,
+    eval(
+        server,
+        V1_RELEASE,
         &keys,
-        &["new:1", "6000", &channel, "10000", &token, "", "nonfair"],
+        &[owner, "6000", &channel, "10000", token, "", "fair"],
     )
-    .unwrap();
-    println!("new release: {reply:?}");
-    let woken = pubsub
-        .get_message()
-        .ok()
-        .map(|m| m.get_payload::<String>().unwrap());
-    println!("old waiter's channel got: {woken:?}");
-    // For comparison: an old holder's release does wake it.
-    drop(pubsub);
-    assert!(
-        woken.is_some(),
-        "an old-version non-fair waiter is never woken by a new-version release"
+    .unwrap()
+}
+
+/// A lock held by a client of layout version 1: every call of a client of
+/// this version on it (fair and non-fair, once and waiting, force-unlock,
+/// inspect) is refused with `Error::OlderLayout`, and nothing is written;
+/// once the older client released it, this version takes it, with a token
+/// above the older one's last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_held_in_the_older_layout_is_refused_then_taken_after_it() {
+    let server = RedisServer::start();
+    let name = "upgrade-older-holds";
+    let reply = v1_acquire(&server, name, "old:1", true).unwrap();
+    let v1_token: u64 = match reply {
+        redis::Value::Int(token) => token as u64,
+        other => panic!("the older client took the lock: {other:?}"),
+    };
+    let client = connect(config(&server.url(), Protocol::Native)).await;
+    let before = snapshot(&server, name);
+    let older = |err: Error| match err {
+        Error::OlderLayout {
+            version, ref key, ..
+        } => {
+            assert_eq!(version, 1, "{err}");
+            assert_eq!(key, &format!("fairlock:{{{name}}}:lock"));
+            assert!(err.to_string().contains("upgrade every client"), "{err}");
+        }
+        other => panic!("expected OlderLayout, got {other:?}"),
+    };
+    for fair in [true, false] {
+        let lock: fairlock::LockHandle = if fair {
+            client.fair_lock(name).unwrap().into()
+        } else {
+            client.lock(name).unwrap().into()
+        };
+        older(lock.try_lock().await.map(|_| ()).unwrap_err());
+        older(
+            lock.try_lock_for(Duration::from_millis(300))
+                .await
+                .map(|_| ())
+                .unwrap_err(),
+        );
+        older(lock.force_unlock().await.map(|_| ()).unwrap_err());
+        older(lock.inspect().await.map(|_| ()).unwrap_err());
+    }
+    assert_eq!(snapshot(&server, name), before, "a refusal wrote nothing");
+    // The older client releases; its layout leaves its meta behind.
+    assert_eq!(
+        v1_release(&server, name, "old:1", &v1_token.to_string(), "r1"),
+        redis::Value::Int(1)
     );
+    let guard = client.fair_lock(name).unwrap().lock().await.unwrap();
+    let token = guard.token().unwrap();
+    assert!(
+        token > v1_token,
+        "{token} after the older layout's {v1_token}"
+    );
+    guard.unlock().await.unwrap();
+}
+
+/// A lock held by a client of this version: a client of layout version 1
+/// fails (WRONGTYPE: its scripts read the lock key as a hash) and writes
+/// nothing, fair or not; this version's holder keeps its hold, and its
+/// release is unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_client_cannot_take_a_lock_held_in_this_layout() {
+    let server = RedisServer::start();
+    let name = "upgrade-newer-holds";
+    let client = connect(config(&server.url(), Protocol::Native)).await;
+    let guard = client.fair_lock(name).unwrap().lock().await.unwrap();
+    let before = snapshot(&server, name);
+    for fair in [true, false] {
+        let err = v1_acquire(&server, name, "old:1", fair).unwrap_err();
+        assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+    }
+    assert_eq!(
+        snapshot(&server, name),
+        before,
+        "the older client wrote nothing"
+    );
+    assert!(guard.is_held());
+    guard.unlock().await.unwrap();
+    // Free (this version's marker, a string): the older client still
+    // cannot use the name while the marker lasts, and never holds beside a
+    // newer client.
+    let err = v1_acquire(&server, name, "old:1", true).unwrap_err();
+    assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+}
+
+/// Mixed clients in a loop: an older and a newer client race for the same
+/// name over and over; whatever each answers, never both hold (the newer
+/// one's guard and the older one's hash at once), and the newer one's
+/// tokens only increase.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_layouts_never_both_hold() {
+    let server = RedisServer::start();
+    let name = "upgrade-mixed";
+    let client = connect(config(&server.url(), Protocol::Native)).await;
+    let lock = client.fair_lock(name).unwrap();
+    let lock_key = key(name, "lock");
+    let (mut newer, mut older, mut last) = (0, 0, 0);
+    for round in 0..40 {
+        if round % 2 == 0 {
+            if let Ok(redis::Value::Int(token)) = v1_acquire(&server, name, "old:1", true) {
+                older += 1;
+                // The newer client is refused while the older one holds.
+                let err = lock.try_lock().await.map(|_| ()).unwrap_err();
+                assert!(matches!(err, Error::OlderLayout { .. }), "{err:?}");
+                v1_release(
+                    &server,
+                    name,
+                    "old:1",
+                    &token.to_string(),
+                    &format!("r{round}"),
+                );
+            }
+        } else {
+            match lock.try_lock().await {
+                Ok(Some(guard)) => {
+                    newer += 1;
+                    let token = guard.token().unwrap();
+                    assert!(token > last, "{token} after {last}");
+                    last = token;
+                    assert!(v1_acquire(&server, name, "old:1", true).is_err());
+                    guard.unlock().await.unwrap();
+                }
+                other => panic!("round {round}: {other:?}"),
+            }
+        }
+        // The older client can use the name again once the marker is gone.
+        let _: () = server.cmd(&["DEL", &lock_key]);
+    }
+    assert!(newer > 0 && older > 0, "both took turns: {newer} / {older}");
 }

@@ -72,7 +72,7 @@ async fn forged_grant_messages_make_no_holder() {
         .expect("the waiter did not panic");
     let token = granted.token().unwrap();
     assert!(token > real_token && token < 9_000_000_000_000_000_000);
-    let stored: String = server.cmd(&["HGET", &format!("fairlock:{{{name}}}:lock"), "token"]);
+    let stored = common::lock_field(&server, name, "token").unwrap();
     assert_eq!(stored, token.to_string(), "the token is the server's");
     granted.unlock().await.unwrap();
 }

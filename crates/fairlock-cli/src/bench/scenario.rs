@@ -303,7 +303,7 @@ async fn queue_len(
             .arg(format!("redisson_lock_queue:{{{name}}}"))
             .clone(),
         _ => redis::cmd("ZCARD")
-            .arg(format!("fairlock:{{{name}}}:queue"))
+            .arg(format!("fairlock:{{{name}}}:line"))
             .clone(),
     };
     cmd.query_async(conn)

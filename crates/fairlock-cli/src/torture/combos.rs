@@ -398,7 +398,7 @@ impl Round<'_> {
         };
         let names = [
             format!("fairlock:{{{target}}}:lock"),
-            format!("fairlock:{{{target}}}:queue"),
+            format!("fairlock:{{{target}}}:line"),
             format!("redisson_lock_queue:{{{target}}}"),
             format!("redisson_lock_timeout:{{{target}}}"),
         ];

@@ -252,11 +252,18 @@ impl Dialect {
             args.push(token.map(|t| t.to_string()).unwrap_or_default());
         }
         // The lock keys, then (unless the server's ACL refused them) the
-        // keys of their labels, each in its lock's slot.
+        // keys of their labels, each in its lock's slot. A native lock
+        // (layout version 2) keeps its holder's label in its own value: its
+        // own key stands in for a labels key, which it never writes, and
+        // which would be missing while the lock key exists. (Half-way
+        // through a Cluster slot migration, a script whose keys are partly
+        // on the node and partly not is refused with TRYAGAIN: a renewal
+        // naming the missing labels key failed until the lease ran out.)
         let labels: Vec<String> = batch
             .iter()
             .map(|(key, _, _)| match self.settings.protocol {
                 Protocol::Redisson => crate::name::RedissonKeys::labels_of(key),
+                Protocol::Native if native::is_lock_key(key) => (*key).to_owned(),
                 Protocol::Native => crate::name::NativeKeys::labels_of(key),
             })
             .collect();
@@ -467,29 +474,17 @@ impl ProtocolLock {
         owner: &str,
         token: Option<u64>,
     ) -> crate::transport::HoldProof {
-        if let ProtocolLock::NativeRw(lock) = self {
-            return lock.hold_proof(owner, token);
-        }
-        let key = self.lock_key().to_owned();
-        match (self, token) {
-            (ProtocolLock::Native(_), Some(token)) => crate::transport::HoldProof {
-                key,
-                field: "token".to_owned(),
-                value: Some(token.to_string()),
-            },
-            (ProtocolLock::Native(_), None) => crate::transport::HoldProof {
-                key,
-                field: "owner".to_owned(),
-                value: Some(owner.to_owned()),
-            },
-            (
-                ProtocolLock::Redisson(_) | ProtocolLock::RedissonRw(_) | ProtocolLock::NativeRw(_),
-                _,
-            ) => crate::transport::HoldProof {
-                key,
-                field: owner.to_owned(),
-                value: None,
-            },
+        match self {
+            ProtocolLock::NativeRw(lock) => lock.hold_proof(owner, token),
+            ProtocolLock::Native(lock) => lock.hold_proof(owner, token),
+            ProtocolLock::Redisson(_) | ProtocolLock::RedissonRw(_) => {
+                crate::transport::HoldProof {
+                    key: self.lock_key().to_owned(),
+                    check: crate::transport::ProofCheck::Has {
+                        field: owner.to_owned(),
+                    },
+                }
+            }
         }
     }
 
@@ -559,6 +554,17 @@ impl ProtocolLock {
         dispatch!(self, lock => lock.release_cache_key(request))
     }
 
+    /// Whether a release answering `reply` cached its answer under its
+    /// request (to be deleted once read, see `hold.rs`): always, but under
+    /// the native lock's layout version 2, only for a partial release (a
+    /// full one leaves its request id in the lock's value).
+    pub(crate) fn release_cached(&self, reply: &Release) -> bool {
+        match self {
+            ProtocolLock::Native(lock) => lock.release_cached(reply),
+            _ => true,
+        }
+    }
+
     /// Release whoever holds the lock. `true` when a lock was released.
     pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
         dispatch!(self, lock => lock.force_release(conn).await)
@@ -588,7 +594,9 @@ impl ProtocolLock {
         match self {
             ProtocolLock::RedissonRw(lock) => return lock.is_locked(conn).await,
             ProtocolLock::NativeRw(lock) => return lock.is_locked(conn).await,
-            _ => {}
+            // A free native lock may keep a marker under its key.
+            ProtocolLock::Native(lock) => return Ok(lock.remaining_lease(conn).await?.is_some()),
+            ProtocolLock::Redisson(_) => {}
         }
         let n: i64 = conn
             .command(self.name(), "EXISTS", self.lock_key(), &[])
@@ -598,8 +606,10 @@ impl ProtocolLock {
 
     /// Time until the holder's lease runs out; `None` when free.
     pub(crate) async fn remaining_lease(&self, conn: &Connection) -> Result<Option<Duration>> {
-        if let ProtocolLock::NativeRw(lock) = self {
-            return lock.remaining_lease(conn).await;
+        match self {
+            ProtocolLock::NativeRw(lock) => return lock.remaining_lease(conn).await,
+            ProtocolLock::Native(lock) => return lock.remaining_lease(conn).await,
+            _ => {}
         }
         let pttl: i64 = conn
             .command(self.name(), "PTTL", self.lock_key(), &[])

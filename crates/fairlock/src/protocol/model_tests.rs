@@ -202,24 +202,26 @@ fn observed(
             (holder, queue.iter().map(|o| index(o)).collect())
         }
         _ => {
-            let (owner, count): (Option<String>, Option<u32>) = {
-                let v: Vec<Option<String>> =
-                    server.cmd(&["HMGET", "fairlock:{m}:lock", "owner", "count"]);
-                (
-                    v[0].clone(),
-                    v[1].as_ref().map(|c| c.parse().expect("count")),
-                )
-            };
-            let holder = owner.map(|o| (index(&o), count.expect("count with owner")));
-            let queue: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{m}:queue", "0", "-1"]);
-            let mut alive: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{m}:alive", "0", "-1"]);
-            let mut leases: Vec<String> = server.cmd(&["HKEYS", "fairlock:{m}:leases"]);
+            let value: Option<String> = server.cmd(&["GET", "fairlock:{m}:lock"]);
+            let parsed = value
+                .as_deref()
+                .map(|v| super::native::LockValue::parse(v).expect("a lock's value"));
+            let holder = parsed.and_then(|v| Some((index(v.owner?), v.count)));
+            let queue: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{m}:line", "0", "-1"]);
+            let mut records: Vec<String> = server.cmd(&["HKEYS", "fairlock:{m}:waiters"]);
             let mut members = queue.clone();
             members.sort();
-            alive.sort();
-            leases.sort();
-            assert_eq!(alive, members, "liveness entries = queue");
-            assert_eq!(leases, members, "lease entries = queue");
+            records.sort();
+            assert_eq!(records, members, "records = line");
+            // Invariant W: while anybody is in line, the lock's value (if
+            // any) says so.
+            if let Some(value) = &value {
+                let flags = value.split(':').nth(2).unwrap_or_default();
+                assert!(
+                    queue.is_empty() || flags.contains('w'),
+                    "{value} with {queue:?}"
+                );
+            }
             (holder, queue.iter().map(|o| index(o)).collect())
         }
     }
@@ -288,7 +290,8 @@ fn run_case(
                 "{protocol} after step {i} {op:?} of {ops:?}"
             );
             if protocol == Protocol::Native && holder.is_some() {
-                let token: u64 = server.cmd(&["HGET", "fairlock:{m}:lock", "token"]);
+                let value: String = server.cmd(&["GET", "fairlock:{m}:lock"]);
+                let token = super::native::LockValue::parse(&value).unwrap().token;
                 assert!(token >= last_token, "tokens never go back");
                 last_token = token;
             }

@@ -16,13 +16,12 @@ use super::{
 use crate::decimal::Decimal;
 use crate::error::Result;
 use crate::name::NativeKeys;
-use crate::transport::{Connection, Ints, Script};
+use crate::transport::{Connection, HoldProof, HoldsFn, Ints, ProofCheck, Script};
 
-/// A native lock script `$file` from `protocol/native/`: as
-/// `protocol_script!`, with the lock's own helpers (`lock_prelude.lua`)
-/// after the native prelude. The read-write lock and the semaphore leave
-/// them out (`read_write.rs`): a chunk's every function is defined again at
-/// each call.
+/// A native lock script `$file` from `protocol/native/`: the common prelude
+/// and the lock's own helpers (`lock_prelude.lua`, the key layout version
+/// 2), then the script. The read-write lock and the semaphore keep the
+/// weighted engine's layout and preludes (`read_write.rs`).
 macro_rules! lock_script {
     ($file:literal) => {
         LazyLock::new(|| {
@@ -30,7 +29,6 @@ macro_rules! lock_script {
                 concat!("native/", $file),
                 concat!(
                     include_str!("common.lua"),
-                    include_str!("native/prelude.lua"),
                     include_str!("native/lock_prelude.lua"),
                     include_str!(concat!("native/", $file))
                 ),
@@ -46,7 +44,6 @@ macro_rules! lock_script {
                 concat!(
                     include_str!(concat!("native/", $head)),
                     include_str!("common.lua"),
-                    include_str!("native/prelude.lua"),
                     include_str!("native/lock_prelude.lua"),
                     include_str!(concat!("native/", $file))
                 ),
@@ -61,7 +58,52 @@ static GIVE_UP: LazyLock<Script> = lock_script!("give_up.lua");
 static FORCE_RELEASE: LazyLock<Script> = lock_script!("force_release.lua");
 pub(crate) static RENEW: LazyLock<Script> = lock_script!("renew.lua");
 static INSPECT: LazyLock<Script> = lock_script!("inspect.lua");
+static LEASE: LazyLock<Script> = lock_script!("lease.lua");
 pub(crate) static POSITION: LazyLock<Script> = lock_script!("position.lua");
+
+/// A native lock key's value (layout version 2, see
+/// `native/lock_prelude.lua`): `TOKEN:COUNT:FLAGS:NONCE:REQUEST:OWNER<TAB>LABEL`
+/// while held, `TOKEN:0:FLAGS::REQUEST:` once released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LockValue<'a> {
+    pub(crate) token: u64,
+    pub(crate) count: u32,
+    /// The holder, `None` when free.
+    pub(crate) owner: Option<&'a str>,
+}
+
+impl<'a> LockValue<'a> {
+    /// The value `text`, or `None` when it is not a lock's of this layout.
+    pub(crate) fn parse(text: &'a str) -> Option<Self> {
+        let mut fields = text.splitn(6, ':');
+        let token = fields.next()?.parse().ok()?;
+        let count = fields.next()?.parse().ok()?;
+        let flags = fields.next()?;
+        let (_nonce, _request) = (fields.next()?, fields.next()?);
+        // The owner, up to the tab before the holder's label.
+        let owner = fields.next()?.split('\t').next()?;
+        if !flags.bytes().all(|b| b.is_ascii_lowercase()) || (count == 0) != owner.is_empty() {
+            return None;
+        }
+        Some(Self {
+            token,
+            count,
+            owner: (!owner.is_empty()).then_some(owner),
+        })
+    }
+
+    /// Held by `owner` (under `token`, when given).
+    pub(crate) fn held_by(text: &str, owner: &str, token: Option<u64>) -> bool {
+        LockValue::parse(text)
+            .is_some_and(|v| v.owner == Some(owner) && token.is_none_or(|token| v.token == token))
+    }
+}
+
+/// Whether `key` is a native lock's key (`fairlock:{NAME}:lock`), not a
+/// read-write lock's or a semaphore's holders set.
+pub(crate) fn is_lock_key(key: &str) -> bool {
+    key.ends_with("}:lock")
+}
 
 /// The prefix of a grant message: `grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC`.
 pub(crate) const GRANT_PREFIX: &str = "grant:";
@@ -168,27 +210,41 @@ impl NativeLock {
         verify_grant(payload, nonce)
     }
 
-    /// The owner's hold count: the lock hash names one owner.
+    /// The owner's hold count: the lock's value names one owner. A lock
+    /// key of another type counts as none here (the acquisition's script
+    /// then says what it holds: another program's data, or a lock of the
+    /// older layout).
     pub(crate) async fn hold_count(&self, conn: &Connection, owner: &str) -> Result<u32> {
-        let (holder, count): (Option<String>, Option<u32>) = conn
-            .command(&self.name, "HMGET", self.keys.lock(), &["owner", "count"])
-            .await?;
-        Ok(if holder.as_deref() == Some(owner) {
-            count.unwrap_or(0)
-        } else {
-            0
-        })
+        let value: Option<String> =
+            match conn.command(&self.name, "GET", self.keys.lock(), &[]).await {
+                Err(crate::Error::WrongType { .. }) => None,
+                other => other?,
+            };
+        Ok(value
+            .as_deref()
+            .and_then(LockValue::parse)
+            .filter(|v| v.owner == Some(owner))
+            .map_or(0, |v| v.count))
     }
 
-    fn keys(&self) -> [&str; 5] {
-        let k = &self.keys.all;
-        [&k[0], &k[1], &k[2], &k[3], &k[4]]
+    /// How a replica acknowledgement proves `owner`'s hold (of the
+    /// acquisition with `token`): the lock's value names them.
+    pub(crate) fn hold_proof(&self, owner: &str, token: Option<u64>) -> HoldProof {
+        let owner = owner.to_owned();
+        HoldProof {
+            key: self.keys.lock().to_owned(),
+            check: ProofCheck::Value {
+                holds: HoldsFn(std::sync::Arc::new(move |value| {
+                    LockValue::held_by(value, &owner, token)
+                })),
+            },
+        }
     }
 
-    /// The five keys and the labels key.
-    fn keys_with_labels(&self) -> [&str; 6] {
-        let [k1, k2, k3, k4, k5] = self.keys();
-        [k1, k2, k3, k4, k5, &self.keys.labels]
+    /// The lock, the line and the records: KEYS[1..3] of every script.
+    fn keys(&self) -> [&str; 3] {
+        let [lock, line, waiters] = &self.keys.all;
+        [lock, line, waiters]
     }
 
     /// Every waiter, fair or not, has its own channel: a release wakes one
@@ -197,8 +253,9 @@ impl NativeLock {
         format!("{}:{owner}", self.keys.channel)
     }
 
+    /// The scripts' fair or non-fair letter.
     fn kind(&self) -> &'static str {
-        if self.fair { "fair" } else { "nonfair" }
+        if self.fair { "f" } else { "n" }
     }
 
     pub(crate) async fn acquire(
@@ -208,13 +265,17 @@ impl NativeLock {
     ) -> Result<Acquire> {
         let waiter_ttl = self.waiter_ttl;
         let (lease, base) = (ms(args.lease), Decimal::new(args.base.into()));
-        let script_args: [&str; 9] = [
+        let mode = match (self.fair, args.queue) {
+            (true, true) => "fq",
+            (true, false) => "fo",
+            (false, true) => "nq",
+            (false, false) => "no",
+        };
+        let script_args: [&str; 7] = [
             args.owner,
             &lease,
             &self.waiter_ttl_ms,
-            &self.keys.channel,
-            self.kind(),
-            if args.queue { "queue" } else { "once" },
+            mode,
             &base,
             args.nonce,
             &self.label,
@@ -223,7 +284,7 @@ impl NativeLock {
         // hold's token alone: an integer, which the client reads for less
         // than an array; every other outcome is an array.
         let reply: Ints = conn
-            .script(&ACQUIRE, &self.name, &self.keys_with_labels(), &script_args)
+            .script(&ACQUIRE, &self.name, &self.keys(), &script_args)
             .await?;
         match reply {
             Ints::One(token) => decode_acquire(self.fair, waiter_ttl, &[1, token]),
@@ -238,13 +299,7 @@ impl NativeLock {
         _wait: Option<Duration>,
         nonce: &str,
     ) -> Result<bool> {
-        let args: [&str; 5] = [
-            owner,
-            &self.waiter_ttl_ms,
-            &self.keys.channel,
-            nonce,
-            self.kind(),
-        ];
+        let args: [&str; 3] = [owner, nonce, self.kind()];
         let reply: i64 = conn
             .script(&GIVE_UP, &self.name, &self.keys(), &args)
             .await?;
@@ -256,6 +311,13 @@ impl NativeLock {
         crate::name::joined(&self.keys.release_cache, request)
     }
 
+    /// Whether a release that answered `reply` wrote an answer cache: only
+    /// a partial one (a full release leaves its request id in the lock's
+    /// value instead, see `release.lua`).
+    pub(crate) fn release_cached(&self, reply: &Release) -> bool {
+        *reply == Release::StillHeld
+    }
+
     pub(crate) async fn release(
         &self,
         conn: &Connection,
@@ -265,13 +327,11 @@ impl NativeLock {
         scope: &Scope<'_>,
     ) -> Result<Release> {
         let cache = self.release_cache_key(request);
-        let [k1, k2, k3, k4, k5] = self.keys();
-        let keys = [k1, k2, k3, k4, k5, &cache];
+        let [lock, line, waiters] = self.keys();
+        let keys = [lock, line, waiters, &cache];
         let token = scope.token.map(Decimal::new);
-        let args: [&str; 7] = [
+        let args: [&str; 5] = [
             owner,
-            &self.waiter_ttl_ms,
-            &self.keys.channel,
             &self.release_cache_ms,
             token.as_deref().unwrap_or_default(),
             scope.nonce.unwrap_or_default(),
@@ -282,16 +342,20 @@ impl NativeLock {
     }
 
     pub(crate) async fn force_release(&self, conn: &Connection) -> Result<bool> {
-        let args: [&str; 4] = [
-            &self.waiter_ttl_ms,
-            &self.keys.channel,
-            REVOKED_PREFIX,
-            self.kind(),
-        ];
+        let args: [&str; 2] = [REVOKED_PREFIX, self.kind()];
         let reply: i64 = conn
             .script(&FORCE_RELEASE, &self.name, &self.keys(), &args)
             .await?;
         Ok(reply == 1)
+    }
+
+    /// The holder's remaining lease, `None` when free (the key absent, or
+    /// the marker a release leaves).
+    pub(crate) async fn remaining_lease(&self, conn: &Connection) -> Result<Option<Duration>> {
+        let pttl: i64 = conn
+            .script(&LEASE, &self.name, &[self.keys.lock()], &[])
+            .await?;
+        Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
     }
 
     /// `owner`'s place in line and the queue length.
@@ -307,35 +371,32 @@ impl NativeLock {
     }
 
     pub(crate) async fn inspect(&self, conn: &Connection) -> Result<LockInfo> {
-        type Reply = (Vec<String>, i64, Vec<String>, Vec<String>, i64, Vec<String>);
-        let (fields, pttl, queue, alive, now, labels): Reply = conn
-            .script(&INSPECT, &self.name, &self.keys_with_labels(), &[])
-            .await?;
+        type Reply = (
+            String,
+            i64,
+            String,
+            i64,
+            Vec<String>,
+            Vec<String>,
+            i64,
+            Vec<String>,
+        );
+        let (holder, count, token, pttl, line, deadlines, now, labels): Reply =
+            conn.script(&INSPECT, &self.name, &self.keys(), &[]).await?;
         let labels = super::Labels::from_fields(&labels);
-        let field = |name: &str| {
-            fields
-                .chunks(2)
-                .find(|pair| pair[0] == name)
-                .and_then(|pair| pair.get(1))
-        };
-        let holders = match (field("owner"), field("count")) {
-            (Some(owner), Some(count)) => vec![Holder {
-                label: labels.of(owner),
-                owner: owner.clone(),
-                count: count
-                    .parse()
-                    .map_err(|_| unexpected("native inspect", &fields))?,
+        let bad = || unexpected("native inspect", (&holder, count, &token));
+        let (holders, token) = if holder.is_empty() {
+            (Vec::new(), None)
+        } else {
+            let count = u32::try_from(count).map_err(|_| bad())?;
+            let token: u64 = token.parse().map_err(|_| bad())?;
+            let holder = Holder {
+                label: labels.of(&holder),
+                owner: holder,
+                count,
                 mode: super::HoldMode::Exclusive,
-            }],
-            _ => Vec::new(),
-        };
-        let token = match field("token") {
-            Some(token) => Some(
-                token
-                    .parse()
-                    .map_err(|_| unexpected("native inspect", &fields))?,
-            ),
-            None => None,
+            };
+            (vec![holder], Some(token))
         };
         Ok(LockInfo::from_parts(
             &self.name,
@@ -343,7 +404,7 @@ impl NativeLock {
             holders,
             pttl,
             token,
-            super::waiters(queue, &alive, now, &labels),
+            super::waiters(line, &deadlines, now, &labels),
         ))
     }
 }

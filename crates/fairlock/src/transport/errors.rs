@@ -42,8 +42,29 @@ pub(crate) fn from_redis(err: redis::RedisError, addr: &str, name: &str, key: &s
 /// holds it (see `not_a_lock` in `protocol/common.lua`).
 const NOT_A_LOCK: &str = "NOTALOCK";
 
+/// The error code of a script's refusal of a lock held in an older key
+/// layout: `OLDLAYOUT INDEX VERSION WHY`, INDEX as for NOTALOCK (see
+/// `layout_error` in `protocol/native/lock_prelude.lua`).
+const OLD_LAYOUT: &str = "OLDLAYOUT";
+
 /// Classify an error of a script call on lock `name` with `keys`.
 pub(crate) fn from_script(err: redis::RedisError, addr: &str, name: &str, keys: &[&str]) -> Error {
+    if err.code() == Some(OLD_LAYOUT) {
+        let mut detail = err.detail().unwrap_or("").split(' ');
+        let key = detail
+            .next()
+            .and_then(|index| index.parse::<usize>().ok())
+            .and_then(|i| keys.get(i.checked_sub(1)?))
+            .or(keys.first())
+            .copied()
+            .unwrap_or("");
+        let version = detail.next().and_then(|v| v.parse().ok()).unwrap_or(1);
+        return Error::OlderLayout {
+            name: name.to_owned(),
+            key: key.to_owned(),
+            version,
+        };
+    }
     if err.code() == Some(NOT_A_LOCK) {
         let detail = err.detail().unwrap_or("");
         let (index, reason) = detail.split_once(' ').unwrap_or((detail, ""));

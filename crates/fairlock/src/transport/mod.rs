@@ -29,6 +29,6 @@ pub(crate) use connection::Connection;
 pub(crate) use endpoint::{Endpoint, URL_FORMS};
 pub(crate) use messages::{Incoming, Message};
 pub(crate) use pubsub::{PubSubConnector, PubSubSink};
-pub(crate) use replica_sync::HoldProof;
+pub(crate) use replica_sync::{HoldProof, HoldsFn, ProofCheck};
 pub(crate) use script::{Ints, Script};
 pub(crate) use timeouts::Timeouts;

@@ -122,9 +122,10 @@ impl Wait<'_> {
         };
         for proof in self.proofs {
             asking(&mut pipe);
-            match &proof.value {
-                Some(_) => pipe.cmd("HGET").arg(&proof.key).arg(&proof.field),
-                None => pipe.cmd("HEXISTS").arg(&proof.key).arg(&proof.field),
+            match &proof.check {
+                ProofCheck::Field { field, .. } => pipe.cmd("HGET").arg(&proof.key).arg(field),
+                ProofCheck::Has { field } => pipe.cmd("HEXISTS").arg(&proof.key).arg(field),
+                ProofCheck::Value { .. } => pipe.cmd("GET").arg(&proof.key),
             };
             asking(&mut pipe);
             pipe.cmd("PTTL").arg(&proof.key);
@@ -158,10 +159,31 @@ impl Wait<'_> {
 pub(crate) struct HoldProof {
     /// The lock key.
     pub(crate) key: String,
-    /// The field read: `HGET key field` must answer `value`; without a
-    /// value, `HEXISTS key field` must answer 1.
-    pub(crate) field: String,
-    pub(crate) value: Option<String>,
+    /// What the key must hold.
+    pub(crate) check: ProofCheck,
+}
+
+/// What a [`HoldProof`]'s key must hold.
+#[derive(Debug, Clone)]
+pub(crate) enum ProofCheck {
+    /// A hash: `HGET key field` must answer `value`.
+    Field { field: String, value: String },
+    /// A hash: `HEXISTS key field` must answer 1.
+    Has { field: String },
+    /// A string (a native lock's value): `GET key` must answer a value
+    /// that `holds(value)` accepts (the protocol knows its format).
+    Value { holds: HoldsFn },
+}
+
+/// A check of a lock key's value, made by the protocol (which knows its
+/// format).
+#[derive(Clone)]
+pub(crate) struct HoldsFn(pub(crate) std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for HoldsFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HoldsFn")
+    }
 }
 
 /// What a `WAIT` with proofs found.
@@ -187,9 +209,10 @@ impl ReplicasSynced {
                 let found = replies
                     .get(2 * i)
                     .and_then(|v| String::from_redis_value(v.clone()).ok());
-                let proven = match &proof.value {
-                    Some(value) => found.as_deref() == Some(value.as_str()),
-                    None => found.as_deref() == Some("1"),
+                let proven = match &proof.check {
+                    ProofCheck::Field { value, .. } => found.as_deref() == Some(value.as_str()),
+                    ProofCheck::Has { .. } => found.as_deref() == Some("1"),
+                    ProofCheck::Value { holds } => found.as_deref().is_some_and(|v| (holds.0)(v)),
                 };
                 let pttl = replies
                     .get(2 * i + 1)

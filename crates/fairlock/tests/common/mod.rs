@@ -47,10 +47,29 @@ fn lock_key(name: &str) -> String {
     format!("fairlock:{{{name}}}:lock")
 }
 
-/// A field of native lock `name`'s hash (`owner`, `count`, `token`,
-/// `claimed`...).
+/// A field of native lock `name`'s value (layout version 2:
+/// `TOKEN:COUNT:FLAGS:NONCE:REQUEST:OWNER<TAB>LABEL`): `owner`, `count`,
+/// `token`, `nonce`, `flags`, `request`, `label`, and `claimed` (`1`
+/// unless the flags say unclaimed); `None` when the key is absent or the
+/// lock free.
 pub fn lock_field(server: &RedisServer, name: &str, field: &str) -> Option<String> {
-    server.cmd(&["HGET", &lock_key(name), field])
+    let value: String = server.cmd::<Option<String>>(&["GET", &lock_key(name)])?;
+    let fields: Vec<&str> = value.splitn(6, ':').collect();
+    if fields.len() < 6 || fields[1] == "0" {
+        return None;
+    }
+    let found = match field {
+        "token" => fields[0],
+        "count" => fields[1],
+        "flags" => fields[2],
+        "nonce" => fields[3],
+        "request" => fields[4],
+        "owner" => fields[5].split('\t').next().unwrap_or_default(),
+        "label" => fields[5].split_once('\t').map_or("", |(_, label)| label),
+        "claimed" => return Some(if fields[2].contains('u') { "0" } else { "1" }.to_owned()),
+        other => panic!("no field {other} in a native lock's value"),
+    };
+    Some(found.to_owned())
 }
 
 /// Whether `client` takes the fair lock `name` at once (the guard is
@@ -77,7 +96,7 @@ pub fn native_holder(server: &RedisServer, name: &str) -> Option<String> {
 
 /// The owners queued for native lock `name`, first in line first.
 pub fn queued_owners(server: &RedisServer, name: &str) -> Vec<String> {
-    server.cmd(&["ZRANGE", &format!("fairlock:{{{name}}}:queue"), "0", "-1"])
+    server.cmd(&["ZRANGE", &format!("fairlock:{{{name}}}:line"), "0", "-1"])
 }
 
 /// Wait until at least `n` waiters of native lock `name` are queued.
@@ -130,4 +149,45 @@ pub async fn handed_over(
         .expect("granted")
         .unwrap()
         .unwrap()
+}
+
+/// Put a waiter into native lock `name`'s line as the acquire script
+/// would (layout version 2), for an owner nobody serves: its place (arrival
+/// number `arrival`) and its record (liveness deadline `deadline_ms` on the
+/// server's clock, lease, own waiter ttl, secret).
+#[allow(clippy::too_many_arguments, dead_code)]
+pub fn put_waiter(
+    server: &RedisServer,
+    name: &str,
+    owner: &str,
+    arrival: u64,
+    deadline_ms: u64,
+    lease_ms: u64,
+    ttl_ms: u64,
+    nonce: &str,
+) {
+    let line = format!("fairlock:{{{name}}}:line");
+    let waiters = format!("fairlock:{{{name}}}:waiters");
+    let _: () = server.cmd(&["ZADD", &line, &arrival.to_string(), owner]);
+    let record = format!("{deadline_ms}:{lease_ms}:{ttl_ms}:{nonce}:");
+    let _: () = server.cmd(&["HSET", &waiters, owner, &record]);
+    // As a waiter joining does: the lock's value says somebody waits.
+    let lock = format!("fairlock:{{{name}}}:lock");
+    if let Some(value) = server.cmd::<Option<String>>(&["GET", &lock]) {
+        let mut fields: Vec<String> = value.splitn(6, ':').map(str::to_owned).collect();
+        if fields.len() == 6 && !fields[2].contains('w') {
+            let mut flags: Vec<char> = fields[2].chars().chain(['w']).collect();
+            flags.sort_by_key(|f| "upwk".find(*f));
+            fields[2] = flags.into_iter().collect();
+            let _: () = server.cmd(&["SET", &lock, &fields.join(":"), "KEEPTTL"]);
+        }
+    }
+}
+
+/// The server's clock: (ms, µs).
+#[allow(dead_code)]
+pub fn server_time(server: &RedisServer) -> (u64, u64) {
+    let t: Vec<String> = server.cmd(&["TIME"]);
+    let (s, us) = (t[0].parse::<u64>().unwrap(), t[1].parse::<u64>().unwrap());
+    (s * 1000 + us / 1000, s * 1_000_000 + us)
 }

@@ -11,7 +11,6 @@ use fairlock_test_support::RedisServer;
 pub const NEW_RELEASE: &str = concat!(
     include_str!("../../src/protocol/native/release_fast.lua"),
     include_str!("../../src/protocol/common.lua"),
-    include_str!("../../src/protocol/native/prelude.lua"),
     include_str!("../../src/protocol/native/lock_prelude.lua"),
     include_str!("../../src/protocol/native/release.lua"),
 );
@@ -19,7 +18,6 @@ pub const NEW_RELEASE: &str = concat!(
 pub const NEW_ACQUIRE: &str = concat!(
     include_str!("../../src/protocol/native/acquire_fast.lua"),
     include_str!("../../src/protocol/common.lua"),
-    include_str!("../../src/protocol/native/prelude.lua"),
     include_str!("../../src/protocol/native/lock_prelude.lua"),
     include_str!("../../src/protocol/native/acquire.lua"),
 );
@@ -29,7 +27,17 @@ pub fn key(name: &str, suffix: &str) -> String {
     format!("fairlock:{{{name}}}:{suffix}")
 }
 
-/// The five keys the native acquire script takes, in its `KEYS` order.
+/// The three keys every native lock script takes, in its `KEYS` order
+/// (layout version 2): the lock, the line, the waiters' records.
+pub fn three(name: &str) -> Vec<String> {
+    ["lock", "line", "waiters"]
+        .iter()
+        .map(|s| key(name, s))
+        .collect()
+}
+
+/// The five keys the scripts of the layout before version 2 took: lock,
+/// queue, liveness, meta, records.
 pub fn five(name: &str) -> Vec<String> {
     ["lock", "queue", "alive", "meta", "leases"]
         .iter()

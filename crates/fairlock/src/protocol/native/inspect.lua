@@ -1,27 +1,40 @@
 -- Native lock: the whole state at one instant (read-only; O(N), for diagnostics).
--- KEYS[1..5] see the prelude, KEYS[6] the lock's client labels
--- Returns {lock fields (HGETALL), lock pttl, queue owners in order,
--- liveness (ZRANGE WITHSCORES), server now ms, labels (HGETALL; empty when
--- the key holds another type)}.
-local err = check_types()
-if err then
-  return err
-end
-local fields = redis.call('hgetall', KEYS[1])
-local _, bad = lock_of(fields)
+-- KEYS[1..3] see lock_prelude.lua
+-- Returns {holder ('' when free), hold count, token (of the hold, or the
+-- last one when free; 0 when unknown), lock pttl, waiters in order,
+-- [waiter, liveness deadline ms]..., server now ms, [client, label]... (the
+-- holder's and the waiters' labels, each client id once)}.
+local lock, bad = lock_of(redis.pcall('get', KEYS[1]))
 if bad then
   return bad
 end
-local now = server_now()
-local labels = KEYS[6] and redis.pcall('hgetall', KEYS[6])
-if type(labels) ~= 'table' or labels.err then
-  labels = {}
+local labels, seen = {}, {}
+local function label_of(owner, label)
+  local client = string.match(owner, '^(.*):[^:]*$')
+  if client and label and label ~= '' and not seen[client] then
+    seen[client] = true
+    labels[#labels + 1] = client
+    labels[#labels + 1] = label
+  end
+end
+if lock.owner then
+  label_of(lock.owner, lock.label)
+end
+local line = redis.call('zrange', KEYS[2], 0, -1)
+local deadlines = {}
+for _, waiter in ipairs(line) do
+  local record = record_of(redis.call('hget', KEYS[3], waiter))
+  deadlines[#deadlines + 1] = waiter
+  deadlines[#deadlines + 1] = record and decimal(record.deadline) or '0'
+  label_of(waiter, record and record.label)
 end
 return {
-  fields,
+  lock.owner or '',
+  lock.count,
+  lock.text or '0',
   redis.call('pttl', KEYS[1]),
-  redis.call('zrange', KEYS[2], 0, -1),
-  redis.call('zrange', KEYS[3], 0, -1, 'withscores'),
-  now,
+  line,
+  deadlines,
+  server_now(),
   labels,
 }

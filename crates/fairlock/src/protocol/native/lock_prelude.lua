@@ -1,115 +1,241 @@
--- fairlock native lock prelude: the lock's own helpers, after the native
--- prelude (whose line helpers they use). Prepended to the lock's scripts
--- only: the read-write lock and the semaphore (weighted_prelude.lua) do
--- not define them, as every function a script defines costs its every
--- call (EVALSHA runs the whole chunk again).
+-- fairlock native lock (the fair and the non-fair mutex), layout version 2:
+-- the helpers of its scripts, after common.lua. (The read-write lock and
+-- the semaphore keep their own layout: native/prelude.lua and
+-- weighted_prelude.lua.)
+--
+-- Every script passes the lock's keys in this order:
+--   KEYS[1] lock, a string:
+--           held  'TOKEN:COUNT:FLAGS:NONCE:REQUEST:OWNER<TAB>LABEL'
+--           free  'TOKEN:0:FLAGS::REQUEST:' (a marker, for 20 s or more)
+--           TOKEN the fencing token of the hold (free: of the last one),
+--           COUNT its holds (free: 0), NONCE the acquisition's secret,
+--           REQUEST the id of the release that ended the hold before it
+--           (free: the release that freed it; '' after a force-unlock or a
+--           give-up): a release sent again under that id answers 1.
+--           LABEL the holder's client label (for `inspect` only; labels
+--           hold no control characters, owner ids no tab).
+--   KEYS[2] line: sorted set, waiter -> arrival number (FIFO order)
+--   KEYS[3] waiters: hash, waiter -> 'DEADLINE:LEASE:TTL:NONCE:LABEL' (its
+--           liveness deadline in server ms, the lease it asked for, its own
+--           waiter ttl, the secret of its grant message, its client's label)
+-- FLAGS, letters in this order when set:
+--   u  unclaimed: handed to a waiter that has not confirmed it yet
+--   p  partly released at least once: a retried release reads its cache
+--   w  the line may not be empty: a release or a take must look at it
+--      (a hint that may outlive the last waiter, never missing while one
+--      waits: invariant W)
+--   k  (with w) the head of the line was woken by a release and had not
+--      waited long, and no waiter has been back since: on a free marker, a
+--      non-fair taker not in line may take it first; on the value of such
+--      a taker, its release wakes nobody (the woken waiter is still on its
+--      way) and leaves the marker with w and k again. A waiter's attempt on
+--      a held lock, or a give-up, clears it.
+-- Invariant W: while the line has a waiter, the lock key is absent or its
+-- value has the flag w. Every script that adds a waiter sets it; every
+-- value written while the line may have one keeps it. So a value without
+-- w proves the line empty, and the uncontended paths read nothing else.
+-- All time is the Redis server's (TIME); no client clock is ever used.
 
--- A queued waiter's record: the lease it asked for, its own waiter ttl and
--- the secret (nonce) that authenticates its grant message. Written as
--- 'LEASE:TTL:NONCE'; anything else (a record from another version, or
--- garbage) falls back to `default_ttl` and an empty nonce, which no waiter
--- of this version accepts, so it confirms the grant with a call. Its
--- numbers are checked as counters (an out-of-range one falls back too): it
--- is read after the release's first write, so it is never refused, and a
--- bad one never reaches PEXPIRE.
-local function waiter_record(owner, default_ttl)
-  local record = redis.call('hget', KEYS[5], owner) or ''
-  local lease, ttl, nonce = string.match(record, '^(%d+):(%d+):(.*)$')
-  lease, ttl = counter(lease), counter(ttl)
-  if not lease or not ttl then
-    return counter(record) or default_ttl, default_ttl, ''
+-- How long the free marker stays after a force-unlock or a give-up (a
+-- release keeps it as long as its answer cache would live, at least as
+-- long): the next take continues the tokens from it.
+local FREE_MS = '20000'
+-- A non-fair waiter that has waited this long since it joined the line is
+-- no longer overtaken: a release (or a free lock found by a taker) hands
+-- the lock to it, as to a fair waiter.
+local STARVE_US = 100000
+
+local PATTERN = '^(%d+):(%d+):(%l*):([^:]*):([^:]*):([^\t]*)\t?(.*)$'
+
+-- Server time in milliseconds and in microseconds.
+local function server_now()
+  local t = redis.call('time')
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  return sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
+end
+
+-- An integer (0 <= n < 2^53) as decimal text: '%d' where its text proves
+-- a C long wide enough (longer than a 32-bit long's 11 characters, or
+-- below 2^31), else '%.0f' (exact, slower). Lua's own conversion would use
+-- exponents, and Redis formats a number passed to redis.call with '%.17g'.
+local function decimal(n)
+  local text = string.format('%d', n)
+  if n < 2147483648 or (#text > 11 and n < 9223372036854775808) then
+    return text
   end
-  return lease, ttl, nonce
+  return string.format('%.0f', n)
 end
 
--- Make `owner` the holder of the free lock (no lock key) under a new fencing
--- token, expiring after `expire_ms` (`expire_text` as text). `claimed`: '1'
--- when the caller itself takes it, '0' for a handoff its new holder has not
--- acted on yet. `nonce` identifies the acquisition (clean-up of an older
--- acquisition by the same owner checks it and leaves this one alone).
--- Returns the token and its text.
-local function take(owner, expire_ms, expire_text, now_us, claimed, nonce)
-  local token, text = next_counter('token', now_us)
-  redis.call('hset', KEYS[1], 'owner', owner, 'count', '1', 'token', text, 'claimed', claimed,
-    'nonce', nonce)
-  redis.call('pexpire', KEYS[1], expire_text)
-  keep(KEYS[4], expire_ms + META_GRACE_MS)
-  return token, text
+-- Has the flag letter `f` (a one-letter string) been set in `flags`?
+local function flagged(flags, f)
+  return string.find(flags, f, 1, true) ~= nil
 end
 
--- Hand the free lock to the first live waiter and tell it on its channel.
--- The grant lasts min(its lease, its own waiter ttl) until the new holder
--- claims it, so a grant to a waiter that just died is reclaimed quickly.
+-- `flags` with the letters of `add` set and those of `drop` cleared, in
+-- the canonical order.
+local function with_flags(flags, add, drop)
+  local out = ''
+  for _, f in ipairs({'u', 'p', 'w', 'k'}) do
+    if (flagged(flags, f) or flagged(add, f)) and not flagged(drop, f) then
+      out = out .. f
+    end
+  end
+  return out
+end
+
+-- The lock key's value as text.
+local function held_value(token, count, flags, nonce, request, owner, label)
+  return token .. ':' .. count .. ':' .. flags .. ':' .. nonce .. ':' .. request .. ':' .. owner .. '\t'
+    .. label
+end
+
+local function free_value(token, flags, request)
+  return token .. ':0:' .. flags .. '::' .. request .. ':'
+end
+
+-- `lock` (see lock_of) written again with `count` and `flags`, and the
+-- secret `nonce`, keeping its TTL.
+local function rewrite(lock, count, flags, nonce)
+  redis.call('set', KEYS[1], held_value(lock.text, count, flags, nonce, lock.request, lock.owner, lock.label),
+    'keepttl')
+end
+
+-- The error for a lock key that is not a string: a hash with an owner, a
+-- count and a token is the lock of the layout before version 2 (a client of
+-- an older fairlock holds it), anything else is another program's data.
+local function layout_error()
+  local kind = redis.call('type', KEYS[1])['ok']
+  local fields = kind == 'hash' and redis.call('hmget', KEYS[1], 'owner', 'count', 'token')
+  if fields and fields[1] and fields[2] and fields[3] then
+    return redis.error_reply('OLDLAYOUT 1 1 held by a client of the native layout version 1')
+  end
+  return redis.error_reply('WRONGTYPE key ' .. KEYS[1] .. ' holds a ' .. kind .. ', expected a string')
+end
+
+-- The lock as a table, from what GET answered (`raw`: false when absent,
+-- an error table for another type), or nil and the error to answer:
+--   {absent = true, token = 0, count = 0, flags = '', request = ''}
+--   {token, text (TOKEN as stored), count, flags, nonce, request, owner,
+--    label}
+-- `owner` is nil when free. A value that does not parse, or whose numbers
+-- are not counters (decimal integers below 2^53), is refused (NOTALOCK):
+-- it is another program's data.
+local function lock_of(raw)
+  if raw == false then
+    return {absent = true, token = 0, count = 0, flags = '', nonce = '', request = ''}
+  end
+  if type(raw) ~= 'string' then
+    -- Not readable here (in a Cluster slot migrating away, a key already
+    -- moved is refused to a script): read again without pcall, which fails
+    -- the script with the server's own error, and the client follows it.
+    if not string.find(raw.err or '', 'WRONGTYPE', 1, true) then
+      redis.call('get', KEYS[1])
+    end
+    return nil, layout_error()
+  end
+  local token, count, flags, nonce, request, owner, label = string.match(raw, PATTERN)
+  local t, c = counter(token), counter(count)
+  if not t or not c or (c == 0) ~= (owner == '') then
+    return nil, not_a_lock(1, 'the lock key holds a string that is not a lock of this layout')
+  end
+  return {token = t, text = token, count = c, flags = flags, nonce = nonce, request = request,
+    owner = owner ~= '' and owner or nil, label = label}
+end
+
+-- A waiter's record: deadline, lease, ttl (numbers), nonce and label, or
+-- nil when it is missing or malformed (written by another program: the
+-- waiter is then taken for dead, and its next attempt joins the line again).
+local function record_of(text)
+  local deadline, lease, ttl, nonce, label = string.match(text or '', '^(%d+):(%d+):(%d+):([^:]*):(.*)$')
+  deadline, lease, ttl = counter(deadline), counter(lease), counter(ttl)
+  if not deadline or not lease or not ttl then
+    return nil
+  end
+  return {deadline = deadline, lease = lease, ttl = ttl, nonce = nonce, label = label}
+end
+
+-- Take `waiter` out of the line (its place and its record).
+local function leave_line(waiter)
+  redis.call('zrem', KEYS[2], waiter)
+  redis.call('hdel', KEYS[3], waiter)
+end
+
+-- The first waiter in line whose liveness deadline has not passed, with
+-- its arrival number and record. Dead waiters ahead of it are dropped,
+-- each once, however many: a crashed process's thousand waiters cost the
+-- live one behind them nothing but this call's time. The line's and the
+-- records' first touches here are reads (a key of another type fails
+-- before anything is written).
+local function first_live(now)
+  while true do
+    local top = redis.call('zrange', KEYS[2], '0', '0', 'withscores')
+    if not top[1] then
+      return nil
+    end
+    local record = record_of(redis.call('hget', KEYS[3], top[1]))
+    if record and record.deadline > now then
+      return top[1], tonumber(top[2]), record
+    end
+    leave_line(top[1])
+  end
+end
+
+-- Has a non-fair waiter that arrived at `arrival` (µs) waited too long to
+-- be overtaken?
+local function starving(arrival, now_us)
+  return arrival < now_us - STARVE_US
+end
+
+-- The next fencing token after `last`: above it and not below the server
+-- clock in µs (so tokens keep increasing after every key of the name
+-- expired, as long as the clock does not step back).
+local function next_token(last, now_us)
+  return math.max(last + 1, now_us)
+end
+
+-- Hand the free lock to `head` (first_live's answer) and tell it on its
+-- channel. The grant lasts min(its lease, its own waiter ttl) until the new
+-- holder claims it, so a grant to a waiter that just died passes on soon.
 -- The message 'grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC' carries the token, the
 -- server time of the grant and the PEXPIRE set, and MAC = sha1 of
 -- 'NONCE:grant:TOKEN:SERVER_MS:EXPIRE_MS' with the secret the waiter sent
--- when it queued: only the server state and that waiter know it, so a
--- message published by anyone else is not taken for a grant.
--- Returns the new holder, or false when nobody (alive) waits.
-local function hand_off(channel_prefix, default_ttl, now, now_us)
-  local head = first_live(now)
-  if not head then
-    return false
-  end
-  local lease, ttl, nonce = waiter_record(head, default_ttl)
-  leave_queue(head)
-  local expire = math.max(1, math.min(lease, ttl))
-  local expire_text = decimal(expire)
-  local _, token = take(head, expire, expire_text, now_us, '0', nonce)
-  local grant = 'grant:' .. token .. ':' .. decimal(now) .. ':' .. expire_text
-  redis.call('publish', channel_prefix .. ':' .. head, grant .. ':' .. redis.sha1hex(nonce .. ':' .. grant))
-  return head
+-- when it joined the line: nobody without the records' content can forge
+-- it. The value keeps w (others may wait behind the head) and carries
+-- `request` (the release that ended the hold before). The lock is written
+-- first: SET is refused under maxmemory before anything else changed.
+local function hand_off(head, record, last, request, now, now_us)
+  local expire = decimal(math.max(1, math.min(record.lease, record.ttl)))
+  local token = decimal(next_token(last, now_us))
+  redis.call('set', KEYS[1], held_value(token, '1', 'uw', record.nonce, request, head, record.label), 'px',
+    expire)
+  leave_line(head)
+  local grant = 'grant:' .. token .. ':' .. decimal(now) .. ':' .. expire
+  redis.call('publish', string.sub(KEYS[1], 1, -5) .. 'wake:' .. head,
+    grant .. ':' .. redis.sha1hex(record.nonce .. ':' .. grant))
 end
 
--- A waiter of the non-fair lock that has waited this long (since it queued)
--- is no longer overtaken: the lock is handed to it as to a fair waiter.
--- Barging keeps the lock busy while a woken waiter is on its way; this
--- bound keeps a waiter from being overtaken forever by holders that
--- release and acquire again at once.
-local STARVE_US = 10000
-
--- Has `waiter` (queued) waited longer than STARVE_US?
-local function starving(waiter, now_us)
-  local arrival = tonumber(redis.call('zscore', KEYS[2], waiter))
-  return arrival ~= nil and arrival < now_us - STARVE_US
-end
-
--- Wake one waiter of a non-fair lock: the first live one, on its own
--- channel. It stays in line; its next attempt takes the free lock, or
--- (overtaken meanwhile) it waits for the next release, which wakes it
--- again. A waiter that has waited longer than STARVE_US is handed the lock
--- instead. Returns false when nobody (alive) waits.
-local function wake_one(channel_prefix, default_ttl, now, now_us)
-  local head = first_live(now)
-  if not head then
-    return false
-  end
-  if starving(head, now_us) then
-    return hand_off(channel_prefix, default_ttl, now, now_us)
-  end
-  redis.call('publish', channel_prefix .. ':' .. head, 'free')
-  return head
-end
-
--- The holder is gone: hand the lock to the next live waiter (fair), or free
--- it and wake one waiter (non-fair). `waiting`: the queue was not empty
--- (else only the lock key is deleted: nobody to hand it to or to wake).
-local function release_fully(channel_prefix, default_ttl, fair, waiting)
-  redis.call('del', KEYS[1])
-  if not waiting then
+-- The holder is gone (the lock's last hold released, force-released, or a
+-- grant given up): free the lock, or pass it on. Without w nobody waits:
+-- the free marker alone. Otherwise the first live waiter gets it (fair, or
+-- a non-fair one that waited too long), or it is woken with 'free' on its
+-- channel and the marker says so (k: a non-fair taker may come first; the
+-- woken waiter then finds it taken and waits for the next wake-up).
+-- `request`: the release's id ('' for none); `free_ms`: how long the
+-- marker stays (text).
+local function release_fully(lock, request, fair, free_ms)
+  if not flagged(lock.flags, 'w') then
+    redis.call('set', KEYS[1], free_value(lock.text, '', request), 'px', free_ms)
     return
   end
   local now, now_us = server_now()
-  purge_dead(now)
-  local passed
-  if fair then
-    passed = hand_off(channel_prefix, default_ttl, now, now_us)
+  local head, arrival, record = first_live(now)
+  if not head then
+    redis.call('set', KEYS[1], free_value(lock.text, '', request), 'px', free_ms)
+  elseif fair or starving(arrival, now_us) then
+    hand_off(head, record, lock.token, request, now, now_us)
   else
-    passed = wake_one(channel_prefix, default_ttl, now, now_us)
-  end
-  if not passed then
-    -- Nobody alive waits: the name's last key goes with the release caches.
-    redis.call('pexpire', KEYS[4], META_GRACE_MS)
+    redis.call('set', KEYS[1], free_value(lock.text, 'wk', request), 'px', free_ms)
+    redis.call('publish', string.sub(KEYS[1], 1, -5) .. 'wake:' .. head, 'free')
   end
 end
 
@@ -123,20 +249,13 @@ local function revoke(revoked_prefix, holder)
   end
 end
 
--- The types of the lock's five keys. `meta_read_next`: the caller reads
--- meta next, before any write (read_meta(): its HMGET fails on another
--- type as TYPE would, and the client takes either WRONGTYPE error alike),
--- so meta's TYPE is not asked.
-local function check_types(meta_read_next)
-  return wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
-    or (not meta_read_next and wrong_type(KEYS[4], 'hash')) or wrong_type(KEYS[5], 'hash')
-end
-
--- The types of the keys besides the lock and the queue, for the paths that
--- touch them; the lock's and the queue's are checked by each script's first
--- reads (HMGET, ZRANGE), which fail on another type before anything is
--- written. `meta_read_next` as for check_types.
-local function check_line_types(meta_read_next)
-  return wrong_type(KEYS[3], 'zset') or (not meta_read_next and wrong_type(KEYS[4], 'hash'))
-    or wrong_type(KEYS[5], 'hash')
+-- Make the line's two keys live at least `ms` longer (`text`: as text),
+-- never shorter: they outlive the longest-lived waiter's place, and no
+-- more. They are kept together, so one PTTL tells both.
+local function keep_line(ms, text)
+  local left = redis.call('pttl', KEYS[2])
+  if left ~= -2 and left < ms then
+    redis.call('pexpire', KEYS[2], text)
+    redis.call('pexpire', KEYS[3], text)
+  end
 end

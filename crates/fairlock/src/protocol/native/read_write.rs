@@ -25,7 +25,7 @@ use crate::decimal::Decimal;
 use crate::error::{Error, Result};
 use crate::name::NativeRwKeys;
 use crate::owner::Owner;
-use crate::transport::{Connection, HoldProof, Script};
+use crate::transport::{Connection, HoldProof, ProofCheck, Script};
 
 /// A script of the weighted engine: the common prelude, the native
 /// prelude, the engine's, the object's (`$object`: the read-write lock's or
@@ -213,18 +213,17 @@ impl NativeRwLock {
     /// without one), proved on a replica as a lock's: its own key.
     pub(crate) fn hold_proof(&self, id: &str, token: Option<u64>) -> HoldProof {
         let key = self.keys.hold_of(id);
-        match token {
-            Some(token) => HoldProof {
-                key,
+        let check = match token {
+            Some(token) => ProofCheck::Field {
                 field: "token".to_owned(),
-                value: Some(token.to_string()),
+                value: token.to_string(),
             },
-            None => HoldProof {
-                key,
+            None => ProofCheck::Field {
                 field: "owner".to_owned(),
-                value: Some(id.to_owned()),
+                value: id.to_owned(),
             },
-        }
+        };
+        HoldProof { key, check }
     }
 
     pub(crate) fn max_pause(&self) -> Duration {

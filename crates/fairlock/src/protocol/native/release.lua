@@ -1,66 +1,63 @@
 -- Native lock: release one hold; the last one hands the lock to the next
 -- live waiter directly (fair: it proceeds on the message, with no further
 -- call) or wakes one waiter (non-fair).
--- KEYS[1..5] see the prelude, KEYS[6] result cache of this request
--- ARGV[1] owner, ARGV[2] waiter ttl ms (for a waiter without a record),
--- ARGV[3] channel prefix, ARGV[4] cache ttl ms, ARGV[5] the token of the
--- hold being released ('' for any hold of the owner), ARGV[6] the secret
--- of the acquisition being undone ('' for any), ARGV[7] 'fair' or 'nonfair'
+-- KEYS[1..3] see lock_prelude.lua, KEYS[4] the answer cache of this
+-- request, 'fairlock:{NAME}:release:REQUEST' (written by a partial release
+-- only; REQUEST is also the id a full release leaves in the lock's value)
+-- ARGV[1] owner, ARGV[2] the cache's ttl ms, ARGV[3] the token of the hold
+-- being released ('' for any hold of the owner), ARGV[4] the secret of the
+-- acquisition being undone ('' for any), ARGV[5] 'f' fair or 'n' non-fair
 -- Returns 1 released, 0 still held, -1 held by another owner, -2 not held
 -- (nor by this acquisition: the same owner may hold it under a newer token).
 -- Cost: O(log N).
 --
--- Type checks: the lock's, the queue's and the cache's first touches are
--- reads (HMGET, ZRANGE, GET), which fail on another type before anything
--- is written; the other keys are checked when somebody waits (only then
--- are they touched): meta's by its first read (HMGET, read_meta), the
--- others' with TYPE.
-local owner = ARGV[1]
--- `lock` (HMGET owner, token, nonce, count, partial) and `waiting` were read
--- by release_fast.lua, which did the uncontended release.
--- A retried request answers what the first one did. A hold whose token this
--- request names, never partly released, proves the request has not run
--- yet: a full release would have removed that token (tokens are never
--- reused), a partial one would have set 'partial'. Only then is the cache
--- not read; it is written on every path that changes something.
-if not (lock[1] == owner and ARGV[5] ~= '' and lock[2] == ARGV[5] and not lock[5]) then
-  local cached = redis.call('get', KEYS[6])
+-- A request sent again (its reply lost, or sent from the background) must
+-- answer what it did the first time and change nothing more:
+-- - a full release left its id in the value: the free marker, or the next
+--   hold's value (a handoff, a take from the marker), which carries the id
+--   of the release before it: found there, the answer is 1;
+-- - a partial release cached 0 under its id and marked the hold p; the
+--   cache is read unless the hold this request names is there and was never
+--   partly released (then the request cannot have run: a full release would
+--   have removed the token, which is never used again).
+-- A full release sent again after more than one acquisition since finds
+-- neither, and answers -2 or -1 (not held): it never releases another hold.
+--
+-- Type checks without TYPE: the lock's first touch is GET, the cache's
+-- SET ... GET, and a handoff reads the line and the records before it
+-- writes (see first_live).
+local owner, token, nonce = ARGV[1], ARGV[3], ARGV[4]
+local request = string.sub(KEYS[4], #KEYS[1] + 5)
+local lock, bad = lock_of(raw)
+if bad then
+  return bad
+end
+if request ~= '' and lock.request == request then
+  return 1
+end
+if not (lock.owner == owner and token ~= '' and lock.text == token and not flagged(lock.flags, 'p')) then
+  local cached = redis.call('get', KEYS[4])
   if cached then
     return tonumber(cached)
   end
 end
-if not lock[1] then
+if not lock.owner then
   return -2
 end
-if lock[1] ~= owner then
+if lock.owner ~= owner then
   return -1
 end
-if (ARGV[5] ~= '' and lock[2] ~= ARGV[5]) or (ARGV[6] ~= '' and lock[3] ~= ARGV[6]) then
+if (token ~= '' and lock.text ~= token) or (nonce ~= '' and lock.nonce ~= nonce) then
   -- A later acquisition of the same owner: not ours to release.
   return -2
 end
--- The hold's count is read before any write (a bad one is refused), and
--- meta's counters when a waiter may be handed the lock (release_fully).
-local count = counter(lock[4])
-if not count then
-  return not_a_lock(1, 'the lock field count is not a decimal integer below 2^53')
-end
-if waiting then
-  local err = check_line_types(true) or read_meta()
-  if err then
-    return err
-  end
-end
-if count > 1 then
-  -- The cache first (SET ... GET: the cache key's type check when its GET
-  -- was skipped; another type fails before anything is written).
-  redis.call('set', KEYS[6], '0', 'px', ARGV[4], 'get')
-  redis.call('hincrby', KEYS[1], 'count', '-1')
-  redis.call('hset', KEYS[1], 'partial', '1')
+if lock.count > 1 then
+  -- The cache first (SET ... GET: the cache key's type check; another type
+  -- fails before anything is written; and SET is the write maxmemory
+  -- refuses before anything changed).
+  redis.call('set', KEYS[4], '0', 'px', ARGV[2], 'get')
+  rewrite(lock, decimal(lock.count - 1), with_flags(lock.flags, 'p', ''), lock.nonce)
   return 0
 end
--- The cache first: under maxmemory (OOM) SET is refused before any effect,
--- while DEL would not be (the OOM state of a script is fixed when it starts).
-redis.call('set', KEYS[6], '1', 'px', ARGV[4], 'get')
-release_fully(ARGV[3], tonumber(ARGV[2]), ARGV[7] ~= 'nonfair', waiting)
+release_fully(lock, request, string.byte(ARGV[5]) ~= 110, ARGV[2])
 return 1

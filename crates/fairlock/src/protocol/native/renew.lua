@@ -1,8 +1,11 @@
--- Native lock: for every lock in the batch still held by its owner under
+-- Native locks: for every hold in the batch still held by its owner under
 -- its token, extend the lease (and mark a handed-over grant claimed), or
 -- only check it.
--- KEYS[i] (i <= N) lock hash, KEYS[N + i] its client labels (optional: all
--- or none); ARGV[1] lease ms, or '' to check without extending; ARGV[2] this
+-- KEYS[i] (i <= N) the lock key (a lock's string, layout version 2; a
+-- read-write lock's or semaphore's holders set), KEYS[N + i] its client
+-- labels (optional: all or none; for a lock, which keeps its holder's label
+-- in its value, the lock key again); ARGV[1] lease ms, or '' to check
+-- without extending; ARGV[2] this
 -- client's label ('' for none); ARGV[2i + 1] owner and ARGV[2i + 2] token
 -- ('' for any) of KEYS[i]; N = (#ARGV - 2) / 2
 -- Returns one integer per lock: 1 held (renewed); lost: 0 the key is gone,
@@ -23,6 +26,46 @@ local function server_ms()
 end
 local renewed = {}
 local n = (#ARGV - 2) / 2
+
+-- A lock's hold (layout version 2, see lock_prelude.lua): its key is a
+-- string naming the owner and the token. Claimed (u cleared) and extended.
+local function renew_lock(key, owner, token)
+  -- pcall: a key of another type (the older layout's hash, say) is not ours.
+  local raw = redis.pcall('get', key)
+  if raw == false then
+    return 0
+  end
+  if type(raw) ~= 'string' then
+    -- Another type (the older layout's hash, say): not ours. Any other
+    -- error (in a Cluster slot migrating away, a key already moved is
+    -- refused to a script): the batch is sent where the slot went.
+    if not string.find(raw.err or '', 'WRONGTYPE', 1, true) then
+      redis.call('get', key)
+    end
+    return 2
+  end
+  local text, count, flags, nonce, request, holder, held_label = string.match(raw, PATTERN)
+  if count == '0' then
+    -- Free (the marker of a release): the hold is gone.
+    return 0
+  end
+  if not text or holder ~= owner or (token ~= '' and text ~= token) then
+    return 2
+  end
+  if lease ~= '' then
+    -- Claimed (a handed-over grant confirmed), and the holder's label as
+    -- this client has it now.
+    if flagged(flags, 'u') or (label ~= '' and held_label ~= label) then
+      redis.call('set', key, held_value(text, count, with_flags(flags, '', 'u'), nonce, request, holder,
+        label ~= '' and label or held_label), 'keepttl')
+    end
+    -- GT: a renewal never shortens what a longer hold of the same owner
+    -- (a re-entry with a longer explicit lease) was given.
+    redis.call('pexpire', key, lease, 'gt')
+  end
+  return 1
+end
+
 for i = 1, n do
   local key = KEYS[i]
   local owner, token = ARGV[2 * i + 1], ARGV[2 * i + 2]
@@ -35,27 +78,29 @@ for i = 1, n do
     holders = key
     key = string.sub(key, 1, -8) .. 'hold:' .. owner
   end
-  -- pcall: a key of another type means the lock is not ours.
-  local fields = redis.pcall('hmget', key, 'owner', 'token')
-  -- Any other error on a hold key: not readable on this node (in a Cluster
-  -- slot migrating away, a key already moved is refused to a script).
-  local unreadable = holders and fields.err and not string.find(fields.err, 'WRONGTYPE', 1, true)
-  local ours = type(fields) == 'table' and fields[1] == owner and (token == '' or fields[2] == token)
-  local score = holders and redis.pcall('zscore', holders, owner)
-  if unreadable then
-    renewed[i] = 3
-  elseif ours and holders and type(score) ~= 'string' then
-    -- The hold's key without its entry in the holders set (the set evicted
-    -- or deleted): no script counts it any more and a writer may be in,
-    -- so it is gone, as a lock whose key went.
-    renewed[i] = 0
-  elseif ours then
-    if lease ~= '' then
-      redis.call('hset', key, 'claimed', 1)
-      -- GT: a renewal never shortens what a longer hold of the same owner
-      -- (a re-entry with a longer explicit lease) was given.
-      redis.call('pexpire', key, lease, 'gt')
-      if holders then
+  if not holders then
+    renewed[i] = renew_lock(key, owner, token)
+  else
+    -- pcall: a key of another type means the hold is not ours.
+    local fields = redis.pcall('hmget', key, 'owner', 'token')
+    -- Any other error on a hold key: not readable on this node (in a Cluster
+    -- slot migrating away, a key already moved is refused to a script).
+    local unreadable = fields.err and not string.find(fields.err, 'WRONGTYPE', 1, true)
+    local ours = type(fields) == 'table' and fields[1] == owner and (token == '' or fields[2] == token)
+    local score = redis.pcall('zscore', holders, owner)
+    if unreadable then
+      renewed[i] = 3
+    elseif ours and type(score) ~= 'string' then
+      -- The hold's key without its entry in the holders set (the set evicted
+      -- or deleted): no script counts it any more and a writer may be in,
+      -- so it is gone, as a lock whose key went.
+      renewed[i] = 0
+    elseif ours then
+      if lease ~= '' then
+        redis.call('hset', key, 'claimed', 1)
+        -- GT: a renewal never shortens what a longer hold of the same owner
+        -- (a re-entry with a longer explicit lease) was given.
+        redis.call('pexpire', key, lease, 'gt')
         -- The score follows the key's lease (GT, as the key's), so that a
         -- live holder that renews is never due in reclaim(), which would
         -- otherwise read its key, and half-way through a slot migration
@@ -63,18 +108,18 @@ for i = 1, n do
         redis.call('zadd', holders, 'xx', 'gt', server_ms() + tonumber(lease), owner)
         redis.call('pexpire', holders, lease, 'gt')
         redis.call('pexpire', string.sub(holders, 1, -8) .. 'meta', tonumber(lease) + 20000, 'gt')
+        write_label(KEYS[n + i], owner, label, lease)
       end
-      write_label(KEYS[n + i], owner, label, lease)
-    end
-    renewed[i] = 1
-  elseif type(fields) == 'table' and not fields[1] and redis.call('exists', key) == 0 then
-    if holders and type(score) == 'string' and tonumber(score) > server_ms() then
-      renewed[i] = 3
+      renewed[i] = 1
+    elseif type(fields) == 'table' and not fields[1] and redis.call('exists', key) == 0 then
+      if type(score) == 'string' and tonumber(score) > server_ms() then
+        renewed[i] = 3
+      else
+        renewed[i] = 0
+      end
     else
-      renewed[i] = 0
+      renewed[i] = 2
     end
-  else
-    renewed[i] = 2
   end
 end
 return renewed
