@@ -420,6 +420,41 @@ mod tests {
     }
 
     #[test]
+    fn lock_values() {
+        let held = LockValue::parse("1795956774627633:2:uw:n1:r1:c1:1\thost:1").unwrap();
+        assert_eq!(
+            held,
+            LockValue {
+                token: 1_795_956_774_627_633,
+                count: 2,
+                owner: Some("c1:1"),
+            }
+        );
+        let free = LockValue::parse("1795956774627633:0:wk::r1:").unwrap();
+        assert_eq!((free.count, free.owner), (0, None));
+        assert!(LockValue::held_by("5:1::n::c:1\tl", "c:1", Some(5)));
+        assert!(LockValue::held_by("5:1::n::c:1\tl", "c:1", None));
+        assert!(!LockValue::held_by("5:1::n::c:1\tl", "c:1", Some(6)));
+        assert!(!LockValue::held_by("5:1::n::c:10\tl", "c:1", None));
+        assert!(!LockValue::held_by("5:0:::r:", "", None));
+        // Not a lock's value: a holder with a count of 0, a count without
+        // one, flags that are not lowercase letters, missing fields, junk.
+        for junk in [
+            "5:0::n::c:1",
+            "5:1::n::",
+            "5:1:X:n::c:1",
+            "5:1::n",
+            "x:1::n::c:1",
+            "",
+            "hello",
+        ] {
+            assert_eq!(LockValue::parse(junk), None, "{junk:?}");
+        }
+        assert!(is_lock_key("fairlock:{a{b}c}:lock"));
+        assert!(!is_lock_key("fairlock:{a}:rw:holders"));
+    }
+
+    #[test]
     fn grants() {
         let message = signed("n0nce", "grant:1763821234567890:1763821234567:6000");
         assert_eq!(
