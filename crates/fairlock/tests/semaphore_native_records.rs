@@ -445,7 +445,11 @@ async fn a_line_record_without_a_weight_of_at_least_1_is_a_lost_record() {
 // beside a `set_permits`, a force-release's count.
 
 /// Write over the line record of the waiter at `index` of the line of
-/// `name`, replacing its weight with `weight`.
+/// `name`, replacing its weight with `weight`. The waiter's next attempt
+/// writes its own record again: a test that releases after this counts on
+/// no refresh in between, so its waiters refresh every 10 s (a waiter ttl
+/// of 30 s), not every second (a refresh between the two, under load, gave
+/// the record back before the release read it).
 fn forge_record(server: &RedisServer, name: &str, index: usize, weight: &str) {
     let records = format!("fairlock:{{{name}}}:sem:leases");
     let line: Vec<String> = server.cmd(&[
@@ -472,7 +476,7 @@ fn forge_record(server: &RedisServer, name: &str, index: usize, weight: &str) {
 async fn a_line_record_written_over_with_a_smaller_weight_gives_out_no_more_than_the_total() {
     let server = RedisServer::start();
     let client = support::client_with(&server, Protocol::Native, |c| {
-        c.waiter_ttl(Duration::from_secs(3))
+        c.waiter_ttl(Duration::from_secs(30))
     })
     .await;
     let sem = client.semaphore("lowered", 3).unwrap();
@@ -507,7 +511,7 @@ async fn a_line_record_written_over_with_a_smaller_weight_gives_out_no_more_than
 async fn a_line_record_written_over_above_the_total_keeps_the_waiters_place() {
     let server = RedisServer::start();
     let client = support::client_with(&server, Protocol::Native, |c| {
-        c.waiter_ttl(Duration::from_secs(3))
+        c.waiter_ttl(Duration::from_secs(30))
     })
     .await;
     let sem = client.semaphore("place", 2).unwrap();
@@ -544,7 +548,7 @@ async fn a_line_record_written_over_above_the_total_keeps_the_waiters_place() {
 async fn a_lowered_grant_that_cannot_be_raised_goes_back_to_the_head_of_the_line() {
     let server = RedisServer::start();
     let client = support::client_with(&server, Protocol::Native, |c| {
-        c.waiter_ttl(Duration::from_secs(3))
+        c.waiter_ttl(Duration::from_secs(30))
     })
     .await;
     let sem = client.semaphore("requeued", 3).unwrap();
@@ -873,7 +877,7 @@ async fn a_lowered_grant_whose_request_is_above_a_lowered_total_is_refused_at_on
 async fn a_corrected_hold_is_counted_shown_and_given_back_at_its_request() {
     let server = RedisServer::start();
     let client = support::client_with(&server, Protocol::Native, |c| {
-        c.waiter_ttl(Duration::from_secs(3))
+        c.waiter_ttl(Duration::from_secs(30))
     })
     .await;
     let name = "corrected";
