@@ -556,11 +556,12 @@ impl ProtocolLock {
 
     /// Whether a release answering `reply` cached its answer under its
     /// request (to be deleted once read, see `hold.rs`): always, but under
-    /// the native lock's layout version 2, only for a partial release (a
-    /// full one leaves its request id in the lock's value).
-    pub(crate) fn release_cached(&self, reply: &Release) -> bool {
+    /// the native lock's layout version 2, only for a partial release or one
+    /// whose `scope` names no hold (a full one naming its hold leaves its
+    /// request id in the lock's value).
+    pub(crate) fn release_cached(&self, reply: &Release, scope: &Scope<'_>) -> bool {
         match self {
-            ProtocolLock::Native(lock) => lock.release_cached(reply),
+            ProtocolLock::Native(lock) => lock.release_cached(reply, scope),
             _ => true,
         }
     }

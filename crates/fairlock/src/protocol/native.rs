@@ -311,11 +311,14 @@ impl NativeLock {
         crate::name::joined(&self.keys.release_cache, request)
     }
 
-    /// Whether a release that answered `reply` wrote an answer cache: only
-    /// a partial one (a full release leaves its request id in the lock's
-    /// value instead, see `release.lua`).
-    pub(crate) fn release_cached(&self, reply: &Release) -> bool {
-        *reply == Release::StillHeld
+    /// Whether a release that answered `reply` wrote an answer cache: a
+    /// partial one, or a full one that names no hold (`scope` without a
+    /// token: `unlock_as`, the undo of an attempt), which a retry tells from
+    /// a release of the owner's next hold by its answer only. A full release
+    /// of a named hold leaves its request id in the lock's value instead
+    /// (see `release.lua`).
+    pub(crate) fn release_cached(&self, reply: &Release, scope: &Scope<'_>) -> bool {
+        *reply == Release::StillHeld || (scope.token.is_none() && *reply == Release::Released)
     }
 
     pub(crate) async fn release(
