@@ -180,6 +180,10 @@ async fn malformed_native_counters_are_refused_before_any_write() {
         "1e19:0:::r:",
         "18446744073709551615:0:::r:",
         "9007199254740993:0:::r:",
+        // A token of more than 16 digits, however small its value: the
+        // uncontended take's pattern matched it and took the lock (found
+        // by the adversarial review of the key layout version 2).
+        "00000000000000000000005:0:::r:",
         // Not of the layout at all.
         "",
         "12x",
