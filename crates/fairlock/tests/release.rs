@@ -391,3 +391,72 @@ async fn unlock_as_sent_again_spares_a_later_hold_of_its_owner() {
         "nobody else can take it"
     );
 }
+
+/// A release whose lock was handed to a waiter, sent again (its reply lost)
+/// after that waiter gave the grant up or the lock was force-unlocked,
+/// answers what it did: released. The handed-over value carried its id;
+/// the give-up and the force-unlock passed the lock on without it.
+///
+/// Found by the adversarial review of the key layout version 2: only one
+/// acquisition came between (the grant nobody took), and the retry
+/// answered "not held" (`Error::LockLost` to a caller that had released).
+#[test]
+fn retried_release_after_its_handoff_was_given_up_or_force_unlocked() {
+    let server = RedisServer::start();
+    let name = "retry-after-give-up";
+    let keys = three(name);
+    let prelude = concat!(
+        include_str!("../src/protocol/common.lua"),
+        include_str!("../src/protocol/native/lock_prelude.lua"),
+    );
+    let give_up = format!(
+        "{prelude}{}",
+        include_str!("../src/protocol/native/give_up.lua")
+    );
+    let force = format!(
+        "{prelude}{}",
+        include_str!("../src/protocol/native/force_release.lua")
+    );
+    let int = |v: redis::Value| -> i64 { redis::from_redis_value(v).unwrap() };
+    let acquire = |owner: &str, nonce: &str| {
+        eval(
+            &server,
+            NEW_ACQUIRE,
+            &keys,
+            &[owner, "30000", "6000", "fq", "0", nonce, ""],
+        )
+        .unwrap()
+    };
+    let release = |owner: &str, req: &str, token: &str| -> i64 {
+        let mut keys = keys.clone();
+        keys.push(key(name, &format!("release:{req}")));
+        int(eval(
+            &server,
+            NEW_RELEASE,
+            &keys,
+            &[owner, "10000", token, "", "f"],
+        )
+        .unwrap())
+    };
+    let field = |f: &str| common::lock_field(&server, name, f);
+    for (round, undo) in ["give up", "force-unlock"].into_iter().enumerate() {
+        acquire("a:1", &format!("a{round}"));
+        let a = field("token").unwrap();
+        let waiter = format!("b:{round}");
+        acquire(&waiter, "nb");
+        let request = format!("r{round}");
+        assert_eq!(release("a:1", &request, &a), 1);
+        assert_eq!(field("owner"), Some(waiter.clone()), "handed to the waiter");
+        let passed = match undo {
+            "give up" => eval(&server, &give_up, &keys, &[&waiter, "nb", "f"]).unwrap(),
+            _ => eval(&server, &force, &keys, &["fairlock:revoked:", "f"]).unwrap(),
+        };
+        assert!(int(passed) > 0, "{undo}");
+        assert_eq!(field("owner"), None, "{undo}: free");
+        assert_eq!(
+            release("a:1", &request, &a),
+            1,
+            "{undo}: the retry answers released"
+        );
+    }
+}

@@ -21,7 +21,9 @@ if queued == 1 then
   leave_line(owner)
 end
 if lock.owner == owner and flagged(lock.flags, 'u') and lock.nonce == ARGV[2] then
-  release_fully(lock, '', fair, FREE_MS)
+  -- The id of the release that handed it over goes on: that release, sent
+  -- again, still finds it (the grant nobody took is no hold in between).
+  release_fully(lock, lock.request, fair, FREE_MS)
   return 2
 end
 if queued == 1 and lock.owner and flagged(lock.flags, 'k') then

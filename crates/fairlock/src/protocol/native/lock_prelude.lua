@@ -10,8 +10,9 @@
 --           TOKEN the fencing token of the hold (free: of the last one),
 --           COUNT its holds (free: 0), NONCE the acquisition's secret,
 --           REQUEST the id of the release that ended the hold before it
---           (free: the release that freed it; '' after a force-unlock or a
---           give-up): a release sent again under that id answers 1.
+--           (free: the release that freed it; after a force-unlock or a
+--           give-up, the one the removed hold carried): a release sent
+--           again under that id answers 1.
 --           LABEL the holder's client label (for `inspect` only; labels
 --           hold no control characters, owner ids no tab).
 --   KEYS[2] line: sorted set, waiter -> arrival number (FIFO order)
