@@ -194,6 +194,15 @@ local function next_token(last, now_us)
   return math.max(last + 1, now_us)
 end
 
+-- Does `lock`'s token leave no next one below 2^53 (a counter, see
+-- common.lua)? Then none is drawn: the take refuses the lock as another
+-- program's data, a release frees it without handing it over. (Server
+-- microseconds reach it in the year 2255; before that, only a value
+-- another program wrote.)
+local function exhausted(lock)
+  return lock.token >= MAX_COUNTER - 1
+end
+
 -- Hand the free lock to `head` (first_live's answer) and tell it on its
 -- channel. The grant lasts min(its lease, its own waiter ttl) until the new
 -- holder claims it, so a grant to a waiter that just died passes on soon.
@@ -226,6 +235,12 @@ end
 local function release_fully(lock, request, fair, free_ms)
   if not flagged(lock.flags, 'w') then
     redis.call('set', KEYS[1], free_value(lock.text, '', request), 'px', free_ms)
+    return
+  end
+  if exhausted(lock) then
+    -- No token to hand over: free, w kept (the waiters' next attempts are
+    -- refused, see acquire.lua).
+    redis.call('set', KEYS[1], free_value(lock.text, 'w', request), 'px', free_ms)
     return
   end
   local now, now_us = server_now()
