@@ -591,4 +591,18 @@ fn a_token_with_no_next_one_below_2_pow_53_is_never_drawn_from() {
     let value: String = server.cmd(&["GET", &keys[0]]);
     assert!(value.starts_with("9007199254740991:0:w:"), "{value}");
     assert!(acquire("b:1").is_err(), "B's next attempt is refused");
+    // A non-fair waiter behind B gives up while B waited too long to be
+    // overtaken: B is woken, not handed a token of 2^53.
+    let _: () = server.cmd(&["ZADD", &keys[1], "XX", "1", "b:1"]);
+    let _: () = server.cmd(&["ZADD", &keys[1], "2", "c:1"]);
+    let _: () = server.cmd(&["HSET", &keys[2], "c:1", "99999999999999:30000:6000:nc:"]);
+    let give_up = concat!(
+        include_str!("../src/protocol/common.lua"),
+        include_str!("../src/protocol/native/lock_prelude.lua"),
+        include_str!("../src/protocol/native/give_up.lua"),
+    );
+    let left = eval(&server, give_up, &keys, &["c:1", "nc", "n"]).unwrap();
+    assert_eq!(left, redis::Value::Int(1));
+    let value: String = server.cmd(&["GET", &keys[0]]);
+    assert!(value.starts_with("9007199254740991:0:w:"), "{value}");
 }
