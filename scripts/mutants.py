@@ -65,6 +65,15 @@ MUTANTS = [
           "string.match(raw, '^(%d+):%d+:(%l*):[^:]*:([^:]*):')")],
     ),
     Mutant(
+        "tokenless_release_uncached", NOT_MODELLED,
+        "a full release naming no hold (unlock_as) caches no answer: sent again after the "
+        "owner's next hold, it releases that hold (release.lua; the model has no lost replies)",
+        ["release"],
+        [(NATIVE + "release.lua",
+          "  redis.call('set', KEYS[4], '1', 'px', ARGV[2], 'get')\n",
+          "")],
+    ),
+    Mutant(
         "handoff_full_lease", "handoff_full_lease",
         "a handoff grant lasts the lease, not min(lease, waiter ttl) (lock_prelude hand_off)",
         ["native", "handoff"],
