@@ -18,10 +18,10 @@ use crate::error::Result;
 use crate::name::NativeKeys;
 use crate::transport::{Connection, HoldProof, HoldsFn, Ints, ProofCheck, Script};
 
-/// A native lock script `$file` from `protocol/native/`: the common prelude
-/// and the lock's own helpers (`lock_prelude.lua`, the key layout version
-/// 2), then the script. The read-write lock and the semaphore keep the
-/// weighted engine's layout and preludes (`read_write.rs`).
+/// A native lock script `$file` from `protocol/native/`: the common prelude,
+/// the line's helpers (`line.lua`, shared with the weighted engine's
+/// scripts, `read_write.rs`) and the lock's own (`lock_prelude.lua`, the
+/// key layout version 2), then the script.
 macro_rules! lock_script {
     ($file:literal) => {
         LazyLock::new(|| {
@@ -29,6 +29,7 @@ macro_rules! lock_script {
                 concat!("native/", $file),
                 concat!(
                     include_str!("common.lua"),
+                    include_str!("native/line.lua"),
                     include_str!("native/lock_prelude.lua"),
                     include_str!(concat!("native/", $file))
                 ),
@@ -44,6 +45,7 @@ macro_rules! lock_script {
                 concat!(
                     include_str!(concat!("native/", $head)),
                     include_str!("common.lua"),
+                    include_str!("native/line.lua"),
                     include_str!("native/lock_prelude.lua"),
                     include_str!(concat!("native/", $file))
                 ),
@@ -97,12 +99,6 @@ impl<'a> LockValue<'a> {
         LockValue::parse(text)
             .is_some_and(|v| v.owner == Some(owner) && token.is_none_or(|token| v.token == token))
     }
-}
-
-/// Whether `key` is a native lock's key (`fairlock:{NAME}:lock`), not a
-/// read-write lock's or a semaphore's holders set.
-pub(crate) fn is_lock_key(key: &str) -> bool {
-    key.ends_with("}:lock")
 }
 
 /// The prefix of a grant message: `grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC`.
@@ -453,8 +449,6 @@ mod tests {
         ] {
             assert_eq!(LockValue::parse(junk), None, "{junk:?}");
         }
-        assert!(is_lock_key("fairlock:{a{b}c}:lock"));
-        assert!(!is_lock_key("fairlock:{a}:rw:holders"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 -- fairlock native lock (the fair and the non-fair mutex), layout version 2:
--- the helpers of its scripts, after common.lua. (The read-write lock and
--- the semaphore keep their own layout: native/prelude.lua and
--- weighted_prelude.lua.)
+-- the helpers of its scripts, after common.lua and line.lua (the line's
+-- helpers, shared with the read-write lock and the semaphore:
+-- server_now, decimal, record_of, leave_line, first_live, keep_line).
 --
 -- Every script passes the lock's keys in this order:
 --   KEYS[1] lock, a string:
@@ -47,25 +47,6 @@ local FREE_MS = '20000'
 local STARVE_US = 100000
 
 local PATTERN = '^(%d+):(%d+):(%l*):([^:]*):([^:]*):([^\t]*)\t?(.*)$'
-
--- Server time in milliseconds and in microseconds.
-local function server_now()
-  local t = redis.call('time')
-  local sec, usec = tonumber(t[1]), tonumber(t[2])
-  return sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
-end
-
--- An integer (0 <= n < 2^53) as decimal text: '%d' where its text proves
--- a C long wide enough (longer than a 32-bit long's 11 characters, or
--- below 2^31), else '%.0f' (exact, slower). Lua's own conversion would use
--- exponents, and Redis formats a number passed to redis.call with '%.17g'.
-local function decimal(n)
-  local text = string.format('%d', n)
-  if n < 2147483648 or (#text > 11 and n < 9223372036854775808) then
-    return text
-  end
-  return string.format('%.0f', n)
-end
 
 -- Has the flag letter `f` (a one-letter string) been set in `flags`?
 local function flagged(flags, f)
@@ -141,44 +122,6 @@ local function lock_of(raw)
   end
   return {token = t, text = token, count = c, flags = flags, nonce = nonce, request = request,
     owner = owner ~= '' and owner or nil, label = label}
-end
-
--- A waiter's record: deadline, lease, ttl (numbers), nonce and label, or
--- nil when it is missing or malformed (written by another program: the
--- waiter is then taken for dead, and its next attempt joins the line again).
-local function record_of(text)
-  local deadline, lease, ttl, nonce, label = string.match(text or '', '^(%d+):(%d+):(%d+):([^:]*):(.*)$')
-  deadline, lease, ttl = counter(deadline), counter(lease), counter(ttl)
-  if not deadline or not lease or not ttl then
-    return nil
-  end
-  return {deadline = deadline, lease = lease, ttl = ttl, nonce = nonce, label = label}
-end
-
--- Take `waiter` out of the line (its place and its record).
-local function leave_line(waiter)
-  redis.call('zrem', KEYS[2], waiter)
-  redis.call('hdel', KEYS[3], waiter)
-end
-
--- The first waiter in line whose liveness deadline has not passed, with
--- its arrival number and record. Dead waiters ahead of it are dropped,
--- each once, however many: a crashed process's thousand waiters cost the
--- live one behind them nothing but this call's time. The line's and the
--- records' first touches here are reads (a key of another type fails
--- before anything is written).
-local function first_live(now)
-  while true do
-    local top = redis.call('zrange', KEYS[2], '0', '0', 'withscores')
-    if not top[1] then
-      return nil
-    end
-    local record = record_of(redis.call('hget', KEYS[3], top[1]))
-    if record and record.deadline > now then
-      return top[1], tonumber(top[2]), record
-    end
-    leave_line(top[1])
-  end
 end
 
 -- Has a non-fair waiter that arrived at `arrival` (µs) waited too long to
@@ -262,16 +205,5 @@ local function revoke(revoked_prefix, holder)
   local client = string.match(holder, '^(.*):[^:]*$')
   if client then
     redis.call('publish', revoked_prefix .. client, KEYS[1])
-  end
-end
-
--- Make the line's two keys live at least `ms` longer (`text`: as text),
--- never shorter: they outlive the longest-lived waiter's place, and no
--- more. They are kept together, so one PTTL tells both.
-local function keep_line(ms, text)
-  local left = redis.call('pttl', KEYS[2])
-  if left ~= -2 and left < ms then
-    redis.call('pexpire', KEYS[2], text)
-    redis.call('pexpire', KEYS[3], text)
   end
 end
