@@ -11,7 +11,7 @@ use fairlock_test_support as support;
 use support::{RedisServer, client};
 
 mod common;
-use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, key, snapshot, three};
+use common::scripts::{NEW_ACQUIRE, NEW_GIVE_UP, NEW_RELEASE, eval, key, snapshot, three};
 use common::{config, connect};
 
 const BOTH: [Protocol; 2] = [Protocol::Native, Protocol::Redisson];
@@ -596,12 +596,7 @@ fn a_token_with_no_next_one_below_2_pow_53_is_never_drawn_from() {
     let _: () = server.cmd(&["ZADD", &keys[1], "XX", "1", "b:1"]);
     let _: () = server.cmd(&["ZADD", &keys[1], "2", "c:1"]);
     let _: () = server.cmd(&["HSET", &keys[2], "c:1", "99999999999999:30000:6000:nc:"]);
-    let give_up = concat!(
-        include_str!("../src/protocol/common.lua"),
-        include_str!("../src/protocol/native/lock_prelude.lua"),
-        include_str!("../src/protocol/native/give_up.lua"),
-    );
-    let left = eval(&server, give_up, &keys, &["c:1", "nc", "n"]).unwrap();
+    let left = eval(&server, NEW_GIVE_UP, &keys, &["c:1", "nc", "n"]).unwrap();
     assert_eq!(left, redis::Value::Int(1));
     let value: String = server.cmd(&["GET", &keys[0]]);
     assert!(value.starts_with("9007199254740991:0:w:"), "{value}");

@@ -22,7 +22,7 @@ use support::{
 use tokio::time::Instant;
 
 mod common;
-use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, key, three};
+use common::scripts::{NEW_ACQUIRE, NEW_GIVE_UP, NEW_RELEASE, eval, key, three};
 use common::{config, connect, queued_owners};
 
 async fn client(
@@ -1004,21 +1004,9 @@ fn nonfair_release_wakes_again_once_a_waiter_was_back() {
     // A goes first again; B, woken, gives up: C is woken by A's release.
     let a = taken(acquire("a:1", "a4"));
     assert_eq!(flags(), "wk");
-    let gave_up: i64 = redis::from_redis_value(
-        eval(
-            &server,
-            concat!(
-                include_str!("../src/protocol/common.lua"),
-                include_str!("../src/protocol/native/line.lua"),
-                include_str!("../src/protocol/native/lock_prelude.lua"),
-                include_str!("../src/protocol/native/give_up.lua"),
-            ),
-            &keys,
-            &["b:1", "b1", "n"],
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let gave_up: i64 =
+        redis::from_redis_value(eval(&server, NEW_GIVE_UP, &keys, &["b:1", "b1", "n"]).unwrap())
+            .unwrap();
     assert_eq!(gave_up, 1);
     assert_eq!(flags(), "w");
     release("a:1", a, "r4");

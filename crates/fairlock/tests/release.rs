@@ -12,7 +12,7 @@ use support::proxy::Proxy;
 use support::{PROTOCOLS, RedisServer, client_with, eventually, lock_keys};
 
 mod common;
-use common::scripts::{NEW_ACQUIRE, NEW_RELEASE, eval, key, three};
+use common::scripts::{NEW_ACQUIRE, NEW_FORCE_RELEASE, NEW_GIVE_UP, NEW_RELEASE, eval, key, three};
 use common::{config, connect};
 
 /// A guard acts only on its own acquisition. Before: after the hold
@@ -405,18 +405,7 @@ fn retried_release_after_its_handoff_was_given_up_or_force_unlocked() {
     let server = RedisServer::start();
     let name = "retry-after-give-up";
     let keys = three(name);
-    let prelude = concat!(
-        include_str!("../src/protocol/common.lua"),
-        include_str!("../src/protocol/native/lock_prelude.lua"),
-    );
-    let give_up = format!(
-        "{prelude}{}",
-        include_str!("../src/protocol/native/give_up.lua")
-    );
-    let force = format!(
-        "{prelude}{}",
-        include_str!("../src/protocol/native/force_release.lua")
-    );
+    let (give_up, force) = (NEW_GIVE_UP, NEW_FORCE_RELEASE);
     let int = |v: redis::Value| -> i64 { redis::from_redis_value(v).unwrap() };
     let acquire = |owner: &str, nonce: &str| {
         eval(
@@ -448,8 +437,8 @@ fn retried_release_after_its_handoff_was_given_up_or_force_unlocked() {
         assert_eq!(release("a:1", &request, &a), 1);
         assert_eq!(field("owner"), Some(waiter.clone()), "handed to the waiter");
         let passed = match undo {
-            "give up" => eval(&server, &give_up, &keys, &[&waiter, "nb", "f"]).unwrap(),
-            _ => eval(&server, &force, &keys, &["fairlock:revoked:", "f"]).unwrap(),
+            "give up" => eval(&server, give_up, &keys, &[&waiter, "nb", "f"]).unwrap(),
+            _ => eval(&server, force, &keys, &["fairlock:revoked:", "f"]).unwrap(),
         };
         assert!(int(passed) > 0, "{undo}");
         assert_eq!(field("owner"), None, "{undo}: free");

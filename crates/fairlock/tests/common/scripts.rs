@@ -24,6 +24,21 @@ pub const NEW_ACQUIRE: &str = concat!(
     include_str!("../../src/protocol/native/acquire.lua"),
 );
 
+/// The native give-up script as the library sends it.
+pub const NEW_GIVE_UP: &str = concat!(
+    include_str!("../../src/protocol/common.lua"),
+    include_str!("../../src/protocol/native/line.lua"),
+    include_str!("../../src/protocol/native/lock_prelude.lua"),
+    include_str!("../../src/protocol/native/give_up.lua"),
+);
+/// The native force-release script as the library sends it.
+pub const NEW_FORCE_RELEASE: &str = concat!(
+    include_str!("../../src/protocol/common.lua"),
+    include_str!("../../src/protocol/native/line.lua"),
+    include_str!("../../src/protocol/native/lock_prelude.lua"),
+    include_str!("../../src/protocol/native/force_release.lua"),
+);
+
 /// A key of native lock `name`: `fairlock:{name}:suffix`.
 pub fn key(name: &str, suffix: &str) -> String {
     format!("fairlock:{{{name}}}:{suffix}")
