@@ -28,7 +28,7 @@ use crate::transport::Script;
 use crate::wakeup::Subscription;
 
 /// The longest value a leader may publish, in bytes (64 KiB): every
-/// observer reads up to [`LOG_LEN`] of them at each re-read.
+/// observer reads up to 16 of them at each re-read.
 pub const MAX_LEADER_VALUE_LEN: usize = 64 * 1024;
 
 /// Entries the log keeps (newest first): an observer that missed fewer
@@ -139,7 +139,11 @@ impl Shared {
         ) = self
             .core
             .retry()
-            .run(|| self.core.conn().script(&READ, self.name(), &keys, &[LOG_LEN]))
+            .run(|| {
+                self.core
+                    .conn()
+                    .script(&READ, self.name(), &keys, &[LOG_LEN])
+            })
             .await?;
         let holder = match token {
             Some(token) => Some(token.parse::<u64>().map_err(|_| {
@@ -338,7 +342,11 @@ impl Election {
     ///
     /// # Cancel safety
     /// As [`campaign`](Self::campaign).
-    pub async fn try_campaign_for(&self, value: &str, wait: Duration) -> Result<Option<Leadership>> {
+    pub async fn try_campaign_for(
+        &self,
+        value: &str,
+        wait: Duration,
+    ) -> Result<Option<Leadership>> {
         check_value(value)?;
         match self.shared.lock.try_lock_for(wait).await? {
             Some(guard) => self.lead(guard, value).await.map(Some),
@@ -350,7 +358,10 @@ impl Election {
     /// this future is dropped before it returns.
     async fn lead(&self, guard: LockGuard, value: &str) -> Result<Leadership> {
         let term = guard.token().ok_or_else(|| {
-            Error::Protocol(format!("election {:?}: a hold without a token", self.name()))
+            Error::Protocol(format!(
+                "election {:?}: a hold without a token",
+                self.name()
+            ))
         })?;
         let leadership = Leadership {
             shared: Arc::clone(&self.shared),
@@ -393,7 +404,10 @@ impl Election {
             .shared
             .core
             .wakeups()
-            .subscribe(&self.shared.channel, self.shared.core.config().response_timeout)
+            .subscribe(
+                &self.shared.channel,
+                self.shared.core.config().response_timeout,
+            )
             .await;
         Ok(LeaderChanges {
             shared: Arc::clone(&self.shared),
@@ -690,7 +704,10 @@ mod tests {
     fn entries_parse_and_refuse_other_text() {
         let entry = Entry::parse("17:2:l:host:1\tvalue:with:colons").unwrap();
         assert_eq!((entry.term, entry.seq, entry.leads), (17, 2, true));
-        assert_eq!((entry.label.as_str(), entry.value.as_str()), ("host:1", "value:with:colons"));
+        assert_eq!(
+            (entry.label.as_str(), entry.value.as_str()),
+            ("host:1", "value:with:colons")
+        );
         assert!(!Entry::parse("17:3:r:host:1\t").unwrap().leads);
         for bad in ["", "x:1:l:a\tb", "1:1:x:a\tb", "1:1:l:no tab", "1:l:a\tb"] {
             assert_eq!(Entry::parse(bad), None, "{bad:?}");

@@ -40,7 +40,10 @@ async fn candidates_lead_in_arrival_order_and_terms_increase() {
     let watcher = client(&server, Protocol::Native).await;
     let election = watcher.election("order").unwrap();
     let mut changes = election.observe().await.unwrap();
-    assert_eq!(next_within(&mut changes, Duration::from_secs(5)).await, None);
+    assert_eq!(
+        next_within(&mut changes, Duration::from_secs(5)).await,
+        None
+    );
 
     let first = clients[0]
         .election("order")
@@ -73,7 +76,9 @@ async fn candidates_lead_in_arrival_order_and_terms_increase() {
 
     let mut got = Vec::new();
     while got.len() < 7 {
-        got.push(seen(&next_within(&mut changes, Duration::from_secs(5)).await));
+        got.push(seen(
+            &next_within(&mut changes, Duration::from_secs(5)).await,
+        ));
     }
     let s = |v: &str, t: u64| Some((v.to_owned(), t));
     assert_eq!(
@@ -140,15 +145,24 @@ async fn a_cut_off_leader_stops_before_its_successor_and_is_fenced() {
     );
     assert!(successor.term() > deposed.term());
     let leader = election.leader().await.unwrap().unwrap();
-    assert_eq!((leader.value.as_str(), leader.term), ("new", successor.term()));
+    assert_eq!(
+        (leader.value.as_str(), leader.term),
+        ("new", successor.term())
+    );
 
     // The deposed leader reaches Redis again: its proclaim is refused.
     proxy.pass();
     let err = deposed.proclaim("old again").await.unwrap_err();
     assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
     let leader = election.leader().await.unwrap().unwrap();
-    assert_eq!((leader.value.as_str(), leader.term), ("new", successor.term()));
-    assert!(matches!(deposed.resign().await, Err(Error::LockLost { .. })));
+    assert_eq!(
+        (leader.value.as_str(), leader.term),
+        ("new", successor.term())
+    );
+    assert!(matches!(
+        deposed.resign().await,
+        Err(Error::LockLost { .. })
+    ));
     assert_eq!(
         election.leader().await.unwrap().map(|l| l.term),
         Some(successor.term())
@@ -172,9 +186,17 @@ async fn a_dead_leaders_value_is_stale() {
     let observer = client(&server, Protocol::Native).await;
     let election = observer.election("stale").unwrap();
     let mut changes = election.observe().await.unwrap();
-    assert_eq!(next_within(&mut changes, Duration::from_secs(5)).await, None);
+    assert_eq!(
+        next_within(&mut changes, Duration::from_secs(5)).await,
+        None
+    );
 
-    let leadership = dying.election("stale").unwrap().campaign("v").await.unwrap();
+    let leadership = dying
+        .election("stale")
+        .unwrap()
+        .campaign("v")
+        .await
+        .unwrap();
     let term = leadership.term();
     assert_eq!(
         seen(&next_within(&mut changes, Duration::from_secs(5)).await),
@@ -202,8 +224,16 @@ async fn an_observer_recovers_missed_messages_in_order() {
     let proxy = Proxy::start(server.port());
     let observer = connect(config(&proxy.url(), Protocol::Native)).await;
     let leaders = client(&server, Protocol::Native).await;
-    let mut changes = observer.election("missed").unwrap().observe().await.unwrap();
-    assert_eq!(next_within(&mut changes, Duration::from_secs(5)).await, None);
+    let mut changes = observer
+        .election("missed")
+        .unwrap()
+        .observe()
+        .await
+        .unwrap();
+    assert_eq!(
+        next_within(&mut changes, Duration::from_secs(5)).await,
+        None
+    );
 
     proxy.blackhole_pubsub();
     let election = leaders.election("missed").unwrap();
@@ -218,7 +248,9 @@ async fn an_observer_recovers_missed_messages_in_order() {
     }
     let mut got = Vec::new();
     while got.len() < expected.len() {
-        got.push(seen(&next_within(&mut changes, Duration::from_secs(10)).await));
+        got.push(seen(
+            &next_within(&mut changes, Duration::from_secs(10)).await,
+        ));
     }
     assert_eq!(got, expected);
 }
@@ -245,9 +277,19 @@ async fn the_election_is_the_fair_lock_of_its_name() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(leadership.term().to_string(), common::lock_field(&server, "shared", "token").unwrap());
+    assert_eq!(
+        leadership.term().to_string(),
+        common::lock_field(&server, "shared", "token").unwrap()
+    );
     // While it leads, a plain lock of the name waits too.
-    assert!(c.fair_lock("shared").unwrap().try_lock().await.unwrap().is_none());
+    assert!(
+        c.fair_lock("shared")
+            .unwrap()
+            .try_lock()
+            .await
+            .unwrap()
+            .is_none()
+    );
     leadership.resign().await.unwrap();
 
     // Elections are native only.
@@ -274,14 +316,20 @@ async fn bad_data_under_the_log_is_refused() {
     let c = client(&server, Protocol::Native).await;
     let election = c.election("bad").unwrap();
     let _: () = server.cmd(&["SET", &log_key("bad"), "app"]);
-    assert!(matches!(election.leader().await, Err(Error::WrongType { .. })));
+    assert!(matches!(
+        election.leader().await,
+        Err(Error::WrongType { .. })
+    ));
     assert!(matches!(
         election.campaign("v").await,
         Err(Error::WrongType { .. })
     ));
     let _: () = server.cmd(&["DEL", &log_key("bad")]);
     let _: i64 = server.cmd(&["RPUSH", &log_key("bad"), "not an entry"]);
-    assert!(matches!(election.leader().await, Err(Error::NotALock { .. })));
+    assert!(matches!(
+        election.leader().await,
+        Err(Error::NotALock { .. })
+    ));
     assert!(matches!(
         election.campaign("v").await,
         Err(Error::NotALock { .. })
@@ -328,4 +376,56 @@ async fn shutdown_resigns() {
     a.shutdown().await;
     assert!(!support::is_held(&server, Protocol::Native, "down"));
     drop(leadership);
+}
+
+/// The blocking API: the same succession, terms and changes; a dropped
+/// leadership resigns before the drop returns.
+#[test]
+fn blocking_election() {
+    let server = RedisServer::start();
+    let connect = || {
+        fairlock::blocking::LockClient::with_config(config(&server.url(), Protocol::Native))
+            .unwrap()
+    };
+    let (a, b, watcher) = (connect(), connect(), connect());
+    let election = watcher.election("blocking").unwrap();
+    let mut changes = election.observe().unwrap();
+    assert_eq!(changes.next().unwrap().unwrap(), None);
+
+    let first = a.election("blocking").unwrap().campaign("a").unwrap();
+    let e = b.election("blocking").unwrap();
+    assert!(
+        e.try_campaign_for("b", Duration::from_millis(100))
+            .unwrap()
+            .is_none()
+    );
+    let waiting = std::thread::spawn(move || e.campaign("b").unwrap());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(until_queued(&server, "blocking", 1));
+    assert!(first.is_leader());
+    let lost = first.lost();
+    first.proclaim("a2").unwrap();
+    let first_term = first.term();
+    first.resign().unwrap();
+    assert!(lost.wait_timeout(Duration::from_secs(5)).unwrap());
+    let second = waiting.join().unwrap();
+    assert!(second.term() > first_term);
+    assert_eq!(election.leader().unwrap().unwrap().value, "b");
+    drop(second);
+    assert!(!support::is_held(&server, Protocol::Native, "blocking"));
+
+    let mut got = Vec::new();
+    while got.len() < 5 {
+        let change = changes
+            .next_timeout(Duration::from_secs(5))
+            .unwrap()
+            .expect("a change within 5 s");
+        got.push(change.map(|l| l.value));
+    }
+    let s = |v: &str| Some(v.to_owned());
+    assert_eq!(got, vec![s("a"), s("a2"), None, s("b"), None]);
+    assert_eq!(
+        changes.next_timeout(Duration::from_millis(50)).unwrap(),
+        None
+    );
 }
