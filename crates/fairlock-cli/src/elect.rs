@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn a_leader_is_one_line() {
         assert_eq!(show("jobs", None, false), "jobs: no leader");
-        assert_eq!(show("jobs", None, true), r#"{"leader":null,"name":"jobs"}"#);
+        assert_eq!(show("jobs", None, true), r#"{"name":"jobs","leader":null}"#);
         assert_eq!(printable("a\nb\tcé"), "a\\nb\\tcé");
     }
 }
