@@ -390,12 +390,13 @@ impl Election {
         Ok(self.shared.read().await?.current())
     }
 
-    /// Watch the leader change: see [`LeaderChanges`]. Subscribes first,
-    /// so no change after this call returns is missed.
+    /// Watch the leader change: see [`LeaderChanges`]. Subscribes, then
+    /// reads the election: the first change returned is the state at that
+    /// read, and every change after it is returned, however late the first
+    /// [`next`](LeaderChanges::next) comes (up to the log's 16 entries).
     ///
     /// # Errors
-    /// None today (a subscription not yet confirmed is made when the
-    /// pub/sub connection is back); `Result` for the future.
+    /// As [`leader`](Self::leader).
     ///
     /// # Cancel safety
     /// Dropping the future drops the subscription; nothing is left behind.
@@ -409,7 +410,7 @@ impl Election {
                 self.shared.core.config().response_timeout,
             )
             .await;
-        Ok(LeaderChanges {
+        let mut changes = LeaderChanges {
             shared: Arc::clone(&self.shared),
             subscription,
             last: None,
@@ -418,7 +419,11 @@ impl Election {
             pending: VecDeque::new(),
             stale: true,
             next_read: Instant::now(),
-        })
+        };
+        changes.subscription.mark_seen();
+        let snapshot = self.shared.read().await?;
+        changes.take_in(&snapshot);
+        Ok(changes)
     }
 }
 
@@ -592,7 +597,7 @@ impl Drop for Leadership {
 /// [`next`](Self::next) returns `Some(leader)` when a leader began (or
 /// published a new value, [`Leadership::proclaim`]) and `None` when nobody
 /// leads any more (the leader resigned, or its lease ran out); the first
-/// call returns the state at that time. Each change is returned once, in
+/// call returns the state when [`Election::observe`] read it. Each change is returned once, in
 /// the order it happened; terms never go back.
 ///
 /// How soon: a published change within one round trip of the message

@@ -429,3 +429,23 @@ fn blocking_election() {
         None
     );
 }
+
+/// Changes made between `observe()` and the first `next()` are returned,
+/// from the state `observe()` read on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_before_the_first_next_are_returned() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("late").unwrap();
+    let mut changes = election.observe().await.unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    let term = leadership.term();
+    leadership.resign().await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        got.push(seen(
+            &next_within(&mut changes, Duration::from_secs(5)).await,
+        ));
+    }
+    assert_eq!(got, vec![None, Some(("a".to_owned(), term)), None]);
+}
