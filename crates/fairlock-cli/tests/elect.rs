@@ -248,3 +248,41 @@ fn elect_exit_codes() {
         .unwrap();
     assert_eq!(out.status.code(), Some(64), "{out:?}");
 }
+
+/// A paused leader (SIGSTOP past its lease) is succeeded; once continued it
+/// learns it lost the leadership at once, stops its command and exits 71.
+#[test]
+fn a_paused_leader_is_succeeded_and_stops_when_continued() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (a_file, b_file) = (dir.path().join("a"), dir.path().join("b"));
+    let script = |file: &Path| {
+        format!(
+            "echo \"$FAIRLOCK_TERM $$\" > {}; exec sleep 30",
+            file.display()
+        )
+    };
+    let mut a = elect(&server, "paused", "a", &script(&a_file));
+    let (a_term, a_pid) = term_and_pid(&a_file);
+    let _b = elect(&server, "paused", "b", &script(&b_file));
+    wait_until(Duration::from_secs(10), "b queued", || {
+        server.cmd::<i64>(&["ZCARD", "fairlock:{paused}:line"]) == 1
+    });
+    let fairlock_a = Pid::from_raw(a.0.id() as i32);
+    kill(fairlock_a, Signal::SIGSTOP).unwrap();
+    let (b_term, _) = term_and_pid(&b_file);
+    assert!(b_term > a_term);
+    kill(fairlock_a, Signal::SIGCONT).unwrap();
+    let continued = Instant::now();
+    assert_eq!(a.wait(Duration::from_secs(20)).code(), Some(71));
+    wait_until(Duration::from_secs(5), "a's command stopped", || {
+        !running(a_pid)
+    });
+    // SIGTERM, and the command (sleep) ends at once: well within --grace.
+    assert!(
+        continued.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        continued.elapsed()
+    );
+    assert_eq!(leader_json(&server, "paused")["leader"]["term"], b_term);
+}
