@@ -741,7 +741,7 @@ impl Drop for Group {
 
 /// This program, to start the sentinel. `/proc/self/exe` (Linux) still
 /// works when the binary was replaced since exec started.
-fn this_program() -> PathBuf {
+pub(crate) fn this_program() -> PathBuf {
     let link = Path::new("/proc/self/exe");
     if link.exists() {
         return link.to_path_buf();

@@ -286,3 +286,21 @@ fn a_paused_leader_is_succeeded_and_stops_when_continued() {
     );
     assert_eq!(leader_json(&server, "paused")["leader"]["term"], b_term);
 }
+
+/// `fairlock bench election`: a dead leader's successor within the lease
+/// (1 s) and a loaded machine's slack; a resignation's within a second.
+#[test]
+fn bench_election_measures_both_successions() {
+    let server = RedisServer::start();
+    let out = fairlock(&server)
+        .args(["bench", "election", "--rounds", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["scenario"], "election");
+    let death = report["death_to_next_leader_ms"][0].as_f64().unwrap();
+    let resignation = report["resignation_to_next_leader_ms"][0].as_f64().unwrap();
+    assert!(death > 0.0 && death < 4000.0, "{report}");
+    assert!(resignation > 0.0 && resignation < 1000.0, "{report}");
+}
