@@ -61,6 +61,14 @@
 //! and who waits for how many; [`Semaphore::force_release`] gives every
 //! permit back.
 //!
+//! # Leader election
+//!
+//! Under `native`, [`LockClient::election`] elects one leader at a time on
+//! the fair lock of the same name: candidates lead in arrival order, a
+//! term ([`Leadership::term`]) is the leader's fencing token, the value it
+//! publishes is fenced by it, and [`Election::observe`] returns every change
+//! of leader in order (`docs/election.md`).
+//!
 //! # Fencing tokens
 //!
 //! Under `native`, every acquisition (not re-entry) carries a 64-bit token,
