@@ -449,3 +449,40 @@ async fn changes_before_the_first_next_are_returned() {
     }
     assert_eq!(got, vec![None, Some(("a".to_owned(), term)), None]);
 }
+
+/// The log keeps the last 16 changes: an observer that missed more returns
+/// those 16, in order, and nothing older.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_keeps_the_last_16_changes() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("many").unwrap();
+    // Reads happen in observe() and in next(): none while the changes are made.
+    let mut changes = election.observe().await.unwrap();
+    let mut terms = Vec::new();
+    for _ in 0..10 {
+        let leadership = election.campaign("v").await.unwrap();
+        terms.push(leadership.term());
+        leadership.resign().await.unwrap();
+    }
+    let len: i64 = server.cmd(&["LLEN", &log_key("many")]);
+    assert_eq!(len, 16);
+    let mut expected = vec![None];
+    for &term in &terms[2..] {
+        expected.push(Some(("v".to_owned(), term)));
+        expected.push(None);
+    }
+    let mut got = Vec::new();
+    while got.len() < expected.len() {
+        got.push(seen(
+            &next_within(&mut changes, Duration::from_secs(5)).await,
+        ));
+    }
+    assert_eq!(got, expected);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1500), changes.next())
+            .await
+            .is_err(),
+        "nothing more"
+    );
+}
