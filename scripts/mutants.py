@@ -450,6 +450,35 @@ MUTANTS = [
           "if false then")],
         protocols=("redisson",),
     ),
+    # The leader election (election.rs, election.lua): the torture does not
+    # run it; its suite and model kill these.
+    Mutant(
+        "election_write_unfenced", "election:proclaim_unfenced",
+        "a leader's write to the election's log does not check that its term holds the lock "
+        "(election.lua); killed by election::a_cut_off_leader_stops_before_its_successor_and_is_fenced",
+        ["election"],
+        [(NATIVE + "election.lua",
+          "if lock.owner ~= ARGV[1] or lock.text ~= ARGV[2] then",
+          "if not lock.owner then")],
+    ),
+    Mutant(
+        "election_stale_value_reported", NOT_MODELLED,
+        "leader() reports the log's newest value whatever term holds the lock (election.rs "
+        "Snapshot::current); killed by election::a_dead_leaders_value_is_stale",
+        ["election"],
+        [(SRC + "election.rs",
+          "if self.holder == Some(head.term) {",
+          "if self.holder.is_some() || head.leads {")],
+    ),
+    Mutant(
+        "election_observer_skips_history", "election:observer_skips_history",
+        "an observer takes in only the log's newest entry, not every one it missed (election.rs "
+        "take_in); killed by election::an_observer_recovers_missed_messages_in_order",
+        ["election"],
+        [(SRC + "election.rs",
+          "                .iter()\n                .rev()\n                .filter(|entry| self.last",
+          "                .iter()\n                .take(1)\n                .rev()\n                .filter(|entry| self.last")],
+    ),
 ]
 
 
@@ -493,6 +522,11 @@ def model_variants():
                  f"{MODEL}src/variant.rs, Mutant::name in {MODEL}src/weighted.rs)")
     names = set(re.findall(r'"(\w+)"', lock.group(1)))
     names |= {"weighted:" + n for n in re.findall(r'=> "(\w+)"', weighted.group(1))}
+    # The election's ("election:NAME", Mutant::name in the model's election.rs).
+    with open(MODEL + "src/election.rs", encoding="utf-8") as f:
+        election = re.search(r"pub fn name\(self\) -> &'static str \{(.*?)\n    \}\n", f.read(), re.S)
+    if election:
+        names |= {"election:" + n for n in re.findall(r'=> "(\w+)"', election.group(1))}
     return names
 
 

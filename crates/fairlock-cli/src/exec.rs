@@ -57,7 +57,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use fairlock::{AcquireOptions, LockClient, LockGuard, LockHandle, Owner, Permits};
+use fairlock::{AcquireOptions, Leadership, LockClient, LockGuard, LockHandle, Owner, Permits};
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -142,18 +142,18 @@ pub(crate) struct ExecArgs {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum OnLost {
+pub(crate) enum OnLost {
     Kill,
     Ignore,
 }
 
 /// The signals passed on to CMD's group (and that cancel a wait).
-struct Signals {
+pub(crate) struct Signals {
     streams: Vec<(Signal, tokio::signal::unix::Signal)>,
 }
 
 impl Signals {
-    fn install() -> Result<Self, Failure> {
+    pub(crate) fn install() -> Result<Self, Failure> {
         let mut streams = Vec::new();
         for sig in [
             Signal::SIGINT,
@@ -167,7 +167,7 @@ impl Signals {
     }
 
     /// The next signal received.
-    async fn recv(&mut self) -> Signal {
+    pub(crate) async fn recv(&mut self) -> Signal {
         let waits = self.streams.iter_mut().map(|(sig, stream)| {
             let sig = *sig;
             Box::pin(async move {
@@ -281,10 +281,35 @@ pub(crate) async fn run(cli: &Cli, args: &ExecArgs) -> Result<u8, Failure> {
     result
 }
 
-/// What CMD runs under: a hold of a lock, or a semaphore's permits.
-enum Held {
+/// What CMD runs under: a hold of a lock, a semaphore's permits, or a
+/// leadership (`fairlock elect`).
+pub(crate) enum Held {
     Lock(LockGuard),
     Permits(Permits),
+    Leader(Leadership),
+}
+
+/// How CMD runs, whatever it runs under.
+pub(crate) struct Run<'a> {
+    /// The lock's (election's) name.
+    pub(crate) name: &'a str,
+    /// What it is, in messages: "lock", "leadership of".
+    pub(crate) what: &'a str,
+    pub(crate) command: &'a [String],
+    pub(crate) on_lost: OnLost,
+    pub(crate) grace: Duration,
+}
+
+impl ExecArgs {
+    fn run(&self) -> Run<'_> {
+        Run {
+            name: &self.name,
+            what: "lock",
+            command: &self.command,
+            on_lost: self.on_lost,
+            grace: self.grace,
+        }
+    }
 }
 
 impl Held {
@@ -292,6 +317,7 @@ impl Held {
         match self {
             Held::Lock(guard) => Box::pin(guard.lost()),
             Held::Permits(permits) => Box::pin(permits.lost()),
+            Held::Leader(leadership) => Box::pin(leadership.lost()),
         }
     }
 
@@ -299,6 +325,7 @@ impl Held {
         match self {
             Held::Lock(guard) => guard.unlock().await,
             Held::Permits(permits) => permits.release().await,
+            Held::Leader(leadership) => leadership.resign().await,
         }
     }
 }
@@ -357,7 +384,7 @@ async fn run_with_permits(
         );
         return Ok(exit::TIMEOUT);
     };
-    run_locked(Held::Permits(taken), args, &mut signals).await
+    run_locked(Held::Permits(taken), &args.run(), &mut signals).await
 }
 
 async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
@@ -425,12 +452,16 @@ async fn run_with(client: &LockClient, args: &ExecArgs) -> Result<u8, Failure> {
         );
         return Ok(exit::TIMEOUT);
     };
-    run_locked(Held::Lock(guard), args, &mut signals).await
+    run_locked(Held::Lock(guard), &args.run(), &mut signals).await
 }
 
 /// Run CMD while `guard` holds the lock; CMD's whole process group is gone
 /// before the lock is let go.
-async fn run_locked(guard: Held, args: &ExecArgs, signals: &mut Signals) -> Result<u8, Failure> {
+pub(crate) async fn run_locked(
+    guard: Held,
+    args: &Run<'_>,
+    signals: &mut Signals,
+) -> Result<u8, Failure> {
     let (mut group, mut sentinel) = match Group::start().await {
         Ok(started) => started,
         Err(failure) => {
@@ -441,7 +472,7 @@ async fn run_locked(guard: Held, args: &ExecArgs, signals: &mut Signals) -> Resu
     let mut command = std::process::Command::new(&args.command[0]);
     command
         .args(&args.command[1..])
-        .env("FAIRLOCK_NAME", &args.name)
+        .env("FAIRLOCK_NAME", args.name)
         .process_group(group.id.as_raw());
     match &guard {
         Held::Lock(guard) => {
@@ -452,6 +483,13 @@ async fn run_locked(guard: Held, args: &ExecArgs, signals: &mut Signals) -> Resu
                 Some(token) => command.env("FAIRLOCK_TOKEN", token.to_string()),
                 None => command.env_remove("FAIRLOCK_TOKEN"),
             };
+        }
+        Held::Leader(leadership) => {
+            command
+                .env("FAIRLOCK_OWNER", leadership.owner().as_str())
+                .env("FAIRLOCK_TERM", leadership.term().to_string())
+                .env("FAIRLOCK_TOKEN", leadership.term().to_string())
+                .env_remove("FAIRLOCK_PERMITS");
         }
         Held::Permits(permits) => {
             command
@@ -501,10 +539,10 @@ async fn run_locked(guard: Held, args: &ExecArgs, signals: &mut Signals) -> Resu
             () = &mut lost, if lost_pending => {
                 lost_pending = false;
                 if args.on_lost == OnLost::Ignore {
-                    eprintln!("fairlock: lost the lock {}; --on-lost ignore: the command runs on", args.name);
+                    eprintln!("fairlock: lost the {} {}; --on-lost ignore: the command runs on", args.what, args.name);
                     continue;
                 }
-                eprintln!("fairlock: lost the lock {}; stopping the command", args.name);
+                eprintln!("fairlock: lost the {} {}; stopping the command", args.what, args.name);
                 group.stop(&mut events, args.grace).await;
                 drop(guard);
                 return Ok(exit::LOST);
@@ -524,8 +562,8 @@ async fn run_locked(guard: Held, args: &ExecArgs, signals: &mut Signals) -> Resu
         Ok(()) => code,
         Err(err) if err.is_lock_lost() => {
             eprintln!(
-                "fairlock: the lock {} was lost before the command finished: {err}",
-                args.name
+                "fairlock: the {} {} was lost before the command finished: {err}",
+                args.what, args.name
             );
             exit::LOST
         }
@@ -703,7 +741,7 @@ impl Drop for Group {
 
 /// This program, to start the sentinel. `/proc/self/exe` (Linux) still
 /// works when the binary was replaced since exec started.
-fn this_program() -> PathBuf {
+pub(crate) fn this_program() -> PathBuf {
     let link = Path::new("/proc/self/exe");
     if link.exists() {
         return link.to_path_buf();

@@ -29,6 +29,8 @@ pub(crate) mod exit {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Sub {
     Exec,
+    Elect,
+    Leader,
     Inspect,
     ForceUnlock,
     Watch,
@@ -39,6 +41,8 @@ pub(crate) enum Sub {
 
 const ALL: &[Sub] = &[
     Sub::Exec,
+    Sub::Elect,
+    Sub::Leader,
     Sub::Inspect,
     Sub::ForceUnlock,
     Sub::Watch,
@@ -53,6 +57,11 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
         "CMD's",
         &[Sub::Exec],
         "the command ran under the lock: its own exit code (128+N if it died of signal N)",
+    ),
+    (
+        "CMD's",
+        &[Sub::Elect],
+        "the command ran while leading: its own exit code (128+N if it died of signal N)",
     ),
     ("0", ALL, "success"),
     (
@@ -96,20 +105,41 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
         "the lock was lost while the command ran",
     ),
     (
+        "71",
+        &[Sub::Elect],
+        "the leadership was lost while the command ran",
+    ),
+    (
         "75",
         &[Sub::Exec],
         "not acquired within --wait (the queue entry is removed)",
+    ),
+    (
+        "75",
+        &[Sub::Elect],
+        "not leading within --wait (the candidate left the line)",
     ),
     (
         "126",
         &[Sub::Exec],
         "the command could not be run (not executable)",
     ),
+    (
+        "126",
+        &[Sub::Elect],
+        "the command could not be run (not executable)",
+    ),
     ("127", &[Sub::Exec], "the command was not found"),
+    ("127", &[Sub::Elect], "the command was not found"),
     (
         "128+N",
         &[Sub::Exec],
         "signal N arrived while waiting for the lock (the queue entry is removed)",
+    ),
+    (
+        "128+N",
+        &[Sub::Elect],
+        "signal N arrived while campaigning (the candidate left the line)",
     ),
     (
         "128+N",
@@ -122,6 +152,8 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
 fn name(sub: Sub) -> &'static str {
     match sub {
         Sub::Exec => "exec",
+        Sub::Elect => "elect",
+        Sub::Leader => "leader",
         Sub::Inspect => "inspect",
         Sub::ForceUnlock => "force-unlock",
         Sub::Watch => "watch",

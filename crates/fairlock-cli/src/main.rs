@@ -7,6 +7,7 @@
 mod bench;
 mod demo;
 mod duration;
+mod elect;
 mod exec;
 mod failure;
 mod history;
@@ -233,6 +234,27 @@ enum Command {
         "fairlock exec nightly-report --wait 1m -- /usr/local/bin/report --full"
     ))]
     Exec(exec::ExecArgs),
+    /// Campaign in the election NAME; run CMD only while leading.
+    ///
+    /// Candidates wait in the fair lock NAME's line and lead in arrival
+    /// order. Once leading, publishes --value (shown by `fairlock leader`)
+    /// and runs CMD as `exec` runs it under a lock: in a process group of
+    /// its own, which gets SIGTERM, then SIGKILL after --grace, when the
+    /// leadership is lost, and SIGKILL if fairlock dies. CMD gets
+    /// FAIRLOCK_NAME, FAIRLOCK_OWNER and FAIRLOCK_TERM (the term: the
+    /// fencing token of the leadership, also in FAIRLOCK_TOKEN). Resigns
+    /// when CMD exits.
+    #[command(after_help = after_help(
+        Sub::Elect,
+        "fairlock elect scheduler --value \"$(hostname)\" -- /usr/local/bin/scheduler"
+    ))]
+    Elect(elect::ElectArgs),
+    /// Show who leads the election NAME: its value, label and term.
+    ///
+    /// With --watch, prints every change of leader as it happens (a new
+    /// leader, a new value, nobody), until SIGINT or SIGTERM.
+    #[command(after_help = after_help(Sub::Leader, "fairlock leader scheduler --watch --json"))]
+    Leader(elect::LeaderArgs),
     /// Show who holds NAME, for how long, and who waits in which order.
     ///
     /// Reads the lock under --protocol, and says so when the other
@@ -616,6 +638,11 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match &cli.command {
             Command::Exec(args) => exec::run(&cli, args).await,
+            Command::Elect(args) => elect::elect(&cli, args).await,
+            Command::Leader(args) => {
+                cli.refuse_settings("leader", &args.misplaced)?;
+                elect::leader(&cli, args).await
+            }
             Command::Inspect(args) => {
                 cli.refuse_settings("inspect", &args.misplaced)?;
                 inspect::inspect(&cli, args).await

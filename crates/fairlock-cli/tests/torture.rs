@@ -98,6 +98,7 @@ fn torture_quick_native() {
         number_after(&summary, "of ") > 0,
         "FIFO pairs were checked: {summary}"
     );
+    assert!(number_after(&summary, "election:") > 0, "{summary}");
 }
 
 #[test]

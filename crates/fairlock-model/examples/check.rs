@@ -13,6 +13,10 @@
 //! (`admit_past_capacity`, ...), on its six configurations (a semaphore,
 //! a read-write lock, crashing holders, stale meta, records written by
 //! another program, line records written over with other weights).
+//!
+//! `--variant election:NAME` checks the model of the leader election
+//! (`fairlock_model::election`), `NAME` being `correct` or one of its
+//! mutants (`proclaim_unfenced`, ...), with two and with three candidates.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -52,6 +56,9 @@ fn main() -> ExitCode {
     }
     if let Some(name) = variant_name.strip_prefix("weighted:") {
         return weighted(name);
+    }
+    if let Some(name) = variant_name.strip_prefix("election:") {
+        return election(name);
     }
     let Some(variant) = Variant::named(&variant_name) else {
         return usage(&format!("unknown variant {variant_name}"));
@@ -162,6 +169,64 @@ fn weighted(name: &str) -> ExitCode {
     }
     println!("witnessed: {}", witnessed.join(", "));
     if witnessed.len() < W_WITNESSES.len() {
+        println!("verdict: inconclusive");
+        return ExitCode::from(2);
+    }
+    println!("verdict: holds ({total} states)");
+    ExitCode::SUCCESS
+}
+
+/// The election's model, correct or with the mutant `name`, with two and
+/// three candidates: the first violated property, else whether every
+/// witness was seen.
+fn election(name: &str) -> ExitCode {
+    use fairlock_model::election::{E_SAFETY, E_WITNESSES, ElectionModel, Mutant};
+    use stateright::{Checker, Model};
+    let mutant = match name {
+        "correct" => None,
+        other => match Mutant::named(other) {
+            Some(mutant) => Some(mutant),
+            None => return usage(&format!("unknown election variant {other}")),
+        },
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut witnessed: Vec<&str> = Vec::new();
+    let mut total = 0;
+    for (clients, max_time) in [(2, 6), (3, 5)] {
+        let model = ElectionModel {
+            clients,
+            max_time,
+            mutant,
+        };
+        let started = Instant::now();
+        let checker = model.checker().threads(threads).spawn_bfs().join();
+        total += checker.unique_state_count();
+        println!(
+            "{clients} candidates, {max_time} ticks: {} states, {:.1?}",
+            checker.unique_state_count(),
+            started.elapsed()
+        );
+        let discoveries = checker.discoveries();
+        if let Some(property) = E_SAFETY.iter().find(|p| discoveries.contains_key(*p)) {
+            let path = &discoveries[property];
+            println!(
+                "counterexample to \"{property}\" ({} steps):",
+                path.clone().into_actions().len()
+            );
+            for action in path.clone().into_actions() {
+                println!("  {action:?}");
+            }
+            println!("verdict: violation of {property}");
+            return ExitCode::from(1);
+        }
+        for witness in E_WITNESSES {
+            if discoveries.contains_key(witness) && !witnessed.contains(&witness) {
+                witnessed.push(witness);
+            }
+        }
+    }
+    println!("witnessed: {}", witnessed.join(", "));
+    if witnessed.len() < E_WITNESSES.len() {
         println!("verdict: inconclusive");
         return ExitCode::from(2);
     }

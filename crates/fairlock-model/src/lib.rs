@@ -56,6 +56,7 @@
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 mod client;
+pub mod election;
 mod model;
 pub mod properties;
 mod report;

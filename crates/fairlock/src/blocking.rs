@@ -46,7 +46,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+
+mod election;
 use crate::{AcquireOptions, ClientConfig, LockInfo, LockKind, Owner};
+pub use election::{Election, LeaderChanges, Leadership};
 
 /// A blocking lock client. Cheap to clone.
 #[derive(Clone, Debug)]

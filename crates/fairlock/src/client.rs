@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::config::ClientConfig;
 use crate::core::ClientCore;
+use crate::election::Election;
 use crate::error::Result;
 use crate::events::{self, Event};
 use crate::handle::{FairLock, Lock, LockHandle};
@@ -98,6 +99,27 @@ impl LockClient {
             name::validate_redisson(name)?;
         }
         Ok(LockHandle::new(&self.core, name, kind))
+    }
+
+    /// The leader election `name`, on the fair lock of the same name:
+    /// candidates wait in its line (they lead in arrival order), the
+    /// leader is its holder and a term is that hold's fencing token. The
+    /// election and the fair lock `name` are **one object**: a plain holder
+    /// of the lock keeps every candidate waiting, and leads with no value
+    /// ([`Election::leader`] reports nobody). See [`Election`] and
+    /// `docs/election.md`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName), as for
+    /// [`fair_lock`](Self::fair_lock); [`Error::InvalidConfig`](crate::Error::InvalidConfig)
+    /// under the `redisson` protocol (elections are native only).
+    pub fn election(&self, name: &str) -> Result<Election> {
+        if self.core.dialect().protocol() != crate::Protocol::Native {
+            return Err(crate::Error::InvalidConfig(format!(
+                "election {name:?}: elections exist under the native protocol only"
+            )));
+        }
+        Ok(Election::new(&self.core, self.fair_lock(name)?))
     }
 
     /// The read-write lock `name`: many readers at once, or one writer.

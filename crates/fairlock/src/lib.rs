@@ -61,6 +61,14 @@
 //! and who waits for how many; [`Semaphore::force_release`] gives every
 //! permit back.
 //!
+//! # Leader election
+//!
+//! Under `native`, [`LockClient::election`] elects one leader at a time on
+//! the fair lock of the same name: candidates lead in arrival order, a
+//! term ([`Leadership::term`]) is the leader's fencing token, the value it
+//! publishes is fenced by it, and [`Election::observe`] returns every change
+//! of leader in order (`docs/election.md`).
+//!
 //! # Fencing tokens
 //!
 //! Under `native`, every acquisition (not re-entry) carries a 64-bit token,
@@ -217,6 +225,7 @@ mod config;
 mod core;
 mod decimal;
 mod disarm;
+mod election;
 mod error;
 mod events;
 mod guard;
@@ -240,6 +249,7 @@ mod watchdog;
 pub use acquire::AcquireOptions;
 pub use client::LockClient;
 pub use config::{ClientConfig, MAX_DURATION};
+pub use election::{Election, Leader, LeaderChanges, Leadership, MAX_LEADER_VALUE_LEN};
 pub use error::{AclRefusal, Error, RedisError, Result};
 pub use guard::LockGuard;
 pub use handle::{FairLock, Lock, LockHandle};

@@ -27,8 +27,9 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// 2, `labels`, `queue`, `alive`, `meta`, `leases`), `wake:OWNER`,
 /// `release:REQUEST`, the read-write lock's `rw:holders`, `rw:hold:ID`,
 /// `rw:line`, `rw:waiters`, `rw:meta` (and, before version 2, `rw:queue`,
-/// `rw:alive`, `rw:leases`), `rw:wake:ID`, `rw:release:REQUEST`, or the
-/// semaphore's same with `sem:`.
+/// `rw:alive`, `rw:leases`), `rw:wake:ID`, `rw:release:REQUEST`, the
+/// semaphore's same with `sem:`, or the election's `elect:log` and
+/// `elect:changes` (`election.rs`).
 /// No SUFFIX holds a `}` (owner, holder and request ids do not), so a key's
 /// last `}` ends NAME: stripping `fairlock:{` and the last `}:SUFFIX` gives
 /// back NAME and SUFFIX, and two native names (or two kinds of one name)

@@ -201,6 +201,7 @@ const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
     +exists +pttl +hmget +type +get +set +del +pexpire \
     +hget +hset +hdel +hincrby +hgetall +hlen \
     +zadd +zrem +zrange +zrank +zscore +zcard \
+    +lindex +lpush +ltrim +lrange \
     ~fairlock:* &fairlock:*";
 
 /// The rules of `docs/deployment.md` for a `redisson` user whose lock names
@@ -481,6 +482,26 @@ async fn documented_rules_suffice(protocol: Protocol) {
     let got = waiter.await.unwrap().expect("waiter").expect("granted");
     assert!(plain_a.force_unlock().await.expect("force unlock"));
     drop(got);
+
+    if protocol == Protocol::Native {
+        // A leader election: observed, campaigned, proclaimed, resigned.
+        let election = b.election("locks:acl-elect").unwrap();
+        let mut changes = election.observe().await.unwrap();
+        let leading = a.election("locks:acl-elect").unwrap();
+        let leading = leading.campaign("a").await.expect("campaign");
+        leading.proclaim("a2").await.expect("proclaim");
+        let leader = election.leader().await.unwrap().expect("a leader");
+        assert_eq!(leader.value, "a2");
+        leading.resign().await.expect("resign");
+        let mut seen = Vec::new();
+        while seen.len() < 4 {
+            let change = tokio::time::timeout(Duration::from_secs(5), changes.next());
+            let change = change.await.expect("a change").expect("observed");
+            seen.push(change.map(|l| l.value));
+        }
+        let s = |v: &str| Some(v.to_owned());
+        assert_eq!(seen, vec![None, s("a"), s("a2"), None]);
+    }
 
     {
         // The read-write lock: two readers kept by the watchdog (their

@@ -5,6 +5,7 @@
 //! beside them. A table on stdout, `--json`, and `--svg FILE` for a chart.
 
 mod chart;
+mod election;
 mod kinds;
 mod line;
 mod measure;
@@ -50,6 +51,10 @@ pub(crate) enum Which {
     /// --workers tasks sharing one client take 1 or 2 of a semaphore's 4
     /// permits: fairlock's under both protocols and the counting kind.
     Semaphore,
+    /// Not in `all`: a leader election (native) without a leader, from a
+    /// leader's death (SIGKILL; lease 1 s) and from a resignation to the
+    /// next leader, once per round.
+    Election,
 }
 
 #[derive(clap::Args, Debug)]
@@ -242,6 +247,9 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
             (server.url(), Some(server))
         }
     };
+    if args.scenario == Which::Election {
+        return election::run(&url, args).await;
+    }
     let cases = cases(args);
     let metrics = if args.metrics_cost {
         Some(crate::metrics_server::install_recorder()?)

@@ -16,6 +16,11 @@
 //! across acquisitions, so a hold lost to a pause is followed by a new one
 //! of the same owner.
 //!
+//! Under `native` some rounds campaign in a leader election instead: each
+//! leadership is a hold of [`ELECT`] whose token is its term, so the same
+//! checks find two leaders believing at once (an overlap) or terms out of
+//! order.
+//!
 //! [`run`] goes step by step: [`Plan::new`] (what the run does),
 //! [`prepare`] (Redis, the observer, the fault proxy), [`Workers::start`]
 //! (the worker processes, under `tokio::process`, their output read by a
@@ -65,6 +70,8 @@ const RW: &str = "torture-rw";
 /// The semaphore, and its permits.
 const SEM: &str = "torture-sem";
 const SEM_PERMITS: u32 = 3;
+/// The leader election (native): its leaderships are holds of this name.
+const ELECT: &str = "torture-elect";
 const MAX_HOLD_MS: u64 = 15;
 
 #[derive(clap::Args, Debug)]

@@ -336,6 +336,14 @@ pub(super) fn print_summary(
         super::SEM_PERMITS,
         report.permits_over
     );
+    if plan.protocol == Protocol::Native {
+        let leaderships = elections(history);
+        println!(
+            "election: {} leaderships (each a hold of {}: overlaps and terms checked above)",
+            leaderships,
+            super::ELECT
+        );
+    }
     if !report.strict_order {
         println!(
             "waiters overtaken after their deadline had passed (Redisson's rule, not counted as violations): {}",
@@ -467,6 +475,15 @@ fn context(history: &History, (lock, from, to): &(String, u64, u64)) -> Vec<Stri
             .map(|(_, line)| format!("    {line}")),
     );
     out
+}
+
+/// The leaderships of the election (holds of [`super::ELECT`]).
+fn elections(history: &History) -> usize {
+    history
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Hold(h) if h.lock == super::ELECT))
+        .count()
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use crate::{Cli, Failure, LockSettings, duration, exit, failure};
 use super::combos::Round;
 use super::stage::Stage;
 use super::{
-    FAIR, MAX_HOLD_MS, PLAIN, Plan, RW, Rng, SEM, SEM_PERMITS, StopSignals, server_time_us,
+    ELECT, FAIR, MAX_HOLD_MS, PLAIN, Plan, RW, Rng, SEM, SEM_PERMITS, StopSignals, server_time_us,
 };
 
 #[derive(clap::Args, Debug)]
@@ -51,6 +51,9 @@ pub(crate) struct WorkerArgs {
     /// Take the semaphore [`SEM`] too (see [`semaphore_round`]).
     #[arg(long)]
     semaphore: bool,
+    /// Campaign in the election [`ELECT`] too (see [`election_round`]).
+    #[arg(long)]
+    election: bool,
     #[command(flatten)]
     settings: LockSettings,
 }
@@ -67,6 +70,9 @@ const READ_WRITE_PERCENT: u64 = 20;
 /// How often an ordinary round (not a read-write one) takes the semaphore
 /// (percent).
 const SEMAPHORE_PERCENT: u64 = 20;
+/// How often an ordinary round (not a read-write or semaphore one)
+/// campaigns in the election (percent), under `native`.
+const ELECTION_PERCENT: u64 = 10;
 /// How long a worker with `--min-replicas` waits for the replicas.
 const REPLICA_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long workers get, after the run, to release their locks and exit.
@@ -133,7 +139,7 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
     let fair_locks: Arc<[String]> = args.fair_locks.clone().into();
     let combos: Arc<[String]> = args.combos.clone().into();
     let protocol = cli.protocol;
-    let (read_write, semaphore) = (args.read_write, args.semaphore);
+    let (read_write, semaphore, election) = (args.read_write, args.semaphore, args.election);
     let mut tasks = Vec::new();
     for t in 0..args.tasks {
         let fair_locks = Arc::clone(&fair_locks);
@@ -168,6 +174,9 @@ pub(crate) async fn worker(cli: &Cli, args: &WorkerArgs) -> Result<u8, Failure> 
                         }
                         None if semaphore && rng.below(100) < SEMAPHORE_PERCENT => {
                             semaphore_round(&client, &mut conn, &mut rng).await
+                        }
+                        None if election && rng.below(100) < ELECTION_PERCENT => {
+                            election_round(&client, &mut conn, &mut rng).await
                         }
                         None => one_round(&client, &mut conn, &mut rng, &owner, &fair_locks)
                             .await
@@ -449,6 +458,55 @@ async fn semaphore_round(
     Ok(vec![event])
 }
 
+/// A round in the election [`ELECT`] (native): campaign (a wait that
+/// fails, times out or is cancelled, 15 in 100 at a random moment, is a
+/// [`Event::NoGrant`]), lead a random time with the value proclaimed once,
+/// resign. The leadership is a hold of [`ELECT`] whose token is its term:
+/// the checker finds two leaders believing at once (an overlap) and terms
+/// out of order (its tokens); `valid` is whether it still believed it led
+/// at the end.
+async fn election_round(
+    client: &LockClient,
+    conn: &mut ConnectionManager,
+    rng: &mut Rng,
+) -> Result<Vec<Event>, Failure> {
+    let Ok(election) = client.election(ELECT) else {
+        return Ok(Vec::new());
+    };
+    let requested = server_time_us(conn).await?;
+    let wait = (rng.below(100) < 25).then(|| Duration::from_millis(20 + rng.below(400)));
+    let campaign = async {
+        match wait {
+            Some(wait) => election.try_campaign_for("candidate", wait).await,
+            None => election.campaign("candidate").await.map(Some),
+        }
+    };
+    let leadership = match maybe_cancelled(rng, ELECT, campaign).await {
+        Ok(leadership) => leadership,
+        Err(no_grant) => return Ok(vec![no_grant]),
+    };
+    let start = server_time_us(conn).await?;
+    tokio::time::sleep(Duration::from_millis(rng.below(MAX_HOLD_MS))).await;
+    let _ = leadership.proclaim("leading").await;
+    let end = server_time_us(conn).await?;
+    let event = Event::Hold(Hold {
+        lock: ELECT.into(),
+        owner: leadership.owner().to_string(),
+        token: Some(leadership.term()),
+        requested,
+        start,
+        end,
+        valid: leadership.is_leader(),
+        combo: String::new(),
+        reentry: false,
+        lease_ms: None,
+        mode: None,
+        permits: None,
+    });
+    let _ = leadership.resign().await;
+    Ok(vec![event])
+}
+
 pub(super) fn options(rng: &mut Rng) -> AcquireOptions {
     if rng.below(100) < 25 {
         AcquireOptions::new().wait(Duration::from_millis(20 + rng.below(400)))
@@ -593,6 +651,7 @@ impl<'a> Workers<'a> {
             .args(["--combos", &self.plan.worker_combos().join(",")])
             .args(self.plan.read_write().then_some("--read-write"))
             .arg("--semaphore")
+            .args((self.cli.protocol == fairlock::Protocol::Native).then_some("--election"))
             // Under Sentinel, failovers at handoffs meet clients that wait
             // for a replica after each acquisition and release (half the
             // workers).
