@@ -53,6 +53,7 @@ macro_rules! election_script {
                 concat!("native/", $file),
                 concat!(
                     include_str!("protocol/common.lua"),
+                    include_str!("protocol/native/line.lua"),
                     include_str!("protocol/native/lock_prelude.lua"),
                     include_str!(concat!("protocol/native/", $file))
                 ),
