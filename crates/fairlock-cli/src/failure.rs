@@ -35,6 +35,7 @@ pub(crate) enum Sub {
     Demo,
     Torture,
     Bench,
+    Latch,
 }
 
 const ALL: &[Sub] = &[
@@ -45,6 +46,7 @@ const ALL: &[Sub] = &[
     Sub::Demo,
     Sub::Torture,
     Sub::Bench,
+    Sub::Latch,
 ];
 
 /// Every way `fairlock` exits: code, the subcommands it applies to, meaning.
@@ -64,6 +66,11 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
         "1",
         &[Sub::Demo, Sub::Torture],
         "a check failed: the summary names the violations",
+    ),
+    (
+        "1",
+        &[Sub::Latch],
+        "latch set: the latch is counting down already (nothing was changed)",
     ),
     (
         "2",
@@ -101,6 +108,11 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
         "not acquired within --wait (the queue entry is removed)",
     ),
     (
+        "75",
+        &[Sub::Latch],
+        "latch wait: the count did not reach 0 within --timeout",
+    ),
+    (
         "126",
         &[Sub::Exec],
         "the command could not be run (not executable)",
@@ -128,6 +140,7 @@ fn name(sub: Sub) -> &'static str {
         Sub::Demo => "demo",
         Sub::Torture => "torture",
         Sub::Bench => "bench",
+        Sub::Latch => "latch",
     }
 }
 
