@@ -387,3 +387,39 @@ fn queue_kind_measures_the_lines_of_the_kinds_named() {
     assert!(!table.contains("read-write,"), "{table}");
     assert!(!table.contains("fairlock native fair"), "{table}");
 }
+
+/// `bench latch`: both latches opened at least once per round with every
+/// waiter woken; Redisson's with a read per waiter, the native one with
+/// fewer script calls (its message alone wakes a waiter; only a wake-up of
+/// every waiter, when the pub/sub connection fell behind, makes them read).
+#[test]
+fn latch_times_the_wake_of_every_waiter() {
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["bench", "latch", "--duration", "200ms", "--rounds", "1"])
+        .args(["--waiters", "50", "--json"])
+        .output()
+        .expect("run fairlock bench latch");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let latch = report["latch"].as_array().unwrap();
+    let names: BTreeSet<&str> = latch
+        .iter()
+        .map(|r| r["implementation"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, BTreeSet::from(["native-latch", "redisson-latch"]));
+    let mut scripts = std::collections::BTreeMap::new();
+    for result in latch {
+        assert_eq!(result["waiters"], 50, "{result}");
+        assert!(result["openings"].as_u64().unwrap() > 0, "{result}");
+        assert!(result["wake"]["max_ms"].as_f64().is_some(), "{result}");
+        let per_opening = result["script_calls_per_opening"].as_f64().unwrap();
+        scripts.insert(result["implementation"].as_str().unwrap(), per_opening);
+    }
+    assert!(scripts["redisson-latch"] >= 51.0, "{scripts:?}");
+    assert!(
+        scripts["native-latch"] < scripts["redisson-latch"],
+        "{scripts:?}"
+    );
+}

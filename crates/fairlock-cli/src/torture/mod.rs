@@ -32,6 +32,7 @@
 
 mod combos;
 mod faults;
+mod latch;
 mod report;
 mod stage;
 mod workload;
@@ -132,6 +133,9 @@ pub(crate) enum Combination {
     /// of the second or a force-release: the head it admits keeps its
     /// weight in meta and gives its permits back (native, standalone only).
     SemaphoreStaleMeta,
+    /// A count-down latch with waiters, counted down to 0: no wait returns
+    /// before 0, none stays blocked after.
+    Latch,
     /// A SENTINEL FAILOVER right after a handoff, half the workers
     /// waiting for a replica (min_replicas) (sentinel, with faults).
     FailoverAtHandoff,
@@ -150,6 +154,7 @@ impl Combination {
             Combination::ForeignData => combo::FOREIGN_DATA,
             Combination::SemaphoreStaleMeta => combo::SEMAPHORE_STALE_META,
             Combination::FailoverAtHandoff => combo::FAILOVER_AT_HANDOFF,
+            Combination::Latch => combo::LATCH,
             Combination::None => return None,
         })
     }
@@ -277,6 +282,7 @@ impl Plan {
             Combination::ForeignData,
             Combination::SemaphoreStaleMeta,
             Combination::FailoverAtHandoff,
+            Combination::Latch,
         ];
         let chosen = args.combinations.as_deref().unwrap_or(&all);
         let combos = chosen
