@@ -27,7 +27,8 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// before version 2, `queue`, `alive`, `meta`, `leases`),
 /// `wake:OWNER`, `release:REQUEST`, the read-write lock's `rw:holders`,
 /// `rw:hold:ID`, `rw:queue`, `rw:alive`, `rw:meta`, `rw:leases`,
-/// `rw:wake:ID`, `rw:release:REQUEST`, or the semaphore's same with `sem:`.
+/// `rw:wake:ID`, `rw:release:REQUEST`, the semaphore's same with `sem:`, or
+/// the count-down latch's `latch`, `latch:parties`, `latch:open`.
 /// No SUFFIX holds a `}` (owner, holder and request ids do not), so a key's
 /// last `}` ends NAME: stripping `fairlock:{` and the last `}:SUFFIX` gives
 /// back NAME and SUFFIX, and two native names (or two kinds of one name)
