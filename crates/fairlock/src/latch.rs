@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::acquire::MIN_ATTEMPT_GAP;
 use crate::config::check_duration;
 use crate::core::ClientCore;
 use crate::error::{Error, Result};
@@ -160,10 +161,9 @@ impl CountDownLatch {
     /// of 0 or above [`MAX_LATCH_COUNT`]; [`Error::NotALock`](crate::Error::NotALock)
     /// or [`Error::WrongType`](crate::Error::WrongType) for other data
     /// under the latch's keys (nothing written);
-    /// [`Error::Connection`](crate::Error::Connection). Under `native` a
-    /// call whose reply was lost is sent again, and finds its own setting
-    /// (`true`); under `redisson` it is sent once, and a
-    /// [`Error::Connection`](crate::Error::Connection) may have set it.
+    /// [`Error::Connection`](crate::Error::Connection) when the call got no
+    /// answer: it is not sent again (it **may have set the count**: read
+    /// it with [`count`](Self::count)).
     ///
     /// # Cancel safety
     /// Dropping the future after the call was sent may leave the count
@@ -210,19 +210,14 @@ impl CountDownLatch {
                 self.name()
             )));
         }
+        // Sent once: sent again after a lost reply, it could set a latch
+        // that was set, counted down to 0 and opened in between.
         let shared = &self.shared;
-        let conn = shared.core.conn();
-        match &shared.object {
-            LatchObject::Native { .. } => {
-                let round = uuid::Uuid::new_v4().simple().to_string();
-                shared
-                    .core
-                    .retry()
-                    .run(|| shared.object.try_set(conn, count, expiry, &round))
-                    .await
-            }
-            LatchObject::Redisson { .. } => shared.object.try_set(conn, count, expiry, "").await,
-        }
+        let round = uuid::Uuid::new_v4().simple().to_string();
+        shared
+            .object
+            .try_set(shared.core.conn(), count, expiry, &round)
+            .await
     }
 
     /// Count down once; Redisson's `countDown`. Returns the count after
@@ -260,7 +255,8 @@ impl CountDownLatch {
     /// repeated by the party, counts nothing more. Returns the count after
     /// it. The parties are kept in a set beside the count, at most one per
     /// count, and deleted with the latch (at 0, at
-    /// [`delete`](Self::delete) or at its expiry).
+    /// [`delete`](Self::delete) or at its expiry). A call sent again after
+    /// the latch opened and was set again counts in the new setting.
     ///
     /// ```no_run
     /// # async fn demo(latch: fairlock::CountDownLatch) -> fairlock::Result<()> {
@@ -462,6 +458,10 @@ impl CountDownLatch {
             .wakeups()
             .subscribe(self.shared.object.channel(), confirm)
             .await;
+        // When the last read that a message caused was sent: a flood of
+        // messages (anyone can PUBLISH) makes a waiter read at most once
+        // per MIN_ATTEMPT_GAP, as the lock's waiters do.
+        let mut message_read_at: Option<Instant> = None;
         loop {
             listening.mark_seen();
             let state = self.state(deadline).await?;
@@ -484,6 +484,21 @@ impl CountDownLatch {
                     return Ok(true);
                 }
             }
+            if !matches!(woken, Woken::Message(_)) {
+                message_read_at = None;
+                continue;
+            }
+            if let Some(previous) = message_read_at {
+                let mut due = previous + MIN_ATTEMPT_GAP;
+                if let Some(deadline) = deadline {
+                    due = due.min(deadline);
+                }
+                tokio::select! {
+                    () = tokio::time::sleep_until(due) => {}
+                    () = closing.cancelled() => return Err(Error::Closed),
+                }
+            }
+            message_read_at = Some(Instant::now());
         }
     }
 }

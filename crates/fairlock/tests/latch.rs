@@ -419,6 +419,64 @@ async fn a_dead_subscription_does_not_strand_a_waiter() {
         .unwrap();
 }
 
+/// A flood of messages on the latch's channel (anyone can PUBLISH) makes
+/// a waiter read the count at most once per 25 ms (or once per wake-up of
+/// every waiter, when the connection fell behind, as often), not once per
+/// message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_messages_is_read_at_most_every_25_ms() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let client = woken_by_messages_only(&server, protocol).await;
+        let latch = client.count_down_latch("flooded").unwrap();
+        assert!(latch.try_set_count(1).await.unwrap());
+        let before = server.evalsha_calls();
+        let waiter = {
+            let latch = latch.clone();
+            tokio::spawn(async move { latch.wait().await })
+        };
+        until_scripts(&server, before, 2, "the waiter read twice").await;
+        let channel = match protocol {
+            Protocol::Native => native_channel("flooded"),
+            _ => redisson_channel("flooded"),
+        };
+        let before = server.evalsha_calls();
+        let started = Instant::now();
+        // One message after another for 500 ms: a sustained flood.
+        let mut conn = server.conn();
+        tokio::task::spawn_blocking(move || {
+            let until = Instant::now() + Duration::from_millis(500);
+            while Instant::now() < until {
+                let _: i64 = redis::cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg("flood")
+                    .query(&mut conn)
+                    .unwrap();
+            }
+        })
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let reads = server.evalsha_calls() - before;
+        let gaps = (started.elapsed().as_millis() / 25) as u64;
+        assert!(
+            reads <= 2 * gaps + 4,
+            "{protocol}: {reads} reads in {gaps} gaps of 25 ms"
+        );
+        assert!(
+            !waiter.is_finished(),
+            "{protocol}: a flood is not an opening"
+        );
+        latch.count_down().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("opened")
+            .unwrap()
+            .unwrap();
+        eprintln!("{protocol}: {reads} reads during the flood");
+    }
+}
+
 /// A latch opened and set again before a waiter read it (its message
 /// lost): the waiter sees another round and returns; one that arrives
 /// after the new setting waits for it.

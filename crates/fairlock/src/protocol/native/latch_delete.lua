@@ -2,7 +2,7 @@
 -- when the count reaches 0. Returns 1 when a latch was deleted, else 0.
 local count, expiry, round = read_latch()
 if count == nil then
-  return expiry
+  return expiry -- read_latch failed: its second value is the error reply
 end
 if not count then
   redis.call('del', KEYS[2])

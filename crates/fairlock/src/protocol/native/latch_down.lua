@@ -6,7 +6,7 @@
 -- publishes the round on the channel.
 local count, expiry, round = read_latch()
 if count == nil then
-  return expiry
+  return expiry -- read_latch failed: its second value is the error reply
 end
 if not count then
   return {0, 0}

@@ -1,16 +1,12 @@
 -- Count-down latch: set the count when the latch is open (absent).
 -- ARGV[1] the count (1 or more), ARGV[2] the expiry in ms, ARGV[3] the
 -- round id (hex). Returns {1, count} set, {0, count} left alone: it is
--- counting down already. A call sent again after its reply was lost finds
--- its own round, and answers set.
-local count, expiry, round = read_latch()
+-- counting down already.
+local count, expiry = read_latch()
 if count == nil then
-  return expiry
+  return expiry -- read_latch failed: its second value is the error reply
 end
 if count then
-  if round == ARGV[3] then
-    return {1, count}
-  end
   return {0, count}
 end
 -- Parties of an earlier round whose keys outlived its hash by a tick.

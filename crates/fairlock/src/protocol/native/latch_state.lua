@@ -2,7 +2,7 @@
 -- Returns {count, round, parties, ttl ms}: {0, '', 0, -2} when open.
 local count, expiry, round = read_latch()
 if count == nil then
-  return expiry
+  return expiry -- read_latch failed: its second value is the error reply
 end
 if not count then
   return {0, '', 0, -2}
