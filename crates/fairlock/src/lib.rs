@@ -61,6 +61,14 @@
 //! and who waits for how many; [`Semaphore::force_release`] gives every
 //! permit back.
 //!
+//! # Count-down latches
+//!
+//! [`LockClient::count_down_latch`] gives a [`CountDownLatch`]: set to a
+//! count, counted down by any client, waited for until the count reaches
+//! 0; one message wakes every waiter. Under `redisson` it is Redisson's
+//! `RCountDownLatch`, byte for byte; under `native` it expires when
+//! abandoned and a party counts down once however often it retries.
+//!
 //! # Fencing tokens
 //!
 //! Under `native`, every acquisition (not re-entry) carries a 64-bit token,
