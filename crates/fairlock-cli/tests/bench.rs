@@ -389,9 +389,8 @@ fn queue_kind_measures_the_lines_of_the_kinds_named() {
 }
 
 /// `bench latch`: both latches opened at least once per round with every
-/// waiter woken; Redisson's with a read per waiter, the native one with
-/// fewer script calls (its message alone wakes a waiter; only a wake-up of
-/// every waiter, when the pub/sub connection fell behind, makes them read).
+/// waiter woken, each waiter reading the count once more after the
+/// count-down (at least 51 script calls per opening of 50 waiters).
 #[test]
 fn latch_times_the_wake_of_every_waiter() {
     let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
@@ -417,9 +416,7 @@ fn latch_times_the_wake_of_every_waiter() {
         let per_opening = result["script_calls_per_opening"].as_f64().unwrap();
         scripts.insert(result["implementation"].as_str().unwrap(), per_opening);
     }
-    assert!(scripts["redisson-latch"] >= 51.0, "{scripts:?}");
-    assert!(
-        scripts["native-latch"] < scripts["redisson-latch"],
-        "{scripts:?}"
-    );
+    for per_opening in scripts.values() {
+        assert!(*per_opening >= 51.0, "{scripts:?}");
+    }
 }

@@ -4,11 +4,10 @@
 //! A wait reads the count; while it is above 0 it subscribes to the
 //! latch's channel through the client's wake-up router, reads again (an
 //! opening published before the subscription is not missed), then waits
-//! for a message or [`recheck_interval`] and reads again. Under `native`
-//! the opening message carries the round it opened (the id of the
-//! latch's setting), so every waiter that saw that round returns on the
-//! message alone, without another read; a read that finds another round
-//! (opened and set again meanwhile) also returns.
+//! for a message or [`recheck_interval`] and reads again: a message only
+//! wakes (anyone can publish anything), the read decides. Under `native`
+//! a read that finds another round than the first read did (the latch
+//! opened and was set again meanwhile) returns too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -441,8 +440,8 @@ impl CountDownLatch {
         if first.count == 0 {
             return Ok(true);
         }
-        // The round this waiter waits for: an opening message naming it,
-        // or a read finding another round, means it reached 0.
+        // The round this waiter waits for (native): a read that finds
+        // another one means the latch opened and was set again meanwhile.
         let round = first.round;
         let left = |deadline: Option<Instant>| {
             deadline.map(|d| d.saturating_duration_since(Instant::now()))
@@ -479,11 +478,8 @@ impl CountDownLatch {
                 woken = listening.wait(pause) => woken,
                 () = closing.cancelled() => return Err(Error::Closed),
             };
-            if let (Woken::Message(payload), Some(round)) = (&woken, &round) {
-                if **payload == **round {
-                    return Ok(true);
-                }
-            }
+            // A message only wakes: anyone can publish anything (the
+            // opening's round too, read from the hash), so the read decides.
             if !matches!(woken, Woken::Message(_)) {
                 message_read_at = None;
                 continue;

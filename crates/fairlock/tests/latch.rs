@@ -419,6 +419,36 @@ async fn a_dead_subscription_does_not_strand_a_waiter() {
         .unwrap();
 }
 
+/// A hostile client that reads the latch's hash and publishes its round
+/// on the channel (the opening message) opens no waiter: a waiter returns
+/// only on what it reads from the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_opening_message_opens_nobody() {
+    let server = RedisServer::start();
+    let client = woken_by_messages_only(&server, Protocol::Native).await;
+    let latch = client.count_down_latch("forged").unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+    let before = server.evalsha_calls();
+    let waiter = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.wait().await })
+    };
+    until_scripts(&server, before, 2, "the waiter read twice").await;
+    let round: String = server.cmd(&["HGET", &native_key("forged"), "round"]);
+    let before = server.evalsha_calls();
+    let heard: i64 = server.cmd(&["PUBLISH", &native_channel("forged"), &round]);
+    assert_eq!(heard, 1, "the client's subscription heard it");
+    until_scripts(&server, before, 1, "the waiter read again").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "a forged message opened a waiter");
+    latch.count_down().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("opened by the count-down")
+        .unwrap()
+        .unwrap();
+}
+
 /// A flood of messages on the latch's channel (anyone can PUBLISH) makes
 /// a waiter read the count at most once per 25 ms (or once per wake-up of
 /// every waiter, when the connection fell behind, as often), not once per

@@ -3,11 +3,12 @@
 //! set to 1; once every waiter is waiting (each read the count twice: before
 //! and after subscribing), one count-down opens it, and the time from the
 //! count-down's sending to the last waiter's return is one sample. Repeated
-//! for the round's duration. Compared: the latch under `native` (the
-//! opening message names its round: no waiter reads again) and under
-//! `redisson` (Redisson's `RCountDownLatch`: each waiter reads the count
-//! again on the message). Figured per opening: the wake time (p50, p99,
-//! longest) and the script calls from the count-down to the last return.
+//! for the round's duration. Compared: the latch under `native` and under
+//! `redisson` (Redisson's `RCountDownLatch`); under both the message wakes
+//! every waiter, which reads the count once more (a message alone proves
+//! nothing: anyone can publish). Figured per opening: the wake time (p50,
+//! p99, longest) and the script calls from the count-down to the last
+//! return.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
