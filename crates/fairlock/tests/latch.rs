@@ -419,6 +419,52 @@ async fn a_dead_subscription_does_not_strand_a_waiter() {
         .unwrap();
 }
 
+/// A bounded wait ends within its bound and one response timeout however
+/// the network behaves: here every byte to and from Redis is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_ends_within_its_bound_when_redis_stalls() {
+    for protocol in PROTOCOLS {
+        let server = RedisServer::start();
+        let proxy = support::proxy::Proxy::start(server.port());
+        let config = fairlock::ClientConfig::from_url(&proxy.url())
+            .unwrap()
+            .protocol(protocol)
+            .response_timeout(Duration::from_millis(300));
+        let client = support::connect(config).await;
+        let latch = client.count_down_latch("stalled").unwrap();
+        assert!(latch.try_set_count(1).await.unwrap());
+        for stall_after_subscribing in [false, true] {
+            if stall_after_subscribing {
+                proxy.pass();
+                let waiter = {
+                    let latch = latch.clone();
+                    tokio::spawn(async move { latch.wait_for(Duration::from_millis(700)).await })
+                };
+                eventually(Duration::from_secs(10), "subscribed", || {
+                    !server.wait_channels().is_empty()
+                })
+                .await;
+                proxy.stall();
+                let started = Instant::now();
+                let _ = waiter.await.unwrap();
+                assert!(
+                    started.elapsed() < Duration::from_millis(700 + 300 + 700),
+                    "{protocol}"
+                );
+            } else {
+                proxy.stall();
+                let started = Instant::now();
+                let _ = latch.wait_for(Duration::from_millis(500)).await;
+                let took = started.elapsed();
+                assert!(
+                    took < Duration::from_millis(500 + 300 + 500),
+                    "{protocol}: {took:?}"
+                );
+            }
+        }
+    }
+}
+
 /// A hostile client that reads the latch's hash and publishes its round
 /// on the channel (the opening message) opens no waiter: a waiter returns
 /// only on what it reads from the server.
