@@ -51,8 +51,9 @@ enum Action {
     /// the latch expires (native).
     Inspect {
         /// Print one JSON object: {"name","protocol","count","open",
-        /// "parties","expires_in_ms"} (parties and expires_in_ms null
-        /// under redisson, and expires_in_ms null when open).
+        /// "parties","expires_in_ms"} (parties null under redisson;
+        /// expires_in_ms null when open or without an expiry, as a
+        /// Redisson latch is).
         #[arg(long)]
         json: bool,
     },

@@ -92,8 +92,9 @@ pub struct LatchInfo {
     /// How many parties counted down this round (`native`; `None` under
     /// `redisson`, which records none).
     pub parties: Option<u64>,
-    /// How long its keys live on unless counted down (`native`; `None`
-    /// when open, and under `redisson`, whose latch never expires).
+    /// How long its keys live on unless counted down; `None` when open
+    /// or when they have no expiry (a Redisson latch has none, unless
+    /// something else set one).
     pub expires_in: Option<Duration>,
 }
 
