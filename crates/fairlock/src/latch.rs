@@ -24,9 +24,22 @@ use crate::wakeup::Woken;
 
 /// The longest count a latch is set to: Lua's numbers are exact up to
 /// 2^53.
+///
+/// ```no_run
+/// # async fn demo(latch: fairlock::CountDownLatch) -> fairlock::Result<()> {
+/// assert!(latch.try_set_count(fairlock::MAX_LATCH_COUNT + 1).await.is_err());
+/// # Ok(()) }
+/// ```
 pub const MAX_LATCH_COUNT: u64 = (1 << 53) - 1;
 
 /// The longest party id of [`CountDownLatch::count_down_as`], in bytes.
+///
+/// ```no_run
+/// # async fn demo(latch: fairlock::CountDownLatch) -> fairlock::Result<()> {
+/// let too_long = "p".repeat(fairlock::MAX_PARTY_LEN + 1);
+/// assert!(latch.count_down_as(&too_long).await.is_err());
+/// # Ok(()) }
+/// ```
 pub const MAX_PARTY_LEN: usize = 256;
 
 /// The longest a waiter goes without reading the count when no message
@@ -80,6 +93,15 @@ struct Shared {
 }
 
 /// A latch's state, as [`CountDownLatch::inspect`] read it.
+///
+/// ```no_run
+/// # async fn demo(latch: fairlock::CountDownLatch) -> fairlock::Result<()> {
+/// let info: fairlock::LatchInfo = latch.inspect().await?;
+/// if let Some(left) = info.expires_in {
+///     println!("{}: {} to go, expires in {left:?}", info.name, info.count);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LatchInfo {
@@ -103,6 +125,14 @@ impl CountDownLatch {
     /// when [`try_set_count`](Self::try_set_count) sets it: 24 hours. A
     /// latch nobody counts down for that long is deleted by Redis, which
     /// opens it: its waiters return.
+    ///
+    /// ```no_run
+    /// # async fn demo(latch: fairlock::CountDownLatch) -> fairlock::Result<()> {
+    /// use fairlock::CountDownLatch;
+    /// // Twice the default, for a batch that may stall for a day.
+    /// latch.try_set_count_with_expiry(8, CountDownLatch::DEFAULT_EXPIRY * 2).await?;
+    /// # Ok(()) }
+    /// ```
     pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(24 * 3600);
 
     /// The latch `name`, its name checked: see

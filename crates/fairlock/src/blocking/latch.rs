@@ -28,6 +28,12 @@ pub struct CountDownLatch {
 impl LockClient {
     /// The count-down latch `name`; see [`crate::CountDownLatch`].
     ///
+    /// ```no_run
+    /// # fn demo(client: fairlock::blocking::LockClient) -> fairlock::Result<()> {
+    /// let ready = client.count_down_latch("ready")?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`crate::LockClient::count_down_latch`].
     pub fn count_down_latch(&self, name: &str) -> Result<CountDownLatch> {
@@ -40,11 +46,23 @@ impl LockClient {
 
 impl CountDownLatch {
     /// The latch's name.
+    ///
+    /// ```no_run
+    /// # fn demo(latch: fairlock::blocking::CountDownLatch) {
+    /// println!("{}", latch.name());
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         self.latch.name()
     }
 
     /// Set the count if the latch is open.
+    ///
+    /// ```no_run
+    /// # fn demo(latch: fairlock::blocking::CountDownLatch) -> fairlock::Result<()> {
+    /// let set = latch.try_set_count(3)?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`crate::CountDownLatch::try_set_count`].
@@ -53,6 +71,12 @@ impl CountDownLatch {
     }
 
     /// Set the count if the latch is open, its keys living `expiry`.
+    ///
+    /// ```no_run
+    /// # fn demo(latch: fairlock::blocking::CountDownLatch) -> fairlock::Result<()> {
+    /// latch.try_set_count_with_expiry(3, std::time::Duration::from_secs(3600))?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`crate::CountDownLatch::try_set_count_with_expiry`].
@@ -65,6 +89,12 @@ impl CountDownLatch {
 
     /// Count down once; the count after it.
     ///
+    /// ```no_run
+    /// # fn demo(latch: fairlock::blocking::CountDownLatch) -> fairlock::Result<()> {
+    /// let left = latch.count_down()?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`crate::CountDownLatch::count_down`].
     pub fn count_down(&self) -> Result<u64> {
@@ -72,6 +102,12 @@ impl CountDownLatch {
     }
 
     /// Count down once as `party`, at most once per party.
+    ///
+    /// ```no_run
+    /// # fn demo(latch: fairlock::blocking::CountDownLatch) -> fairlock::Result<()> {
+    /// latch.count_down_as("worker-1")?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`crate::CountDownLatch::count_down_as`].
@@ -81,6 +117,12 @@ impl CountDownLatch {
 
     /// The count now.
     ///
+    /// ```no_run
+    /// # fn demo(latch: fairlock::blocking::CountDownLatch) -> fairlock::Result<()> {
+    /// println!("{} to go", latch.count()?);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`crate::CountDownLatch::count`].
     pub fn count(&self) -> Result<u64> {
@@ -88,6 +130,12 @@ impl CountDownLatch {
     }
 
     /// The latch's state.
+    ///
+    /// ```no_run
+    /// # fn demo(latch: fairlock::blocking::CountDownLatch) -> fairlock::Result<()> {
+    /// println!("{:?}", latch.inspect()?);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`crate::CountDownLatch::inspect`].
@@ -97,6 +145,12 @@ impl CountDownLatch {
 
     /// Delete the latch, which opens it.
     ///
+    /// ```no_run
+    /// # fn demo(latch: fairlock::blocking::CountDownLatch) -> fairlock::Result<()> {
+    /// latch.delete()?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`crate::CountDownLatch::delete`].
     pub fn delete(&self) -> Result<bool> {
@@ -105,6 +159,12 @@ impl CountDownLatch {
 
     /// Block until the count is 0.
     ///
+    /// ```no_run
+    /// # fn demo(latch: fairlock::blocking::CountDownLatch) -> fairlock::Result<()> {
+    /// latch.wait()?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`crate::CountDownLatch::wait`].
     pub fn wait(&self) -> Result<()> {
@@ -112,6 +172,12 @@ impl CountDownLatch {
     }
 
     /// Block at most `timeout` until the count is 0: `true` when it is.
+    ///
+    /// ```no_run
+    /// # fn demo(latch: fairlock::blocking::CountDownLatch) -> fairlock::Result<()> {
+    /// let opened = latch.wait_for(std::time::Duration::from_secs(30))?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`crate::CountDownLatch::wait_for`].
