@@ -65,6 +65,15 @@ MUTANTS = [
           "string.match(raw, '^(%d+):%d+:(%l*):[^:]*:([^:]*):')")],
     ),
     Mutant(
+        "tokenless_release_uncached", NOT_MODELLED,
+        "a full release naming no hold (unlock_as) caches no answer: sent again after the "
+        "owner's next hold, it releases that hold (release.lua; the model has no lost replies)",
+        ["release"],
+        [(NATIVE + "release.lua",
+          "  redis.call('set', KEYS[4], '1', 'px', ARGV[2], 'get')\n",
+          "")],
+    ),
+    Mutant(
         "handoff_full_lease", "handoff_full_lease",
         "a handoff grant lasts the lease, not min(lease, waiter ttl) (lock_prelude hand_off)",
         ["native", "handoff"],
@@ -119,9 +128,9 @@ MUTANTS = [
     Mutant(
         "purge_drops_live", "purge_drops_live",
         "dead waiters are dropped with those whose liveness passes within 5 s, live ones too "
-        "(lock_prelude first_live)",
+        "(line.lua first_live)",
         ["native", "expiry"],
-        [(NATIVE + "lock_prelude.lua",
+        [(NATIVE + "line.lua",
           "if record and record.deadline > now then",
           "if record and record.deadline > now + 5000 then")],
     ),
@@ -269,7 +278,7 @@ MUTANTS = [
         "a release does not admit the line; waiters get in on their own retry (native weighted_prelude.lua)",
         ["read_write_native"],
         [(NATIVE + "weighted_prelude.lua",
-          "  reclaim(now)\n  admit(channel_prefix, default_ttl, now, now_us)\n  if redis.call('zcard'",
+          "  reclaim(now)\n  admit(channel_prefix, now, now_us)\n  if redis.call('zcard'",
           "  reclaim(now)\n  if redis.call('zcard'")],
     ),
     Mutant(
@@ -293,7 +302,7 @@ MUTANTS = [
         "a read-write grant reuses the last fencing token (native weighted_prelude.lua grant)",
         ["read_write_native"],
         [(NATIVE + "weighted_prelude.lua",
-          "  local token, text = next_counter('token', now_us)\n  local key = hold_key(id)",
+          "  local token, text = next_token(now_us)\n  local key = hold_key(id)",
           "  local token = math.max(meta.token, 1)\n  local text = decimal(token)\n  local key = hold_key(id)")],
     ),
     Mutant(
@@ -313,11 +322,13 @@ MUTANTS = [
           "    elseif not kind.fits(head, weight) then\n      break\n",
           "    elseif not kind.fits(head, weight) then\n"
           "      for _, other in ipairs(redis.call('zrange', KEYS[2], 1, -1)) do\n"
-          "        local l2, t2, n2, w2 = waiter_of(other, default_ttl)\n"
-          "        if kind.fits(other, w2 or 1) then\n"
-          "          leave_queue(other)\n"
+          "        local r2 = record_of(redis.call('hget', KEYS[3], other))\n"
+          "        local w2 = r2 and weight_of(r2)\n"
+          "        if r2 and kind.fits(other, w2 or 1) then\n"
+          "          local l2, t2, n2 = r2.lease, r2.ttl, r2.nonce\n"
+          "          leave_line(other)\n"
           "          local e2 = math.max(1, math.min(l2, t2))\n"
-          "          local _, t = grant(other, e2, decimal(e2), now, now_us, '0', n2, w2 or 1)\n"
+          "          local _, t = grant(other, e2, decimal(e2), now, now_us, '0', n2, w2 or 1, '')\n"
           "          local m = 'grant:' .. t .. ':' .. decimal(now) .. ':' .. decimal(e2)\n"
           "          redis.call('publish', channel_prefix .. ':' .. other,\n"
           "            m .. ':' .. redis.sha1hex(n2 .. ':' .. m))\n"
@@ -355,7 +366,7 @@ MUTANTS = [
     Mutant(
         "native_sem_admits_weight_zero", "weighted:admit_weight_zero",
         "a line record whose weight is 0 is admitted as a holder of weight 0 "
-        "(native weighted_prelude.lua waiter_of)",
+        "(native weighted_prelude.lua weight_of)",
         ["semaphore_native_records", "semaphore_native"],
         [(NATIVE + "weighted_prelude.lua",
           "  if weight and weight < 1 then\n    weight = nil\n  end",
@@ -380,7 +391,7 @@ MUTANTS = [
         ["semaphore_native_records"],
         [(NATIVE + "weighted_prelude.lua",
           "      redis.call('publish', channel_prefix .. ':' .. head, 'refused')\n      break\n",
-          "      leave_queue(head)\n      redis.call('publish', channel_prefix .. ':' .. head, 'refused')\n")],
+          "      leave_line(head)\n      redis.call('publish', channel_prefix .. ':' .. head, 'refused')\n")],
     ),
     Mutant(
         "native_sem_refused_admits_nobody", NOT_MODELLED,
@@ -388,8 +399,8 @@ MUTANTS = [
         "behind it that fit (native sem_acquire.lua; the weighted model has no set_permits)",
         ["semaphore_native_records"],
         [(NATIVE + "sem_acquire.lua",
-          "  if leave_queue(id) == 1 then\n    after_release(prefix, waiter_ttl)\n  end\n",
-          "  leave_queue(id)\n")],
+          "  if leave(id) == 1 then\n    after_release(prefix)\n  end\n",
+          "  leave(id)\n")],
     ),
     Mutant(
         "native_sem_requeues_above_total", NOT_MODELLED,

@@ -95,17 +95,17 @@ class Weighted:
         self.acq, self.rel = load(kind + '-acquire'), load(kind + '-release')
         b = '{%s}' % tag
         k = lambda x: f'fairlock:{b}:{kind}:{x}'
-        self.keys = [k('holders'), k('queue'), k('alive'), k('meta'), k('leases')]
+        self.keys = [k('holders'), k('line'), k('waiters'), k('meta')]
         self.channel, self.cache = k('wake'), k('release')
 
     def acquire(self, who, weight=1):
         args = [who, LEASE, TTL, self.channel, 'queue', 0, 'n' + who, '']
         if self.kind == 'sem':
             args += [weight, 4]
-        return ('EVALSHA', self.acq, 5, *self.keys, *args)
+        return ('EVALSHA', self.acq, 4, *self.keys, *args)
 
     def release(self, who, i):
-        return ('EVALSHA', self.rel, 6, *self.keys, f'{self.cache}:r{i}', who, TTL,
+        return ('EVALSHA', self.rel, 5, *self.keys, f'{self.cache}:r{i}', who, TTL,
                 self.channel, CACHE, '', '')
 
 

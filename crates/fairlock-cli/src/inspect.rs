@@ -436,7 +436,7 @@ fn probe(other: Protocol, kind: Kind, name: &str) -> Probe {
         },
         (_, Kind::Semaphore) => Probe {
             held: (native("sem:holders"), "zset", "ZCARD"),
-            queue: (native("sem:queue"), "zset", "ZCARD"),
+            queue: (native("sem:line"), "zset", "ZCARD"),
             count: None,
         },
     }

@@ -220,7 +220,7 @@ fn native_inspect_and_watch_show_each_waiters_side() {
         .unwrap();
     let queued = |n: i64| {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while server.cmd::<i64>(&["ZCARD", "fairlock:{sides}:rw:queue"]) != n {
+        while server.cmd::<i64>(&["ZCARD", "fairlock:{sides}:rw:line"]) != n {
             assert!(std::time::Instant::now() < deadline, "{n} never queued");
             std::thread::sleep(Duration::from_millis(20));
         }

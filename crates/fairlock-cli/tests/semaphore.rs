@@ -299,9 +299,9 @@ fn inspect_and_watch_show_the_holders_and_the_line() {
     let (owner, token) = (held.ids()[0].clone(), held.token().unwrap());
     let mut waiter = exec_waiter(&server, Protocol::Native, "jobs", "2");
     wait_until("the exec queued", || {
-        server.cmd::<i64>(&["ZCARD", "fairlock:{jobs}:sem:queue"]) == 1
+        server.cmd::<i64>(&["ZCARD", "fairlock:{jobs}:sem:line"]) == 1
     });
-    let queued: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{jobs}:sem:queue", "0", "-1"]);
+    let queued: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{jobs}:sem:line", "0", "-1"]);
 
     let state = json(
         &server,

@@ -331,7 +331,7 @@ fn watch_serves_the_watched_semaphores_to_prometheus() {
         .spawn()
         .unwrap();
     wait_until(Duration::from_secs(10), "exec queued", || {
-        server.cmd::<i64>(&["ZCARD", "fairlock:{s1}:sem:queue"]) == 1
+        server.cmd::<i64>(&["ZCARD", "fairlock:{s1}:sem:line"]) == 1
     });
     let mut watch = fairlock(&server)
         .args(["watch", "s1", "--semaphore", "--interval", "100ms"])

@@ -11,9 +11,11 @@
 //!   decides by it). Each script of the design (`acquire`, which also
 //!   refreshes and claims; `release`; `give_up`; `renew`; an operator's
 //!   `force_release`) is one atomic step that first reclaims expired
-//!   holders and drops dead waiters, and ends by admitting the head of the
-//!   line while it fits, then the next head (a release may admit a group of
-//!   readers at once).
+//!   holders, and ends by admitting the head of the line while it fits,
+//!   then the next head (a release may admit a group of readers at once).
+//!   Dead waiters are dropped when they reach the head (the line of the
+//!   key layout version 2): one further back keeps its place, and a late
+//!   refresh of its own keeps it live in that place.
 //! - **Stale meta** (`Config::stale_meta`): the holders set expires with
 //!   the last hold keys while meta lives on (a waiter keeps it), so the
 //!   next script finds `used` counting holds that are gone, and cleans
@@ -634,7 +636,9 @@ impl WeightedModel {
         Self::write_meta(st, stale);
     }
 
-    /// The first steps of every script: expired holders and dead waiters go.
+    /// The first step of every script: expired holders go. (Dead waiters
+    /// stay in line until they reach its head: [`Self::admit`] drops them
+    /// there, as the scripts' `first_live` does, key layout version 2.)
     fn reclaim(&self, st: &mut WState, stale: &mut bool) {
         let now = st.now;
         let early = u8::from(self.is(Mutant::ReclaimLive));
@@ -648,7 +652,14 @@ impl WeightedModel {
             }
             self.removed(st, stale, h, None);
         }
-        st.line.retain(|w| w.alive_until > now);
+    }
+
+    /// Dead waiters at the head of the line go, however many (each once);
+    /// the head is then live, or the line empty.
+    fn drop_dead_heads(st: &mut WState) {
+        while st.line.first().is_some_and(|w| w.alive_until <= st.now) {
+            st.line.remove(0);
+        }
     }
 
     /// Remove the holders `which` selects, each ended with its key's
@@ -694,6 +705,7 @@ impl WeightedModel {
     fn admit(&self, st: &mut WState, stale: &mut bool) {
         let mut granted = 0;
         loop {
+            Self::drop_dead_heads(st);
             let used = st.meta_used;
             let cap = self.config.capacity;
             let fits = |w: &SWaiter| {
@@ -772,10 +784,16 @@ impl WeightedModel {
     /// for its next attempt to write it again); so is meta not counting
     /// what is held. The holders set goes with its last holder.
     fn end(&self, st: &mut WState) {
-        if st.line.first().is_some_and(|w| {
-            let weight = self.config.weights[usize::from(w.client)];
-            w.record == weight && Self::used(st) + weight <= self.config.capacity
-        }) {
+        let now = st.now;
+        if st
+            .line
+            .iter()
+            .find(|w| w.alive_until > now)
+            .is_some_and(|w| {
+                let weight = self.config.weights[usize::from(w.client)];
+                w.record == weight && Self::used(st) + weight <= self.config.capacity
+            })
+        {
             st.idle_head = true;
         }
         let lost = st
@@ -858,7 +876,9 @@ impl WeightedModel {
                 return;
             }
         }
-        let live_ahead = !st.line.is_empty();
+        // (The admission dropped the dead at the head: a waiter in line is
+        // a live one ahead, unless it is this one.)
+        let live_ahead = st.line.iter().any(|w| w.alive_until > now);
         if st.line.iter().any(|w| w.client == c && w.round == round) {
             for w in st.line.iter_mut().filter(|w| w.client == c) {
                 w.alive_until = now + self.config.waiter_ttl;

@@ -12,7 +12,7 @@ use crate::{RedisServer, eventually};
 /// Wait (at most 5 s) until the line of object `name` of `kind` has `len`
 /// waiters.
 pub async fn wait_for_line(server: &RedisServer, name: &str, kind: &str, len: usize, what: &str) {
-    let key = format!("fairlock:{{{name}}}:{kind}:queue");
+    let key = format!("fairlock:{{{name}}}:{kind}:line");
     eventually(Duration::from_secs(5), what, || {
         server.cmd::<usize>(&["ZCARD", &key]) == len
     })

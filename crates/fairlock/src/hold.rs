@@ -166,7 +166,7 @@ impl LockShared {
             })
             .await;
         if let Ok(answer) = &reply {
-            if sent == 1 && sending == Sending::First && self.lock.release_cached(answer) {
+            if sent == 1 && sending == Sending::First && self.lock.release_cached(answer, scope) {
                 self.forget_release(request);
             }
         }
@@ -226,7 +226,7 @@ impl LockShared {
             .release(self.conn(), owner.as_str(), lease, &request, &scope)
             .await;
         if let Ok(answer) = &reply {
-            if self.lock.release_cached(answer) {
+            if self.lock.release_cached(answer, &scope) {
                 self.forget_release(&request);
             }
         }

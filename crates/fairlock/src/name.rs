@@ -23,12 +23,13 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// # Why no native name needs the last rule
 ///
 /// Every native key and channel is `fairlock:{NAME}:SUFFIX`, SUFFIX one of
-/// the lock's `lock`, `line`, `waiters`, `labels` (and, of the layout
-/// before version 2, `queue`, `alive`, `meta`, `leases`),
-/// `wake:OWNER`, `release:REQUEST`, the read-write lock's `rw:holders`,
-/// `rw:hold:ID`, `rw:queue`, `rw:alive`, `rw:meta`, `rw:leases`,
-/// `rw:wake:ID`, `rw:release:REQUEST`, the semaphore's same with `sem:`, or
-/// the count-down latch's `latch`, `latch:parties`, `latch:open`.
+/// the lock's `lock`, `line`, `waiters` (and, of the layouts before version
+/// 2, `labels`, `queue`, `alive`, `meta`, `leases`), `wake:OWNER`,
+/// `release:REQUEST`, the read-write lock's `rw:holders`, `rw:hold:ID`,
+/// `rw:line`, `rw:waiters`, `rw:meta` (and, before version 2, `rw:queue`,
+/// `rw:alive`, `rw:leases`), `rw:wake:ID`, `rw:release:REQUEST`, the
+/// semaphore's same with `sem:`, or the count-down latch's `latch`,
+/// `latch:parties`, `latch:open`.
 /// No SUFFIX holds a `}` (owner, holder and request ids do not), so a key's
 /// last `}` ends NAME: stripping `fairlock:{` and the last `}:SUFFIX` gives
 /// back NAME and SUFFIX, and two native names (or two kinds of one name)
@@ -217,22 +218,6 @@ pub(crate) struct NativeKeys {
 }
 
 impl NativeKeys {
-    /// The labels key of the lock whose lock key is `lock_key`
-    /// (`fairlock:{NAME}:lock`, or a read-write lock's
-    /// `fairlock:{NAME}:rw:holders`): `fairlock:{NAME}:labels`, the labels
-    /// of the read-write lock's and the semaphore's holders and waiters
-    /// (client id -> label). The lock (layout version 2) keeps its holder's
-    /// label in its value and each waiter's in its record, and writes no
-    /// labels key; a renewal batch passes one per hold all the same.
-    pub(crate) fn labels_of(lock_key: &str) -> String {
-        let base = lock_key
-            .strip_suffix(NativeRwKeys::HOLDERS_SUFFIX)
-            .or_else(|| lock_key.strip_suffix(NativeRwKeys::SEM_HOLDERS_SUFFIX))
-            .or_else(|| lock_key.strip_suffix("lock"))
-            .unwrap_or(lock_key);
-        format!("{base}labels")
-    }
-
     pub(crate) fn new(name: &str) -> Self {
         let key = |suffix: &str| format!("fairlock:{{{name}}}:{suffix}");
         Self {
@@ -254,26 +239,18 @@ impl NativeKeys {
 /// different objects.
 #[derive(Debug, Clone)]
 pub(crate) struct NativeRwKeys {
-    /// KEYS[1..5] of every script: holders, queue, liveness, meta, waiter
-    /// records.
-    pub(crate) all: [String; 5],
+    /// KEYS[1..4] of every script (layout version 2): holders, line,
+    /// waiters' records, meta.
+    pub(crate) all: [String; 4],
     /// Prefix of each holder's own key; its holder id is appended.
     pub(crate) hold: String,
     /// Channel prefix: each waiter listens on `...:wake:ID`.
     pub(crate) channel: String,
     /// Prefix of the release result cache; `:REQUEST` is appended per call.
     pub(crate) release_cache: String,
-    /// The labels, shared with the lock of the same name.
-    pub(crate) labels: String,
 }
 
 impl NativeRwKeys {
-    /// How the holders set's key ends (what the renewal script and
-    /// [`NativeKeys::labels_of`] recognise a read-write hold by).
-    pub(crate) const HOLDERS_SUFFIX: &'static str = "rw:holders";
-    /// The same for a semaphore's hold.
-    pub(crate) const SEM_HOLDERS_SUFFIX: &'static str = "sem:holders";
-
     /// A read-write lock's keys.
     pub(crate) fn new(name: &str) -> Self {
         Self::of_kind(name, "rw")
@@ -287,17 +264,10 @@ impl NativeRwKeys {
     fn of_kind(name: &str, kind: &str) -> Self {
         let key = |suffix: &str| format!("fairlock:{{{name}}}:{kind}:{suffix}");
         Self {
-            all: [
-                key("holders"),
-                key("queue"),
-                key("alive"),
-                key("meta"),
-                key("leases"),
-            ],
+            all: [key("holders"), key("line"), key("waiters"), key("meta")],
             hold: key("hold"),
             channel: key("wake"),
             release_cache: key("release"),
-            labels: format!("fairlock:{{{name}}}:labels"),
         }
     }
 
@@ -346,24 +316,13 @@ mod tests {
             "fairlock:{orders}:rw:hold:u:1:write"
         );
         assert_eq!(k.channel, "fairlock:{orders}:rw:wake");
-        // The labels are the lock's, also as the renewal finds them.
-        assert_eq!(
-            NativeKeys::labels_of(k.holders()),
-            "fairlock:{orders}:labels"
-        );
-        assert_eq!(
-            k.labels,
-            NativeKeys::labels_of(NativeKeys::new("orders").lock())
-        );
+        assert_eq!(k.all[1], "fairlock:{orders}:rw:line");
+        assert_eq!(k.all[2], "fairlock:{orders}:rw:waiters");
         let lock = NativeKeys::new("orders");
         assert!(k.all.iter().all(|key| !lock.all.contains(key)));
         let sem = NativeRwKeys::semaphore("orders");
         assert_eq!(sem.holders(), "fairlock:{orders}:sem:holders");
         assert_eq!(sem.hold_of("u:1"), "fairlock:{orders}:sem:hold:u:1");
-        assert_eq!(
-            NativeKeys::labels_of(sem.holders()),
-            "fairlock:{orders}:labels"
-        );
         assert!(
             sem.all
                 .iter()
@@ -378,7 +337,6 @@ mod tests {
         assert_eq!(k.all[1], "fairlock:{orders}:line");
         assert_eq!(k.all[2], "fairlock:{orders}:waiters");
         assert_eq!(k.channel, "fairlock:{orders}:wake");
-        assert_eq!(NativeKeys::labels_of(k.lock()), "fairlock:{orders}:labels");
         let tagged = NativeKeys::new("a{b}c");
         assert!(
             tagged
@@ -407,7 +365,7 @@ mod tests {
         let mut keys: Vec<String> = native.all.to_vec();
         keys.extend([
             native.release_cache.clone(),
-            NativeKeys::labels_of(native.lock()),
+            "fairlock:{x}:labels".to_owned(),
             redisson.labels.clone(),
             redisson.queue.clone(),
             redisson.timeouts.clone(),

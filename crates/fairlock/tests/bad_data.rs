@@ -180,6 +180,10 @@ async fn malformed_native_counters_are_refused_before_any_write() {
         "1e19:0:::r:",
         "18446744073709551615:0:::r:",
         "9007199254740993:0:::r:",
+        // A token of more than 16 digits, however small its value: the
+        // uncontended take's pattern matched it and took the lock (found
+        // by the adversarial review of the key layout version 2).
+        "00000000000000000000005:0:::r:",
         // Not of the layout at all.
         "",
         "12x",
@@ -530,4 +534,75 @@ async fn wrong_typed_redisson_keys_write_nothing() {
         }
     }
     assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// Promises 4 and 6: tokens are counters below 2^53 (`TOKEN` in
+/// docs/native-protocol.md). A lock whose token leaves no next one below
+/// 2^53 (2^53 - 1, written by another program) is refused by the take
+/// (`NotALock`, nothing written), as the uncontended take already left it
+/// to the full script; and a release of such a hold with a waiter in line
+/// frees it instead of handing over a token of 2^53. Before: the full take
+/// drew 2^53, a value every script then refused as not a lock (the
+/// holder's contended release and every waiter failed), and once its key
+/// ran out the tokens went back to the clock's, 4 x 10^9 times lower.
+///
+/// Found by the adversarial review of the key layout version 2.
+#[test]
+fn a_token_with_no_next_one_below_2_pow_53_is_never_drawn_from() {
+    let server = RedisServer::start();
+    let name = "exhausted";
+    let keys = three(name);
+    let acquire = |owner: &str| {
+        eval(
+            &server,
+            NEW_ACQUIRE,
+            &keys,
+            &[owner, "30000", "6000", "fq", "0", "n", ""],
+        )
+    };
+    // The free marker: refused, nothing written.
+    let marker = "9007199254740991:0:::r:";
+    let _: () = server.cmd(&["SET", &keys[0], marker, "PX", "60000"]);
+    let before = snapshot(&server, name);
+    let reply = acquire("a:1");
+    assert!(
+        matches!(&reply, Err(e) if e.to_string().contains("NOTALOCK")),
+        "{reply:?}"
+    );
+    assert_eq!(snapshot(&server, name), before, "nothing written");
+    // A hold of that token with a waiter in line: its release frees it
+    // (the waiter's next attempt is refused as above), no token of 2^53.
+    let held = "9007199254740991:1:w:n::a:1\tl";
+    let _: () = server.cmd(&["SET", &keys[0], held, "PX", "60000"]);
+    assert!(
+        matches!(acquire("b:1"), Ok(redis::Value::Array(_))),
+        "B waits"
+    );
+    let mut all = keys.clone();
+    all.push(key(name, "release:r1"));
+    let released = eval(
+        &server,
+        NEW_RELEASE,
+        &all,
+        &["a:1", "10000", "9007199254740991", "", "f"],
+    )
+    .unwrap();
+    assert_eq!(released, redis::Value::Int(1));
+    let value: String = server.cmd(&["GET", &keys[0]]);
+    assert!(value.starts_with("9007199254740991:0:w:"), "{value}");
+    assert!(acquire("b:1").is_err(), "B's next attempt is refused");
+    // A non-fair waiter behind B gives up while B waited too long to be
+    // overtaken: B is woken, not handed a token of 2^53.
+    let _: () = server.cmd(&["ZADD", &keys[1], "XX", "1", "b:1"]);
+    let _: () = server.cmd(&["ZADD", &keys[1], "2", "c:1"]);
+    let _: () = server.cmd(&["HSET", &keys[2], "c:1", "99999999999999:30000:6000:nc:"]);
+    let give_up = concat!(
+        include_str!("../src/protocol/common.lua"),
+        include_str!("../src/protocol/native/lock_prelude.lua"),
+        include_str!("../src/protocol/native/give_up.lua"),
+    );
+    let left = eval(&server, give_up, &keys, &["c:1", "nc", "n"]).unwrap();
+    assert_eq!(left, redis::Value::Int(1));
+    let value: String = server.cmd(&["GET", &keys[0]]);
+    assert!(value.starts_with("9007199254740991:0:w:"), "{value}");
 }

@@ -1009,6 +1009,7 @@ fn nonfair_release_wakes_again_once_a_waiter_was_back() {
             &server,
             concat!(
                 include_str!("../src/protocol/common.lua"),
+                include_str!("../src/protocol/native/line.lua"),
                 include_str!("../src/protocol/native/lock_prelude.lua"),
                 include_str!("../src/protocol/native/give_up.lua"),
             ),

@@ -629,7 +629,7 @@ async fn a_cluster_serves_it_from_one_slot() {
         let holders = format!("fairlock:{{{name}}}:rw:holders");
         let node = cluster.node_for_key(&holders);
         eventually(Duration::from_secs(5), "the writer queued", || {
-            node.cmd::<usize>(&["ZCARD", &format!("fairlock:{{{name}}}:rw:queue")]) == 1
+            node.cmd::<usize>(&["ZCARD", &format!("fairlock:{{{name}}}:rw:line")]) == 1
         })
         .await;
         // Renewed past two leases (six renewals). A lease of 2 s: a renewal
@@ -693,10 +693,10 @@ async fn a_slot_migration_half_way_keeps_the_readers_hold() {
         let (secs, micros): (String, String) = node.cmd(&["TIME"]);
         let dies =
             secs.parse::<u64>().unwrap() * 1000 + micros.parse::<u64>().unwrap() / 1000 + 1000;
-        node.cmd::<()>(&["ZADD", &at("queue"), "1", "ghost:1"]);
-        node.cmd::<()>(&["ZADD", &at("alive"), &dies.to_string(), "ghost:1"]);
-        node.cmd::<()>(&["HSET", &at("leases"), "ghost:1", "3000:3000:x"]);
-        for key in ["queue", "alive", "leases"] {
+        node.cmd::<()>(&["ZADD", &at("line"), "1", "ghost:1"]);
+        let record = format!("{dies}:3000:3000:x:1:");
+        node.cmd::<()>(&["HSET", &at("waiters"), "ghost:1", &record]);
+        for key in ["line", "waiters"] {
             node.cmd::<()>(&["PEXPIRE", &at(key), "60000"]);
         }
         let migration = cluster.begin_migration(slot, to);
@@ -769,7 +769,7 @@ async fn a_force_unlock_half_way_through_a_slot_migration_tells_the_writer() {
         .map(|m| m.port())
         .find(|&p| p != from)
         .unwrap();
-    let queue = format!("fairlock:{{{name}}}:rw:queue");
+    let queue = format!("fairlock:{{{name}}}:rw:line");
     eventually(Duration::from_secs(5), "the reader queued", || {
         cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
     })
@@ -880,7 +880,7 @@ async fn a_score_left_behind_by_an_older_fairlock_half_way_through_a_migration()
         .unwrap();
     let at = |key: &str| format!("fairlock:{{{name}}}:rw:{key}");
     eventually(Duration::from_secs(5), "the writer queued", || {
-        cluster.node(from).cmd::<i64>(&["ZCARD", &at("queue")]) == 1
+        cluster.node(from).cmd::<i64>(&["ZCARD", &at("line")]) == 1
     })
     .await;
     // The score an older fairlock's renewals leave: its grant's (passed).
@@ -943,7 +943,7 @@ async fn inspect_half_way_through_a_slot_migration_shows_the_writer() {
         .map(|m| m.port())
         .find(|&p| p != from)
         .unwrap();
-    let queue = format!("fairlock:{{{name}}}:rw:queue");
+    let queue = format!("fairlock:{{{name}}}:rw:line");
     eventually(Duration::from_secs(5), "the reader queued", || {
         cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
     })
@@ -985,7 +985,7 @@ async fn sentinel_serves_it_with_replica_acknowledgement() {
     eventually(Duration::from_secs(5), "the writer queued", || {
         deployment
             .master()
-            .cmd::<usize>(&["ZCARD", "fairlock:{sentinel-rw}:rw:queue"])
+            .cmd::<usize>(&["ZCARD", "fairlock:{sentinel-rw}:rw:line"])
             == 1
     })
     .await;
@@ -1046,7 +1046,7 @@ async fn a_sentinel_failover_keeps_the_readers_and_the_writers_place() {
     eventually(
         Duration::from_secs(10),
         "the writer queued, replicated",
-        || replica.cmd::<usize>(&["ZCARD", "fairlock:{failing-over}:rw:queue"]) == 1,
+        || replica.cmd::<usize>(&["ZCARD", "fairlock:{failing-over}:rw:line"]) == 1,
     )
     .await;
     deployment.fail_over().await;
@@ -1088,7 +1088,7 @@ async fn inspect_shows_the_side_each_waiter_asks_for() {
     let reader = ask(&rw, false);
     queued(&server, "sides", 2, "a reader queued behind it").await;
     let info = rw.read().inspect().await.unwrap();
-    let line: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{sides}:rw:queue", "0", "-1"]);
+    let line: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{sides}:rw:line", "0", "-1"]);
     let shown: Vec<_> = info
         .queue
         .iter()

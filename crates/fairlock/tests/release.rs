@@ -244,3 +244,219 @@ fn retried_releases_after_reacquire_change_nothing() {
     assert_eq!(release("r4", &t2), 0);
     assert!(!support::is_held(&server, Protocol::Native, name));
 }
+
+/// Promise 1: a release that names no hold (`unlock_as`, Redisson's
+/// `unlock()`), sent again under its request id after its first sending
+/// freed the lock, another client took and released it, and the same owner
+/// took it again, must answer what it did and leave that later hold alone.
+/// Its only scope is the owner: its request id is the one thing that tells
+/// it from a release of the later hold.
+///
+/// Found by the adversarial review of the key layout version 2: a full
+/// release wrote its id into the free marker only, which the next release
+/// replaced; the retry then found no trace of itself and released the
+/// owner's later hold (a second holder could take the lock while that
+/// hold's guard still believed it held).
+#[test]
+fn retried_release_without_a_token_spares_a_later_hold_of_its_owner() {
+    let server = RedisServer::start();
+    let name = "retry-any-hold";
+    let keys = three(name);
+    let acquire = |owner: &str, nonce: &str| {
+        eval(
+            &server,
+            NEW_ACQUIRE,
+            &keys,
+            &[owner, "30000", "6000", "fq", "0", nonce, ""],
+        )
+        .unwrap()
+    };
+    let release = |owner: &str, req: &str, token: &str| -> i64 {
+        let mut keys = keys.clone();
+        keys.push(key(name, &format!("release:{req}")));
+        redis::from_redis_value(
+            eval(
+                &server,
+                NEW_RELEASE,
+                &keys,
+                &[owner, "10000", token, "", "f"],
+            )
+            .unwrap(),
+        )
+        .unwrap()
+    };
+    let field = |f: &str| common::lock_field(&server, name, f);
+    acquire("c:1", "n1");
+    assert_eq!(release("c:1", "r1", ""), 1, "unlock_as frees the lock");
+    // Another client takes it and releases it; then the owner takes it again.
+    acquire("x:1", "n2");
+    let x = field("token").unwrap();
+    assert_eq!(release("x:1", "r2", &x), 1);
+    acquire("c:1", "n3");
+    let later = field("token").unwrap();
+    // The first release, sent again (its reply was lost).
+    assert_eq!(release("c:1", "r1", ""), 1, "answers what it did");
+    assert_eq!(
+        (field("owner"), field("token"), field("count")),
+        (Some("c:1".to_owned()), Some(later), Some("1".to_owned())),
+        "the owner's later hold is intact"
+    );
+}
+
+/// The same through the client: `unlock_as` whose reply is lost and sent
+/// again after another client took and released the lock and the owner
+/// took it again (here by the acquire script itself, as another task of
+/// that owner would: the client's connection is the one holding the reply).
+/// Before: the retry released the later hold, and another client took the
+/// lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_as_sent_again_spares_a_later_hold_of_its_owner() {
+    let server = RedisServer::start();
+    let name = "unlock-as-again";
+    let proxy = Proxy::start(server.port());
+    let client = connect(
+        config(&proxy.url(), Protocol::Native)
+            .response_timeout(Duration::from_millis(300))
+            .retry_budget(Duration::from_secs(5)),
+    )
+    .await;
+    let other = connect(config(&server.url(), Protocol::Native)).await;
+    let lock = client.fair_lock(name).unwrap();
+    // Load the release script first: a held NOSCRIPT reply would never let
+    // it run.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let owner = client.new_owner();
+    let hold = || async {
+        lock.acquire(AcquireOptions::new().owner(owner.clone()))
+            .await
+            .unwrap()
+            .unwrap()
+            .forget();
+    };
+    // Sent once, its reply read: its answer cache is deleted.
+    hold().await;
+    lock.unlock_as(&owner).await.unwrap();
+    let caches = format!("fairlock:{{{name}}}:release:*");
+    eventually(Duration::from_secs(5), "the answer cache deleted", || {
+        server.cmd::<Vec<String>>(&["KEYS", &caches]).is_empty()
+    })
+    .await;
+    hold().await;
+    proxy.hold_script_replies();
+    let unlock = tokio::spawn({
+        let (lock, owner) = (lock.clone(), owner.clone());
+        async move { lock.unlock_as(&owner).await }
+    });
+    eventually(Duration::from_secs(5), "release ran on the server", || {
+        common::native_holder(&server, name).is_none()
+    })
+    .await;
+    // Another client takes it and releases it, then the owner takes it again.
+    other
+        .fair_lock(name)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    eval(
+        &server,
+        NEW_ACQUIRE,
+        &three(name),
+        &[owner.as_str(), "30000", "6000", "fq", "0", "later", ""],
+    )
+    .unwrap();
+    proxy.cut_all();
+    proxy.pass();
+    tokio::time::timeout(Duration::from_secs(10), unlock)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        common::native_holder(&server, name).as_deref(),
+        Some(owner.as_str()),
+        "the owner's later hold is intact"
+    );
+    assert!(
+        other
+            .fair_lock(name)
+            .unwrap()
+            .try_lock()
+            .await
+            .unwrap()
+            .is_none(),
+        "nobody else can take it"
+    );
+}
+
+/// A release whose lock was handed to a waiter, sent again (its reply lost)
+/// after that waiter gave the grant up or the lock was force-unlocked,
+/// answers what it did: released. The handed-over value carried its id;
+/// the give-up and the force-unlock passed the lock on without it.
+///
+/// Found by the adversarial review of the key layout version 2: only one
+/// acquisition came between (the grant nobody took), and the retry
+/// answered "not held" (`Error::LockLost` to a caller that had released).
+#[test]
+fn retried_release_after_its_handoff_was_given_up_or_force_unlocked() {
+    let server = RedisServer::start();
+    let name = "retry-after-give-up";
+    let keys = three(name);
+    let prelude = concat!(
+        include_str!("../src/protocol/common.lua"),
+        include_str!("../src/protocol/native/lock_prelude.lua"),
+    );
+    let give_up = format!(
+        "{prelude}{}",
+        include_str!("../src/protocol/native/give_up.lua")
+    );
+    let force = format!(
+        "{prelude}{}",
+        include_str!("../src/protocol/native/force_release.lua")
+    );
+    let int = |v: redis::Value| -> i64 { redis::from_redis_value(v).unwrap() };
+    let acquire = |owner: &str, nonce: &str| {
+        eval(
+            &server,
+            NEW_ACQUIRE,
+            &keys,
+            &[owner, "30000", "6000", "fq", "0", nonce, ""],
+        )
+        .unwrap()
+    };
+    let release = |owner: &str, req: &str, token: &str| -> i64 {
+        let mut keys = keys.clone();
+        keys.push(key(name, &format!("release:{req}")));
+        int(eval(
+            &server,
+            NEW_RELEASE,
+            &keys,
+            &[owner, "10000", token, "", "f"],
+        )
+        .unwrap())
+    };
+    let field = |f: &str| common::lock_field(&server, name, f);
+    for (round, undo) in ["give up", "force-unlock"].into_iter().enumerate() {
+        acquire("a:1", &format!("a{round}"));
+        let a = field("token").unwrap();
+        let waiter = format!("b:{round}");
+        acquire(&waiter, "nb");
+        let request = format!("r{round}");
+        assert_eq!(release("a:1", &request, &a), 1);
+        assert_eq!(field("owner"), Some(waiter.clone()), "handed to the waiter");
+        let passed = match undo {
+            "give up" => eval(&server, &give_up, &keys, &[&waiter, "nb", "f"]).unwrap(),
+            _ => eval(&server, &force, &keys, &["fairlock:revoked:", "f"]).unwrap(),
+        };
+        assert!(int(passed) > 0, "{undo}");
+        assert_eq!(field("owner"), None, "{undo}: free");
+        assert_eq!(
+            release("a:1", &request, &a),
+            1,
+            "{undo}: the retry answers released"
+        );
+    }
+}

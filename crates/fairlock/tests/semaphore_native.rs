@@ -516,7 +516,7 @@ async fn a_force_release_half_way_through_a_slot_migration_tells_the_holder() {
         .map(|m| m.port())
         .find(|&p| p != from)
         .unwrap();
-    let queue = format!("fairlock:{{{name}}}:sem:queue");
+    let queue = format!("fairlock:{{{name}}}:sem:line");
     eventually(Duration::from_secs(5), "the request queued", || {
         cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
     })
@@ -578,7 +578,7 @@ async fn a_migration_stalled_past_a_lease_ends_the_belief_in_a_hold() {
             .map(|m| m.port())
             .find(|&p| p != from)
             .unwrap();
-        let queue = format!("fairlock:{{{name}}}:sem:queue");
+        let queue = format!("fairlock:{{{name}}}:sem:line");
         eventually(Duration::from_secs(5), "the request queued", || {
             cluster.node(from).cmd::<i64>(&["ZCARD", &queue]) == 1
         })
@@ -682,7 +682,7 @@ async fn a_cluster_serves_it_from_one_slot() {
         let holders = format!("fairlock:{{{name}}}:sem:holders");
         let node = cluster.node_for_key(&holders);
         eventually(Duration::from_secs(5), "the waiter queued", || {
-            node.cmd::<usize>(&["ZCARD", &format!("fairlock:{{{name}}}:sem:queue")]) == 1
+            node.cmd::<usize>(&["ZCARD", &format!("fairlock:{{{name}}}:sem:line")]) == 1
         })
         .await;
         // Renewed past two leases (six renewals). A lease of 2 s: a renewal
@@ -785,7 +785,7 @@ async fn a_sentinel_failover_keeps_the_permits_and_the_line() {
     eventually(
         Duration::from_secs(10),
         "the request queued, replicated",
-        || replica.cmd::<usize>(&["ZCARD", "fairlock:{failing-over}:sem:queue"]) == 1,
+        || replica.cmd::<usize>(&["ZCARD", "fairlock:{failing-over}:sem:line"]) == 1,
     )
     .await;
     deployment.fail_over().await;
@@ -906,7 +906,7 @@ async fn inspect_names_each_holder_and_what_each_waiter_asks_for() {
             .remaining_lease
             .is_some_and(|d| d > Duration::from_secs(20))
     );
-    let line: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{seen}:sem:queue", "0", "-1"]);
+    let line: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{seen}:sem:line", "0", "-1"]);
     let shown: Vec<_> = info
         .queue
         .iter()
@@ -927,7 +927,7 @@ async fn inspect_names_each_holder_and_what_each_waiter_asks_for() {
     assert_eq!(shown, [waiter(0, 3), waiter(1, 1)]);
 
     // The records lost (as to an eviction): what they asked is unknown.
-    server.cmd::<()>(&["DEL", "fairlock:{seen}:sem:leases"]);
+    server.cmd::<()>(&["DEL", "fairlock:{seen}:sem:waiters"]);
     let info = sem.inspect().await.unwrap();
     assert!(info.queue.iter().all(|w| w.permits == 0), "{info:?}");
 

@@ -118,7 +118,7 @@ async fn a_waiter_whose_record_was_lost_is_not_granted_a_guessed_weight() {
     let a = sem.acquire(3).await.unwrap();
     let waiter = ask(&sem, 3);
     queued(&server, "weightless", 1, "a request of 3 queued").await;
-    server.cmd::<()>(&["DEL", "fairlock:{weightless}:sem:leases"]);
+    server.cmd::<()>(&["DEL", "fairlock:{weightless}:sem:waiters"]);
     a.release().await.unwrap();
     let b = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
@@ -399,22 +399,20 @@ async fn a_line_record_without_a_weight_of_at_least_1_is_a_lost_record() {
     .await;
     for (round, weight) in ["0", "00", "x"].into_iter().enumerate() {
         let name = format!("zero-{round}");
-        let records = format!("fairlock:{{{name}}}:sem:leases");
+        let records = format!("fairlock:{{{name}}}:sem:waiters");
         let sem = client.semaphore(&name, 1).unwrap();
         let held = sem.acquire(1).await.unwrap();
         let waiter = ask(&sem, 1);
         queued(&server, &name, 1, "the request of 1 queued").await;
         let line: Vec<String> = server.cmd(&[
             "ZRANGE",
-            &format!("fairlock:{{{name}}}:sem:queue"),
+            &format!("fairlock:{{{name}}}:sem:line"),
             "0",
             "-1",
         ]);
         let record: String = server.cmd(&["HGET", &records, &line[0]]);
-        let forged = record
-            .strip_suffix(":w1")
-            .map(|head| format!("{head}:w{weight}"))
-            .unwrap_or_else(|| panic!("a record of weight 1: {record}"));
+        let forged = with_weight(&record, weight);
+        assert_eq!(with_weight(&record, "1"), record, "a record of weight 1");
         server.cmd::<()>(&["HSET", &records, &line[0], &forged]);
         held.release().await.unwrap();
         let other = sem.try_acquire(1).await.unwrap();
@@ -451,18 +449,30 @@ async fn a_line_record_without_a_weight_of_at_least_1_is_a_lost_record() {
 /// of 30 s), not every second (a refresh between the two, under load, gave
 /// the record back before the release read it).
 fn forge_record(server: &RedisServer, name: &str, index: usize, weight: &str) {
-    let records = format!("fairlock:{{{name}}}:sem:leases");
+    let records = format!("fairlock:{{{name}}}:sem:waiters");
     let line: Vec<String> = server.cmd(&[
         "ZRANGE",
-        &format!("fairlock:{{{name}}}:sem:queue"),
+        &format!("fairlock:{{{name}}}:sem:line"),
         "0",
         "-1",
     ]);
     let record: String = server.cmd(&["HGET", &records, &line[index]]);
-    let (head, _) = record
-        .rsplit_once(":w")
-        .unwrap_or_else(|| panic!("a record with a weight: {record}"));
-    server.cmd::<()>(&["HSET", &records, &line[index], &format!("{head}:w{weight}")]);
+    server.cmd::<()>(&[
+        "HSET",
+        &records,
+        &line[index],
+        &with_weight(&record, weight),
+    ]);
+}
+
+/// A waiter's line record (`DEADLINE:LEASE:TTL:NONCE:WEIGHT:LABEL`) with
+/// `weight` in place of its own.
+fn with_weight(record: &str, weight: &str) -> String {
+    let fields: Vec<&str> = record.splitn(6, ':').collect();
+    let [deadline, lease, ttl, nonce, _, label] = fields[..] else {
+        panic!("a record with a weight: {record}");
+    };
+    format!("{deadline}:{lease}:{ttl}:{nonce}:{weight}:{label}")
 }
 
 /// A waiter's line record written over with a smaller weight that is still
@@ -570,7 +580,7 @@ async fn a_lowered_grant_that_cannot_be_raised_goes_back_to_the_head_of_the_line
     assert!(!first.is_finished(), "3 + 2 permits believed held of 3");
     let third = ask(&sem, 1);
     queued(&server, "requeued", 2, "a request of 1 behind it").await;
-    let line: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{requeued}:sem:queue", "0", "-1"]);
+    let line: Vec<String> = server.cmd(&["ZRANGE", "fairlock:{requeued}:sem:line", "0", "-1"]);
     second.release().await.unwrap();
     let first = granted(first, "the request of 3, first in line").await;
     assert!(
@@ -664,7 +674,7 @@ async fn force_release_counts_a_hold_whose_key_and_weight_were_lost() {
 
 /// Values another program may write that are not decimal integers (a
 /// space, an exponent, hex, empty, a sign, a fraction, too many digits) in
-/// a hold key's weight, meta's `capacity`/`used`/`token`/`seq`: every call
+/// a hold key's weight, meta's `capacity`/`used`/`token`: every call
 /// answers `NotALock` and writes nothing; in a holder's meta weight and a
 /// waiter's record: not read as a weight (the release gives back the
 /// key's; the waiter waits for its own record).
@@ -686,7 +696,7 @@ async fn malformed_numbers_anywhere_are_refused_or_not_trusted() {
         "2 ",
     ];
     for (round, value) in junk.into_iter().enumerate() {
-        for field in ["capacity", "used", "token", "seq"] {
+        for field in ["capacity", "used", "token"] {
             let name = format!("meta-{round}-{field}");
             let meta = format!("fairlock:{{{name}}}:sem:meta");
             let sem = client.semaphore(&name, 2).unwrap();
@@ -809,7 +819,7 @@ async fn a_waiter_behind_one_refused_by_a_lowered_total_is_admitted_at_once() {
                  left; line {:?}, meta {:?}",
                 server.cmd::<Vec<String>>(&[
                     "ZRANGE",
-                    "fairlock:{lowered-total}:sem:queue",
+                    "fairlock:{lowered-total}:sem:line",
                     "0",
                     "-1"
                 ]),
@@ -846,7 +856,7 @@ async fn a_lowered_grant_whose_request_is_above_a_lowered_total_is_refused_at_on
     forge_record(&server, name, 0, "1");
     sem.set_permits(2).await.unwrap();
     let line =
-        || server.cmd::<Vec<String>>(&["ZRANGE", "fairlock:{lowered-both}:sem:queue", "0", "-1"]);
+        || server.cmd::<Vec<String>>(&["ZRANGE", "fairlock:{lowered-both}:sem:line", "0", "-1"]);
     let err = tokio::time::timeout(Duration::from_secs(3), big)
         .await
         .unwrap_or_else(|_| panic!("the request of 3 of 2 still waits: line {:?}", line()))

@@ -128,9 +128,9 @@ impl LineSubject {
     fn queue_key(self, name: &str) -> Option<String> {
         match self {
             LineSubject::NativeRwMixed | LineSubject::NativeRwWriters => {
-                Some(format!("fairlock:{{{name}}}:rw:queue"))
+                Some(format!("fairlock:{{{name}}}:rw:line"))
             }
-            LineSubject::NativeSemaphore => Some(format!("fairlock:{{{name}}}:sem:queue")),
+            LineSubject::NativeSemaphore => Some(format!("fairlock:{{{name}}}:sem:line")),
             _ => None,
         }
     }

@@ -553,7 +553,7 @@ impl Round<'_> {
             PermitLease::Fixed(head_lease),
         );
         let mut head = std::pin::pin!(head);
-        let queue = format!("fairlock:{{{name}}}:sem:queue");
+        let queue = format!("fairlock:{{{name}}}:sem:line");
         tokio::select! {
             outcome = &mut head => {
                 // In at once: A's lease ran out first (a pause, a slow call).

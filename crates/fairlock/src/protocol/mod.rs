@@ -253,8 +253,9 @@ impl Dialect {
             args.push(token.map(|t| t.to_string()).unwrap_or_default());
         }
         // The lock keys, then (unless the server's ACL refused them) the
-        // keys of their labels, each in its lock's slot. A native lock
-        // (layout version 2) keeps its holder's label in its own value: its
+        // keys of their labels, each in its lock's slot. A native hold
+        // (layout version 2) keeps its holder's label in its own value (a
+        // lock) or hold key (a read-write lock's or a semaphore's): its
         // own key stands in for a labels key, which it never writes, and
         // which would be missing while the lock key exists. (Half-way
         // through a Cluster slot migration, a script whose keys are partly
@@ -264,8 +265,7 @@ impl Dialect {
             .iter()
             .map(|(key, _, _)| match self.settings.protocol {
                 Protocol::Redisson => crate::name::RedissonKeys::labels_of(key),
-                Protocol::Native if native::is_lock_key(key) => (*key).to_owned(),
-                Protocol::Native => crate::name::NativeKeys::labels_of(key),
+                Protocol::Native => (*key).to_owned(),
             })
             .collect();
         let keys: Vec<&str> = batch
@@ -557,11 +557,12 @@ impl ProtocolLock {
 
     /// Whether a release answering `reply` cached its answer under its
     /// request (to be deleted once read, see `hold.rs`): always, but under
-    /// the native lock's layout version 2, only for a partial release (a
-    /// full one leaves its request id in the lock's value).
-    pub(crate) fn release_cached(&self, reply: &Release) -> bool {
+    /// the native lock's layout version 2, only for a partial release or one
+    /// whose `scope` names no hold (a full one naming its hold leaves its
+    /// request id in the lock's value).
+    pub(crate) fn release_cached(&self, reply: &Release, scope: &Scope<'_>) -> bool {
         match self {
-            ProtocolLock::Native(lock) => lock.release_cached(reply),
+            ProtocolLock::Native(lock) => lock.release_cached(reply, scope),
             _ => true,
         }
     }

@@ -18,10 +18,10 @@ use crate::error::Result;
 use crate::name::NativeKeys;
 use crate::transport::{Connection, HoldProof, HoldsFn, Ints, ProofCheck, Script};
 
-/// A native lock script `$file` from `protocol/native/`: the common prelude
-/// and the lock's own helpers (`lock_prelude.lua`, the key layout version
-/// 2), then the script. The read-write lock and the semaphore keep the
-/// weighted engine's layout and preludes (`read_write.rs`).
+/// A native lock script `$file` from `protocol/native/`: the common prelude,
+/// the line's helpers (`line.lua`, shared with the weighted engine's
+/// scripts, `read_write.rs`) and the lock's own (`lock_prelude.lua`, the
+/// key layout version 2), then the script.
 macro_rules! lock_script {
     ($file:literal) => {
         LazyLock::new(|| {
@@ -29,6 +29,7 @@ macro_rules! lock_script {
                 concat!("native/", $file),
                 concat!(
                     include_str!("common.lua"),
+                    include_str!("native/line.lua"),
                     include_str!("native/lock_prelude.lua"),
                     include_str!(concat!("native/", $file))
                 ),
@@ -44,6 +45,7 @@ macro_rules! lock_script {
                 concat!(
                     include_str!(concat!("native/", $head)),
                     include_str!("common.lua"),
+                    include_str!("native/line.lua"),
                     include_str!("native/lock_prelude.lua"),
                     include_str!(concat!("native/", $file))
                 ),
@@ -97,12 +99,6 @@ impl<'a> LockValue<'a> {
         LockValue::parse(text)
             .is_some_and(|v| v.owner == Some(owner) && token.is_none_or(|token| v.token == token))
     }
-}
-
-/// Whether `key` is a native lock's key (`fairlock:{NAME}:lock`), not a
-/// read-write lock's or a semaphore's holders set.
-pub(crate) fn is_lock_key(key: &str) -> bool {
-    key.ends_with("}:lock")
 }
 
 /// The prefix of a grant message: `grant:TOKEN:SERVER_MS:EXPIRE_MS:MAC`.
@@ -311,11 +307,14 @@ impl NativeLock {
         crate::name::joined(&self.keys.release_cache, request)
     }
 
-    /// Whether a release that answered `reply` wrote an answer cache: only
-    /// a partial one (a full release leaves its request id in the lock's
-    /// value instead, see `release.lua`).
-    pub(crate) fn release_cached(&self, reply: &Release) -> bool {
-        *reply == Release::StillHeld
+    /// Whether a release that answered `reply` wrote an answer cache: a
+    /// partial one, or a full one that names no hold (`scope` without a
+    /// token: `unlock_as`, the undo of an attempt), which a retry tells from
+    /// a release of the owner's next hold by its answer only. A full release
+    /// of a named hold leaves its request id in the lock's value instead
+    /// (see `release.lua`).
+    pub(crate) fn release_cached(&self, reply: &Release, scope: &Scope<'_>) -> bool {
+        *reply == Release::StillHeld || (scope.token.is_none() && *reply == Release::Released)
     }
 
     pub(crate) async fn release(
@@ -450,8 +449,6 @@ mod tests {
         ] {
             assert_eq!(LockValue::parse(junk), None, "{junk:?}");
         }
-        assert!(is_lock_key("fairlock:{a{b}c}:lock"));
-        assert!(!is_lock_key("fairlock:{a}:rw:holders"));
     }
 
     #[test]

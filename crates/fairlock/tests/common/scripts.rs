@@ -11,6 +11,7 @@ use fairlock_test_support::RedisServer;
 pub const NEW_RELEASE: &str = concat!(
     include_str!("../../src/protocol/native/release_fast.lua"),
     include_str!("../../src/protocol/common.lua"),
+    include_str!("../../src/protocol/native/line.lua"),
     include_str!("../../src/protocol/native/lock_prelude.lua"),
     include_str!("../../src/protocol/native/release.lua"),
 );
@@ -18,6 +19,7 @@ pub const NEW_RELEASE: &str = concat!(
 pub const NEW_ACQUIRE: &str = concat!(
     include_str!("../../src/protocol/native/acquire_fast.lua"),
     include_str!("../../src/protocol/common.lua"),
+    include_str!("../../src/protocol/native/line.lua"),
     include_str!("../../src/protocol/native/lock_prelude.lua"),
     include_str!("../../src/protocol/native/acquire.lua"),
 );

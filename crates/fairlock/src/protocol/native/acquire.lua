@@ -72,6 +72,9 @@ if lock.owner == owner then
   return reply
 end
 
+if not lock.owner and exhausted(lock) then
+  return not_a_lock(1, 'the lock key holds a token that leaves no next one below 2^53')
+end
 local now, now_us = server_now()
 if not lock.owner then
   -- Free: its last holder released it (a marker) or its key is gone (a

@@ -16,8 +16,9 @@
 --
 -- Bad data: GET fails on another type (pcall: acquire.lua tells a lock of
 -- the older layout from other data), and a string that is not a lock of
--- this layout, or a token of 2^53 or more, does not pass here: both go to
--- acquire.lua, which refuses them before any write.
+-- this layout, or a token that is not a counter (more than 16 digits, or
+-- 2^53 - 1 or more: no next token below 2^53), does not pass here: both go
+-- to acquire.lua, which refuses them before any write.
 local raw = redis.pcall('get', KEYS[1])
 local last, flags, request
 if raw == false then
@@ -30,7 +31,7 @@ elseif type(raw) == 'string' then
     local n = tonumber(text)
     -- (110: 'n', a non-fair take; a waiter taking it must leave the line,
     -- which acquire.lua does.)
-    if n < 9007199254740991 and (was == '' or (was == 'wk' and string.byte(ARGV[4]) == 110
+    if #text <= 16 and n < 9007199254740991 and (was == '' or (was == 'wk' and string.byte(ARGV[4]) == 110
         and not redis.call('zscore', KEYS[2], ARGV[1]))) then
       last, flags, request = n, was, freed_by
     end

@@ -13,7 +13,9 @@ end
 if not lock.owner then
   return 0
 end
--- No request id: a release the holder sends later finds its hold gone.
-release_fully(lock, '', string.byte(ARGV[2]) ~= 110, FREE_MS)
+-- The id the removed hold carried (of the release that ended the hold
+-- before it) goes on, so that release, sent again, still finds it; the
+-- removed holder's own release, sent later, finds its hold gone.
+release_fully(lock, lock.request, string.byte(ARGV[2]) ~= 110, FREE_MS)
 revoke(ARGV[1], lock.owner)
 return 1

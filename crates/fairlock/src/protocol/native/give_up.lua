@@ -21,7 +21,9 @@ if queued == 1 then
   leave_line(owner)
 end
 if lock.owner == owner and flagged(lock.flags, 'u') and lock.nonce == ARGV[2] then
-  release_fully(lock, '', fair, FREE_MS)
+  -- The id of the release that handed it over goes on: that release, sent
+  -- again, still finds it (the grant nobody took is no hold in between).
+  release_fully(lock, lock.request, fair, FREE_MS)
   return 2
 end
 if queued == 1 and lock.owner and flagged(lock.flags, 'k') then
@@ -34,7 +36,7 @@ if queued == 1 and not fair and not lock.owner and (lock.absent or flagged(lock.
   -- release woke. Wake the next (or hand it the lock if it waited long).
   local now, now_us = server_now()
   local head, arrival, next_record = first_live(now)
-  if head and starving(arrival, now_us) then
+  if head and starving(arrival, now_us) and not exhausted(lock) then
     hand_off(head, next_record, lock.token, lock.request, now, now_us)
   elseif head then
     redis.call('publish', string.sub(KEYS[1], 1, -5) .. 'wake:' .. head, 'free')

@@ -1,7 +1,7 @@
 -- fairlock native lock (the fair and the non-fair mutex), layout version 2:
--- the helpers of its scripts, after common.lua. (The read-write lock and
--- the semaphore keep their own layout: native/prelude.lua and
--- weighted_prelude.lua.)
+-- the helpers of its scripts, after common.lua and line.lua (the line's
+-- helpers, shared with the read-write lock and the semaphore:
+-- server_now, decimal, record_of, leave_line, first_live, keep_line).
 --
 -- Every script passes the lock's keys in this order:
 --   KEYS[1] lock, a string:
@@ -10,8 +10,9 @@
 --           TOKEN the fencing token of the hold (free: of the last one),
 --           COUNT its holds (free: 0), NONCE the acquisition's secret,
 --           REQUEST the id of the release that ended the hold before it
---           (free: the release that freed it; '' after a force-unlock or a
---           give-up): a release sent again under that id answers 1.
+--           (free: the release that freed it; after a force-unlock or a
+--           give-up, the one the removed hold carried): a release sent
+--           again under that id answers 1.
 --           LABEL the holder's client label (for `inspect` only; labels
 --           hold no control characters, owner ids no tab).
 --   KEYS[2] line: sorted set, waiter -> arrival number (FIFO order)
@@ -46,25 +47,6 @@ local FREE_MS = '20000'
 local STARVE_US = 100000
 
 local PATTERN = '^(%d+):(%d+):(%l*):([^:]*):([^:]*):([^\t]*)\t?(.*)$'
-
--- Server time in milliseconds and in microseconds.
-local function server_now()
-  local t = redis.call('time')
-  local sec, usec = tonumber(t[1]), tonumber(t[2])
-  return sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
-end
-
--- An integer (0 <= n < 2^53) as decimal text: '%d' where its text proves
--- a C long wide enough (longer than a 32-bit long's 11 characters, or
--- below 2^31), else '%.0f' (exact, slower). Lua's own conversion would use
--- exponents, and Redis formats a number passed to redis.call with '%.17g'.
-local function decimal(n)
-  local text = string.format('%d', n)
-  if n < 2147483648 or (#text > 11 and n < 9223372036854775808) then
-    return text
-  end
-  return string.format('%.0f', n)
-end
 
 -- Has the flag letter `f` (a one-letter string) been set in `flags`?
 local function flagged(flags, f)
@@ -142,44 +124,6 @@ local function lock_of(raw)
     owner = owner ~= '' and owner or nil, label = label}
 end
 
--- A waiter's record: deadline, lease, ttl (numbers), nonce and label, or
--- nil when it is missing or malformed (written by another program: the
--- waiter is then taken for dead, and its next attempt joins the line again).
-local function record_of(text)
-  local deadline, lease, ttl, nonce, label = string.match(text or '', '^(%d+):(%d+):(%d+):([^:]*):(.*)$')
-  deadline, lease, ttl = counter(deadline), counter(lease), counter(ttl)
-  if not deadline or not lease or not ttl then
-    return nil
-  end
-  return {deadline = deadline, lease = lease, ttl = ttl, nonce = nonce, label = label}
-end
-
--- Take `waiter` out of the line (its place and its record).
-local function leave_line(waiter)
-  redis.call('zrem', KEYS[2], waiter)
-  redis.call('hdel', KEYS[3], waiter)
-end
-
--- The first waiter in line whose liveness deadline has not passed, with
--- its arrival number and record. Dead waiters ahead of it are dropped,
--- each once, however many: a crashed process's thousand waiters cost the
--- live one behind them nothing but this call's time. The line's and the
--- records' first touches here are reads (a key of another type fails
--- before anything is written).
-local function first_live(now)
-  while true do
-    local top = redis.call('zrange', KEYS[2], '0', '0', 'withscores')
-    if not top[1] then
-      return nil
-    end
-    local record = record_of(redis.call('hget', KEYS[3], top[1]))
-    if record and record.deadline > now then
-      return top[1], tonumber(top[2]), record
-    end
-    leave_line(top[1])
-  end
-end
-
 -- Has a non-fair waiter that arrived at `arrival` (µs) waited too long to
 -- be overtaken?
 local function starving(arrival, now_us)
@@ -191,6 +135,15 @@ end
 -- expired, as long as the clock does not step back).
 local function next_token(last, now_us)
   return math.max(last + 1, now_us)
+end
+
+-- Does `lock`'s token leave no next one below 2^53 (a counter, see
+-- common.lua)? Then none is drawn: the take refuses the lock as another
+-- program's data, a release frees it without handing it over. (Server
+-- microseconds reach it in the year 2255; before that, only a value
+-- another program wrote.)
+local function exhausted(lock)
+  return lock.token >= MAX_COUNTER - 1
 end
 
 -- Hand the free lock to `head` (first_live's answer) and tell it on its
@@ -227,6 +180,12 @@ local function release_fully(lock, request, fair, free_ms)
     redis.call('set', KEYS[1], free_value(lock.text, '', request), 'px', free_ms)
     return
   end
+  if exhausted(lock) then
+    -- No token to hand over: free, w kept (the waiters' next attempts are
+    -- refused, see acquire.lua).
+    redis.call('set', KEYS[1], free_value(lock.text, 'w', request), 'px', free_ms)
+    return
+  end
   local now, now_us = server_now()
   local head, arrival, record = first_live(now)
   if not head then
@@ -246,16 +205,5 @@ local function revoke(revoked_prefix, holder)
   local client = string.match(holder, '^(.*):[^:]*$')
   if client then
     redis.call('publish', revoked_prefix .. client, KEYS[1])
-  end
-end
-
--- Make the line's two keys live at least `ms` longer (`text`: as text),
--- never shorter: they outlive the longest-lived waiter's place, and no
--- more. They are kept together, so one PTTL tells both.
-local function keep_line(ms, text)
-  local left = redis.call('pttl', KEYS[2])
-  if left ~= -2 and left < ms then
-    redis.call('pexpire', KEYS[2], text)
-    redis.call('pexpire', KEYS[3], text)
   end
 end

@@ -6,8 +6,9 @@
 //! preludes, `native/weighted_prelude.lua`, `rw_prelude.lua` and
 //! `sem_prelude.lua`).
 //!
-//! Each holder has a key of its own shaped as the lock's hash (owner,
-//! count, token, claimed, nonce), whose TTL is its lease: the renewal, the
+//! The line is the lock's layout version 2 (`line` and `waiters`, with
+//! `rw:` or `sem:` in front). Each holder has a key of its own, a hash
+//! (owner, count, token, claimed, nonce, label), whose TTL is its lease: the renewal, the
 //! claim of a grant, the replica acknowledgement of a hold and a release
 //! scoped to one acquisition work on it as on a lock. The holders set
 //! (`fairlock:{NAME}:rw:holders`, `fairlock:{NAME}:sem:holders`) is the key
@@ -27,8 +28,8 @@ use crate::name::NativeRwKeys;
 use crate::owner::Owner;
 use crate::transport::{Connection, HoldProof, ProofCheck, Script};
 
-/// A script of the weighted engine: the common prelude, the native
-/// prelude, the engine's, the object's (`$object`: the read-write lock's or
+/// A script of the weighted engine: the common prelude, the line's helpers
+/// (`line.lua`, shared with the lock's scripts), the engine's, the object's (`$object`: the read-write lock's or
 /// the semaphore's), then the script itself. With `admin`: the helpers of
 /// inspect and force-release (`weighted_admin.lua`) before it, which the
 /// other scripts do not define (a chunk's every function is defined again
@@ -40,7 +41,7 @@ macro_rules! weighted_script {
                 concat!("native/", $file),
                 concat!(
                     include_str!("../common.lua"),
-                    include_str!("prelude.lua"),
+                    include_str!("line.lua"),
                     include_str!("weighted_prelude.lua"),
                     include_str!($object),
                     include_str!("weighted_admin.lua"),
@@ -55,7 +56,7 @@ macro_rules! weighted_script {
                 concat!("native/", $name),
                 concat!(
                     include_str!("../common.lua"),
-                    include_str!("prelude.lua"),
+                    include_str!("line.lua"),
                     include_str!("weighted_prelude.lua"),
                     include_str!($object),
                     include_str!($file)
@@ -161,7 +162,6 @@ pub(crate) struct NativeRwLock {
     waiter_ttl_ms: Box<str>,
     release_cache_ms: Box<str>,
     label: std::sync::Arc<str>,
-    labels: super::super::LabelsAccess,
 }
 
 impl NativeRwLock {
@@ -176,7 +176,6 @@ impl NativeRwLock {
             waiter_ttl_ms: (*ms(settings.waiter_ttl)).into(),
             release_cache_ms: (*ms(settings.release_cache)).into(),
             label: std::sync::Arc::clone(&settings.label),
-            labels: settings.labels.clone(),
         }
     }
 
@@ -257,9 +256,9 @@ impl NativeRwLock {
         })
     }
 
-    fn keys(&self) -> [&str; 5] {
+    fn keys(&self) -> [&str; 4] {
         let k = &self.keys.all;
-        [&k[0], &k[1], &k[2], &k[3], &k[4]]
+        [&k[0], &k[1], &k[2], &k[3]]
     }
 
     pub(crate) async fn acquire(
@@ -282,14 +281,8 @@ impl NativeRwLock {
             &self.label,
             slots_move(conn),
         ];
-        let [k1, k2, k3, k4, k5] = self.keys();
-        let all = [k1, k2, k3, k4, k5, &self.keys.labels];
-        let reply: Vec<i64> = self
-            .labels
-            .call(|with| {
-                let keys = if with { &all[..] } else { &all[..5] };
-                conn.script(&ACQUIRE, &self.name, keys, &argv)
-            })
+        let reply: Vec<i64> = conn
+            .script(&ACQUIRE, &self.name, &self.keys(), &argv)
             .await?;
         if reply[..] == [5] {
             return Err(Error::WouldDeadlock {
@@ -328,14 +321,8 @@ impl NativeRwLock {
             &permits,
             slots_move(conn),
         ];
-        let [k1, k2, k3, k4, k5] = self.keys();
-        let all = [k1, k2, k3, k4, k5, &self.keys.labels];
-        let reply: Vec<i64> = self
-            .labels
-            .call(|with| {
-                let keys = if with { &all[..] } else { &all[..5] };
-                conn.script(&SEM_ACQUIRE, &self.name, keys, &argv)
-            })
+        let reply: Vec<i64> = conn
+            .script(&SEM_ACQUIRE, &self.name, &self.keys(), &argv)
             .await?;
         if let [6, capacity] = reply[..] {
             return Err(Error::InvalidConfig(format!(
@@ -378,8 +365,8 @@ impl NativeRwLock {
         scope: &Scope<'_>,
     ) -> Result<Release> {
         let cache = self.release_cache_key(request);
-        let [k1, k2, k3, k4, k5] = self.keys();
-        let keys = [k1, k2, k3, k4, k5, &cache];
+        let [k1, k2, k3, k4] = self.keys();
+        let keys = [k1, k2, k3, k4, &cache];
         let token = scope.token.map(Decimal::new);
         let args: [&str; 6] = [
             id,
@@ -447,16 +434,10 @@ impl NativeRwLock {
             i64,
             Vec<i64>,
         );
-        let [k1, k2, k3, k4, k5] = self.keys();
-        let all = [k1, k2, k3, k4, k5, &self.keys.labels];
         let permits = Decimal::new(self.permits.unwrap_or(0).into());
         let args: [&str; 1] = [&permits];
-        let (held, queue, alive, now, labels, capacity, stored, asked): Reply = self
-            .labels
-            .call(|with| {
-                let keys = &all[..if with { 6 } else { 5 }];
-                conn.script(&SEM_INSPECT, &self.name, keys, &args)
-            })
+        let (held, queue, deadlines, now, labels, capacity, stored, asked): Reply = conn
+            .script(&SEM_INSPECT, &self.name, &self.keys(), &args)
             .await?;
         let labels = super::super::Labels::from_fields(&labels);
         let bad = || unexpected("native semaphore inspect", &held);
@@ -476,7 +457,7 @@ impl NativeRwLock {
         if asked.len() != queue.len() {
             return Err(unexpected("native semaphore inspect", ("asked", &asked)));
         }
-        let mut queue = super::super::waiters(queue, &alive, now, &labels);
+        let mut queue = super::super::waiters(queue, &deadlines, now, &labels);
         for (waiter, asked) in queue.iter_mut().zip(asked) {
             waiter.mode = HoldMode::Permits;
             waiter.permits = u32::try_from(asked).map_err(|_| bad())?;
@@ -530,12 +511,8 @@ impl NativeRwLock {
             ));
         }
         type Reply = (Vec<String>, Vec<String>, Vec<String>, i64, Vec<String>);
-        let [k1, k2, k3, k4, k5] = self.keys();
-        let all = [k1, k2, k3, k4, k5, &self.keys.labels];
-        let (held, queue, alive, now, labels): Reply = self
-            .labels
-            .call(|with| conn.script(&INSPECT, &self.name, &all[..if with { 6 } else { 5 }], &[]))
-            .await?;
+        let (held, queue, deadlines, now, labels): Reply =
+            conn.script(&INSPECT, &self.name, &self.keys(), &[]).await?;
         let labels = super::super::Labels::from_fields(&labels);
         let bad = || unexpected("native read-write inspect", &held);
         let mut holders = Vec::new();
@@ -561,7 +538,7 @@ impl NativeRwLock {
         // The writer first, then the readers in the set's order.
         holders.sort_by_key(|holder| holder.mode != HoldMode::Write);
         // One line for both sides: a waiter's id says which it asks for.
-        let mut queue = super::super::waiters(queue, &alive, now, &labels);
+        let mut queue = super::super::waiters(queue, &deadlines, now, &labels);
         for waiter in &mut queue {
             waiter.mode = if waiter.owner.ends_with(WRITE_SUFFIX) {
                 HoldMode::Write

@@ -59,5 +59,14 @@ if lock.count > 1 then
   rewrite(lock, decimal(lock.count - 1), with_flags(lock.flags, 'p', ''), lock.nonce)
   return 0
 end
+if token == '' then
+  -- A release that names no hold (unlock_as) is told from a release of the
+  -- owner's next hold by its id alone, which the lock's value forgets once
+  -- that next hold was taken and released by somebody: its answer is
+  -- cached too (read above whenever no token is given), so that a retry
+  -- never releases a later hold of the same owner. (SET ... GET first:
+  -- the cache's type check, before anything changed.)
+  redis.call('set', KEYS[4], '1', 'px', ARGV[2], 'get')
+end
 release_fully(lock, request, string.byte(ARGV[5]) ~= 110, ARGV[2])
 return 1

@@ -2,9 +2,10 @@
 -- its token, extend the lease (and mark a handed-over grant claimed), or
 -- only check it.
 -- KEYS[i] (i <= N) the lock key (a lock's string, layout version 2; a
--- read-write lock's or semaphore's holders set), KEYS[N + i] its client
--- labels (optional: all or none; for a lock, which keeps its holder's label
--- in its value, the lock key again); ARGV[1] lease ms, or '' to check
+-- read-write lock's or semaphore's holders set), KEYS[N + i] the same key
+-- again (optional: all or none; a lock keeps its holder's label in its
+-- value, a weighted hold in its hold key, and none writes a labels key any
+-- more); ARGV[1] lease ms, or '' to check
 -- without extending; ARGV[2] this
 -- client's label ('' for none); ARGV[2i + 1] owner and ARGV[2i + 2] token
 -- ('' for any) of KEYS[i]; N = (#ARGV - 2) / 2
@@ -97,7 +98,13 @@ for i = 1, n do
       renewed[i] = 0
     elseif ours then
       if lease ~= '' then
-        redis.call('hset', key, 'claimed', 1)
+        -- Claimed (a handed-over grant confirmed), and the holder's label
+        -- as this client has it now.
+        if label ~= '' then
+          redis.call('hset', key, 'claimed', '1', 'label', label)
+        else
+          redis.call('hset', key, 'claimed', '1')
+        end
         -- GT: a renewal never shortens what a longer hold of the same owner
         -- (a re-entry with a longer explicit lease) was given.
         redis.call('pexpire', key, lease, 'gt')
@@ -108,7 +115,6 @@ for i = 1, n do
         redis.call('zadd', holders, 'xx', 'gt', server_ms() + tonumber(lease), owner)
         redis.call('pexpire', holders, lease, 'gt')
         redis.call('pexpire', string.sub(holders, 1, -8) .. 'meta', tonumber(lease) + 20000, 'gt')
-        write_label(KEYS[n + i], owner, label, lease)
       end
       renewed[i] = 1
     elseif type(fields) == 'table' and not fields[1] and redis.call('exists', key) == 0 then

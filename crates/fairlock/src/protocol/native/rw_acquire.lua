@@ -1,11 +1,12 @@
 -- Native read-write lock: acquire a side, re-enter it, claim a grant, or
 -- wait in line (and keep the place alive, as the lock's waiters do).
--- KEYS[1..5] see weighted_prelude.lua, KEYS[6] (optional) the labels
+-- KEYS[1..4] see weighted_prelude.lua
 -- ARGV[1] holder id (OWNER for the read side, OWNER:write for the write
 -- side), ARGV[2] lease ms, ARGV[3] waiter ttl ms, ARGV[4] channel prefix,
 -- ARGV[5] 'queue' (wait in line) or 'once', ARGV[6] the id's hold count
 -- before this acquisition, ARGV[7] the acquisition's secret, ARGV[8] this
--- client's label, ARGV[9] 'cluster' on a Redis Cluster (see slots_move)
+-- client's label (kept in the hold, or in the waiter's record, for
+-- inspect), ARGV[9] 'cluster' on a Redis Cluster (see slots_move)
 -- Returns {1, token} acquired (or claimed a grant made while it waited),
 -- {2, count, token} re-entered, {3, ms until the soonest holder's lease
 -- may end (-1: none), position, server ms} waiting, {4} busy (mode
@@ -16,9 +17,10 @@
 -- waits, or when it is the writer's own read request (a downgrade, which
 -- must not queue behind the waiters its write hold keeps out).
 -- Cost: O(log N) in the waiters and holders, plus the grants an expired
--- holder's reclaim makes (each once) and dead waiters dropped (each once).
-local id, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local queue, base, nonce = ARGV[5] == 'queue', tonumber(ARGV[6]), ARGV[7]
+-- holder's reclaim makes (each once) and dead waiters dropped at the head
+-- (each once).
+local id, lease, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local queue, base, nonce, label = ARGV[5] == 'queue', tonumber(ARGV[6]), ARGV[7], ARGV[8]
 slots_move = ARGV[9] == 'cluster'
 -- Reads first: bad data is refused before anything is written.
 local err = rw_check_types(true) or read_meta()
@@ -50,11 +52,10 @@ if orphan then
 end
 
 local now, now_us = server_now()
-purge_dead(now)
 -- Holders whose lease ended make room: the line's head goes first (it may
 -- be this very waiter, whose grant is then claimed below).
 reclaim(now)
-admit(prefix, waiter_ttl, now, now_us)
+admit(prefix, now, now_us)
 
 local mine = hold_of(id)
 if mine.owner then
@@ -63,17 +64,16 @@ if mine.owner then
   -- it, or an attempt whose reply was lost) is claimed, not counted again.
   local claim = mine.nonce == nonce or count == base + 1 or base == 0
   if claim then
-    leave_queue(id)
-    redis.call('hset', hold_key(id), 'claimed', '1')
+    leave(id)
+    redis.call('hset', hold_key(id), 'claimed', '1', 'label', label)
   else
     count = redis.call('hincrby', hold_key(id), 'count', '1')
-    redis.call('hset', hold_key(id), 'nonce', nonce, 'claimed', '1')
+    redis.call('hset', hold_key(id), 'nonce', nonce, 'claimed', '1', 'label', label)
   end
   -- GT: never shortens what another hold of this id was given.
   redis.call('pexpire', hold_key(id), ARGV[2], 'gt')
   redis.call('zadd', KEYS[1], 'gt', decimal(now + lease), id)
   keep(KEYS[1], lease, ARGV[2])
-  write_label(KEYS[6], id, ARGV[8], ARGV[2])
   if count == 1 then
     return {1, token}
   end
@@ -83,28 +83,19 @@ end
 local n, writer = holders_state()
 local downgrade = not is_write(id) and writer == id .. ':write'
 if fits(id, n, writer) and (downgrade or not first_live(now)) then
-  leave_queue(id)
-  write_label(KEYS[6], id, ARGV[8], ARGV[2])
-  local token = grant(id, lease, ARGV[2], now, now_us, '1', nonce)
+  leave(id)
+  local token = grant(id, lease, ARGV[2], now, now_us, '1', nonce, 1, label)
   return {1, token}
 end
 
 if not queue then
   return {4}
 end
-if not redis.call('zscore', KEYS[2], id) then
-  local _, seq = next_counter('seq', now_us)
-  redis.call('zadd', KEYS[2], seq, id)
-  redis.call('hset', KEYS[5], id, ARGV[2] .. ':' .. ARGV[3] .. ':' .. nonce)
-  keep(KEYS[5], waiter_ttl, ARGV[3])
-end
-redis.call('zadd', KEYS[3], decimal(now + waiter_ttl), id)
-keep_line(waiter_ttl, ARGV[3])
-keep(KEYS[4], waiter_ttl + META_GRACE_MS)
-write_label(KEYS[6], id, ARGV[8], ARGV[3])
+local rank = wait_in_line(id, redis.call('zrank', KEYS[2], id), record_of(redis.call('hget', KEYS[3], id)), now,
+  now_us, ARGV[2], ARGV[3], nonce, '1', label)
 local soonest = redis.call('zrange', KEYS[1], '0', '0', 'withscores')[2]
 local wait = -1
 if soonest then
   wait = math.max(0, tonumber(soonest) - now)
 end
-return {3, wait, redis.call('zrank', KEYS[2], id) + 1, now}
+return {3, wait, rank + 1, now}

@@ -1,7 +1,7 @@
 -- Native read-write lock: release every hold of one side (every reader,
 -- or the writer), tell each holder's client, and admit the line's head
 -- while it fits.
--- KEYS[1..5] see weighted_prelude.lua
+-- KEYS[1..4] see weighted_prelude.lua
 -- ARGV[1] waiter ttl ms (for a waiter without a record), ARGV[2] channel
 -- prefix, ARGV[3] revocation channel prefix (the holder's client id is
 -- appended), ARGV[4] the side: 'read' or 'write'

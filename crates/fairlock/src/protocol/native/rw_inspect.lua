@@ -1,9 +1,9 @@
 -- Native read-write lock: the whole state at one instant (read-only; O(N)
 -- in holders and waiters, for diagnostics).
--- KEYS[1..5] see weighted_prelude.lua, KEYS[6] (optional) the labels
+-- KEYS[1..4] see weighted_prelude.lua
 -- Returns {holders as a flat list [id, count, token, pttl, ...] (those whose
--- hold key lives), queue ids in order, liveness (ZRANGE WITHSCORES),
--- server now ms, labels (HGETALL; empty when the key holds another type)}.
+-- hold key lives), the line's ids in order, [id, liveness deadline ms,
+-- ...], server now ms, [client, label, ...] (holders' and waiters')}.
 local err = rw_check_types()
 if err then
   return err

@@ -1,11 +1,12 @@
 -- Native semaphore: take `weight` permits at once, claim a grant made
 -- while waiting, or wait in line (and keep the place alive, as the lock's
 -- waiters do).
--- KEYS[1..5] see weighted_prelude.lua, KEYS[6] (optional) the labels
+-- KEYS[1..4] see weighted_prelude.lua
 -- ARGV[1] holder id (a fresh owner per acquisition), ARGV[2] lease ms,
 -- ARGV[3] waiter ttl ms, ARGV[4] channel prefix, ARGV[5] 'queue' (wait in
 -- line) or 'once', ARGV[6] unused (the hold count before: always 0),
--- ARGV[7] the acquisition's secret, ARGV[8] this client's label, ARGV[9]
+-- ARGV[7] the acquisition's secret, ARGV[8] this client's label (kept in
+-- the hold, or in the waiter's record, for inspect), ARGV[9]
 -- the weight (permits asked for, >= 1), ARGV[10] the capacity of a
 -- semaphore that has none yet, ARGV[11] 'cluster' on a Redis Cluster (see
 -- slots_move)
@@ -17,9 +18,10 @@
 -- Fair: a request is granted at once only when it fits and nobody live
 -- waits; a head that does not fit is not passed (permits may idle).
 -- Cost: O(log N) in the waiters and holders, plus the grants an expired
--- holder's reclaim makes (each once) and dead waiters dropped (each once).
+-- holder's reclaim makes (each once) and dead waiters dropped at the head
+-- (each once).
 local id, lease, waiter_ttl, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local queue, nonce, weight = ARGV[5] == 'queue', ARGV[7], counter(ARGV[9])
+local queue, nonce, weight, label = ARGV[5] == 'queue', ARGV[7], counter(ARGV[9]), ARGV[8]
 slots_move = ARGV[11] == 'cluster'
 if not weight or weight < 1 then
   return redis.error_reply('ERR fairlock: the weight must be a decimal integer >= 1')
@@ -40,8 +42,8 @@ if not held.owner and kind.never_fits(weight) then
   -- beneath its request while it waited). A head that left may let the
   -- waiters behind it in (admit() stopped the line at it): they are
   -- admitted now, not at their next attempt.
-  if leave_queue(id) == 1 then
-    after_release(prefix, waiter_ttl)
+  if leave(id) == 1 then
+    after_release(prefix)
   end
   return {6, sem.capacity}
 end
@@ -55,20 +57,27 @@ if not sem.stored or sem.stale then
   sem_write()
   keep(KEYS[4], waiter_ttl + META_GRACE_MS)
 end
--- A waiter's record (its lease, ttl, secret and weight) is written again
--- when it was lost or is not the one this acquisition wrote (another
--- program wrote over it: a weight of 0, a malformed one): admit() grants
--- no request whose weight it cannot read.
-local record = ARGV[2] .. ':' .. ARGV[3] .. ':' .. nonce .. ':w' .. decimal(weight)
-if queue and redis.call('zscore', KEYS[2], id) and redis.call('hget', KEYS[5], id) ~= record then
-  redis.call('hset', KEYS[5], id, record)
-  keep(KEYS[5], waiter_ttl, ARGV[3])
+-- A waiter's record (its lease, ttl, secret, weight and label) is written
+-- again before the admission when it is not the one this acquisition
+-- wrote (another program wrote over it: a weight of 0, or another weight):
+-- admit() grants no request whose weight it cannot read, and grants a
+-- written-over weight that fits (see below). A record that does not parse
+-- counts as dead: its waiter joins again at the end (wait_in_line).
+local weight_text = decimal(weight)
+local rank = redis.call('zrank', KEYS[2], id)
+local record = record_of(redis.call('hget', KEYS[3], id))
+if queue and rank and record then
+  local asked, had = weight_of(record)
+  if asked ~= weight or record.nonce ~= nonce or record.lease ~= lease or had ~= label then
+    local text = waiter_record(now, ARGV[2], ARGV[3], waiter_ttl, nonce, weight_text, label)
+    redis.call('hset', KEYS[3], id, text)
+    record = record_of(text)
+  end
 end
-purge_dead(now)
 -- Holders whose lease ended make room: the line's head goes first (it may
 -- be this very waiter, whose grant is then claimed below).
 reclaim(now)
-admit(prefix, waiter_ttl, now, now_us)
+admit(prefix, now, now_us)
 
 local mine = hold_of(id)
 if mine.owner and mine.weight ~= weight then
@@ -89,7 +98,7 @@ if mine.owner and mine.weight ~= weight then
     redis.call('hset', KEYS[4], 'w:' .. id, decimal(weight))
     mine.weight = weight
     if more < 0 then
-      admit(prefix, waiter_ttl, now, now_us)
+      admit(prefix, now, now_us)
     end
   else
     drop_hold(id, mine.weight)
@@ -99,22 +108,18 @@ if mine.owner and mine.weight ~= weight then
       -- with the error, as a waiter refused at the head does (above), and
       -- what it gave back admits the line behind it. Queued again, it
       -- would stop the line until its next attempt.
-      after_release(prefix, waiter_ttl)
+      after_release(prefix)
       return {6, sem.capacity}
     end
     if queue then
+      -- Back at the head: an arrival number below the head's (or the
+      -- clock's, the line empty).
       local head = redis.call('zrange', KEYS[2], '0', '0', 'withscores')[2]
-      local seq
-      if head then
-        seq = decimal(tonumber(head) - 1)
-      else
-        local _, text = next_counter('seq', now_us)
-        seq = text
-      end
-      redis.call('zadd', KEYS[2], seq, id)
-      redis.call('zadd', KEYS[3], decimal(now + waiter_ttl), id)
-      redis.call('hset', KEYS[5], id, record)
-      keep(KEYS[5], waiter_ttl, ARGV[3])
+      redis.call('zadd', KEYS[2], decimal(head and tonumber(head) - 1 or now_us), id)
+      local text = waiter_record(now, ARGV[2], ARGV[3], waiter_ttl, nonce, weight_text, label)
+      redis.call('hset', KEYS[3], id, text)
+      keep_line(waiter_ttl, ARGV[3])
+      record = record_of(text)
     end
     mine = {}
   end
@@ -122,40 +127,32 @@ end
 if mine.owner then
   -- This acquisition's own hold (a grant made to it, or an attempt whose
   -- reply was lost): claimed, never counted again.
-  leave_queue(id)
-  redis.call('hset', hold_key(id), 'claimed', '1')
+  leave(id)
+  redis.call('hset', hold_key(id), 'claimed', '1', 'label', label)
   -- GT: never shortens what the hold was given.
   redis.call('pexpire', hold_key(id), ARGV[2], 'gt')
   redis.call('zadd', KEYS[1], 'gt', decimal(now + lease), id)
   keep(KEYS[1], lease, ARGV[2])
   keep(KEYS[4], lease + META_GRACE_MS)
-  write_label(KEYS[6], id, ARGV[8], ARGV[2])
   return {1, counter(mine.token)}
 end
 
 if kind.fits(id, weight) and not first_live(now) then
-  leave_queue(id)
-  write_label(KEYS[6], id, ARGV[8], ARGV[2])
-  local token = grant(id, lease, ARGV[2], now, now_us, '1', nonce, weight)
+  leave(id)
+  local token = grant(id, lease, ARGV[2], now, now_us, '1', nonce, weight, label)
   return {1, token}
 end
 
 if not queue then
   return {4}
 end
-if not redis.call('zscore', KEYS[2], id) then
-  local _, seq = next_counter('seq', now_us)
-  redis.call('zadd', KEYS[2], seq, id)
-  redis.call('hset', KEYS[5], id, record)
-  keep(KEYS[5], waiter_ttl, ARGV[3])
-end
-redis.call('zadd', KEYS[3], decimal(now + waiter_ttl), id)
-keep_line(waiter_ttl, ARGV[3])
-keep(KEYS[4], waiter_ttl + META_GRACE_MS)
-write_label(KEYS[6], id, ARGV[8], ARGV[3])
+-- (The admission may have dropped this waiter from the head, dead: its
+-- rank is read again.)
+rank = wait_in_line(id, redis.call('zrank', KEYS[2], id), record, now, now_us, ARGV[2], ARGV[3], nonce,
+  weight_text, label)
 local soonest = redis.call('zrange', KEYS[1], '0', '0', 'withscores')[2]
 local wait = -1
 if soonest then
   wait = math.max(0, tonumber(soonest) - now)
 end
-return {3, wait, redis.call('zrank', KEYS[2], id) + 1, now}
+return {3, wait, rank + 1, now}

@@ -1,6 +1,6 @@
 -- Native semaphore: release every hold, tell each holder's client, and
 -- admit the line's head while it fits.
--- KEYS[1..5] see weighted_prelude.lua
+-- KEYS[1..4] see weighted_prelude.lua
 -- ARGV[1] waiter ttl ms (for a waiter without a record), ARGV[2] channel
 -- prefix, ARGV[3] revocation channel prefix (the holder's client id is
 -- appended)

@@ -3,7 +3,7 @@
 -- held admits nobody until enough comes back, and a waiter that asks for
 -- more than the new capacity is woken when it reaches the head of the
 -- line ('refused'): its next attempt gets the error and leaves the line.
--- KEYS[1..5] see weighted_prelude.lua
+-- KEYS[1..4] see weighted_prelude.lua
 -- ARGV[1] the capacity, ARGV[2] waiter ttl ms (for a waiter without a
 -- record), ARGV[3] channel prefix
 -- Returns {the capacity before (-1: none stored), used}. Cost: O(log N)
@@ -27,5 +27,5 @@ if redis.call('pttl', KEYS[4]) == -1 then
   -- anybody holds or waits).
   redis.call('pexpire', KEYS[4], META_GRACE_MS)
 end
-after_release(ARGV[3], tonumber(ARGV[2]))
+after_release(ARGV[3])
 return {before, sem.used}

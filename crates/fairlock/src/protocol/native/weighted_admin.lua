@@ -17,12 +17,21 @@ end
 
 -- The object's whole state for inspect (read-only; O(N) in holders and
 -- waiters): {holders as a flat list [id, hold[field], token, pttl, ...]
--- (those whose hold key lives), queue ids in order, liveness (ZRANGE
--- WITHSCORES), server now ms, labels (HGETALL of the optional KEYS[6];
--- empty when it holds another type)}, or nil and NOTALOCK when a hold key
--- holds anything but a hold. `field`: 'count' (the read-write lock) or
--- 'weight' (the semaphore).
+-- (those whose hold key lives), the line's ids in order, [id, liveness
+-- deadline ms, ...], server now ms, [client, label, ...] (the holders' and
+-- the waiters' labels, each client id once)}, the records read (by id),
+-- or nil and NOTALOCK when a hold key holds anything but a hold. `field`:
+-- 'count' (the read-write lock) or 'weight' (the semaphore).
 local function inspect_state(field)
+  local labels, seen = {}, {}
+  local function label_of(id, label)
+    local client = string.match((string.gsub(id, ':write$', '')), '^(.*):[^:]*$')
+    if client and label and label ~= '' and not seen[client] then
+      seen[client] = true
+      labels[#labels + 1] = client
+      labels[#labels + 1] = label
+    end
+  end
   local holders = {}
   for _, id in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
     local hold, bad = hold_of(id)
@@ -34,20 +43,22 @@ local function inspect_state(field)
       holders[#holders + 1] = hold[field]
       holders[#holders + 1] = hold.token
       holders[#holders + 1] = redis.call('pttl', hold_key(id))
+      label_of(id, hold.label)
     end
   end
-  local now = server_now()
-  local labels = KEYS[6] and redis.pcall('hgetall', KEYS[6])
-  if type(labels) ~= 'table' or labels.err then
-    labels = {}
+  local line = redis.call('zrange', KEYS[2], 0, -1)
+  local deadlines, records = {}, {}
+  for _, id in ipairs(line) do
+    local record = record_of(redis.call('hget', KEYS[3], id))
+    records[id] = record
+    deadlines[#deadlines + 1] = id
+    deadlines[#deadlines + 1] = record and decimal(record.deadline) or '0'
+    if record then
+      local _, label = weight_of(record)
+      label_of(id, label)
+    end
   end
-  return {
-    holders,
-    redis.call('zrange', KEYS[2], 0, -1),
-    redis.call('zrange', KEYS[3], 0, -1, 'withscores'),
-    now,
-    labels,
-  }
+  return {holders, line, deadlines, server_now(), labels}, nil, records
 end
 
 -- Force-release: drop every hold whose id `which` selects, each revoked
@@ -85,6 +96,6 @@ local function force_release(which, revoked_prefix, channel_prefix, default_ttl)
       weights = weights + weight
     end
   end
-  after_release(channel_prefix, default_ttl)
+  after_release(channel_prefix)
   return removed, nil, weights
 end

@@ -3,7 +3,7 @@
 -- released; either way the line's head may now fit (a writer that left
 -- the head lets the readers behind it in, a large request the small ones)
 -- and is admitted.
--- KEYS[1..5] see weighted_prelude.lua
+-- KEYS[1..4] see weighted_prelude.lua
 -- ARGV[1] holder id, ARGV[2] waiter ttl ms, ARGV[3] channel prefix,
 -- ARGV[4] the acquisition's secret (only its own unclaimed grant is
 -- released, never a later acquisition's of the same id)
@@ -18,13 +18,13 @@ local mine, bad = hold_of(id)
 if bad then
   return bad
 end
-local queued = leave_queue(id)
+local queued = leave(id)
 if mine.owner and mine.claimed == '0' and mine.nonce == ARGV[4] then
   drop_hold(id, mine.weight)
-  after_release(ARGV[3], tonumber(ARGV[2]))
+  after_release(ARGV[3])
   return 2
 end
 if queued == 1 then
-  after_release(ARGV[3], tonumber(ARGV[2]))
+  after_release(ARGV[3])
 end
 return queued

@@ -1,9 +1,9 @@
 -- fairlock native weighted engine prelude: a fair line of weighted requests
--- in front of a capacity. Prepended after common.lua and the native prelude
--- (whose queue helpers it reuses: the line is the lock's, only what is
--- granted differs), and followed by the object's own prelude, which says
--- what fits (rw_prelude.lua: the read-write lock; sem_prelude.lua: the
--- semaphore).
+-- in front of a capacity. Prepended after common.lua and line.lua (the
+-- line's helpers, shared with the lock: the line is the lock's layout
+-- version 2, only what is granted differs), and followed by the object's
+-- own prelude, which says what fits (rw_prelude.lua: the read-write lock;
+-- sem_prelude.lua: the semaphore).
 --
 -- Keys of object NAME, all 'fairlock:{NAME}:KIND:...' (KIND 'rw' or 'sem';
 -- one slot):
@@ -14,13 +14,18 @@
 --           (but by a script's run), and an entry whose score passed is
 --           checked against its key (reclaim), which keeps a score left
 --           behind (an older fairlock's renewals did not move it) safe.
---   KEYS[2] queue, KEYS[3] liveness, KEYS[4] meta, KEYS[5] waiter records:
---           as the lock's (see the native prelude); the object's prelude
---           may keep more in meta (the semaphore: its capacity and weights)
---   'fairlock:{NAME}:KIND:hold:ID' one hash per holder with the lock hash's
---           fields (owner = ID, count, token, claimed, nonce, partial; a
---           semaphore's hold also its weight); its TTL is the holder's
---           lease. Built here from KEYS[1], in its slot.
+--   KEYS[2] line, KEYS[3] waiters: as the lock's (see line.lua); a
+--           waiter's record is 'DEADLINE:LEASE:TTL:NONCE:WEIGHT:LABEL'
+--           (WEIGHT: the permits a semaphore's request asks for, 1 for a
+--           read-write lock's)
+--   KEYS[4] meta hash: the last fencing token ('token'); the object's
+--           prelude may keep more (the semaphore: its capacity and weights)
+--   'fairlock:{NAME}:KIND:hold:ID' one hash per holder: owner = ID, count,
+--           token, claimed (0 while a grant waits for its waiter's claim),
+--           nonce (the acquisition's secret), partial (1 once partly
+--           released), label (its client's, for inspect); a semaphore's
+--           hold also its weight. Its TTL is the holder's lease. Built
+--           here from KEYS[1], in its slot.
 --
 -- Invariants kept by every script:
 --   1. Every hold key has its id in the holders set, and the set's TTL is
@@ -31,10 +36,93 @@
 --   3. After every script, the first live waiter does not fit (or nobody
 --      waits): admit() grants the line's head while it fits.
 
+-- How long the meta hash outlives the last use of the object (the release
+-- result caches live as long). Its token never falls below the server
+-- clock, so tokens keep increasing after it expired.
+local META_GRACE_MS = 20000
+
 -- At most this many holders whose score passed are checked per call
 -- (bounded work; each dead holder is dropped once, a live one rescored
 -- once per lease). As text: the ZRANGE argument.
 local RECLAIM_LIMIT = '64'
+
+-- The last fencing token (meta's 'token'), read and checked by read_meta()
+-- before a script's first write; next_token() uses (and updates) it.
+local meta
+
+-- Read meta's token, once per script, before its first write: a value that
+-- is not a counter (see counter()) is refused with NOTALOCK, and nothing is
+-- written. Returns the error reply, or false.
+local function read_meta()
+  local text = redis.call('hget', KEYS[4], 'token')
+  local token = counter(text)
+  if text and not token then
+    return not_a_lock(4, 'meta field token is not a decimal integer below 2^53')
+  end
+  meta = {token = token or 0}
+  return false
+end
+
+-- The next fencing token: above the last one and not below the server
+-- clock in microseconds (so tokens keep increasing after meta expired, or
+-- after a failover to a replica that missed the last grants, as long as
+-- the clock does not step back). read_meta() must have run. Returns the
+-- token and its text (decimal).
+local function next_token(now_us)
+  local value = math.max(meta.token + 1, now_us)
+  local text = decimal(value)
+  meta.token = value
+  redis.call('hset', KEYS[4], 'token', text)
+  return value, text
+end
+
+-- Make `key` live at least `ms` longer (never shortens a TTL; a key without
+-- one gets it). Every key of the object thus expires once nobody uses it.
+-- `text`: `ms` as text when the caller has it (an argument), else nil.
+local function keep(key, ms, text)
+  local left = redis.call('pttl', key)
+  if left ~= -2 and left < ms then
+    redis.call('pexpire', key, text or decimal(ms))
+  end
+end
+
+-- A hold key's fields (HGETALL, without a semaphore's weight) as {owner,
+-- token, count, nonce, partial, claimed, label}, or nil and NOTALOCK when
+-- they are not a hold's: every field one of owner/count/token/claimed/
+-- nonce/partial/label; owner, count (>= 1) and token present, count and
+-- token counters, claimed 0 or 1, partial 1. An empty list: no hold ({}).
+local HOLD_FIELDS = {owner = true, count = true, token = true, claimed = true, nonce = true, partial = true,
+  label = true}
+local function hold_fields(fields)
+  local hold = {}
+  if #fields > 14 then
+    return nil, not_a_lock(1, 'the hold has more fields than a hold has')
+  end
+  for i = 1, #fields, 2 do
+    if not HOLD_FIELDS[fields[i]] then
+      return nil, not_a_lock(1, 'field ' .. fields[i] .. ' is not a hold field')
+    end
+    hold[fields[i]] = fields[i + 1]
+  end
+  if #fields == 0 then
+    return hold
+  end
+  if not hold.owner or not counter(hold.token) or (counter(hold.count) or 0) < 1
+      or (hold.claimed and hold.claimed ~= '0' and hold.claimed ~= '1')
+      or (hold.partial and hold.partial ~= '1') then
+    return nil, not_a_lock(1, 'the hold fields are malformed (owner, count and token must be set, as counters)')
+  end
+  return hold
+end
+
+-- Take `id` out of the line (its place and its record); 1 if it was in line.
+local function leave(id)
+  if redis.call('zrem', KEYS[2], id) == 0 then
+    return 0
+  end
+  redis.call('hdel', KEYS[3], id)
+  return 1
+end
 
 -- What the object's prelude fills in (it comes after this one; these are
 -- called, never read, before it ran):
@@ -90,7 +178,7 @@ local function hold_of(id)
     end
     fields = rest
   end
-  local hold, bad = lock_of(fields)
+  local hold, bad = hold_fields(fields)
   if bad then
     return nil, bad
   end
@@ -160,34 +248,63 @@ local function own_hold(id)
   return held, nil, false
 end
 
--- The types of the object's five keys (`meta_read_next` as for
--- check_types in the lock's lock_prelude.lua: meta's is then its HMGET's).
+-- The types of the object's four keys (`meta_read_next`: meta's is then
+-- the read that follows, read_meta()'s HGET, which fails on another type
+-- before anything is written).
 local function weighted_check_types(meta_read_next)
-  return wrong_type(KEYS[1], 'zset') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'zset')
-    or (not meta_read_next and wrong_type(KEYS[4], 'hash')) or wrong_type(KEYS[5], 'hash')
+  return wrong_type(KEYS[1], 'zset') or wrong_type(KEYS[2], 'zset') or wrong_type(KEYS[3], 'hash')
+    or (not meta_read_next and wrong_type(KEYS[4], 'hash'))
 end
 
--- A queued waiter's record: the lock's 'LEASE:TTL:NONCE' (see waiter_record
--- in lock_prelude.lua), with ':wWEIGHT' appended for a semaphore's
--- request. Returns lease, ttl, nonce and the weight (nil when the record
--- names none, or a weight below 1, which no request has: a record written
--- by another program, as good as lost).
-local function waiter_of(id, default_ttl)
-  local record = redis.call('hget', KEYS[5], id) or ''
-  local head, weight = string.match(record, '^(.*):w(%d+)$')
-  if head then
-    record = head
+-- A waiter's record (record_of's, see line.lua) as the engine reads it:
+-- its label field is 'WEIGHT:LABEL'. Returns the weight (nil when the
+-- record names none, or a weight below 1, which no request has: a record
+-- written by another program, as good as lost) and the label.
+local function weight_of(record)
+  local weight, label = string.match(record.label, '^(%d*):(.*)$')
+  if not weight then
+    return nil, record.label
   end
   weight = counter(weight)
   if weight and weight < 1 then
     weight = nil
   end
-  local lease, ttl, nonce = string.match(record, '^(%d+):(%d+):(.*)$')
-  lease, ttl = counter(lease), counter(ttl)
-  if not lease or not ttl then
-    return counter(record) or default_ttl, default_ttl, '', weight
+  return weight, label
+end
+
+-- A waiter's record as text.
+local function waiter_record(now, lease_text, ttl_text, waiter_ttl, nonce, weight_text, label)
+  return decimal(now + waiter_ttl) .. ':' .. lease_text .. ':' .. ttl_text .. ':' .. nonce .. ':' .. weight_text
+    .. ':' .. label
+end
+
+-- Join the line at its end (arrival: above the last one's, and not below
+-- the server clock in µs) or refresh the place of `id` (`rank`: its ZRANK,
+-- nil when not in line; `record`: its record, record_of's), writing its
+-- record unless it is fresh: written less than a quarter of its waiter
+-- ttl ago by this acquisition (same secret, lease, weight and label). The
+-- waiter calls at least every third of its waiter ttl, so it never lapses
+-- while it lives. Keeps the line's keys and meta. Returns its rank.
+local function wait_in_line(id, rank, record, now, now_us, lease_text, ttl_text, nonce, weight_text, label)
+  local waiter_ttl = tonumber(ttl_text)
+  local fresh = false
+  if rank and record and record.nonce == nonce and record.lease == tonumber(lease_text)
+      and record.deadline - now > waiter_ttl - math.floor(waiter_ttl / 4) then
+    local weight, had = weight_of(record)
+    fresh = weight and decimal(weight) == weight_text and had == label
   end
-  return lease, ttl, nonce, weight
+  if fresh then
+    return rank
+  end
+  if not rank then
+    local tail = redis.call('zrange', KEYS[2], '-1', '-1', 'withscores')
+    redis.call('zadd', KEYS[2], decimal(math.max(tonumber(tail[2] or '0') + 1, now_us)), id)
+    rank = redis.call('zcard', KEYS[2]) - 1
+  end
+  redis.call('hset', KEYS[3], id, waiter_record(now, lease_text, ttl_text, waiter_ttl, nonce, weight_text, label))
+  keep_line(waiter_ttl, ttl_text)
+  keep(KEYS[4], waiter_ttl + META_GRACE_MS)
+  return rank
 end
 
 -- Holders whose score passed: gone ones leave the set, live ones (renewed
@@ -215,14 +332,17 @@ end
 -- Make `id` a holder of `weight` under a new fencing token for
 -- `expire_ms` (`expire_text` as text). `claimed`: '1' when the caller takes
 -- it, '0' for a grant its waiter has not acted on; `nonce`: the
--- acquisition's secret. Returns the token and its text.
-local function grant(id, expire_ms, expire_text, now, now_us, claimed, nonce, weight)
-  local token, text = next_counter('token', now_us)
+-- acquisition's secret; `label`: its client's. Returns the token and its
+-- text.
+local function grant(id, expire_ms, expire_text, now, now_us, claimed, nonce, weight, label)
+  local token, text = next_token(now_us)
   local key = hold_key(id)
-  redis.call('hset', key, 'owner', id, 'count', '1', 'token', text, 'claimed', claimed,
-    'nonce', nonce)
   if kind.weighted then
-    redis.call('hset', key, 'weight', decimal(weight))
+    redis.call('hset', key, 'owner', id, 'count', '1', 'token', text, 'claimed', claimed, 'nonce', nonce,
+      'label', label, 'weight', decimal(weight))
+  else
+    redis.call('hset', key, 'owner', id, 'count', '1', 'token', text, 'claimed', claimed, 'nonce', nonce,
+      'label', label)
   end
   redis.call('pexpire', key, expire_text)
   redis.call('zadd', KEYS[1], decimal(now + expire_ms), id)
@@ -242,21 +362,23 @@ end
 -- NOTALOCK); one whose record asks for more than the total keeps its
 -- place, stops the line and is woken ('refused'): its next attempt writes
 -- its record again, or gets the error and leaves the line (the total was
--- lowered beneath its request). Returns how many were granted.
-local function admit(channel_prefix, default_ttl, now, now_us)
+-- lowered beneath its request). Dead waiters reaching the head are dropped
+-- on the way (first_live). Returns how many were granted.
+local function admit(channel_prefix, now, now_us)
   local granted = 0
   while true do
-    local head = first_live(now)
+    local head, _, record = first_live(now)
     if not head then
       break
     end
-    local lease, ttl, nonce, weight = waiter_of(head, default_ttl)
+    local lease, ttl, nonce = record.lease, record.ttl, record.nonce
+    local weight, label = weight_of(record)
     if kind.weighted and not weight then
-      -- A semaphore's request whose record was lost (evicted, deleted) or
-      -- names no weight of at least 1 (written over): what it asked for is
-      -- unknown, and a guess below it would let it believe it holds
-      -- permits nobody counts. It waits at the head until its next attempt
-      -- writes its record again (sem_acquire.lua).
+      -- A semaphore's request whose record names no weight of at least 1
+      -- (written over by another program): what it asked for is unknown,
+      -- and a guess below it would let it believe it holds permits nobody
+      -- counts. It waits at the head until its next attempt writes its
+      -- record again (sem_acquire.lua).
       break
     end
     weight = weight or 1
@@ -278,11 +400,11 @@ local function admit(channel_prefix, default_ttl, now, now_us)
         -- It keeps its place; the first call after the migration admits it.
         break
       end
-      leave_queue(head)
+      leave_line(head)
       if present == 0 then
         local expire = math.max(1, math.min(lease, ttl))
         local expire_text = decimal(expire)
-        local _, token = grant(head, expire, expire_text, now, now_us, '0', nonce, weight)
+        local _, token = grant(head, expire, expire_text, now, now_us, '0', nonce, weight, label)
         local message = 'grant:' .. token .. ':' .. decimal(now) .. ':' .. expire_text
         -- A semaphore's grant is signed over the weight granted too: its
         -- waiter trusts it only for the weight it asked for (a record
@@ -301,16 +423,15 @@ local function admit(channel_prefix, default_ttl, now, now_us)
   return granted
 end
 
--- After a hold ended: drop the dead, admit who fits, and when nobody holds
--- or waits let the keys go (meta after its grace).
-local function after_release(channel_prefix, default_ttl)
+-- After a hold ended: admit who fits (dropping the dead at the head), and
+-- when nobody holds or waits let the keys go (meta after its grace).
+local function after_release(channel_prefix)
   local now, now_us = server_now()
-  purge_dead(now)
   reclaim(now)
-  admit(channel_prefix, default_ttl, now, now_us)
+  admit(channel_prefix, now, now_us)
   if redis.call('zcard', KEYS[1]) == 0 then
     redis.call('del', KEYS[1])
-    if not anybody_waits() then
+    if redis.call('exists', KEYS[2]) == 0 then
       redis.call('pexpire', KEYS[4], META_GRACE_MS)
     end
   end

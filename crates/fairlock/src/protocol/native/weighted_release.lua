@@ -1,7 +1,7 @@
 -- Native weighted engine (a read-write lock's side, a semaphore's permits):
 -- release one hold; the last one of a holder admits the line's head while
 -- it fits (grant messages, as the lock's handoff).
--- KEYS[1..5] see weighted_prelude.lua, KEYS[6] result cache of this request
+-- KEYS[1..4] see weighted_prelude.lua, KEYS[5] result cache of this request
 -- ARGV[1] holder id, ARGV[2] waiter ttl ms (for a waiter without a
 -- record), ARGV[3] channel prefix, ARGV[4] cache ttl ms, ARGV[5] the token
 -- of the hold being released ('' for any), ARGV[6] the secret of the
@@ -18,7 +18,7 @@ end
 -- release.lua: a hold under the named token never partly released proves
 -- this request has not run yet).
 if not (mine.owner and ARGV[5] ~= '' and mine.token == ARGV[5] and not mine.partial) then
-  local cached = redis.call('get', KEYS[6])
+  local cached = redis.call('get', KEYS[5])
   if cached then
     return tonumber(cached)
   end
@@ -36,12 +36,12 @@ end
 local count = counter(mine.count)
 if count > 1 then
   -- The cache first (SET ... GET: another type fails before any effect).
-  redis.call('set', KEYS[6], '0', 'px', ARGV[4], 'get')
+  redis.call('set', KEYS[5], '0', 'px', ARGV[4], 'get')
   redis.call('hincrby', hold_key(id), 'count', '-1')
   redis.call('hset', hold_key(id), 'partial', '1')
   return 0
 end
-redis.call('set', KEYS[6], '1', 'px', ARGV[4], 'get')
+redis.call('set', KEYS[5], '1', 'px', ARGV[4], 'get')
 drop_hold(id, mine.weight)
-after_release(ARGV[3], tonumber(ARGV[2]))
+after_release(ARGV[3])
 return 1
