@@ -134,7 +134,8 @@ pub(crate) enum Combination {
     /// weight in meta and gives its permits back (native, standalone only).
     SemaphoreStaleMeta,
     /// A count-down latch with waiters, counted down to 0: no wait returns
-    /// before 0, none stays blocked after.
+    /// before 0, none stays blocked after (standalone only: a failover may
+    /// lose a latch, which opens it).
     Latch,
     /// A SENTINEL FAILOVER right after a handoff, half the workers
     /// waiting for a replica (min_replicas) (sentinel, with faults).
@@ -163,7 +164,7 @@ impl Combination {
     /// can draw it.
     fn applies(self, topology: Topology, faults: bool, protocol: Protocol) -> bool {
         match self {
-            Combination::ForeignData => topology == Topology::Standalone,
+            Combination::ForeignData | Combination::Latch => topology == Topology::Standalone,
             Combination::SemaphoreStaleMeta => {
                 topology == Topology::Standalone && protocol == Protocol::Native
             }
