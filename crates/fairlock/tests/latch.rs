@@ -837,3 +837,37 @@ async fn a_latch_on_a_cluster() {
         other.shutdown().await;
     }
 }
+
+/// A party counts once for as long as the latch lives: an anonymous
+/// count-down that pushes the count's expiry back pushes the parties'
+/// back too (else they expire first, and the party counts again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_party_counts_once_after_an_anonymous_count_down() {
+    let server = RedisServer::start();
+    let client = support::client(&server, Protocol::Native).await;
+    let latch = client.count_down_latch("outlived").unwrap();
+    let expiry = Duration::from_secs(3);
+    assert!(latch.try_set_count_with_expiry(5, expiry).await.unwrap());
+    let started = Instant::now();
+    assert_eq!(latch.count_down_as("a").await.unwrap(), 4);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The latch now lives until about 4.5 s; a's record must too.
+    assert_eq!(latch.count_down().await.unwrap(), 3);
+    tokio::time::sleep_until((started + Duration::from_millis(3300)).into()).await;
+    assert_eq!(
+        latch.count().await.unwrap(),
+        3,
+        "the latch lives 3 s after its last count-down (machine too slow?)"
+    );
+    assert_eq!(
+        latch.count_down_as("a").await.unwrap(),
+        3,
+        "a counted down already"
+    );
+    let parties: i64 = server.cmd(&["PTTL", &parties_key("outlived")]);
+    let count: i64 = server.cmd(&["PTTL", &native_key("outlived")]);
+    assert!(
+        parties >= count - 100,
+        "parties {parties} ms, count {count} ms"
+    );
+}
