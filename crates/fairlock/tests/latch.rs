@@ -871,3 +871,83 @@ async fn a_party_counts_once_after_an_anonymous_count_down() {
         "parties {parties} ms, count {count} ms"
     );
 }
+
+/// Malformed counts under each protocol's keys (as another program could
+/// write them) are typed errors, and nothing is written: Redisson's DECR
+/// refuses a count with leading zeros, so the scripts refuse it first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_counts_are_refused_and_left_alone() {
+    let server = RedisServer::start();
+    let native = support::client(&server, Protocol::Native).await;
+    let redisson = support::client(&server, Protocol::Redisson).await;
+    let bad = [
+        "1e19",
+        "-1",
+        "nan",
+        "inf",
+        "9223372036854775808",
+        "9007199254740992",
+        "",
+        " 3",
+        "0x10",
+    ];
+    let redisson_bad = [
+        "1e19",
+        "nan",
+        "9223372036854775808",
+        "007",
+        "-0",
+        "00",
+        "+3",
+        "",
+    ];
+    let mut cases: Vec<(&LockClient, String)> = Vec::new();
+    for (i, count) in bad.iter().enumerate() {
+        let name = format!("n{i}");
+        let _: i64 = server.cmd(&[
+            "HSET",
+            &native_key(&name),
+            "count",
+            count,
+            "expiry",
+            "100000",
+            "round",
+            "ab",
+        ]);
+        cases.push((&native, name));
+    }
+    for (i, count) in redisson_bad.iter().enumerate() {
+        let name = format!("r{i}");
+        let _: String = server.cmd(&["SET", &name, count]);
+        cases.push((&redisson, name));
+    }
+    let dump = || -> Vec<(String, Option<Vec<u8>>)> {
+        keys(&server)
+            .into_iter()
+            .map(|k| {
+                let d = server.cmd(&["DUMP", &k]);
+                (k, d)
+            })
+            .collect()
+    };
+    let before = dump();
+    for (client, name) in &cases {
+        let latch = client.count_down_latch(name).unwrap();
+        fn typed<T: std::fmt::Debug>(name: &str, what: &str, result: fairlock::Result<T>) {
+            assert!(
+                matches!(result, Err(Error::NotALock { .. })),
+                "{name} {what}: {result:?}"
+            );
+        }
+        typed(name, "set", latch.try_set_count(1).await);
+        typed(name, "down", latch.count_down().await);
+        typed(name, "count", latch.count().await);
+        typed(
+            name,
+            "wait",
+            latch.wait_for(Duration::from_millis(10)).await,
+        );
+        typed(name, "delete", latch.delete().await);
+    }
+    assert_eq!(dump(), before, "nothing written");
+}
