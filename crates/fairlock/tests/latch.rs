@@ -830,7 +830,10 @@ async fn a_latch_on_a_cluster() {
         }
         let braces = client.count_down_latch("{tag}x");
         match protocol {
-            Protocol::Redisson => assert!(matches!(braces, Err(Error::InvalidName { .. }))),
+            Protocol::Redisson => assert!(
+                matches!(&braces, Err(Error::InvalidName { reason, .. }) if !reason.contains("  ")),
+                "{braces:?}"
+            ),
             _ => assert!(braces.is_ok()),
         }
         client.shutdown().await;
