@@ -548,6 +548,16 @@ MUTANTS = [
           "string.match(value, '^%-?(%d+)$')")],
         protocols=(),
     ),
+    Mutant(
+        "latch_set_own_round_ignored", NOT_MODELLED,
+        "a native try_set_count sent again (a Cluster client resends) answers false to the call "
+        "that set it (native latch_set.lua)",
+        ["latch"],
+        [(NATIVE + "latch_set.lua",
+          "return {round == ARGV[3] and 1 or 0, count}",
+          "return {0, count}")],
+        protocols=(),
+    ),
 ]
 
 

@@ -955,18 +955,12 @@ async fn malformed_counts_are_refused_and_left_alone() {
     assert_eq!(dump(), before, "nothing written");
 }
 
-/// `count_down()` is sent once, also on a Redis Cluster: a count-down
-/// whose reply is lost (the connection cut after the script ran) counts
-/// once. The node of the latch's slot announces a proxy's port, so the
-/// client's connection to it goes through the proxy.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "redis-rs's cluster connection sends a call again after a dropped connection \
-            (retries(4), transport/cluster.rs): count_down() counts twice and answers Ok; \
-            needs a send-once path for the latch's count_down and try_set_count"]
-async fn a_count_down_with_its_reply_lost_counts_once_on_a_cluster() {
+/// A cluster of three masters whose node serving `key` announces a proxy's
+/// port: the clients' connections to it go through the proxy. The proxy
+/// and the node's own port.
+async fn cluster_behind_a_proxy(key: &str) -> (Cluster, support::proxy::Proxy, u16) {
     let cluster = Cluster::start_with(3, 0);
-    let key = native_key("once");
-    let node = cluster.node_for_key(&key);
+    let node = cluster.node_for_key(key);
     let proxy = support::proxy::Proxy::start(node.port());
     let port = proxy.port().to_string();
     let _: () = node.cmd(&["CONFIG", "SET", "cluster-announce-port", &port]);
@@ -982,6 +976,58 @@ async fn a_count_down_with_its_reply_lost_counts_once_on_a_cluster() {
         },
     )
     .await;
+    let node_port = node.port();
+    (cluster, proxy, node_port)
+}
+
+/// A native `try_set_count` whose reply is lost on a Redis Cluster (where
+/// the client library sends it again after the dropped connection)
+/// answers `true`: the second sending finds its own round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_set_count_with_its_reply_lost_answers_true_on_a_cluster() {
+    let key = native_key("set-once");
+    let (cluster, proxy, port) = cluster_behind_a_proxy(&key).await;
+    let node = cluster.node(port);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let latch = client.count_down_latch("set-once").unwrap();
+    // The script in the node's cache: its EVALSHA runs.
+    assert!(latch.try_set_count(1).await.unwrap());
+    assert!(latch.delete().await.unwrap());
+    proxy.hold_script_replies();
+    let setting = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.try_set_count(5).await })
+    };
+    eventually(Duration::from_secs(10), "the setting ran", || {
+        node.cmd::<Option<String>>(&["HGET", &key, "count"])
+            .as_deref()
+            == Some("5")
+    })
+    .await;
+    proxy.cut_all();
+    proxy.pass();
+    let answer = tokio::time::timeout(Duration::from_secs(30), setting)
+        .await
+        .expect("the setting answered")
+        .unwrap();
+    assert!(
+        matches!(answer, Ok(true) | Err(Error::Connection { .. })),
+        "this call set the count: {answer:?}"
+    );
+}
+
+/// `count_down()` is sent once, also on a Redis Cluster: a count-down
+/// whose reply is lost (the connection cut after the script ran) counts
+/// once. The node of the latch's slot announces a proxy's port, so the
+/// client's connection to it goes through the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "redis-rs's cluster connection sends a call again after a dropped connection \
+            (retries(4), transport/cluster.rs): count_down() counts twice and answers Ok; \
+            needs a send-once path for the latch's count_down and try_set_count"]
+async fn a_count_down_with_its_reply_lost_counts_once_on_a_cluster() {
+    let key = native_key("once");
+    let (cluster, proxy, port) = cluster_behind_a_proxy(&key).await;
+    let node = cluster.node(port);
     let client = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
     let latch = client.count_down_latch("once").unwrap();
     assert!(latch.try_set_count(10).await.unwrap());
