@@ -1058,3 +1058,24 @@ async fn a_count_down_with_its_reply_lost_counts_once_on_a_cluster() {
         "one count_down() counted twice (answer {answer:?})"
     );
 }
+
+/// The largest count, `MAX_LATCH_COUNT` (2^53 - 1), counts down exactly
+/// under both protocols: the scripts write it back as a decimal integer
+/// (Lua's own `tostring` would write `9.007199254741e+15`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_count_counts_down_exactly() {
+    let server = RedisServer::start();
+    for protocol in PROTOCOLS {
+        let client = support::client(&server, protocol).await;
+        let latch = client.count_down_latch("largest").unwrap();
+        let max = fairlock::MAX_LATCH_COUNT;
+        assert!(latch.try_set_count(max).await.unwrap());
+        assert_eq!(latch.count_down().await.unwrap(), max - 1, "{protocol}");
+        assert_eq!(latch.count_down().await.unwrap(), max - 2, "{protocol}");
+        assert_eq!(latch.count().await.unwrap(), max - 2, "{protocol}");
+        if protocol == Protocol::Native {
+            assert_eq!(latch.count_down_as("p").await.unwrap(), max - 3);
+        }
+        assert!(latch.delete().await.unwrap());
+    }
+}
