@@ -557,6 +557,36 @@ MUTANTS = [
           "local count = redis.call('exists', KEYS[1]) == 1\n")],
         protocols=(),
     ),
+    Mutant(
+        "latch_parties_expire_first", NOT_MODELLED,
+        "an anonymous count-down pushes back the count's expiry, not the parties' "
+        "(native latch_down.lua)",
+        ["latch"],
+        [(NATIVE + "latch_down.lua",
+          "redis.call('pexpire', KEYS[2], expiry)\n",
+          "if party ~= '' then redis.call('pexpire', KEYS[2], expiry) end\n")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_redisson_leading_zero", NOT_MODELLED,
+        "a Redisson count with a leading zero or '-0' reads as a count (DECR then fails) "
+        "(redisson latch_prelude.lua)",
+        ["latch"],
+        [(REDISSON + "latch_prelude.lua",
+          "value == '0' and value or string.match(value, '^%-?([1-9]%d*)$')",
+          "string.match(value, '^%-?(%d+)$')")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_set_own_round_ignored", NOT_MODELLED,
+        "a native try_set_count sent again (a Cluster client resends) answers false to the call "
+        "that set it (native latch_set.lua)",
+        ["latch"],
+        [(NATIVE + "latch_set.lua",
+          "return {round == ARGV[3] and 1 or 0, count}",
+          "return {0, count}")],
+        protocols=(),
+    ),
 ]
 
 

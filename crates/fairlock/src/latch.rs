@@ -147,7 +147,9 @@ impl CountDownLatch {
             if core.conn().is_cluster() && name.contains(['{', '}']) {
                 return Err(Error::InvalidName {
                     name: crate::error::truncate_name(name),
-                    reason: "on a cluster a Redisson count-down latch's channel                              (redisson_countdownlatch__channel__{NAME}) is in another slot                              than a name with braces",
+                    reason: "on a cluster a Redisson count-down latch's channel \
+                             (redisson_countdownlatch__channel__{NAME}) is in another slot \
+                             than a name with braces",
                 });
             }
         }

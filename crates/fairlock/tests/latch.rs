@@ -830,10 +830,252 @@ async fn a_latch_on_a_cluster() {
         }
         let braces = client.count_down_latch("{tag}x");
         match protocol {
-            Protocol::Redisson => assert!(matches!(braces, Err(Error::InvalidName { .. }))),
+            Protocol::Redisson => assert!(
+                matches!(&braces, Err(Error::InvalidName { reason, .. }) if !reason.contains("  ")),
+                "{braces:?}"
+            ),
             _ => assert!(braces.is_ok()),
         }
         client.shutdown().await;
         other.shutdown().await;
+    }
+}
+
+/// A party counts once for as long as the latch lives: an anonymous
+/// count-down that pushes the count's expiry back pushes the parties'
+/// back too (else they expire first, and the party counts again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_party_counts_once_after_an_anonymous_count_down() {
+    let server = RedisServer::start();
+    let client = support::client(&server, Protocol::Native).await;
+    let latch = client.count_down_latch("outlived").unwrap();
+    let expiry = Duration::from_secs(3);
+    assert!(latch.try_set_count_with_expiry(5, expiry).await.unwrap());
+    let started = Instant::now();
+    assert_eq!(latch.count_down_as("a").await.unwrap(), 4);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The latch now lives until about 4.5 s; a's record must too.
+    assert_eq!(latch.count_down().await.unwrap(), 3);
+    tokio::time::sleep_until((started + Duration::from_millis(3300)).into()).await;
+    assert_eq!(
+        latch.count().await.unwrap(),
+        3,
+        "the latch lives 3 s after its last count-down (machine too slow?)"
+    );
+    assert_eq!(
+        latch.count_down_as("a").await.unwrap(),
+        3,
+        "a counted down already"
+    );
+    let parties: i64 = server.cmd(&["PTTL", &parties_key("outlived")]);
+    let count: i64 = server.cmd(&["PTTL", &native_key("outlived")]);
+    assert!(
+        parties >= count - 100,
+        "parties {parties} ms, count {count} ms"
+    );
+}
+
+/// Malformed counts under each protocol's keys (as another program could
+/// write them) are typed errors, and nothing is written: Redisson's DECR
+/// refuses a count with leading zeros, so the scripts refuse it first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_counts_are_refused_and_left_alone() {
+    let server = RedisServer::start();
+    let native = support::client(&server, Protocol::Native).await;
+    let redisson = support::client(&server, Protocol::Redisson).await;
+    let bad = [
+        "1e19",
+        "-1",
+        "nan",
+        "inf",
+        "9223372036854775808",
+        "9007199254740992",
+        "",
+        " 3",
+        "0x10",
+    ];
+    let redisson_bad = [
+        "1e19",
+        "nan",
+        "9223372036854775808",
+        "007",
+        "-0",
+        "00",
+        "+3",
+        "",
+    ];
+    let mut cases: Vec<(&LockClient, String)> = Vec::new();
+    for (i, count) in bad.iter().enumerate() {
+        let name = format!("n{i}");
+        let _: i64 = server.cmd(&[
+            "HSET",
+            &native_key(&name),
+            "count",
+            count,
+            "expiry",
+            "100000",
+            "round",
+            "ab",
+        ]);
+        cases.push((&native, name));
+    }
+    for (i, count) in redisson_bad.iter().enumerate() {
+        let name = format!("r{i}");
+        let _: String = server.cmd(&["SET", &name, count]);
+        cases.push((&redisson, name));
+    }
+    let dump = || -> Vec<(String, Option<Vec<u8>>)> {
+        keys(&server)
+            .into_iter()
+            .map(|k| {
+                let d = server.cmd(&["DUMP", &k]);
+                (k, d)
+            })
+            .collect()
+    };
+    let before = dump();
+    for (client, name) in &cases {
+        let latch = client.count_down_latch(name).unwrap();
+        fn typed<T: std::fmt::Debug>(name: &str, what: &str, result: fairlock::Result<T>) {
+            assert!(
+                matches!(result, Err(Error::NotALock { .. })),
+                "{name} {what}: {result:?}"
+            );
+        }
+        typed(name, "set", latch.try_set_count(1).await);
+        typed(name, "down", latch.count_down().await);
+        typed(name, "count", latch.count().await);
+        typed(
+            name,
+            "wait",
+            latch.wait_for(Duration::from_millis(10)).await,
+        );
+        typed(name, "delete", latch.delete().await);
+    }
+    assert_eq!(dump(), before, "nothing written");
+}
+
+/// A cluster of three masters whose node serving `key` announces a proxy's
+/// port: the clients' connections to it go through the proxy. The proxy
+/// and the node's own port.
+async fn cluster_behind_a_proxy(key: &str) -> (Cluster, support::proxy::Proxy, u16) {
+    let cluster = Cluster::start_with(3, 0);
+    let node = cluster.node_for_key(key);
+    let proxy = support::proxy::Proxy::start(node.port());
+    let port = proxy.port().to_string();
+    let _: () = node.cmd(&["CONFIG", "SET", "cluster-announce-port", &port]);
+    let announced = format!(":{port}@");
+    eventually(
+        Duration::from_secs(30),
+        "every node knows the proxy",
+        || {
+            cluster
+                .nodes()
+                .iter()
+                .all(|n| n.cmd::<String>(&["CLUSTER", "NODES"]).contains(&announced))
+        },
+    )
+    .await;
+    let node_port = node.port();
+    (cluster, proxy, node_port)
+}
+
+/// A native `try_set_count` whose reply is lost on a Redis Cluster (where
+/// the client library sends it again after the dropped connection)
+/// answers `true`: the second sending finds its own round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_set_count_with_its_reply_lost_answers_true_on_a_cluster() {
+    let key = native_key("set-once");
+    let (cluster, proxy, port) = cluster_behind_a_proxy(&key).await;
+    let node = cluster.node(port);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let latch = client.count_down_latch("set-once").unwrap();
+    // The script in the node's cache: its EVALSHA runs.
+    assert!(latch.try_set_count(1).await.unwrap());
+    assert!(latch.delete().await.unwrap());
+    proxy.hold_script_replies();
+    let setting = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.try_set_count(5).await })
+    };
+    eventually(Duration::from_secs(10), "the setting ran", || {
+        node.cmd::<Option<String>>(&["HGET", &key, "count"])
+            .as_deref()
+            == Some("5")
+    })
+    .await;
+    proxy.cut_all();
+    proxy.pass();
+    let answer = tokio::time::timeout(Duration::from_secs(30), setting)
+        .await
+        .expect("the setting answered")
+        .unwrap();
+    assert!(
+        matches!(answer, Ok(true) | Err(Error::Connection { .. })),
+        "this call set the count: {answer:?}"
+    );
+}
+
+/// `count_down()` is sent once, also on a Redis Cluster: a count-down
+/// whose reply is lost (the connection cut after the script ran) counts
+/// once. The node of the latch's slot announces a proxy's port, so the
+/// client's connection to it goes through the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "redis-rs's cluster connection sends a call again after a dropped connection \
+            (retries(4), transport/cluster.rs): count_down() counts twice and answers Ok; \
+            needs a send-once path for the latch's count_down and try_set_count"]
+async fn a_count_down_with_its_reply_lost_counts_once_on_a_cluster() {
+    let key = native_key("once");
+    let (cluster, proxy, port) = cluster_behind_a_proxy(&key).await;
+    let node = cluster.node(port);
+    let client = support::cluster_client_with(&cluster, Protocol::Native, |c| c).await;
+    let latch = client.count_down_latch("once").unwrap();
+    assert!(latch.try_set_count(10).await.unwrap());
+    // The count-down script in the node's cache: its EVALSHA runs.
+    assert_eq!(latch.count_down().await.unwrap(), 9);
+    assert!(
+        proxy.script_calls() >= 2,
+        "the client goes through the proxy"
+    );
+    proxy.hold_script_replies();
+    let counting = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.count_down().await })
+    };
+    eventually(Duration::from_secs(10), "the count-down ran", || {
+        node.cmd::<String>(&["HGET", &key, "count"]) == "8"
+    })
+    .await;
+    proxy.cut_all();
+    proxy.pass();
+    let answer = tokio::time::timeout(Duration::from_secs(30), counting)
+        .await
+        .expect("the count-down answered")
+        .unwrap();
+    let count = node.cmd::<String>(&["HGET", &key, "count"]);
+    assert_eq!(
+        count, "8",
+        "one count_down() counted twice (answer {answer:?})"
+    );
+}
+
+/// The largest count, `MAX_LATCH_COUNT` (2^53 - 1), counts down exactly
+/// under both protocols: the scripts write it back as a decimal integer
+/// (Lua's own `tostring` would write `9.007199254741e+15`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_count_counts_down_exactly() {
+    let server = RedisServer::start();
+    for protocol in PROTOCOLS {
+        let client = support::client(&server, protocol).await;
+        let latch = client.count_down_latch("largest").unwrap();
+        let max = fairlock::MAX_LATCH_COUNT;
+        assert!(latch.try_set_count(max).await.unwrap());
+        assert_eq!(latch.count_down().await.unwrap(), max - 1, "{protocol}");
+        assert_eq!(latch.count_down().await.unwrap(), max - 2, "{protocol}");
+        assert_eq!(latch.count().await.unwrap(), max - 2, "{protocol}");
+        if protocol == Protocol::Native {
+            assert_eq!(latch.count_down_as("p").await.unwrap(), max - 3);
+        }
+        assert!(latch.delete().await.unwrap());
     }
 }

@@ -25,6 +25,8 @@ redis.call('hset', KEYS[1], 'count', count)
 redis.call('pexpire', KEYS[1], expiry)
 if party ~= '' then
   redis.call('sadd', KEYS[2], party)
-  redis.call('pexpire', KEYS[2], expiry)
 end
+-- The parties live as long as the count, an anonymous count-down pushing
+-- their expiry back too: expired first, a party would count again.
+redis.call('pexpire', KEYS[2], expiry)
 return {1, count}

@@ -15,7 +15,9 @@ local function latch_count()
   if not value then
     return false
   end
-  local digits = string.match(value, '^%-?(%d+)$')
+  -- Canonical decimals only, as Redis's DECR takes them: no leading zero,
+  -- no '-0' (DECR would fail inside the script).
+  local digits = value == '0' and value or string.match(value, '^%-?([1-9]%d*)$')
   if not digits or #digits > 16 or tonumber(digits) >= MAX_COUNTER then
     return nil, not_a_lock(1, "a Redisson count-down latch's name holds its decimal count")
   end
