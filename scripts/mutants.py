@@ -492,6 +492,16 @@ MUTANTS = [
         protocols=(),
     ),
     Mutant(
+        "latch_anonymous_count_down_unrecorded", NOT_MODELLED,
+        "a native count_down() records no party of its own: sent again by a Cluster's "
+        "connection after a lost reply, it counts twice (latch.rs count_down)",
+        ["latch"],
+        [(SRC + "latch.rs",
+          ".run(|| shared.object.count_down(conn, &party))",
+          ".run(|| shared.object.count_down(conn, \"\"))")],
+        protocols=(),
+    ),
+    Mutant(
         "latch_party_counts_twice", NOT_MODELLED,
         "a party's repeated or retried count-down counts again (native latch_down.lua)",
         ["latch"],

@@ -111,7 +111,9 @@ pub struct LatchInfo {
     pub protocol: Protocol,
     /// The count; 0 when the latch is open (does not exist).
     pub count: u64,
-    /// How many parties counted down this round (`native`; `None` under
+    /// How many count-downs this round recorded (`native`: each
+    /// [`count_down_as`](CountDownLatch::count_down_as) party once, each
+    /// [`count_down`](CountDownLatch::count_down) call once; `None` under
     /// `redisson`, which records none).
     pub parties: Option<u64>,
     /// How long its keys live on unless counted down; `None` when open
@@ -256,6 +258,15 @@ impl CountDownLatch {
     /// it. Reaching 0 opens the latch: its keys are deleted and one message
     /// wakes every waiter. On an open latch it does nothing (0).
     ///
+    /// Under `native` the call counts once however often it is sent: it
+    /// counts as a party of its own (a fresh id of 33 bytes, which no
+    /// [`count_down_as`](Self::count_down_as) party can spell, kept in the
+    /// parties' set until the latch opens, is deleted or expires), so a call
+    /// without an answer is sent again within the retry budget, and a
+    /// connection that sends it again by itself (a Redis Cluster's, after a
+    /// dropped connection) counts nothing more. Under `redisson` it is
+    /// Redisson's script, sent once.
+    ///
     /// ```no_run
     /// # async fn demo(latch: fairlock::CountDownLatch) -> fairlock::Result<()> {
     /// let left = latch.count_down().await?;
@@ -268,18 +279,29 @@ impl CountDownLatch {
     /// [`Error::WrongType`](crate::Error::WrongType) for other data under
     /// the latch's keys (nothing written);
     /// [`Error::Connection`](crate::Error::Connection) when the call got no
-    /// answer: it is not sent again (it **may have counted**; use
-    /// [`count_down_as`](Self::count_down_as) to retry safely).
+    /// answer (`native`: within the retry budget): it **may have counted**,
+    /// once. Under `redisson` on a Redis Cluster, the cluster connection
+    /// sends a call again by itself after a dropped connection, so a
+    /// Redisson count-down whose reply was lost may count twice (as it may
+    /// in Redisson's own client, which retries too).
     ///
     /// # Cancel safety
-    /// Dropping the future after the call was sent may or may not count.
+    /// Dropping the future after the call was sent may or may not count
+    /// (once).
     pub async fn count_down(&self) -> Result<u64> {
         let shared = &self.shared;
-        Ok(shared
-            .object
-            .count_down(shared.core.conn(), "")
-            .await?
-            .count)
+        let conn = shared.core.conn();
+        if matches!(shared.object, LatchObject::Redisson { .. }) {
+            return Ok(shared.object.count_down(conn, "").await?.count);
+        }
+        // A party id no caller's can be (they hold no control character).
+        let party = format!("\u{1}{}", crate::hold::new_request_id());
+        let done = shared
+            .core
+            .retry()
+            .run(|| shared.object.count_down(conn, &party))
+            .await?;
+        Ok(done.count)
     }
 
     /// Count down once as `party`, at most once per party per setting of

@@ -1016,14 +1016,13 @@ async fn a_try_set_count_with_its_reply_lost_answers_true_on_a_cluster() {
     );
 }
 
-/// `count_down()` is sent once, also on a Redis Cluster: a count-down
+/// `count_down()` counts once, also on a Redis Cluster, whose connection
+/// sends a call again by itself after a dropped connection: a count-down
 /// whose reply is lost (the connection cut after the script ran) counts
-/// once. The node of the latch's slot announces a proxy's port, so the
-/// client's connection to it goes through the proxy.
+/// once, as the party of its own it records. The node of the latch's slot
+/// announces a proxy's port, so the client's connection to it goes through
+/// the proxy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "redis-rs's cluster connection sends a call again after a dropped connection \
-            (retries(4), transport/cluster.rs): count_down() counts twice and answers Ok; \
-            needs a send-once path for the latch's count_down and try_set_count"]
 async fn a_count_down_with_its_reply_lost_counts_once_on_a_cluster() {
     let key = native_key("once");
     let (cluster, proxy, port) = cluster_behind_a_proxy(&key).await;
