@@ -131,12 +131,13 @@ impl Shared {
     /// Read the holder and the log.
     async fn read(&self) -> Result<Snapshot> {
         let keys = [self.lock_key.as_str(), self.log_key.as_str()];
-        let (token, _owner, _label, pttl, log): (
+        let (token, _owner, _label, pttl, log, bound): (
             Option<String>,
             Option<String>,
             Option<String>,
             i64,
             Vec<String>,
+            u64,
         ) = self
             .core
             .retry()
@@ -152,15 +153,32 @@ impl Shared {
             })?),
             None => None,
         };
+        let not_ours = |reason: &str| Error::NotALock {
+            name: self.name().to_owned(),
+            key: self.log_key.clone(),
+            reason: reason.into(),
+        };
         let entries = log
             .iter()
             .map(|text| Entry::parse(text))
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::NotALock {
-                name: self.name().to_owned(),
-                key: self.log_key.clone(),
-                reason: "the election log holds an entry that is not an election entry".into(),
+            .ok_or_else(|| {
+                not_ours("the election log holds an entry that is not an election entry")
             })?;
+        // The election writes each entry above the one before, in a term a
+        // grant made: anything else was written by another program, and
+        // reporting it would name a leader the lock never had.
+        if entries.iter().any(|entry| entry.term > bound) {
+            return Err(not_ours(
+                "the election log holds an entry of a term never granted",
+            ));
+        }
+        if entries
+            .windows(2)
+            .any(|pair| pair[0].key() <= pair[1].key())
+        {
+            return Err(not_ours("the election log's entries are out of order"));
+        }
         Ok(Snapshot {
             holder,
             pttl,
@@ -189,9 +207,16 @@ struct Entry {
 
 impl Entry {
     fn parse(text: &str) -> Option<Self> {
+        // Digits only, as the scripts' counters (`parse` would take a '+').
+        let number = |part: &str| {
+            part.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| part.parse::<u64>().ok())
+                .flatten()
+        };
         let mut parts = text.splitn(4, ':');
-        let term = parts.next()?.parse().ok()?;
-        let seq = parts.next()?.parse().ok()?;
+        let term = number(parts.next()?)?;
+        let seq = number(parts.next()?)?;
         let leads = match parts.next()? {
             "l" => true,
             "r" => false,
@@ -662,6 +687,7 @@ impl LeaderChanges {
 
     /// Queue the changes `snapshot` shows since the last read.
     fn take_in(&mut self, snapshot: &Snapshot) {
+        let previous = self.last;
         if self.first {
             self.first = false;
         } else {
@@ -682,7 +708,14 @@ impl LeaderChanges {
                 self.last = Some(head.key());
             }
         }
-        let current = snapshot.current();
+        // A log whose head is older than an entry taken in already (a
+        // failover to a replica that missed the newest writes) names a
+        // state older than one shown: nobody, rather than going back.
+        let went_back = snapshot
+            .entries
+            .first()
+            .is_some_and(|head| previous.is_some_and(|last| head.key() < last));
+        let current = snapshot.current().filter(|_| !went_back);
         let mut wait = OBSERVE_INTERVAL;
         if current.is_some() {
             if let Ok(left) = u64::try_from(snapshot.pttl) {
@@ -715,7 +748,15 @@ mod tests {
             ("host:1", "value:with:colons")
         );
         assert!(!Entry::parse("17:3:r:host:1\t").unwrap().leads);
-        for bad in ["", "x:1:l:a\tb", "1:1:x:a\tb", "1:1:l:no tab", "1:l:a\tb"] {
+        for bad in [
+            "",
+            "x:1:l:a\tb",
+            "1:1:x:a\tb",
+            "1:1:l:no tab",
+            "1:l:a\tb",
+            "+1:1:l:a\tb",
+            "1:+1:l:a\tb",
+        ] {
             assert_eq!(Entry::parse(bad), None, "{bad:?}");
         }
     }

@@ -486,3 +486,135 @@ async fn the_log_keeps_the_last_16_changes() {
         "nothing more"
     );
 }
+
+/// A hostile client pushes a log entry of a term the lock never granted and
+/// publishes on the changes channel: an observer must not report a leader
+/// the lock does not name (a typed error is fine), and a leader's proclaim
+/// meets a typed error, not a log with two entries of the same key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_entry_of_an_ungranted_term_is_never_reported() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("forged").unwrap();
+    let leadership = election.campaign("real").await.unwrap();
+    let term = leadership.term();
+    let mut changes = election.observe().await.unwrap();
+    assert_eq!(
+        seen(&next_within(&mut changes, Duration::from_secs(5)).await),
+        Some(("real".to_owned(), term))
+    );
+    // A term an hour of server microseconds ahead: no grant has made it.
+    let forged = format!("{}:1:l:evil\tforged", term + 3_600_000_000);
+    let _: i64 = server.cmd(&["LPUSH", &log_key("forged"), &forged]);
+    let _: i64 = server.cmd(&["PUBLISH", "fairlock:{forged}:elect:changes", "x"]);
+    match tokio::time::timeout(Duration::from_secs(3), changes.next()).await {
+        Err(_) | Ok(Err(Error::NotALock { .. })) => {}
+        Ok(other) => panic!("the observer reported {other:?}"),
+    }
+    match leadership.proclaim("real2").await {
+        Err(Error::NotALock { .. }) => {}
+        other => panic!("a proclaim over a forged head: {other:?}"),
+    }
+    assert!(matches!(
+        election.leader().await,
+        Err(Error::NotALock { .. })
+    ));
+    leadership.resign().await.ok();
+}
+
+/// A failover to a lagging replica, the promoted master's data simulated by
+/// restoring the lock and the log as they were under an earlier term (its
+/// leader since resigned): the observer, which showed a later term, must
+/// not go back to the earlier one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_never_goes_back_to_an_earlier_term() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("back").unwrap();
+    let mut changes = election.observe().await.unwrap();
+    assert_eq!(
+        next_within(&mut changes, Duration::from_secs(5)).await,
+        None
+    );
+    let first = election.campaign("a").await.unwrap();
+    let lock_key = "fairlock:{back}:lock";
+    let lock: redis::Value = server.cmd(&["DUMP", lock_key]);
+    let log: redis::Value = server.cmd(&["DUMP", &log_key("back")]);
+    let first_term = first.term();
+    first.resign().await.unwrap();
+    let second = election.campaign("b").await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        got.push(seen(
+            &next_within(&mut changes, Duration::from_secs(5)).await,
+        ));
+    }
+    assert_eq!(
+        got,
+        vec![
+            Some(("a".to_owned(), first_term)),
+            None,
+            Some(("b".to_owned(), second.term()))
+        ]
+    );
+    // The promoted replica's state: the first leader holds, its entry heads the log.
+    let bytes = |v: redis::Value| match v {
+        redis::Value::BulkString(b) => b,
+        other => panic!("{other:?}"),
+    };
+    for (key, dump) in [(lock_key.to_owned(), lock), (log_key("back"), log)] {
+        let _: () = redis::cmd("RESTORE")
+            .arg(&key)
+            .arg(20_000)
+            .arg(bytes(dump))
+            .arg("REPLACE")
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    let _: i64 = server.cmd(&["PUBLISH", "fairlock:{back}:elect:changes", "x"]);
+    let until = Instant::now() + Duration::from_millis(2500);
+    while let Ok(change) = tokio::time::timeout_at(until.into(), changes.next()).await {
+        if let Some(leader) = change.unwrap() {
+            assert!(
+                leader.term >= second.term(),
+                "term {} shown after term {}",
+                leader.term,
+                second.term()
+            );
+        }
+    }
+    drop(second);
+}
+
+/// A hostile entry of a term between two real ones, pushed over the newest:
+/// an observer that last saw the older term must not report the forged one
+/// after the newer (a term going back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_entry_out_of_order_is_never_reported() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("order2").unwrap();
+    let first = election.campaign("a").await.unwrap();
+    let mut changes = election.observe().await.unwrap();
+    assert_eq!(
+        seen(&next_within(&mut changes, Duration::from_secs(5)).await),
+        Some(("a".to_owned(), first.term()))
+    );
+    let first_term = first.term();
+    // No read between these: the observer waits for a message.
+    first.resign().await.unwrap();
+    let second = election.campaign("b").await.unwrap();
+    assert!(second.term() > first_term + 1);
+    let forged = format!("{}:5:l:evil\tforged", second.term() - 1);
+    let _: i64 = server.cmd(&["LPUSH", &log_key("order2"), &forged]);
+    let _: i64 = server.cmd(&["PUBLISH", "fairlock:{order2}:elect:changes", "x"]);
+    let until = Instant::now() + Duration::from_millis(2500);
+    while let Ok(change) = tokio::time::timeout_at(until.into(), changes.next()).await {
+        match change {
+            Ok(Some(leader)) => assert_ne!(leader.value, "forged", "{leader:?}"),
+            Ok(None) | Err(Error::NotALock { .. }) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    drop(second);
+}

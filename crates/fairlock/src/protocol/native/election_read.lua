@@ -1,9 +1,11 @@
 -- Election (see election.rs): who holds the lock, and the election's log
 -- (read-only). KEYS[1] the lock (lock_prelude.lua), KEYS[2] the log (see
 -- election.lua); ARGV[1] LOG_LEN.
--- Returns {TOKEN, OWNER, LABEL, PTTL, LOG}: the holder's token, owner and
--- label (nil, nil, nil and PTTL -2 when the lock is free) and the log's
--- entries, newest first.
+-- Returns {TOKEN, OWNER, LABEL, PTTL, LOG, BOUND}: the holder's token, owner
+-- and label (nil, nil, nil and PTTL -2 when the lock is free), the log's
+-- entries, newest first, and the highest term a grant can have made:
+-- max(the lock key's token, held or free, and the server clock in µs; see
+-- next_token), above which an entry is not the election's.
 local LOG_LEN = tonumber(ARGV[1])
 local lock, bad = lock_of(redis.pcall('get', KEYS[1]))
 if bad then
@@ -13,7 +15,9 @@ local log = redis.pcall('lrange', KEYS[2], 0, LOG_LEN - 1)
 if log.err then
   return redis.error_reply('WRONGTYPE key ' .. KEYS[2] .. ' is not a list')
 end
+local _, now_us = server_now()
+local bound = decimal(math.max(lock.token, now_us))
 if not lock.owner then
-  return {false, false, false, -2, log}
+  return {false, false, false, -2, log, bound}
 end
-return {lock.text, lock.owner, lock.label, redis.call('pttl', KEYS[1]), log}
+return {lock.text, lock.owner, lock.label, redis.call('pttl', KEYS[1]), log, bound}
