@@ -223,6 +223,11 @@ impl Entry {
             _ => return None,
         };
         let (label, value) = parts.next()?.split_once('\t')?;
+        // A client label as `label.rs` allows it (shown on a terminal as it
+        // is): one from another program could hide escape sequences.
+        if label.len() > crate::label::MAX_LABEL_LEN || label.chars().any(char::is_control) {
+            return None;
+        }
         Some(Self {
             term,
             seq,
@@ -748,6 +753,9 @@ mod tests {
             ("host:1", "value:with:colons")
         );
         assert!(!Entry::parse("17:3:r:host:1\t").unwrap().leads);
+        let longest = format!("1:1:l:{}\tv", "x".repeat(crate::label::MAX_LABEL_LEN));
+        assert!(Entry::parse(&longest).is_some());
+        assert_eq!(Entry::parse(&longest.replace("\tv", "x\tv")), None);
         for bad in [
             "",
             "x:1:l:a\tb",
@@ -756,6 +764,8 @@ mod tests {
             "1:l:a\tb",
             "+1:1:l:a\tb",
             "1:+1:l:a\tb",
+            "1:1:l:a\x1b[2J\tb",
+            "1:1:l:a\nb\tc",
         ] {
             assert_eq!(Entry::parse(bad), None, "{bad:?}");
         }

@@ -20,8 +20,9 @@ if lock.owner ~= ARGV[1] or lock.text ~= ARGV[2] then
   return 0
 end
 -- The log is read before any write: another type, or an entry that is not
--- ours (it does not parse, or its term is above this holder's), is refused
--- with nothing written.
+-- ours, is refused with nothing written. A head of a term above this one
+-- is not refused here (after the server clock stepped back, a grant's
+-- token may be below the last term's): the readers refuse such a log.
 local head = redis.pcall('lindex', KEYS[2], 0)
 if type(head) == 'table' then
   return redis.error_reply('WRONGTYPE key ' .. KEYS[2] .. ' is not a list')
@@ -31,10 +32,6 @@ if head then
   local term, last = string.match(head, '^(%d+):(%d+):[lr]:')
   if not counter(term) or not counter(last) then
     return not_a_lock(2, 'the election log holds an entry that is not an election entry')
-  end
-  -- A term above the holder's: no grant made it (tokens increase).
-  if counter(term) > lock.token then
-    return not_a_lock(2, 'the election log holds an entry of a term never granted')
   end
   if term == ARGV[2] then
     seq = counter(last) + 1
