@@ -72,7 +72,8 @@ enum Write {
     Lead,
     /// An entry: this term resigned.
     Resign,
-    /// No entry: keep the log alive.
+    /// Keep the log alive; and when it holds no entry of this term (lost
+    /// in a failover, or evicted), publish the value again.
     Keep,
 }
 
@@ -398,6 +399,7 @@ impl Election {
             shared: Arc::clone(&self.shared),
             owner: guard.owner().clone(),
             term,
+            value: Arc::new(std::sync::Mutex::new(value.to_owned())),
             guard: Some(guard),
         };
         leadership.proclaim(value).await?;
@@ -473,6 +475,9 @@ pub struct Leadership {
     shared: Arc<Shared>,
     owner: Owner,
     term: u64,
+    /// The value last proclaimed (published or on its way), which the log's
+    /// keep-alive publishes again when the log lost this term's entries.
+    value: Arc<std::sync::Mutex<String>>,
     /// `None` once resigned.
     guard: Option<LockGuard>,
 }
@@ -545,6 +550,7 @@ impl Leadership {
         if self.guard.is_none() {
             return Err(self.shared.lost(&self.owner));
         }
+        value.clone_into(&mut self.value.lock().unwrap_or_else(|e| e.into_inner()));
         if self
             .shared
             .write(&self.owner, self.term, Write::Lead, value)
@@ -557,13 +563,16 @@ impl Leadership {
     }
 
     /// Keep the log alive while this leader leads: a write every third
-    /// of its life; ends by itself when the hold ends (released or lost).
+    /// of its life, which publishes the value again when the log holds no
+    /// entry of this term (so `leader()` names this leader again within
+    /// that time); ends by itself when the hold ends (released or lost).
     fn keep_log(&self) {
         let Some(guard) = &self.guard else { return };
         let lost = guard.lost();
         let shared = Arc::clone(&self.shared);
         let owner = self.owner.clone();
         let term = self.term;
+        let value = Arc::clone(&self.value);
         let every = shared.log_life() / 3;
         self.shared.core.spawn_detached(async move {
             tokio::pin!(lost);
@@ -572,7 +581,8 @@ impl Leadership {
                     () = &mut lost => break,
                     () = tokio::time::sleep(every) => {}
                 }
-                if let Ok(false) = shared.write(&owner, term, Write::Keep, "").await {
+                let value = value.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if let Ok(false) = shared.write(&owner, term, Write::Keep, &value).await {
                     break;
                 }
             }
@@ -708,18 +718,18 @@ impl LeaderChanges {
                 self.queue(change);
             }
         }
-        if let Some(head) = snapshot.entries.first() {
-            if self.last.is_none_or(|last| head.key() > last) {
-                self.last = Some(head.key());
+        // A log whose head is of a term older than an entry taken in
+        // already (a failover to a replica that missed the newest writes)
+        // names a state older than one shown: nobody, rather than going
+        // back. A head of the same term with a lower SEQ is the term's
+        // entries published again (see `keep_log`): taken in from there.
+        let head = snapshot.entries.first().map(Entry::key);
+        let went_back = head.is_some_and(|head| previous.is_some_and(|last| head.0 < last.0));
+        if let Some(head) = head {
+            if self.last.is_none_or(|last| head > last || head.0 == last.0) {
+                self.last = Some(head);
             }
         }
-        // A log whose head is older than an entry taken in already (a
-        // failover to a replica that missed the newest writes) names a
-        // state older than one shown: nobody, rather than going back.
-        let went_back = snapshot
-            .entries
-            .first()
-            .is_some_and(|head| previous.is_some_and(|last| head.key() < last));
         let current = snapshot.current().filter(|_| !went_back);
         let mut wait = OBSERVE_INTERVAL;
         if current.is_some() {

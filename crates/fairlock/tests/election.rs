@@ -624,3 +624,46 @@ async fn a_forged_entry_out_of_order_is_never_reported() {
     }
     drop(second);
 }
+
+/// The log loses a leader's entries while it leads (a failover to a replica
+/// that got the grant but not the entry, or an eviction): `leader()` and the
+/// observers name nobody until the leader's keep-alive, a third of the
+/// log's life later (20 s here), publishes its value again; an observer that
+/// had seen a later entry of the term then names the leader again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_lost_under_a_leader_is_published_again() {
+    let server = RedisServer::start();
+    let c = client_with(&server, Protocol::Native, |c| {
+        c.lease(Duration::from_secs(1))
+    })
+    .await;
+    let election = c.election("relost").unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    leadership.proclaim("a2").await.unwrap();
+    let term = leadership.term();
+    let mut changes = election.observe().await.unwrap();
+    let current = Some(("a2".to_owned(), term));
+    assert_eq!(
+        seen(&next_within(&mut changes, Duration::from_secs(5)).await),
+        current
+    );
+    let _: i64 = server.cmd(&["DEL", &log_key("relost")]);
+    let lost_at = Instant::now();
+    assert_eq!(election.leader().await.unwrap(), None);
+    assert_eq!(
+        next_within(&mut changes, Duration::from_secs(5)).await,
+        None
+    );
+    assert_eq!(
+        seen(&next_within(&mut changes, Duration::from_secs(25)).await),
+        current
+    );
+    assert!(
+        lost_at.elapsed() <= Duration::from_secs(22),
+        "{:?}",
+        lost_at.elapsed()
+    );
+    assert_eq!(seen(&election.leader().await.unwrap()), current);
+    assert!(leadership.is_leader());
+    leadership.resign().await.unwrap();
+}
