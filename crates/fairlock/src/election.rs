@@ -36,6 +36,12 @@ pub const MAX_LEADER_VALUE_LEN: usize = 64 * 1024;
 /// Sent to `election.lua` and `election_read.lua`.
 const LOG_LEN: &str = "16";
 
+/// The longest entry the election writes, in bytes: `TERM:SEQ:KIND:`
+/// (at most 16 + 1 + 16 + 3), a label and a value. `election_read.lua`
+/// refuses a longer one, so a read costs the client at most 16 of these
+/// (about 1 MiB).
+const MAX_ENTRY_LEN: usize = 36 + crate::label::MAX_LABEL_LEN + 1 + MAX_LEADER_VALUE_LEN;
+
 /// How often an observer reads the election again without being told:
 /// the bound on how late it sees a change whose message was lost, and a
 /// leader whose lease ran out (nobody publishes that).
@@ -132,6 +138,8 @@ impl Shared {
     /// Read the holder and the log.
     async fn read(&self) -> Result<Snapshot> {
         let keys = [self.lock_key.as_str(), self.log_key.as_str()];
+        let longest = MAX_ENTRY_LEN.to_string();
+        let args = [LOG_LEN, longest.as_str()];
         let (token, _owner, _label, pttl, log, bound): (
             Option<String>,
             Option<String>,
@@ -142,11 +150,7 @@ impl Shared {
         ) = self
             .core
             .retry()
-            .run(|| {
-                self.core
-                    .conn()
-                    .script(&READ, self.name(), &keys, &[LOG_LEN])
-            })
+            .run(|| self.core.conn().script(&READ, self.name(), &keys, &args))
             .await?;
         let holder = match token {
             Some(token) => Some(token.parse::<u64>().map_err(|_| {

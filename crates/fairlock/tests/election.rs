@@ -667,3 +667,37 @@ async fn a_log_lost_under_a_leader_is_published_again() {
     assert!(leadership.is_leader());
     leadership.resign().await.unwrap();
 }
+
+/// Another program's entry longer than any the election writes (a label of
+/// 128 bytes and a value of 64 KiB): refused by the read script before it
+/// is sent, so a read costs a client at most 16 entries of that size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_longer_than_the_election_writes_is_refused() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("huge").unwrap();
+    // The longest entry a leader can write is read back.
+    let label = "l".repeat(fairlock::MAX_LABEL_LEN);
+    let longest = client_with(&server, Protocol::Native, |c| c.label(&label)).await;
+    let value = "v".repeat(fairlock::MAX_LEADER_VALUE_LEN);
+    let leadership = longest
+        .election("huge")
+        .unwrap()
+        .campaign(&value)
+        .await
+        .unwrap();
+    let leader = election.leader().await.unwrap().unwrap();
+    assert_eq!(
+        (leader.label.len(), leader.value.len()),
+        (label.len(), value.len())
+    );
+    let term = leadership.term();
+    leadership.resign().await.unwrap();
+    // In order after the resignation, in a granted term: only its length is wrong.
+    let huge = format!("{term}:3:l:x\t{}", "v".repeat(1 << 20));
+    let _: i64 = server.cmd(&["LPUSH", &log_key("huge"), &huge]);
+    assert!(matches!(
+        election.leader().await,
+        Err(Error::NotALock { .. })
+    ));
+}
