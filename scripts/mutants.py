@@ -479,6 +479,34 @@ MUTANTS = [
           "                .iter()\n                .rev()\n                .filter(|entry| self.last",
           "                .iter()\n                .take(1)\n                .rev()\n                .filter(|entry| self.last")],
     ),
+    Mutant(
+        "election_forged_term_reported", NOT_MODELLED,
+        "an observer reports a log entry of a term no grant made (election.rs Shared::read); "
+        "killed by election::a_forged_entry_of_an_ungranted_term_is_never_reported",
+        ["election"],
+        [(SRC + "election.rs",
+          "if entries.iter().any(|entry| entry.term > bound) {",
+          "if entries.iter().any(|entry| entry.term > bound && bound == 0) {")],
+    ),
+    Mutant(
+        "election_observer_goes_back", NOT_MODELLED,
+        "after a failover to a replica that missed the newest entries, an observer returns an "
+        "older term (election.rs take_in); killed by "
+        "election::an_observer_never_goes_back_to_an_earlier_term",
+        ["election"],
+        [(SRC + "election.rs",
+          "let current = snapshot.current().filter(|_| !went_back);",
+          "let current = snapshot.current();")],
+    ),
+    Mutant(
+        "election_lost_log_not_republished", NOT_MODELLED,
+        "a leader whose log entries were lost never publishes its value again (election.lua); "
+        "killed by election::a_log_lost_under_a_leader_is_published_again",
+        ["election"],
+        [(NATIVE + "election.lua",
+          "if what == 't' and seq == 1 then",
+          "if what == 't' and seq == 0 then")],
+    ),
 ]
 
 
