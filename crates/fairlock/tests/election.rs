@@ -701,3 +701,40 @@ async fn an_entry_longer_than_the_election_writes_is_refused() {
         Err(Error::NotALock { .. })
     ));
 }
+
+/// A leader's hold force-unlocked, then taken again by the same owner (a
+/// plain acquisition naming the leadership's owner): a new token, so the
+/// deposed leadership's proclaim is refused, its `lost()` resolves, and
+/// dropping it does not release the hold taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leadership_force_unlocked_and_retaken_by_its_owner_is_lost() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("retaken").unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    let leadership_owner = leadership.owner().to_string();
+    let lost = leadership.lost();
+    assert!(election.lock().force_unlock().await.unwrap());
+    let retaken = election
+        .lock()
+        .acquire(fairlock::AcquireOptions::new().owner(leadership.owner().clone()))
+        .await
+        .unwrap()
+        .expect("free after the force-unlock");
+    assert!(retaken.token().unwrap() > leadership.term());
+    assert!(leadership.proclaim("b").await.unwrap_err().is_lock_lost());
+    tokio::time::timeout(Duration::from_secs(5), lost)
+        .await
+        .expect("the deposed leadership's lost() resolves");
+    assert!(!leadership.is_leader());
+    assert!(leadership.resign().await.unwrap_err().is_lock_lost());
+    c.flush().await;
+    assert!(retaken.is_held());
+    assert!(support::is_held(&server, Protocol::Native, "retaken"));
+    assert_eq!(
+        common::native_holder(&server, "retaken"),
+        Some(leadership_owner)
+    );
+    assert_eq!(election.leader().await.unwrap(), None);
+    retaken.unlock().await.unwrap();
+}
