@@ -738,3 +738,49 @@ async fn a_leadership_force_unlocked_and_retaken_by_its_owner_is_lost() {
     assert_eq!(election.leader().await.unwrap(), None);
     retaken.unlock().await.unwrap();
 }
+
+/// The leader's owner enters the lock again (a plain acquisition naming the
+/// leadership's owner): the same term; releasing that re-entry leaves the
+/// leadership whole (still leading, proclaims written), and resigning
+/// releases the leadership's hold only (nobody leads; the re-entry holds
+/// until released, then the next candidate leads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentry_by_the_leaders_owner_keeps_the_term() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("again").unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    let again = || async {
+        election
+            .lock()
+            .acquire(fairlock::AcquireOptions::new().owner(leadership.owner().clone()))
+            .await
+            .unwrap()
+            .expect("a re-entry")
+    };
+    let reentry = again().await;
+    assert_eq!(reentry.token(), Some(leadership.term()));
+    reentry.unlock().await.unwrap();
+    assert!(leadership.is_leader());
+    leadership.proclaim("a2").await.unwrap();
+    assert_eq!(
+        seen(&election.leader().await.unwrap()),
+        Some(("a2".to_owned(), leadership.term()))
+    );
+    let reentry = again().await;
+    let term = leadership.term();
+    leadership.resign().await.unwrap();
+    assert_eq!(election.leader().await.unwrap(), None);
+    assert!(reentry.is_held());
+    let next = c.election("again").unwrap();
+    let waiting = tokio::spawn(async move { next.campaign("b").await });
+    until_queued(&server, "again", 1).await;
+    reentry.unlock().await.unwrap();
+    let successor = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the next candidate leads")
+        .unwrap()
+        .unwrap();
+    assert!(successor.term() > term);
+    successor.resign().await.unwrap();
+}
