@@ -734,7 +734,22 @@ impl LeaderChanges {
                 self.last = Some(head);
             }
         }
-        let current = snapshot.current().filter(|_| !went_back);
+        let mut current = snapshot.current().filter(|_| !went_back);
+        // The lock still names the term last shown, and the log holds none
+        // of its entries (lost in a failover, or evicted): that leader has
+        // neither resigned nor published since. Still it, rather than
+        // nobody and then the same term again when its keep-alive
+        // publishes the value again.
+        if let (None, Some(Some(shown))) = (&current, &self.shown) {
+            if snapshot.holder == Some(shown.term)
+                && snapshot
+                    .entries
+                    .iter()
+                    .all(|entry| entry.term != shown.term)
+            {
+                current = Some(shown.clone());
+            }
+        }
         let mut wait = OBSERVE_INTERVAL;
         if current.is_some() {
             if let Ok(left) = u64::try_from(snapshot.pttl) {
