@@ -792,3 +792,31 @@ async fn a_reentry_by_the_leaders_owner_keeps_the_term() {
     assert!(successor.term() > term);
     successor.resign().await.unwrap();
 }
+
+/// A leadership ended with no message on the election's channel (the lock
+/// force-unlocked, a 30 s lease far off): an observer sees nobody within
+/// its re-read bound, 1 s (here within 2 s, on a loaded machine).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_sees_an_unannounced_end_within_a_second() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("quiet").unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    let mut changes = election.observe().await.unwrap();
+    assert_eq!(
+        seen(&next_within(&mut changes, Duration::from_secs(5)).await),
+        Some(("a".to_owned(), leadership.term()))
+    );
+    assert!(election.lock().force_unlock().await.unwrap());
+    let ended = Instant::now();
+    assert_eq!(
+        next_within(&mut changes, Duration::from_secs(5)).await,
+        None
+    );
+    assert!(
+        ended.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        ended.elapsed()
+    );
+    drop(leadership);
+}
