@@ -507,6 +507,15 @@ MUTANTS = [
           "if what == 't' and seq == 1 then",
           "if what == 't' and seq == 0 then")],
     ),
+    Mutant(
+        "election_proclaim_after_lost", NOT_MODELLED,
+        "a leader whose lost() resolved still proclaims (election.rs Leadership::proclaim); "
+        "killed by election::a_proclaim_after_lost_is_refused",
+        ["election"],
+        [(SRC + "election.rs",
+          "        if !self.is_leader() {\n            return Err(self.shared.lost(&self.owner));",
+          "        if self.guard.is_none() {\n            return Err(self.shared.lost(&self.owner));")],
+    ),
 ]
 
 

@@ -542,8 +542,8 @@ impl Leadership {
     /// lock, so a deposed leader's value never overwrites its successor's.
     ///
     /// # Errors
-    /// [`Error::LockLost`] when this term no longer holds the lock (nothing
-    /// written); [`Error::InvalidConfig`] for a value over
+    /// [`Error::LockLost`] when this term no longer holds the lock, or
+    /// [`lost`](Self::lost) has resolved (nothing written); [`Error::InvalidConfig`] for a value over
     /// [`MAX_LEADER_VALUE_LEN`]; [`Error::Connection`].
     ///
     /// # Cancel safety
@@ -551,7 +551,10 @@ impl Leadership {
     /// dropped; the leadership is unchanged.
     pub async fn proclaim(&self, value: &str) -> Result<()> {
         check_value(value)?;
-        if self.guard.is_none() {
+        // Not once the leader stopped believing (`lost()`): the server may
+        // name it a little longer (its key expires no earlier), but a
+        // leader that stopped acting as one must not publish either.
+        if !self.is_leader() {
             return Err(self.shared.lost(&self.owner));
         }
         value.clone_into(&mut self.value.lock().unwrap_or_else(|e| e.into_inner()));

@@ -820,3 +820,37 @@ async fn an_observer_sees_an_unannounced_end_within_a_second() {
     );
     drop(leadership);
 }
+
+/// A leader whose renewals run on the server but whose replies come late
+/// stops believing at its lease (`lost()`), while the server still names
+/// it: a proclaim after `lost()` is refused (`LockLost`), not written as if
+/// it still led.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proclaim_after_lost_is_refused() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let lease = Duration::from_millis(1000);
+    let c = connect(
+        config(&proxy.url(), Protocol::Native)
+            .lease(lease)
+            .response_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let election = c.election("late").unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    proxy.delay_replies(Duration::from_secs(3));
+    tokio::time::timeout(lease * 5, leadership.lost())
+        .await
+        .expect("lost() at the lease's end");
+    assert!(!leadership.is_leader());
+    proxy.delay_replies(Duration::ZERO);
+    let result = leadership.proclaim("after lost").await;
+    let log: Vec<String> = server.cmd(&["LRANGE", &log_key("late"), "0", "0"]);
+    assert!(
+        matches!(&result, Err(e) if e.is_lock_lost()),
+        "{result:?}; the log: {log:?}; held: {}",
+        support::is_held(&server, Protocol::Native, "late")
+    );
+    assert!(!log[0].contains("after lost"), "{log:?}");
+    drop(leadership);
+}
