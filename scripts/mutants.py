@@ -495,8 +495,8 @@ MUTANTS = [
         "election::an_observer_never_goes_back_to_an_earlier_term",
         ["election"],
         [(SRC + "election.rs",
-          "let current = snapshot.current().filter(|_| !went_back);",
-          "let current = snapshot.current();")],
+          "let mut current = snapshot.current().filter(|_| !went_back);",
+          "let mut current = snapshot.current();")],
     ),
     Mutant(
         "election_lost_log_not_republished", NOT_MODELLED,
@@ -515,6 +515,124 @@ MUTANTS = [
         [(SRC + "election.rs",
           "        if !self.is_leader() {\n            return Err(self.shared.lost(&self.owner));",
           "        if self.guard.is_none() {\n            return Err(self.shared.lost(&self.owner));")],
+    ),
+    # The count-down latch: tests/latch.rs kills each (the model does not
+    # describe it; the torture's latch combination catches a wait that
+    # returns early, checked by hand, and is left out here for time).
+    Mutant(
+        "latch_opens_silently", NOT_MODELLED,
+        "the count-down that reaches 0 publishes nothing (native latch_down.lua)",
+        ["latch"],
+        [(NATIVE + "latch_down.lua",
+          "  redis.call('publish', KEYS[3], round)\n",
+          "")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_anonymous_count_down_unrecorded", NOT_MODELLED,
+        "a native count_down() records no party of its own: sent again by a Cluster's "
+        "connection after a lost reply, it counts twice (latch.rs count_down)",
+        ["latch"],
+        [(SRC + "latch.rs",
+          ".run(|| shared.object.count_down(conn, &party))",
+          ".run(|| shared.object.count_down(conn, \"\"))")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_party_counts_twice", NOT_MODELLED,
+        "a party's repeated or retried count-down counts again (native latch_down.lua)",
+        ["latch"],
+        [(NATIVE + "latch_down.lua",
+          "if party ~= '' and redis.call('sismember', KEYS[2], party) == 1 then",
+          "if false then")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_wait_returns_at_one", NOT_MODELLED,
+        "a wait returns when the count is 1, before it reached 0 (latch.rs wait_within)",
+        ["latch"],
+        [(SRC + "latch.rs",
+          "if state.count == 0 || state.round != round {",
+          "if state.count <= 1 || state.round != round {")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_round_ignored", NOT_MODELLED,
+        "a waiter that reads another round (opened and set again, message lost) waits on "
+        "(latch.rs wait_within)",
+        ["latch"],
+        [(SRC + "latch.rs",
+          "if state.count == 0 || state.round != round {",
+          "if state.count == 0 {")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_expiry_not_pushed_back", NOT_MODELLED,
+        "a count-down leaves the latch's expiry where its setting put it (native latch_down.lua)",
+        ["latch"],
+        [(NATIVE + "latch_down.lua",
+          "redis.call('hset', KEYS[1], 'count', count)\nredis.call('pexpire', KEYS[1], expiry)\n",
+          "redis.call('hset', KEYS[1], 'count', count)\n")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_parties_of_any_type", NOT_MODELLED,
+        "the parties key is not checked for its type before the writes (native latch_prelude.lua)",
+        ["latch"],
+        [(NATIVE + "latch_prelude.lua",
+          "local bad = wrong_type(KEYS[1], 'hash') or wrong_type(KEYS[2], 'set')",
+          "local bad = wrong_type(KEYS[1], 'hash')")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_redisson_zero_as_new_count", NOT_MODELLED,
+        "a Redisson count-down reaching 0 publishes Redisson's new-count message '1', not '0' "
+        "(redisson latch_down.lua)",
+        ["latch"],
+        [(REDISSON + "latch_down.lua",
+          "redis.call('publish', KEYS[2], '0')",
+          "redis.call('publish', KEYS[2], '1')")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_redisson_deletes_foreign_data", NOT_MODELLED,
+        "a Redisson latch's delete deletes whatever string is under the name "
+        "(redisson latch_delete.lua)",
+        ["latch"],
+        [(REDISSON + "latch_delete.lua",
+          "local count, bad = latch_count()\nif count == nil then\n  return bad\nend\n",
+          "local count = redis.call('exists', KEYS[1]) == 1\n")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_parties_expire_first", NOT_MODELLED,
+        "an anonymous count-down pushes back the count's expiry, not the parties' "
+        "(native latch_down.lua)",
+        ["latch"],
+        [(NATIVE + "latch_down.lua",
+          "redis.call('pexpire', KEYS[2], expiry)\n",
+          "if party ~= '' then redis.call('pexpire', KEYS[2], expiry) end\n")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_redisson_leading_zero", NOT_MODELLED,
+        "a Redisson count with a leading zero or '-0' reads as a count (DECR then fails) "
+        "(redisson latch_prelude.lua)",
+        ["latch"],
+        [(REDISSON + "latch_prelude.lua",
+          "value == '0' and value or string.match(value, '^%-?([1-9]%d*)$')",
+          "string.match(value, '^%-?(%d+)$')")],
+        protocols=(),
+    ),
+    Mutant(
+        "latch_set_own_round_ignored", NOT_MODELLED,
+        "a native try_set_count sent again (a Cluster client resends) answers false to the call "
+        "that set it (native latch_set.lua)",
+        ["latch"],
+        [(NATIVE + "latch_set.lua",
+          "return {round == ARGV[3] and 1 or 0, count}",
+          "return {0, count}")],
+        protocols=(),
     ),
 ]
 
@@ -614,7 +732,7 @@ def main(args):
     if command == "list":
         for m in MUTANTS:
             files = sorted({path for path, _, _ in m.edits})
-            print("\t".join([m.name, m.model, ",".join(m.protocols), ",".join(m.suite),
+            print("\t".join([m.name, m.model, ",".join(m.protocols) or NOT_MODELLED, ",".join(m.suite),
                              ",".join(files), m.what]))
     elif command == "check":
         variants = model_variants()

@@ -37,6 +37,7 @@ pub(crate) enum Sub {
     Demo,
     Torture,
     Bench,
+    Latch,
 }
 
 const ALL: &[Sub] = &[
@@ -49,6 +50,7 @@ const ALL: &[Sub] = &[
     Sub::Demo,
     Sub::Torture,
     Sub::Bench,
+    Sub::Latch,
 ];
 
 /// Every way `fairlock` exits: code, the subcommands it applies to, meaning.
@@ -73,6 +75,11 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
         "1",
         &[Sub::Demo, Sub::Torture],
         "a check failed: the summary names the violations",
+    ),
+    (
+        "1",
+        &[Sub::Latch],
+        "latch set: the latch is counting down already (nothing was changed)",
     ),
     (
         "2",
@@ -120,6 +127,11 @@ const ROWS: &[(&str, &[Sub], &str)] = &[
         "not leading within --wait (the candidate left the line)",
     ),
     (
+        "75",
+        &[Sub::Latch],
+        "latch wait: the count did not reach 0 within --timeout",
+    ),
+    (
         "126",
         &[Sub::Exec],
         "the command could not be run (not executable)",
@@ -160,6 +172,7 @@ fn name(sub: Sub) -> &'static str {
         Sub::Demo => "demo",
         Sub::Torture => "torture",
         Sub::Bench => "bench",
+        Sub::Latch => "latch",
     }
 }
 

@@ -12,6 +12,7 @@ mod exec;
 mod failure;
 mod history;
 mod inspect;
+mod latch;
 mod metrics_server;
 mod private_cluster;
 mod private_redis;
@@ -316,6 +317,15 @@ enum Command {
     /// by default.
     #[command(after_help = after_help(Sub::Bench, "fairlock bench contended --workers 8,32 --rounds 5 --svg perf.svg"))]
     Bench(bench::BenchArgs),
+    /// A count-down latch: set it, count it down, wait until it reaches 0,
+    /// inspect or delete it.
+    ///
+    /// Under --protocol native its keys are fairlock:{NAME}:latch...;
+    /// under redisson it is Redisson's RCountDownLatch (the count under
+    /// NAME), shared with Java services. `wait` returns once the count
+    /// reached 0 (or the latch was deleted or expired).
+    #[command(after_help = after_help(Sub::Latch, "fairlock latch deploy-ready set 3 && fairlock latch deploy-ready wait --timeout 5m"))]
+    Latch(latch::LatchArgs),
     /// One worker process of `torture` (internal).
     #[command(hide = true)]
     TortureWorker(torture::WorkerArgs),
@@ -654,6 +664,10 @@ fn main() -> ExitCode {
             Command::Watch(args) => {
                 cli.refuse_settings("watch", &args.misplaced)?;
                 watch::run(&cli, args).await
+            }
+            Command::Latch(args) => {
+                cli.refuse_settings("latch", &args.misplaced)?;
+                latch::run(&cli, args).await
             }
             Command::Demo(args) => demo::run(&cli, args).await,
             Command::Torture(args) => torture::run(&cli, args).await,

@@ -387,3 +387,36 @@ fn queue_kind_measures_the_lines_of_the_kinds_named() {
     assert!(!table.contains("read-write,"), "{table}");
     assert!(!table.contains("fairlock native fair"), "{table}");
 }
+
+/// `bench latch`: both latches opened at least once per round with every
+/// waiter woken, each waiter reading the count once more after the
+/// count-down (at least 51 script calls per opening of 50 waiters).
+#[test]
+fn latch_times_the_wake_of_every_waiter() {
+    let output = Command::new(env!("CARGO_BIN_EXE_fairlock"))
+        .env_remove("REDIS_URL")
+        .args(["bench", "latch", "--duration", "200ms", "--rounds", "1"])
+        .args(["--waiters", "50", "--json"])
+        .output()
+        .expect("run fairlock bench latch");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let latch = report["latch"].as_array().unwrap();
+    let names: BTreeSet<&str> = latch
+        .iter()
+        .map(|r| r["implementation"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, BTreeSet::from(["native-latch", "redisson-latch"]));
+    let mut scripts = std::collections::BTreeMap::new();
+    for result in latch {
+        assert_eq!(result["waiters"], 50, "{result}");
+        assert!(result["openings"].as_u64().unwrap() > 0, "{result}");
+        assert!(result["wake"]["max_ms"].as_f64().is_some(), "{result}");
+        let per_opening = result["script_calls_per_opening"].as_f64().unwrap();
+        scripts.insert(result["implementation"].as_str().unwrap(), per_opening);
+    }
+    for per_opening in scripts.values() {
+        assert!(*per_opening >= 51.0, "{scripts:?}");
+    }
+}

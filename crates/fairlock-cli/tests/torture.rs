@@ -420,6 +420,7 @@ fn combinations_run(protocol: &str) -> String {
         "force_unlock_at_handoff",
         "name_probe",
         "foreign_data",
+        "latch",
     ];
     let drawn = every
         .iter()

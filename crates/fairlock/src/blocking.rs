@@ -45,6 +45,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod latch;
+
+pub use latch::CountDownLatch;
+
 use crate::error::{Error, Result};
 
 mod election;

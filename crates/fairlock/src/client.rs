@@ -198,6 +198,28 @@ impl LockClient {
         name::validate_redisson(name)
     }
 
+    /// The count-down latch `name`: set to a count, counted down by any
+    /// client, waited for until it reaches 0. Under the `native` protocol
+    /// its keys are `fairlock:{NAME}:latch...`; under `redisson` it is
+    /// Redisson's `RCountDownLatch` (`redisson.getCountDownLatch(name)`),
+    /// byte for byte. See [`CountDownLatch`](crate::CountDownLatch).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: fairlock::LockClient) -> fairlock::Result<()> {
+    /// let latch = client.count_down_latch("ready")?;
+    /// latch.try_set_count(2).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`](crate::Error::InvalidName), as for
+    /// [`fair_lock`](Self::fair_lock), and under `redisson` on a cluster
+    /// for a name with braces (Redisson's channel for it would be in
+    /// another slot).
+    pub fn count_down_latch(&self, name: &str) -> Result<crate::CountDownLatch> {
+        crate::CountDownLatch::new(Arc::clone(&self.core), name)
+    }
+
     /// A new owner id, unique within this client (`CLIENT_UUID:N`).
     pub fn new_owner(&self) -> Owner {
         self.core.new_owner()

@@ -69,6 +69,14 @@
 //! publishes is fenced by it, and [`Election::observe`] returns every change
 //! of leader in order (`docs/election.md`).
 //!
+//! # Count-down latches
+//!
+//! [`LockClient::count_down_latch`] gives a [`CountDownLatch`]: set to a
+//! count, counted down by any client, waited for until the count reaches
+//! 0; one message wakes every waiter. Under `redisson` it is Redisson's
+//! `RCountDownLatch`, byte for byte; under `native` it expires when
+//! abandoned and a party counts down once however often it retries.
+//!
 //! # Fencing tokens
 //!
 //! Under `native`, every acquisition (not re-entry) carries a 64-bit token,
@@ -233,6 +241,7 @@ mod handle;
 mod hold;
 mod kind;
 mod label;
+mod latch;
 mod meters;
 mod name;
 mod owner;
@@ -255,6 +264,7 @@ pub use guard::LockGuard;
 pub use handle::{FairLock, Lock, LockHandle};
 pub use kind::LockKind;
 pub use label::MAX_LABEL_LEN;
+pub use latch::{CountDownLatch, LatchInfo, MAX_LATCH_COUNT, MAX_PARTY_LEN};
 pub use meters::LockLabel;
 pub use name::MAX_NAME_LEN;
 pub use owner::Owner;

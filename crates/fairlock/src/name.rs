@@ -28,8 +28,9 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// `release:REQUEST`, the read-write lock's `rw:holders`, `rw:hold:ID`,
 /// `rw:line`, `rw:waiters`, `rw:meta` (and, before version 2, `rw:queue`,
 /// `rw:alive`, `rw:leases`), `rw:wake:ID`, `rw:release:REQUEST`, the
-/// semaphore's same with `sem:`, or the election's `elect:log` and
-/// `elect:changes` (`election.rs`).
+/// semaphore's same with `sem:`, the election's `elect:log` and
+/// `elect:changes` (`election.rs`), or the count-down latch's `latch`,
+/// `latch:parties`, `latch:open`.
 /// No SUFFIX holds a `}` (owner, holder and request ids do not), so a key's
 /// last `}` ends NAME: stripping `fairlock:{` and the last `}:SUFFIX` gives
 /// back NAME and SUFFIX, and two native names (or two kinds of one name)

@@ -936,3 +936,48 @@ async fn inspect_names_each_holder_and_what_each_waiter_asks_for() {
     two.release().await.unwrap();
     waiters.flush().await;
 }
+
+/// A dead waiter (its deadline passed: a crashed process) in the middle of
+/// the line keeps its place and record, 2 entries, until it reaches the
+/// head; no call drops it from the middle (the layout before version 2
+/// purged up to 64 such waiters on every contended call). Once at the head,
+/// the admission drops it (each once) and goes on to the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_is_dropped_when_it_reaches_the_head() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let sem = client.semaphore("ghost", 1).unwrap();
+    let line = "fairlock:{ghost}:sem:line";
+    let records = "fairlock:{ghost}:sem:waiters";
+    let held = sem.acquire(1).await.unwrap();
+    let first = ask(&sem, 1);
+    queued(&server, "ghost", 1, "the first request queued").await;
+    // A crashed process's request behind it: its deadline passed.
+    let (secs, _): (String, String) = server.cmd(&["TIME"]);
+    let past = secs.parse::<u64>().unwrap() * 1000 - 60_000;
+    let tail: Vec<String> = server.cmd(&["ZRANGE", line, "0", "0", "WITHSCORES"]);
+    let after = (tail[1].parse::<u64>().unwrap() + 1).to_string();
+    server.cmd::<()>(&["ZADD", line, &after, "dead:1"]);
+    server.cmd::<()>(&["HSET", records, "dead:1", &format!("{past}:3000:3000:x:1:")]);
+    let second = ask(&sem, 1);
+    queued(&server, "ghost", 3, "the second request queued behind it").await;
+    assert!(sem.try_acquire(1).await.unwrap().is_none());
+    let ids: Vec<String> = server.cmd(&["ZRANGE", line, "0", "-1"]);
+    assert_eq!(ids[1], "dead:1", "kept in the middle: {ids:?}");
+    assert_eq!(server.cmd::<i64>(&["HEXISTS", records, "dead:1"]), 1);
+
+    // The release admits the head; the admission goes on to the next head,
+    // the dead one, and drops it (the one behind it does not fit).
+    held.release().await.unwrap();
+    let first = granted(first, "the head admitted").await;
+    let ids: Vec<String> = server.cmd(&["ZRANGE", line, "0", "-1"]);
+    assert_eq!(ids.len(), 1, "dropped once at the head: {ids:?}");
+    assert_ne!(ids[0], "dead:1");
+    assert_eq!(server.cmd::<i64>(&["HEXISTS", records, "dead:1"]), 0);
+    first.release().await.unwrap();
+    let second = granted(second, "the next admitted").await;
+    assert_eq!(server.cmd::<i64>(&["ZCARD", line]), 0);
+    second.release().await.unwrap();
+    client.flush().await;
+    left_clean(&server, "ghost");
+}

@@ -781,6 +781,28 @@ async fn malformed_numbers_anywhere_are_refused_or_not_trusted() {
         assert_eq!(sem.available().await.unwrap(), 2);
         left_clean(&server, &name);
     }
+    // A token that leaves no next one below 2^53 (2^53 - 1): refused as
+    // well, never drawn from (the next grant would write 2^53, which every
+    // script then refuses).
+    let name = "meta-exhausted-token";
+    let meta = format!("fairlock:{{{name}}}:sem:meta");
+    let sem = client.semaphore(name, 2).unwrap();
+    let held = sem.acquire(1).await.unwrap();
+    server.cmd::<()>(&["HSET", &meta, "token", "9007199254740991"]);
+    let before: Vec<String> = server.cmd(&["HGETALL", &meta]);
+    for outcome in [
+        sem.try_acquire(1).await.map(|_| ()),
+        sem.force_release().await.map(|_| ()),
+        sem.set_permits(3).await,
+    ] {
+        assert!(
+            matches!(outcome, Err(Error::NotALock { .. })),
+            "token 2^53 - 1: {outcome:?}"
+        );
+    }
+    let after: Vec<String> = server.cmd(&["HGETALL", &meta]);
+    assert_eq!(before, after, "token 2^53 - 1: meta unchanged");
+    drop(held);
 }
 
 // ---- Adversarial review of the line records written over with another

@@ -201,7 +201,7 @@ const NATIVE_RULES: &str = "-@all +ping +time +evalsha +script|load \
     +exists +pttl +hmget +type +get +set +del +pexpire \
     +hget +hset +hdel +hincrby +hgetall +hlen \
     +zadd +zrem +zrange +zrank +zscore +zcard \
-    +lindex +lpush +ltrim +lrange \
+    +lindex +lpush +ltrim +lrange +sismember +sadd +scard \
     ~fairlock:* &fairlock:*";
 
 /// The rules of `docs/deployment.md` for a `redisson` user whose lock names
@@ -211,12 +211,12 @@ const REDISSON_RULES: &str = "-@all +ping +time +evalsha +script|load \
     +exists +pttl +hget +type +get +set +del +pexpire \
     +hset +hexists +hincrby +hgetall +hkeys +hlen +hdel \
     +lindex +lpop +rpush +lrange +lrem +lpos +llen \
-    +zadd +zrem +zrange +zscore +zincrby +zrangebyscore +zcard +incrby +decrby \
+    +zadd +zrem +zrange +zscore +zincrby +zrangebyscore +zcard +incrby +decrby +decr \
     ~locks:* ~redisson_lock_queue:* ~redisson_lock_timeout:* \
     ~redisson_unlock_latch:* ~redisson_lock__channel:* ~fairlock:replica-sync:* ~fairlock:labels:* \
-    ~{locks:* ~redisson_rwlock:* ~redisson_sc:* \
+    ~{locks:* ~redisson_rwlock:* ~redisson_sc:* ~redisson_countdownlatch__channel__* \
     &redisson_lock__channel:* &fairlock:revoked:* &fairlock:replica-sync &redisson_rwlock:* \
-    &redisson_sc:*";
+    &redisson_sc:* &redisson_countdownlatch__channel__*";
 
 /// The documented user name and rules of `protocol`.
 fn documented(protocol: Protocol) -> (&'static str, &'static str) {
@@ -573,6 +573,26 @@ async fn documented_rules_suffice(protocol: Protocol) {
         assert!(plain.try_acquire(1).await.unwrap().is_none());
         taken.release().await.expect("release");
         assert_eq!(plain.available().await.unwrap(), 1);
+    }
+    {
+        // The count-down latch: set, a waiter woken by the count-down that
+        // opens it, inspect, delete (native: a party's count-down too).
+        let latch_a = a.count_down_latch("locks:acl-latch").unwrap();
+        let latch_b = b.count_down_latch("locks:acl-latch").unwrap();
+        assert!(latch_a.try_set_count(2).await.expect("set"));
+        let waiter = tokio::spawn({
+            let latch_b = latch_b.clone();
+            async move { latch_b.wait_for(Duration::from_secs(10)).await }
+        });
+        match protocol {
+            Protocol::Native => latch_a.count_down_as("p").await.expect("count down"),
+            _ => latch_a.count_down().await.expect("count down"),
+        };
+        assert_eq!(latch_b.inspect().await.expect("inspect").count, 1);
+        latch_a.count_down().await.expect("count down");
+        assert!(waiter.await.unwrap().expect("waiter"), "opened");
+        assert!(latch_a.try_set_count(1).await.expect("set"));
+        assert!(latch_b.delete().await.expect("delete"));
     }
     a.flush().await;
     b.flush().await;

@@ -7,6 +7,7 @@
 mod chart;
 mod election;
 mod kinds;
+mod latch;
 mod line;
 mod measure;
 mod read_write;
@@ -22,6 +23,7 @@ use crate::private_redis::PrivateRedis;
 use crate::{Cli, Failure, duration, exit};
 
 use kinds::KindSeries;
+use latch::LatchSubject;
 use line::LineSubject;
 use read_write::RwSubject;
 use scenario::{Sample, Workload};
@@ -55,6 +57,10 @@ pub(crate) enum Which {
     /// leader's death (SIGKILL; lease 1 s) and from a resignation to the
     /// next leader, once per round.
     Election,
+    /// --waiters tasks sharing one client wait on a count-down latch: the
+    /// time from the count-down that opens it to the last waiter woken,
+    /// both protocols.
+    Latch,
 }
 
 #[derive(clap::Args, Debug)]
@@ -67,7 +73,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_values_t = [8u16, 32],
           value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: Vec<u16>,
-    /// queue: waiters in line; a comma list runs each (1 to 100000).
+    /// queue: waiters in line; latch: waiters of the latch; a comma list
+    /// runs each (1 to 100000).
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',', default_values_t = [10u32, 1_000, 10_000],
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     waiters: Vec<u32>,
@@ -217,6 +224,8 @@ pub(crate) struct Results {
     /// The queue scenario of the read-write locks and the semaphores: per
     /// number of waiters, each line's rounds.
     pub(crate) lines: Vec<KindSeries<LineSubject>>,
+    /// The latch scenario: per number of waiters, each latch's rounds.
+    pub(crate) latch: Vec<KindSeries<LatchSubject>>,
 }
 
 pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
@@ -299,6 +308,11 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
         } else {
             Vec::new()
         },
+        latch: if matches!(args.scenario, Which::All | Which::Latch) {
+            KindSeries::each(&LatchSubject::ALL, &waiters(args))
+        } else {
+            Vec::new()
+        },
     };
     if !args.json {
         let mut titles: Vec<String> = cases.iter().map(|c| c.title()).collect();
@@ -315,6 +329,9 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
                 .iter()
                 .map(|n| format!("queue of the other kinds, {n} waiters")),
         );
+        let mut latch: Vec<usize> = results.latch.iter().map(|s| s.workers).collect();
+        latch.dedup();
+        titles.extend(latch.iter().map(|n| format!("latch, {n} waiters")));
         eprintln!(
             "fairlock bench: {} on {} ({}), {} round(s) of {} per implementation and scenario",
             titles.join("; "),
@@ -386,6 +403,7 @@ pub(crate) async fn run(cli: &Cli, args: &BenchArgs) -> Result<u8, Failure> {
         )
         .await?;
         kinds::run_round(&mut results.lines, round, args, &url, &run_id, &mut admin).await?;
+        kinds::run_round(&mut results.latch, round, args, &url, &run_id, &mut admin).await?;
     }
     results.load_after = measure::load_average();
     drop(metrics);

@@ -357,6 +357,7 @@ pub(crate) fn table(results: &Results) -> String {
     out.push_str(&super::read_write::table(&results.read_write));
     out.push_str(&super::semaphore::table(&results.semaphore));
     out.push_str(&super::line::table(&results.lines));
+    out.push_str(&super::latch::table(&results.latch));
     out
 }
 
@@ -535,6 +536,7 @@ pub(crate) fn json(results: &Results) -> Value {
         "read_write": super::read_write::json(&results.read_write),
         "semaphore": super::semaphore::json(&results.semaphore),
         "queue_kinds": super::line::json(&results.lines),
+        "latch": super::latch::json(&results.latch),
         "metrics_cost": metrics_costs(results)
             .iter()
             .map(|cost| json!({

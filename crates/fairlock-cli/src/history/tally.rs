@@ -23,7 +23,8 @@ pub(crate) struct Tally {
 ///   [`HANDOFF_WINDOW_US`] of the release before it;
 /// - a name probe: the call answered (right or wrong: a wrong answer is a
 ///   finding);
-/// - foreign data: the data was compared after the calls.
+/// - foreign data: the data was compared after the calls;
+/// - a latch: its waiters were judged (every count-down answered).
 pub(crate) fn tally(events: &[Event]) -> BTreeMap<String, Tally> {
     let mut tally: BTreeMap<String, Tally> = BTreeMap::new();
     fn count<'t>(tally: &'t mut BTreeMap<String, Tally>, combo: &str) -> &'t mut Tally {
@@ -41,7 +42,9 @@ pub(crate) fn tally(events: &[Event]) -> BTreeMap<String, Tally> {
                 count(&mut tally, combo::FORCE_UNLOCK_AT_HANDOFF).checked += 1;
             }
             Event::Answer { combo, .. }
-                if combo == combo::NAME_PROBE || combo == combo::SEMAPHORE_STALE_META =>
+                if combo == combo::NAME_PROBE
+                    || combo == combo::SEMAPHORE_STALE_META
+                    || combo == combo::LATCH =>
             {
                 count(&mut tally, combo).checked += 1;
             }

@@ -28,6 +28,8 @@ pub(crate) mod combo {
     /// A failover right after a handoff, clients waiting for a replica
     /// (`min_replicas`). Drawn by the orchestrator, not by the workers.
     pub(crate) const FAILOVER_AT_HANDOFF: &str = "failover_at_handoff";
+    /// A count-down latch with waiters, counted down to 0 under the faults.
+    pub(crate) const LATCH: &str = "latch";
 }
 
 /// How long after a force-unlock the holder it revoked may still believe

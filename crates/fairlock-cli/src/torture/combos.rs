@@ -69,6 +69,7 @@ impl Round<'_> {
             combo::NAME_PROBE => Ok(self.name_probe().await),
             combo::FOREIGN_DATA => self.foreign_data().await,
             combo::SEMAPHORE_STALE_META => self.semaphore_stale_meta().await,
+            combo::LATCH => self.latch().await,
             _ => Ok(Vec::new()),
         }
     }

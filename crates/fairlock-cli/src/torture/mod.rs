@@ -37,6 +37,7 @@
 
 mod combos;
 mod faults;
+mod latch;
 mod report;
 mod stage;
 mod workload;
@@ -139,6 +140,10 @@ pub(crate) enum Combination {
     /// of the second or a force-release: the head it admits keeps its
     /// weight in meta and gives its permits back (native, standalone only).
     SemaphoreStaleMeta,
+    /// A count-down latch with waiters, counted down to 0: no wait returns
+    /// before 0, none stays blocked after (standalone only: a failover may
+    /// lose a latch, which opens it).
+    Latch,
     /// A SENTINEL FAILOVER right after a handoff, half the workers
     /// waiting for a replica (min_replicas) (sentinel, with faults).
     FailoverAtHandoff,
@@ -157,6 +162,7 @@ impl Combination {
             Combination::ForeignData => combo::FOREIGN_DATA,
             Combination::SemaphoreStaleMeta => combo::SEMAPHORE_STALE_META,
             Combination::FailoverAtHandoff => combo::FAILOVER_AT_HANDOFF,
+            Combination::Latch => combo::LATCH,
             Combination::None => return None,
         })
     }
@@ -165,7 +171,7 @@ impl Combination {
     /// can draw it.
     fn applies(self, topology: Topology, faults: bool, protocol: Protocol) -> bool {
         match self {
-            Combination::ForeignData => topology == Topology::Standalone,
+            Combination::ForeignData | Combination::Latch => topology == Topology::Standalone,
             Combination::SemaphoreStaleMeta => {
                 topology == Topology::Standalone && protocol == Protocol::Native
             }
@@ -284,6 +290,7 @@ impl Plan {
             Combination::ForeignData,
             Combination::SemaphoreStaleMeta,
             Combination::FailoverAtHandoff,
+            Combination::Latch,
         ];
         let chosen = args.combinations.as_deref().unwrap_or(&all);
         let combos = chosen

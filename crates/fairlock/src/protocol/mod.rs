@@ -38,6 +38,7 @@ macro_rules! protocol_script {
     };
 }
 
+pub(crate) mod latch;
 pub(crate) mod native;
 pub(crate) mod redisson;
 pub(crate) mod side;

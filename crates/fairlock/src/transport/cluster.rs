@@ -277,7 +277,12 @@ impl ClusterCommands {
     /// and `args`, on the master of the first key's slot (see
     /// [`eval_cached`]: EVALSHA, then EVAL after `NOSCRIPT`, calling
     /// `reloaded`, within one response timeout). Cancelling it drops the
-    /// reply; the script may have run (the scripts are safe to send again).
+    /// reply; the script may have run. The cluster connection itself sends
+    /// a call again after a dropped connection, so a script may run twice:
+    /// every native script is safe to run again (request ids, acquisition
+    /// secrets, a latch count-down's party); Redisson's scripts that count
+    /// (a counting semaphore's release, a latch's count-down) are not, as
+    /// in Redisson's own client, which retries them too.
     pub(crate) async fn script<T: FromRedisValue>(
         &self,
         hash: &str,

@@ -59,6 +59,11 @@ local function read_meta()
   if text and not token then
     return not_a_lock(4, 'meta field token is not a decimal integer below 2^53')
   end
+  -- No next token below 2^53 (a counter): refused as the data it must be
+  -- (server microseconds reach it in the year 2255), not drawn from.
+  if token and token >= MAX_COUNTER - 1 then
+    return not_a_lock(4, 'meta field token leaves no next one below 2^53')
+  end
   meta = {token = token or 0}
   return false
 end
