@@ -543,8 +543,9 @@ impl Leadership {
     ///
     /// # Errors
     /// [`Error::LockLost`] when this term no longer holds the lock, or
-    /// [`lost`](Self::lost) has resolved (nothing written); [`Error::InvalidConfig`] for a value over
-    /// [`MAX_LEADER_VALUE_LEN`]; [`Error::Connection`].
+    /// [`lost`](Self::lost) has resolved (nothing written);
+    /// [`Error::InvalidConfig`] for a value over [`MAX_LEADER_VALUE_LEN`];
+    /// [`Error::Connection`].
     ///
     /// # Cancel safety
     /// The value may or may not have been published when the future is
