@@ -479,6 +479,43 @@ MUTANTS = [
           "                .iter()\n                .rev()\n                .filter(|entry| self.last",
           "                .iter()\n                .take(1)\n                .rev()\n                .filter(|entry| self.last")],
     ),
+    Mutant(
+        "election_forged_term_reported", NOT_MODELLED,
+        "an observer reports a log entry of a term no grant made (election.rs Shared::read); "
+        "killed by election::a_forged_entry_of_an_ungranted_term_is_never_reported",
+        ["election"],
+        [(SRC + "election.rs",
+          "if entries.iter().any(|entry| entry.term > bound) {",
+          "if entries.iter().any(|entry| entry.term > bound && bound == 0) {")],
+    ),
+    Mutant(
+        "election_observer_goes_back", NOT_MODELLED,
+        "after a failover to a replica that missed the newest entries, an observer returns an "
+        "older term (election.rs take_in); killed by "
+        "election::an_observer_never_goes_back_to_an_earlier_term",
+        ["election"],
+        [(SRC + "election.rs",
+          "let mut current = snapshot.current().filter(|_| !went_back);",
+          "let mut current = snapshot.current();")],
+    ),
+    Mutant(
+        "election_lost_log_not_republished", NOT_MODELLED,
+        "a leader whose log entries were lost never publishes its value again (election.lua); "
+        "killed by election::a_log_lost_under_a_leader_is_published_again",
+        ["election"],
+        [(NATIVE + "election.lua",
+          "if what == 't' and seq == 1 then",
+          "if what == 't' and seq == 0 then")],
+    ),
+    Mutant(
+        "election_proclaim_after_lost", NOT_MODELLED,
+        "a leader whose lost() resolved still proclaims (election.rs Leadership::proclaim); "
+        "killed by election::a_proclaim_after_lost_is_refused",
+        ["election"],
+        [(SRC + "election.rs",
+          "        if !self.is_leader() {\n            return Err(self.shared.lost(&self.owner));",
+          "        if self.guard.is_none() {\n            return Err(self.shared.lost(&self.owner));")],
+    ),
     # The count-down latch: tests/latch.rs kills each (the model does not
     # describe it; the torture's latch combination catches a wait that
     # returns early, checked by hand, and is left out here for time).

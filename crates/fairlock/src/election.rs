@@ -36,6 +36,12 @@ pub const MAX_LEADER_VALUE_LEN: usize = 64 * 1024;
 /// Sent to `election.lua` and `election_read.lua`.
 const LOG_LEN: &str = "16";
 
+/// The longest entry the election writes, in bytes: `TERM:SEQ:KIND:`
+/// (at most 16 + 1 + 16 + 3), a label and a value. `election_read.lua`
+/// refuses a longer one, so a read costs the client at most 16 of these
+/// (about 1 MiB).
+const MAX_ENTRY_LEN: usize = 36 + crate::label::MAX_LABEL_LEN + 1 + MAX_LEADER_VALUE_LEN;
+
 /// How often an observer reads the election again without being told:
 /// the bound on how late it sees a change whose message was lost, and a
 /// leader whose lease ran out (nobody publishes that).
@@ -72,7 +78,8 @@ enum Write {
     Lead,
     /// An entry: this term resigned.
     Resign,
-    /// No entry: keep the log alive.
+    /// Keep the log alive; and when it holds no entry of this term (lost
+    /// in a failover, or evicted), publish the value again.
     Keep,
 }
 
@@ -131,20 +138,19 @@ impl Shared {
     /// Read the holder and the log.
     async fn read(&self) -> Result<Snapshot> {
         let keys = [self.lock_key.as_str(), self.log_key.as_str()];
-        let (token, _owner, _label, pttl, log): (
+        let longest = MAX_ENTRY_LEN.to_string();
+        let args = [LOG_LEN, longest.as_str()];
+        let (token, _owner, _label, pttl, log, bound): (
             Option<String>,
             Option<String>,
             Option<String>,
             i64,
             Vec<String>,
+            u64,
         ) = self
             .core
             .retry()
-            .run(|| {
-                self.core
-                    .conn()
-                    .script(&READ, self.name(), &keys, &[LOG_LEN])
-            })
+            .run(|| self.core.conn().script(&READ, self.name(), &keys, &args))
             .await?;
         let holder = match token {
             Some(token) => Some(token.parse::<u64>().map_err(|_| {
@@ -152,15 +158,32 @@ impl Shared {
             })?),
             None => None,
         };
+        let not_ours = |reason: &str| Error::NotALock {
+            name: self.name().to_owned(),
+            key: self.log_key.clone(),
+            reason: reason.into(),
+        };
         let entries = log
             .iter()
             .map(|text| Entry::parse(text))
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::NotALock {
-                name: self.name().to_owned(),
-                key: self.log_key.clone(),
-                reason: "the election log holds an entry that is not an election entry".into(),
+            .ok_or_else(|| {
+                not_ours("the election log holds an entry that is not an election entry")
             })?;
+        // The election writes each entry above the one before, in a term a
+        // grant made: anything else was written by another program, and
+        // reporting it would name a leader the lock never had.
+        if entries.iter().any(|entry| entry.term > bound) {
+            return Err(not_ours(
+                "the election log holds an entry of a term never granted",
+            ));
+        }
+        if entries
+            .windows(2)
+            .any(|pair| pair[0].key() <= pair[1].key())
+        {
+            return Err(not_ours("the election log's entries are out of order"));
+        }
         Ok(Snapshot {
             holder,
             pttl,
@@ -189,15 +212,27 @@ struct Entry {
 
 impl Entry {
     fn parse(text: &str) -> Option<Self> {
+        // Digits only, as the scripts' counters (`parse` would take a '+').
+        let number = |part: &str| {
+            part.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| part.parse::<u64>().ok())
+                .flatten()
+        };
         let mut parts = text.splitn(4, ':');
-        let term = parts.next()?.parse().ok()?;
-        let seq = parts.next()?.parse().ok()?;
+        let term = number(parts.next()?)?;
+        let seq = number(parts.next()?)?;
         let leads = match parts.next()? {
             "l" => true,
             "r" => false,
             _ => return None,
         };
         let (label, value) = parts.next()?.split_once('\t')?;
+        // A client label as `label.rs` allows it (shown on a terminal as it
+        // is): one from another program could hide escape sequences.
+        if label.len() > crate::label::MAX_LABEL_LEN || label.chars().any(char::is_control) {
+            return None;
+        }
         Some(Self {
             term,
             seq,
@@ -368,6 +403,7 @@ impl Election {
             shared: Arc::clone(&self.shared),
             owner: guard.owner().clone(),
             term,
+            value: Arc::new(std::sync::Mutex::new(value.to_owned())),
             guard: Some(guard),
         };
         leadership.proclaim(value).await?;
@@ -443,6 +479,9 @@ pub struct Leadership {
     shared: Arc<Shared>,
     owner: Owner,
     term: u64,
+    /// The value last proclaimed (published or on its way), which the log's
+    /// keep-alive publishes again when the log lost this term's entries.
+    value: Arc<std::sync::Mutex<String>>,
     /// `None` once resigned.
     guard: Option<LockGuard>,
 }
@@ -503,18 +542,23 @@ impl Leadership {
     /// lock, so a deposed leader's value never overwrites its successor's.
     ///
     /// # Errors
-    /// [`Error::LockLost`] when this term no longer holds the lock (nothing
-    /// written); [`Error::InvalidConfig`] for a value over
-    /// [`MAX_LEADER_VALUE_LEN`]; [`Error::Connection`].
+    /// [`Error::LockLost`] when this term no longer holds the lock, or
+    /// [`lost`](Self::lost) has resolved (nothing written);
+    /// [`Error::InvalidConfig`] for a value over [`MAX_LEADER_VALUE_LEN`];
+    /// [`Error::Connection`].
     ///
     /// # Cancel safety
     /// The value may or may not have been published when the future is
     /// dropped; the leadership is unchanged.
     pub async fn proclaim(&self, value: &str) -> Result<()> {
         check_value(value)?;
-        if self.guard.is_none() {
+        // Not once the leader stopped believing (`lost()`): the server may
+        // name it a little longer (its key expires no earlier), but a
+        // leader that stopped acting as one must not publish either.
+        if !self.is_leader() {
             return Err(self.shared.lost(&self.owner));
         }
+        value.clone_into(&mut self.value.lock().unwrap_or_else(|e| e.into_inner()));
         if self
             .shared
             .write(&self.owner, self.term, Write::Lead, value)
@@ -527,13 +571,16 @@ impl Leadership {
     }
 
     /// Keep the log alive while this leader leads: a write every third
-    /// of its life; ends by itself when the hold ends (released or lost).
+    /// of its life, which publishes the value again when the log holds no
+    /// entry of this term (so `leader()` names this leader again within
+    /// that time); ends by itself when the hold ends (released or lost).
     fn keep_log(&self) {
         let Some(guard) = &self.guard else { return };
         let lost = guard.lost();
         let shared = Arc::clone(&self.shared);
         let owner = self.owner.clone();
         let term = self.term;
+        let value = Arc::clone(&self.value);
         let every = shared.log_life() / 3;
         self.shared.core.spawn_detached(async move {
             tokio::pin!(lost);
@@ -542,7 +589,8 @@ impl Leadership {
                     () = &mut lost => break,
                     () = tokio::time::sleep(every) => {}
                 }
-                if let Ok(false) = shared.write(&owner, term, Write::Keep, "").await {
+                let value = value.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if let Ok(false) = shared.write(&owner, term, Write::Keep, &value).await {
                     break;
                 }
             }
@@ -662,6 +710,7 @@ impl LeaderChanges {
 
     /// Queue the changes `snapshot` shows since the last read.
     fn take_in(&mut self, snapshot: &Snapshot) {
+        let previous = self.last;
         if self.first {
             self.first = false;
         } else {
@@ -677,12 +726,34 @@ impl LeaderChanges {
                 self.queue(change);
             }
         }
-        if let Some(head) = snapshot.entries.first() {
-            if self.last.is_none_or(|last| head.key() > last) {
-                self.last = Some(head.key());
+        // A log whose head is of a term older than an entry taken in
+        // already (a failover to a replica that missed the newest writes)
+        // names a state older than one shown: nobody, rather than going
+        // back. A head of the same term with a lower SEQ is the term's
+        // entries published again (see `keep_log`): taken in from there.
+        let head = snapshot.entries.first().map(Entry::key);
+        let went_back = head.is_some_and(|head| previous.is_some_and(|last| head.0 < last.0));
+        if let Some(head) = head {
+            if self.last.is_none_or(|last| head > last || head.0 == last.0) {
+                self.last = Some(head);
             }
         }
-        let current = snapshot.current();
+        let mut current = snapshot.current().filter(|_| !went_back);
+        // The lock still names the term last shown, and the log holds none
+        // of its entries (lost in a failover, or evicted): that leader has
+        // neither resigned nor published since. Still it, rather than
+        // nobody and then the same term again when its keep-alive
+        // publishes the value again.
+        if let (None, Some(Some(shown))) = (&current, &self.shown) {
+            if snapshot.holder == Some(shown.term)
+                && snapshot
+                    .entries
+                    .iter()
+                    .all(|entry| entry.term != shown.term)
+            {
+                current = Some(shown.clone());
+            }
+        }
         let mut wait = OBSERVE_INTERVAL;
         if current.is_some() {
             if let Ok(left) = u64::try_from(snapshot.pttl) {
@@ -715,7 +786,20 @@ mod tests {
             ("host:1", "value:with:colons")
         );
         assert!(!Entry::parse("17:3:r:host:1\t").unwrap().leads);
-        for bad in ["", "x:1:l:a\tb", "1:1:x:a\tb", "1:1:l:no tab", "1:l:a\tb"] {
+        let longest = format!("1:1:l:{}\tv", "x".repeat(crate::label::MAX_LABEL_LEN));
+        assert!(Entry::parse(&longest).is_some());
+        assert_eq!(Entry::parse(&longest.replace("\tv", "x\tv")), None);
+        for bad in [
+            "",
+            "x:1:l:a\tb",
+            "1:1:x:a\tb",
+            "1:1:l:no tab",
+            "1:l:a\tb",
+            "+1:1:l:a\tb",
+            "1:+1:l:a\tb",
+            "1:1:l:a\x1b[2J\tb",
+            "1:1:l:a\nb\tc",
+        ] {
             assert_eq!(Entry::parse(bad), None, "{bad:?}");
         }
     }

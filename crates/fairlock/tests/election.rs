@@ -486,3 +486,371 @@ async fn the_log_keeps_the_last_16_changes() {
         "nothing more"
     );
 }
+
+/// A hostile client pushes a log entry of a term the lock never granted and
+/// publishes on the changes channel: an observer must not report a leader
+/// the lock does not name (a typed error is fine), before or after the
+/// leader writes over it (the leader is not refused: a server clock that
+/// stepped back makes such a log too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_entry_of_an_ungranted_term_is_never_reported() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("forged").unwrap();
+    let leadership = election.campaign("real").await.unwrap();
+    let term = leadership.term();
+    let mut changes = election.observe().await.unwrap();
+    assert_eq!(
+        seen(&next_within(&mut changes, Duration::from_secs(5)).await),
+        Some(("real".to_owned(), term))
+    );
+    // A term an hour of server microseconds ahead: no grant has made it.
+    let forged = format!("{}:1:l:evil\tforged", term + 3_600_000_000);
+    let _: i64 = server.cmd(&["LPUSH", &log_key("forged"), &forged]);
+    let _: i64 = server.cmd(&["PUBLISH", "fairlock:{forged}:elect:changes", "x"]);
+    match tokio::time::timeout(Duration::from_secs(3), changes.next()).await {
+        Err(_) | Ok(Err(Error::NotALock { .. })) => {}
+        Ok(other) => panic!("the observer reported {other:?}"),
+    }
+    assert!(matches!(
+        election.leader().await,
+        Err(Error::NotALock { .. })
+    ));
+    leadership.proclaim("real2").await.unwrap();
+    match tokio::time::timeout(Duration::from_secs(3), changes.next()).await {
+        Err(_) | Ok(Err(Error::NotALock { .. })) => {}
+        Ok(other) => panic!("the observer reported {other:?}"),
+    }
+    assert!(matches!(
+        election.leader().await,
+        Err(Error::NotALock { .. })
+    ));
+    leadership.resign().await.ok();
+}
+
+/// A failover to a lagging replica, the promoted master's data simulated by
+/// restoring the lock and the log as they were under an earlier term (its
+/// leader since resigned): the observer, which showed a later term, must
+/// not go back to the earlier one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_never_goes_back_to_an_earlier_term() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("back").unwrap();
+    let mut changes = election.observe().await.unwrap();
+    assert_eq!(
+        next_within(&mut changes, Duration::from_secs(5)).await,
+        None
+    );
+    let first = election.campaign("a").await.unwrap();
+    let lock_key = "fairlock:{back}:lock";
+    let lock: redis::Value = server.cmd(&["DUMP", lock_key]);
+    let log: redis::Value = server.cmd(&["DUMP", &log_key("back")]);
+    let first_term = first.term();
+    first.resign().await.unwrap();
+    let second = election.campaign("b").await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        got.push(seen(
+            &next_within(&mut changes, Duration::from_secs(5)).await,
+        ));
+    }
+    assert_eq!(
+        got,
+        vec![
+            Some(("a".to_owned(), first_term)),
+            None,
+            Some(("b".to_owned(), second.term()))
+        ]
+    );
+    // The promoted replica's state: the first leader holds, its entry heads the log.
+    let bytes = |v: redis::Value| match v {
+        redis::Value::BulkString(b) => b,
+        other => panic!("{other:?}"),
+    };
+    for (key, dump) in [(lock_key.to_owned(), lock), (log_key("back"), log)] {
+        let _: () = redis::cmd("RESTORE")
+            .arg(&key)
+            .arg(20_000)
+            .arg(bytes(dump))
+            .arg("REPLACE")
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    let _: i64 = server.cmd(&["PUBLISH", "fairlock:{back}:elect:changes", "x"]);
+    let until = Instant::now() + Duration::from_millis(2500);
+    while let Ok(change) = tokio::time::timeout_at(until.into(), changes.next()).await {
+        if let Some(leader) = change.unwrap() {
+            assert!(
+                leader.term >= second.term(),
+                "term {} shown after term {}",
+                leader.term,
+                second.term()
+            );
+        }
+    }
+    drop(second);
+}
+
+/// A hostile entry of a term between two real ones, pushed over the newest:
+/// an observer that last saw the older term must not report the forged one
+/// after the newer (a term going back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_entry_out_of_order_is_never_reported() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("order2").unwrap();
+    let first = election.campaign("a").await.unwrap();
+    let mut changes = election.observe().await.unwrap();
+    assert_eq!(
+        seen(&next_within(&mut changes, Duration::from_secs(5)).await),
+        Some(("a".to_owned(), first.term()))
+    );
+    let first_term = first.term();
+    // No read between these: the observer waits for a message.
+    first.resign().await.unwrap();
+    let second = election.campaign("b").await.unwrap();
+    assert!(second.term() > first_term + 1);
+    let forged = format!("{}:5:l:evil\tforged", second.term() - 1);
+    let _: i64 = server.cmd(&["LPUSH", &log_key("order2"), &forged]);
+    let _: i64 = server.cmd(&["PUBLISH", "fairlock:{order2}:elect:changes", "x"]);
+    let until = Instant::now() + Duration::from_millis(2500);
+    while let Ok(change) = tokio::time::timeout_at(until.into(), changes.next()).await {
+        match change {
+            Ok(Some(leader)) => assert_ne!(leader.value, "forged", "{leader:?}"),
+            Ok(None) | Err(Error::NotALock { .. }) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    drop(second);
+}
+
+/// The log loses a leader's entries while it leads (a failover to a replica
+/// that got the grant but not the entry, or an eviction): `leader()` names
+/// nobody until the leader's keep-alive, a third of the log's life later
+/// (20 s here), publishes its value again; an observer that showed the
+/// leader returns no change meanwhile (not nobody, then the term again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_lost_under_a_leader_is_published_again() {
+    let server = RedisServer::start();
+    let c = client_with(&server, Protocol::Native, |c| {
+        c.lease(Duration::from_secs(1))
+    })
+    .await;
+    let election = c.election("relost").unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    leadership.proclaim("a2").await.unwrap();
+    let term = leadership.term();
+    let mut changes = election.observe().await.unwrap();
+    let current = Some(("a2".to_owned(), term));
+    assert_eq!(
+        seen(&next_within(&mut changes, Duration::from_secs(5)).await),
+        current
+    );
+    let _: i64 = server.cmd(&["DEL", &log_key("relost")]);
+    let lost_at = Instant::now();
+    assert_eq!(election.leader().await.unwrap(), None);
+    let back = async {
+        while election.leader().await.unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::select! {
+        () = back => {}
+        change = changes.next() => panic!("the observer returned {change:?}"),
+        () = tokio::time::sleep(Duration::from_secs(25)) => panic!("not published again"),
+    }
+    assert!(
+        lost_at.elapsed() <= Duration::from_secs(22),
+        "{:?}",
+        lost_at.elapsed()
+    );
+    assert_eq!(seen(&election.leader().await.unwrap()), current);
+    // The value published again is the state shown: nothing to return.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1500), changes.next())
+            .await
+            .is_err()
+    );
+    assert!(leadership.is_leader());
+    leadership.resign().await.unwrap();
+}
+
+/// Another program's entry longer than any the election writes (a label of
+/// 128 bytes and a value of 64 KiB): refused by the read script before it
+/// is sent, so a read costs a client at most 16 entries of that size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_longer_than_the_election_writes_is_refused() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("huge").unwrap();
+    // The longest entry a leader can write is read back.
+    let label = "l".repeat(fairlock::MAX_LABEL_LEN);
+    let longest = client_with(&server, Protocol::Native, |c| c.label(&label)).await;
+    let value = "v".repeat(fairlock::MAX_LEADER_VALUE_LEN);
+    let leadership = longest
+        .election("huge")
+        .unwrap()
+        .campaign(&value)
+        .await
+        .unwrap();
+    let leader = election.leader().await.unwrap().unwrap();
+    assert_eq!(
+        (leader.label.len(), leader.value.len()),
+        (label.len(), value.len())
+    );
+    let term = leadership.term();
+    leadership.resign().await.unwrap();
+    // In order after the resignation, in a granted term: only its length is wrong.
+    let huge = format!("{term}:3:l:x\t{}", "v".repeat(1 << 20));
+    let _: i64 = server.cmd(&["LPUSH", &log_key("huge"), &huge]);
+    assert!(matches!(
+        election.leader().await,
+        Err(Error::NotALock { .. })
+    ));
+}
+
+/// A leader's hold force-unlocked, then taken again by the same owner (a
+/// plain acquisition naming the leadership's owner): a new token, so the
+/// deposed leadership's proclaim is refused, its `lost()` resolves, and
+/// dropping it does not release the hold taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leadership_force_unlocked_and_retaken_by_its_owner_is_lost() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("retaken").unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    let leadership_owner = leadership.owner().to_string();
+    let lost = leadership.lost();
+    assert!(election.lock().force_unlock().await.unwrap());
+    let retaken = election
+        .lock()
+        .acquire(fairlock::AcquireOptions::new().owner(leadership.owner().clone()))
+        .await
+        .unwrap()
+        .expect("free after the force-unlock");
+    assert!(retaken.token().unwrap() > leadership.term());
+    assert!(leadership.proclaim("b").await.unwrap_err().is_lock_lost());
+    tokio::time::timeout(Duration::from_secs(5), lost)
+        .await
+        .expect("the deposed leadership's lost() resolves");
+    assert!(!leadership.is_leader());
+    assert!(leadership.resign().await.unwrap_err().is_lock_lost());
+    c.flush().await;
+    assert!(retaken.is_held());
+    assert!(support::is_held(&server, Protocol::Native, "retaken"));
+    assert_eq!(
+        common::native_holder(&server, "retaken"),
+        Some(leadership_owner)
+    );
+    assert_eq!(election.leader().await.unwrap(), None);
+    retaken.unlock().await.unwrap();
+}
+
+/// The leader's owner enters the lock again (a plain acquisition naming the
+/// leadership's owner): the same term; releasing that re-entry leaves the
+/// leadership whole (still leading, proclaims written), and resigning
+/// releases the leadership's hold only (nobody leads; the re-entry holds
+/// until released, then the next candidate leads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentry_by_the_leaders_owner_keeps_the_term() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("again").unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    let again = || async {
+        election
+            .lock()
+            .acquire(fairlock::AcquireOptions::new().owner(leadership.owner().clone()))
+            .await
+            .unwrap()
+            .expect("a re-entry")
+    };
+    let reentry = again().await;
+    assert_eq!(reentry.token(), Some(leadership.term()));
+    reentry.unlock().await.unwrap();
+    assert!(leadership.is_leader());
+    leadership.proclaim("a2").await.unwrap();
+    assert_eq!(
+        seen(&election.leader().await.unwrap()),
+        Some(("a2".to_owned(), leadership.term()))
+    );
+    let reentry = again().await;
+    let term = leadership.term();
+    leadership.resign().await.unwrap();
+    assert_eq!(election.leader().await.unwrap(), None);
+    assert!(reentry.is_held());
+    let next = c.election("again").unwrap();
+    let waiting = tokio::spawn(async move { next.campaign("b").await });
+    until_queued(&server, "again", 1).await;
+    reentry.unlock().await.unwrap();
+    let successor = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the next candidate leads")
+        .unwrap()
+        .unwrap();
+    assert!(successor.term() > term);
+    successor.resign().await.unwrap();
+}
+
+/// A leadership ended with no message on the election's channel (the lock
+/// force-unlocked, a 30 s lease far off): an observer sees nobody within
+/// its re-read bound, 1 s (here within 2 s, on a loaded machine).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_sees_an_unannounced_end_within_a_second() {
+    let server = RedisServer::start();
+    let c = client(&server, Protocol::Native).await;
+    let election = c.election("quiet").unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    let mut changes = election.observe().await.unwrap();
+    assert_eq!(
+        seen(&next_within(&mut changes, Duration::from_secs(5)).await),
+        Some(("a".to_owned(), leadership.term()))
+    );
+    assert!(election.lock().force_unlock().await.unwrap());
+    let ended = Instant::now();
+    assert_eq!(
+        next_within(&mut changes, Duration::from_secs(5)).await,
+        None
+    );
+    assert!(
+        ended.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        ended.elapsed()
+    );
+    drop(leadership);
+}
+
+/// A leader whose renewals run on the server but whose replies come late
+/// stops believing at its lease (`lost()`), while the server still names
+/// it: a proclaim after `lost()` is refused (`LockLost`), not written as if
+/// it still led.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proclaim_after_lost_is_refused() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let lease = Duration::from_millis(1000);
+    let c = connect(
+        config(&proxy.url(), Protocol::Native)
+            .lease(lease)
+            .response_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let election = c.election("late").unwrap();
+    let leadership = election.campaign("a").await.unwrap();
+    proxy.delay_replies(Duration::from_secs(3));
+    tokio::time::timeout(lease * 5, leadership.lost())
+        .await
+        .expect("lost() at the lease's end");
+    assert!(!leadership.is_leader());
+    proxy.delay_replies(Duration::ZERO);
+    let result = leadership.proclaim("after lost").await;
+    let log: Vec<String> = server.cmd(&["LRANGE", &log_key("late"), "0", "0"]);
+    assert!(
+        matches!(&result, Err(e) if e.is_lock_lost()),
+        "{result:?}; the log: {log:?}; held: {}",
+        support::is_held(&server, Protocol::Native, "late")
+    );
+    assert!(!log[0].contains("after lost"), "{log:?}");
+    drop(leadership);
+}
