@@ -127,6 +127,21 @@ pub async fn eventually<F: FnMut() -> bool>(limit: Duration, what: &str, mut con
     }
 }
 
+/// A plain async connection to `url` for a test's own commands (a counter
+/// the holders increment, say), with 30 s timeouts: redis-rs's defaults
+/// (a response within 500 ms) fail such a command, not the lock under
+/// test, on a machine loaded by many servers and clients at once.
+pub async fn patient_connection(url: &str) -> redis::aio::MultiplexedConnection {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(30)))
+        .set_response_timeout(Some(Duration::from_secs(30)));
+    redis::Client::open(url)
+        .expect("a redis URL")
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("a connection to the test's server")
+}
+
 /// Install a tracing subscriber once (RUST_LOG filters; off by default).
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()

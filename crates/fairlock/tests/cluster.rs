@@ -105,8 +105,7 @@ async fn mutual_exclusion(cluster: &Cluster, protocol: Protocol) {
         let client = clients[t % 2].clone();
         let (url, counter) = (counter_url.clone(), counter.clone());
         tasks.push(tokio::spawn(async move {
-            let redis = redis::Client::open(url).unwrap();
-            let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
+            let mut conn = support::patient_connection(&url).await;
             for _ in 0..ROUNDS {
                 let guard = client.fair_lock(name).unwrap().lock().await.unwrap();
                 let value: Option<u64> = redis::cmd("GET")

@@ -68,8 +68,7 @@ async fn mutual_exclusion(protocol: Protocol, fair: bool, rounds: usize) {
         let client = clients[t % 2].clone();
         let url = server.url();
         tasks.push(tokio::spawn(async move {
-            let redis = redis::Client::open(url).unwrap();
-            let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
+            let mut conn = support::patient_connection(&url).await;
             for _ in 0..rounds {
                 let guard = if fair {
                     client

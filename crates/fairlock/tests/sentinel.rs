@@ -103,8 +103,7 @@ async fn mutual_exclusion(deployment: &Sentinel, protocol: Protocol) {
         let client = clients[t % 2].clone();
         let (name, counter, url) = (name.clone(), counter.clone(), master.url());
         tasks.push(tokio::spawn(async move {
-            let redis = redis::Client::open(url).unwrap();
-            let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
+            let mut conn = support::patient_connection(&url).await;
             for _ in 0..ROUNDS {
                 let guard = client.fair_lock(&name).unwrap().lock().await.unwrap();
                 let value: Option<u64> = redis::cmd("GET")
