@@ -99,7 +99,9 @@ class Weighted:
         self.channel, self.cache = k('wake'), k('release')
 
     def acquire(self, who, weight=1):
-        args = [who, LEASE, TTL, self.channel, 'queue', 0, 'n' + who, '']
+        # A nonce holds no ':' (a record's fields are ':'-separated; the
+        # client sends 32 hex digits).
+        args = [who, LEASE, TTL, self.channel, 'queue', 0, 'n' + who.replace(':', '-'), '']
         if self.kind == 'sem':
             args += [weight, 4]
         return ('EVALSHA', self.acq, 4, *self.keys, *args)

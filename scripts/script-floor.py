@@ -91,12 +91,13 @@ setpx = cmd('SCRIPT', 'LOAD', "redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2]
 strings = cmd('SCRIPT', 'LOAD', "local t = tonumber(ARGV[1]) + 1; local s = string.format('%.0f', t); "
               "local x = 'h:' .. s .. ':1:1:' .. ARGV[2] .. ':' .. ARGV[3]; local m = string.match(x, '^h:(%d+)'); return 1")
 VALUE = 'h:1234567890123456:1:1:x:' + OWNER
-# The native prelude (common.lua + prelude.lua) defined per EVALSHA, and
-# once in a function library: what every non-fast-path call of every kind
-# pays for it (the lock's scripts define lock_prelude.lua's helpers too, the
-# read-write lock's and the semaphore's weighted_prelude.lua's and their own).
+# The native lock's preludes (common.lua, line.lua, lock_prelude.lua)
+# defined per EVALSHA, and once in a function library: what every
+# non-fast-path call of the lock pays for them (the read-write lock's and
+# the semaphore's scripts define weighted_prelude.lua's and their own
+# instead of lock_prelude.lua's).
 NATIVE = 'crates/fairlock/src/protocol/'
-PRELUDE = open(NATIVE + 'common.lua').read() + open(NATIVE + 'native/prelude.lua').read()
+PRELUDE = ''.join(open(NATIVE + f).read() for f in ['common.lua', 'native/line.lua', 'native/lock_prelude.lua'])
 with_prelude = cmd('SCRIPT', 'LOAD', PRELUDE + '\nreturn 1')
 cmd('FUNCTION', 'LOAD', 'REPLACE', '#!lua name=prelude\n' + PRELUDE +
     "\nredis.register_function('prelude_one', function(keys, args) return 1 end)\n")
