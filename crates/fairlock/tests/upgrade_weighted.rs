@@ -1,13 +1,14 @@
 //! A rolling upgrade of the read-write lock and the semaphore: clients of
 //! the weighted engine's layout before version 2 (the scripts of the
-//! previous version, kept in `fixtures/weighted_v1/`, sent as that
-//! version's client sends them) and of this one (whose line is the lock's
-//! layout version 2: `line` and `waiters`) on the same name. Both keep the
-//! holders set, the hold keys and meta in one format, so they count each
-//! other's holds: never more than the capacity is held (a writer alone,
-//! readers only beside readers), and tokens keep increasing across them.
-//! Each serves its own line, so FIFO holds within a version's waiters
-//! only, for the time of the upgrade (`docs/read-write-lock.md`,
+//! previous version, kept in `fixtures/weighted_v1/`, their common and
+//! queue preludes, shared with the lock's, in `fixtures/scripts_v1/`, sent
+//! as that version's client sends them) and of this one (whose line is the
+//! lock's layout version 2: `line` and `waiters`) on the same name. Both
+//! keep the holders set, the hold keys and meta in one format, so they
+//! count each other's holds: never more than the capacity is held (a writer
+//! alone, readers only beside readers), and tokens keep increasing across
+//! them. Each serves its own line, so FIFO holds within a version's
+//! waiters only, for the time of the upgrade (`docs/read-write-lock.md`,
 //! "Upgrading").
 
 use std::time::Duration;
@@ -22,32 +23,32 @@ use common::{config, connect};
 
 /// The read-write lock's acquire script of the older layout.
 const V1_RW_ACQUIRE: &str = concat!(
-    include_str!("fixtures/weighted_v1/common.lua"),
-    include_str!("fixtures/weighted_v1/prelude.lua"),
+    include_str!("fixtures/scripts_v1/common.lua"),
+    include_str!("fixtures/scripts_v1/native_prelude.lua"),
     include_str!("fixtures/weighted_v1/weighted_prelude.lua"),
     include_str!("fixtures/weighted_v1/rw_prelude.lua"),
     include_str!("fixtures/weighted_v1/rw_acquire.lua"),
 );
 /// The read-write lock's release script of the older layout.
 const V1_RW_RELEASE: &str = concat!(
-    include_str!("fixtures/weighted_v1/common.lua"),
-    include_str!("fixtures/weighted_v1/prelude.lua"),
+    include_str!("fixtures/scripts_v1/common.lua"),
+    include_str!("fixtures/scripts_v1/native_prelude.lua"),
     include_str!("fixtures/weighted_v1/weighted_prelude.lua"),
     include_str!("fixtures/weighted_v1/rw_prelude.lua"),
     include_str!("fixtures/weighted_v1/weighted_release.lua"),
 );
 /// The semaphore's acquire script of the older layout.
 const V1_SEM_ACQUIRE: &str = concat!(
-    include_str!("fixtures/weighted_v1/common.lua"),
-    include_str!("fixtures/weighted_v1/prelude.lua"),
+    include_str!("fixtures/scripts_v1/common.lua"),
+    include_str!("fixtures/scripts_v1/native_prelude.lua"),
     include_str!("fixtures/weighted_v1/weighted_prelude.lua"),
     include_str!("fixtures/weighted_v1/sem_prelude.lua"),
     include_str!("fixtures/weighted_v1/sem_acquire.lua"),
 );
 /// The semaphore's release script of the older layout.
 const V1_SEM_RELEASE: &str = concat!(
-    include_str!("fixtures/weighted_v1/common.lua"),
-    include_str!("fixtures/weighted_v1/prelude.lua"),
+    include_str!("fixtures/scripts_v1/common.lua"),
+    include_str!("fixtures/scripts_v1/native_prelude.lua"),
     include_str!("fixtures/weighted_v1/weighted_prelude.lua"),
     include_str!("fixtures/weighted_v1/sem_prelude.lua"),
     include_str!("fixtures/weighted_v1/weighted_release.lua"),
