@@ -103,8 +103,38 @@ impl TlsMaterial {
     }
 }
 
-/// A loopback port that was free just now, never 6379.
+/// A loopback port that was free just now, never 6379, and outside the
+/// kernel's range of ephemeral ports (`net.ipv4.ip_local_port_range`,
+/// 32768-60999 by default). A port from that range, freed by a server
+/// killed to be started again on it ([`RedisServer::restart`], a Cluster
+/// node's), can meanwhile become the local port of some process's outgoing
+/// connection: the restart then finds it taken for as long as that
+/// connection lives (seen: "Address already in use" for 10 s). Ports
+/// outside the range are only ever bound on purpose.
 pub(crate) fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let (low, high) = ephemeral_range();
+    // 10000-(low - 1) and (high + 1)-65535, those below 10000 left to
+    // well-known services.
+    let below = u32::from(low.saturating_sub(10_000));
+    let above = u32::from(u16::MAX - high);
+    for _ in 0..1000 {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        let draw = (hasher.finish() % u64::from((below + above).max(1))) as u32;
+        let port = if draw < below {
+            10_000 + draw
+        } else {
+            u32::from(high) + 1 + (draw - below)
+        };
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
+        if port != 6379 && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    // Nothing free outside the range (or no range outside it): any port.
     loop {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
         let port = listener.local_addr().expect("local addr").port();
@@ -112,6 +142,21 @@ pub(crate) fn free_port() -> u16 {
             return port;
         }
     }
+}
+
+/// The kernel's range of ephemeral ports (Linux's
+/// `/proc/sys/net/ipv4/ip_local_port_range`; its default elsewhere).
+fn ephemeral_range() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut numbers = text.split_whitespace().map(str::parse::<u16>);
+            match (numbers.next(), numbers.next()) {
+                (Some(Ok(low)), Some(Ok(high))) if low <= high => Some((low, high)),
+                _ => None,
+            }
+        })
+        .unwrap_or((32768, 60999))
 }
 
 impl RedisServer {
