@@ -953,7 +953,24 @@ fn nonfair_release_wakes_again_once_a_waiter_was_back() {
     let server = RedisServer::start();
     let name = "woken-back";
     let keys = three(name);
+    // A waiter that joined more than 100 ms ago is no longer overtaken (the
+    // starvation bound): before each of A's calls (a take that must go
+    // first, a release that must wake, not hand over) the waiters' arrivals
+    // are moved a minute past the server's now, in their order, so that a
+    // loaded machine's slow steps do not turn them into handoffs.
+    let arrived_just_now = || {
+        let time: Vec<u64> = server.cmd(&["TIME"]);
+        let later = time[0] * 1_000_000 + time[1] + 60_000_000;
+        let waiters: Vec<String> = server.cmd(&["ZRANGE", &keys[1], "0", "-1"]);
+        for (i, waiter) in waiters.iter().enumerate() {
+            let score = (later + i as u64).to_string();
+            server.cmd::<()>(&["ZADD", &keys[1], "XX", &score, waiter]);
+        }
+    };
     let acquire = |owner: &str, nonce: &str| {
+        if owner == "a:1" {
+            arrived_just_now();
+        }
         eval(
             &server,
             NEW_ACQUIRE,
@@ -963,6 +980,7 @@ fn nonfair_release_wakes_again_once_a_waiter_was_back() {
         .unwrap()
     };
     let release = |owner: &str, token: i64, request: &str| {
+        arrived_just_now();
         let mut all = keys.clone();
         all.push(key(name, &format!("release:{request}")));
         let reply = eval(
