@@ -178,6 +178,15 @@ pub(crate) enum Event<'a> {
     HoldStarted { lock: &'a str },
     /// A hold left the registry: released, lost, or drained at shutdown.
     HoldEnded { lock: &'a str, held_for: Duration },
+    /// A latch count-down was answered (`counted`: it took one off the
+    /// count; not: a party's repeat, or the latch was open).
+    LatchCountedDown { latch: &'a str, counted: bool },
+    /// A latch wait ended: the latch `opened`, or the time ran out.
+    LatchWaitEnded {
+        latch: &'a str,
+        opened: bool,
+        waited: Duration,
+    },
     /// The pub/sub connection is up (`reconnect`: not the first time).
     PubSubConnected { reconnect: bool },
     /// The pub/sub connection fell behind (messages dropped, or the health
@@ -300,6 +309,14 @@ impl Recorder {
                 add_time(&c.hold_nanos, *held_for);
                 self.meters.hold_ended(lock, *held_for);
             }
+            Event::LatchCountedDown { latch, counted } => {
+                self.meters.latch_count_down(latch, *counted);
+            }
+            Event::LatchWaitEnded {
+                latch,
+                opened,
+                waited,
+            } => self.meters.latch_wait(latch, *opened, *waited),
             Event::PubSubConnected { reconnect: true } => {
                 bump(&c.pubsub_reconnects);
                 self.meters.pubsub_reconnect();
@@ -642,6 +659,14 @@ pub(crate) fn record(event: Event<'_>) {
         Event::Attempted { .. } => {}
         Event::HoldStarted { lock } => tracing::trace!(lock, "hold started"),
         Event::HoldEnded { lock, held_for } => tracing::trace!(lock, ?held_for, "hold ended"),
+        Event::LatchCountedDown { latch, counted } => {
+            tracing::trace!(latch, counted, "latch counted down")
+        }
+        Event::LatchWaitEnded {
+            latch,
+            opened,
+            waited,
+        } => tracing::trace!(latch, opened, ?waited, "latch wait ended"),
         Event::PubSubConnected { reconnect } => debug!(reconnect, "pub/sub connected"),
         Event::PubSubBehind {
             reason: BehindReason::Dropped,

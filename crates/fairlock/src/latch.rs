@@ -18,8 +18,9 @@ use crate::acquire::MIN_ATTEMPT_GAP;
 use crate::config::check_duration;
 use crate::core::ClientCore;
 use crate::error::{Error, Result};
+use crate::events::Event;
 use crate::protocol::Protocol;
-use crate::protocol::latch::{LatchObject, LatchState};
+use crate::protocol::latch::{CountedDown, LatchObject, LatchState};
 use crate::wakeup::Woken;
 
 /// The longest count a latch is set to: Lua's numbers are exact up to
@@ -292,7 +293,8 @@ impl CountDownLatch {
         let shared = &self.shared;
         let conn = shared.core.conn();
         if matches!(shared.object, LatchObject::Redisson { .. }) {
-            return Ok(shared.object.count_down(conn, "").await?.count);
+            let done = shared.object.count_down(conn, "").await?;
+            return Ok(self.recorded(&done));
         }
         // A party id no caller's can be (they hold no control character).
         let party = format!("\u{1}{}", crate::hold::new_request_id());
@@ -301,7 +303,7 @@ impl CountDownLatch {
             .retry()
             .run(|| shared.object.count_down(conn, &party))
             .await?;
-        Ok(done.count)
+        Ok(self.recorded(&done))
     }
 
     /// Count down once as `party`, at most once per party per setting of
@@ -350,7 +352,16 @@ impl CountDownLatch {
             .retry()
             .run(|| shared.object.count_down(conn, party))
             .await?;
-        Ok(done.count)
+        Ok(self.recorded(&done))
+    }
+
+    /// Record an answered count-down; its count after it.
+    fn recorded(&self, done: &CountedDown) -> u64 {
+        self.shared.core.events().record(Event::LatchCountedDown {
+            latch: self.name(),
+            counted: done.counted,
+        });
+        done.count
     }
 
     /// The count now; 0 when the latch is open (Redisson's `getCount`; a
@@ -483,7 +494,22 @@ impl CountDownLatch {
             .await
     }
 
+    /// Wait as [`wait_until_open`](Self::wait_until_open) does and record
+    /// how the wait ended (a wait that fails or is dropped is not
+    /// recorded).
     async fn wait_within(&self, wait: Option<Duration>) -> Result<bool> {
+        let started = Instant::now();
+        let opened = self.wait_until_open(wait).await?;
+        self.shared.core.events().record(Event::LatchWaitEnded {
+            latch: self.name(),
+            opened,
+            waited: started.elapsed(),
+        });
+        Ok(opened)
+    }
+
+    /// `true` once the latch opened, `false` when `wait` ran out first.
+    async fn wait_until_open(&self, wait: Option<Duration>) -> Result<bool> {
         if let Some(wait) = wait.filter(|w| !w.is_zero()) {
             check_duration("wait", wait)?;
         }

@@ -87,6 +87,9 @@ pub(crate) mod names {
     pub(crate) const SCRIPT_RELOADS: &str = "fairlock_script_reloads_total";
     pub(crate) const HELD: &str = "fairlock_held_locks";
     pub(crate) const WAITING: &str = "fairlock_waiting_tasks";
+    pub(crate) const LATCH_COUNT_DOWNS: &str = "fairlock_latch_count_downs_total";
+    pub(crate) const LATCH_WAITS: &str = "fairlock_latch_waits_total";
+    pub(crate) const LATCH_WAIT: &str = "fairlock_latch_wait_seconds";
 }
 
 /// Every `outcome` label of an acquisition, as `events::Outcome::label`
@@ -389,6 +392,27 @@ impl Meters {
         ::metrics::counter!(names::FORCE_UNLOCKS, labels).increment(1);
     }
 
+    /// A latch count-down answered (`counted`: it took one off the count).
+    pub(crate) fn latch_count_down(&self, latch: &str, counted: bool) {
+        if !self.enabled {
+            return;
+        }
+        let counted = ("counted", if counted { "yes" } else { "no" });
+        let labels = labels(self.protocol, &[counted], self.lock(latch));
+        ::metrics::counter!(names::LATCH_COUNT_DOWNS, labels).increment(1);
+    }
+
+    /// A latch wait ended, `opened` or not (timed out), after `waited`.
+    pub(crate) fn latch_wait(&self, latch: &str, opened: bool, waited: Duration) {
+        if !self.enabled {
+            return;
+        }
+        let outcome = ("outcome", if opened { "opened" } else { "timeout" });
+        let labels = labels(self.protocol, &[outcome], self.lock(latch));
+        ::metrics::counter!(names::LATCH_WAITS, labels.clone()).increment(1);
+        ::metrics::histogram!(names::LATCH_WAIT, labels).record(waited.as_secs_f64());
+    }
+
     pub(crate) fn pubsub_reconnect(&self) {
         if !self.enabled {
             return;
@@ -447,6 +471,10 @@ impl Meters {
     pub(crate) fn lost(&self, _: &str, _: &'static str) {}
     #[inline(always)]
     pub(crate) fn force_unlock(&self, _: &str, _: bool) {}
+    #[inline(always)]
+    pub(crate) fn latch_count_down(&self, _: &str, _: bool) {}
+    #[inline(always)]
+    pub(crate) fn latch_wait(&self, _: &str, _: bool, _: Duration) {}
     #[inline(always)]
     pub(crate) fn pubsub_reconnect(&self) {}
     #[inline(always)]

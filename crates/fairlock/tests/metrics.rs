@@ -540,7 +540,49 @@ async fn counts_after_scripted_scenarios() {
             assert_eq!(count("fairlock_renewals_total", &[("result", "failed")]), 0);
         }
     }
+    a_latch_counts_its_count_downs_and_waits().await;
     a_client_without_metrics_writes_none_and_still_counts().await;
+}
+
+/// A latch's count-downs (counted or not) and waits (opened or timed out)
+/// are counted under its name. Run after the scenarios (the recorder is
+/// global).
+async fn a_latch_counts_its_count_downs_and_waits() {
+    // What earlier scenarios left in the recorder is not this one's.
+    Totals::default().update();
+    let mut totals = Totals::default();
+    let server = RedisServer::start();
+    let client = observed_client(&server, Protocol::Native).await;
+    let latch = client.count_down_latch("ready").unwrap();
+    assert!(latch.try_set_count(2).await.unwrap());
+    assert_eq!(latch.count_down_as("p").await.unwrap(), 1);
+    // The party's repeats count nothing.
+    assert_eq!(latch.count_down_as("p").await.unwrap(), 1);
+    assert_eq!(latch.count_down_as("p").await.unwrap(), 1);
+    assert!(!latch.wait_for(Duration::from_millis(50)).await.unwrap());
+    assert_eq!(latch.count_down().await.unwrap(), 0);
+    // The latch is open: counts nothing.
+    assert_eq!(latch.count_down().await.unwrap(), 0);
+    assert!(latch.wait_for(Duration::from_secs(10)).await.unwrap());
+    totals.update();
+    #[cfg(feature = "metrics")]
+    {
+        let count = |name: &str, labels: &[(&str, &str)]| totals.value(name, labels) as u64;
+        let downs = "fairlock_latch_count_downs_total";
+        let native = ("protocol", "native");
+        let ready = ("lock", "ready");
+        assert_eq!(count(downs, &[native, ready, ("counted", "yes")]), 2);
+        assert_eq!(count(downs, &[native, ready, ("counted", "no")]), 3);
+        assert_eq!(count(downs, &[]), 5);
+        let waits = "fairlock_latch_waits_total";
+        assert_eq!(count(waits, &[native, ready, ("outcome", "opened")]), 1);
+        assert_eq!(count(waits, &[native, ready, ("outcome", "timeout")]), 1);
+        assert_eq!(count(waits, &[]), 2);
+        let wait = "fairlock_latch_wait_seconds";
+        assert_eq!(totals.samples(wait, &[ready, ("outcome", "timeout")]), 1);
+        assert_eq!(totals.samples(wait, &[]), 2);
+    }
+    client.shutdown().await;
 }
 
 /// `expected` with the times the client measured (they cannot be known in
