@@ -69,6 +69,7 @@ pub mod acknowledged;
 pub mod cluster;
 pub mod flood;
 pub mod key_events;
+pub mod listener;
 pub mod objects;
 pub mod proxy;
 mod readiness;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use fairlock::{Error, LockClient, Protocol};
 use fairlock_test_support as support;
+use support::listener::Listener;
 use support::{Cluster, PROTOCOLS, RedisServer, eventually};
 
 /// A client whose waiters read the count again only every 100 s (a third
@@ -49,49 +50,6 @@ fn keys(server: &RedisServer) -> Vec<String> {
     keys.retain(|k| !k.contains("labels"));
     keys.sort();
     keys
-}
-
-/// A raw subscriber of `channel` (a plain connection in subscribe mode).
-struct Listener {
-    conn: redis::Connection,
-    channel: String,
-}
-
-/// Published after the messages a test expects: they all came before it.
-const END: &str = "fairlock-test-end";
-
-impl Listener {
-    fn new(server: &RedisServer, channel: &str) -> Self {
-        let mut conn = server.conn();
-        redis::cmd("SUBSCRIBE")
-            .arg(channel)
-            .exec(&mut conn)
-            .expect("subscribe");
-        conn.set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        Self {
-            conn,
-            channel: channel.to_owned(),
-        }
-    }
-
-    /// The payloads published since the last call.
-    fn drain(&mut self, server: &RedisServer) -> Vec<String> {
-        let _: i64 = server.cmd(&["PUBLISH", &self.channel, END]);
-        let mut got = Vec::new();
-        loop {
-            let Ok(redis::Value::Array(items)) = self.conn.recv_response() else {
-                panic!("the marker never came back on {}", self.channel);
-            };
-            if let [_, _, redis::Value::BulkString(payload)] = items.as_slice() {
-                let payload = String::from_utf8_lossy(payload).into_owned();
-                if payload == END {
-                    return got;
-                }
-                got.push(payload);
-            }
-        }
-    }
 }
 
 /// Redisson's `RCountDownLatch` steps (docs/latch.md, "redisson"), written

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use fairlock::{Error, LockClient, PermitLease, Protocol};
 use fairlock_test_support as support;
+use support::listener::Listener;
 use support::{RedisServer, eventually};
 
 const NOEXP: &str = "922337203685477";
@@ -85,49 +86,6 @@ fn keys(server: &RedisServer) -> Vec<String> {
 
 fn count(server: &RedisServer, name: &str) -> Option<String> {
     server.cmd(&["GET", name])
-}
-
-/// A raw subscriber of `channel` (a plain connection in subscribe mode).
-struct Listener {
-    conn: redis::Connection,
-    channel: String,
-}
-
-/// Published after the messages a test expects: they all came before it.
-const END: &str = "fairlock-test-end";
-
-impl Listener {
-    fn new(server: &RedisServer, channel: &str) -> Self {
-        let mut conn = server.conn();
-        redis::cmd("SUBSCRIBE")
-            .arg(channel)
-            .exec(&mut conn)
-            .expect("subscribe");
-        conn.set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        Self {
-            conn,
-            channel: channel.to_owned(),
-        }
-    }
-
-    /// The payloads published since the last call.
-    fn drain(&mut self, server: &RedisServer) -> Vec<String> {
-        let _: i64 = server.cmd(&["PUBLISH", &self.channel, END]);
-        let mut got = Vec::new();
-        loop {
-            let Ok(redis::Value::Array(items)) = self.conn.recv_response() else {
-                panic!("the marker never came back on {}", self.channel);
-            };
-            if let [_, _, redis::Value::BulkString(payload)] = items.as_slice() {
-                let payload = String::from_utf8_lossy(payload).into_owned();
-                if payload == END {
-                    return got;
-                }
-                got.push(payload);
-            }
-        }
-    }
 }
 
 /// The steps a Java Redisson client runs (docs/redisson-protocol.md,
