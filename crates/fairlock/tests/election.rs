@@ -324,6 +324,12 @@ async fn bad_data_under_the_log_is_refused() {
         election.campaign("v").await,
         Err(Error::WrongType { .. })
     ));
+    // The failed campaign resigns in the background: let it end before the
+    // log changes under it (its resignation would otherwise find an empty
+    // log and write there, ahead of the entry pushed below).
+    c.flush().await;
+    let app: String = server.cmd(&["GET", &log_key("bad")]);
+    assert_eq!(app, "app");
     let _: () = server.cmd(&["DEL", &log_key("bad")]);
     let _: i64 = server.cmd(&["RPUSH", &log_key("bad"), "not an entry"]);
     assert!(matches!(

@@ -604,20 +604,26 @@ async fn a_grant_taken_before_the_waiters_attempt_ran_leaves_no_ghost_waiter() {
 /// sent just before). Now messages are routed while a command waits: the
 /// holder's `lost()` resolves one round trip after the revocation arrives.
 ///
-/// Deterministic: messages reach the holder's client 1.5 s late; the
-/// server is paused (1 s) right after the force-unlock, so that the
-/// UNSUBSCRIBE sent then is answered only 2.5 s after the force-unlock,
-/// while the revocation arrives after 1.5 s. The holder's check of the
-/// revocation itself waits for the server (1 s).
+/// Deterministic: messages reach the holder's client 2 s late; the server
+/// is paused (2 s) right after the force-unlock, so that the UNSUBSCRIBE
+/// sent then is answered only 4 s after the force-unlock, while the
+/// revocation arrives after 2 s. The holder's check of the revocation
+/// itself waits for the server (2 s). So the holder hears of it after 2 s
+/// and one round trip, and would after 4 s with the bug: the bound allows
+/// 1.2 s for the round trip on a loaded machine (and any stall of the
+/// whole machine on top), and stays below the bug's 4 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_revocation_is_read_while_a_pubsub_command_waits_for_its_reply() {
-    let delay = Duration::from_millis(1500);
-    let paused_for = Duration::from_secs(1);
+    let delay = Duration::from_secs(2);
+    let paused_for = Duration::from_secs(2);
     for protocol in PROTOCOLS {
         let server = RedisServer::start();
         let proxy = Proxy::start(server.port());
         proxy.delay_pubsub(delay);
-        let holder = connect(config(&proxy.url(), protocol)).await;
+        // A response timeout past the UNSUBSCRIBE's 4 s: the command
+        // waits for its reply, as it would with the bug.
+        let holder =
+            connect(config(&proxy.url(), protocol).response_timeout(Duration::from_secs(10))).await;
         let operator = client(&server, protocol).await;
         let other = client(&server, protocol).await;
         let guard = holder.fair_lock("revoked").unwrap().lock().await.unwrap();
@@ -651,9 +657,13 @@ async fn a_revocation_is_read_while_a_pubsub_command_waits_for_its_reply() {
         // On a loaded machine the pause may outlast `paused_for`: the
         // revocation's check then waits for it too.
         let unpaused = forced_at.elapsed();
-        tokio::time::timeout(Duration::from_secs(10), guard.lost())
-            .await
-            .expect("the revocation is acted on");
+        let acted = tokio::time::timeout(Duration::from_secs(10), guard.lost()).await;
+        assert!(
+            acted.is_ok(),
+            "{protocol}: lost() not resolved {:?} after the force-unlock (the server ran again \
+             after {unpaused:?})",
+            forced_at.elapsed()
+        );
         let took = forced_at.elapsed();
         let stalled = starvation.stop();
         eprintln!(
@@ -661,8 +671,8 @@ async fn a_revocation_is_read_while_a_pubsub_command_waits_for_its_reply() {
         );
         // The revocation arrives `delay` after the force-unlock; its check
         // is one round trip once the server runs again. The UNSUBSCRIBE's
-        // reply comes `unpaused + delay` after it (a second later at least).
-        let bound = delay.max(unpaused) + Duration::from_millis(600) + stalled;
+        // reply comes `unpaused + delay` after it (2 s later at least).
+        let bound = delay.max(unpaused) + Duration::from_millis(1200) + stalled;
         assert!(
             took <= bound,
             "{protocol}: lost() {took:?} after the force-unlock; the revocation arrived after \
