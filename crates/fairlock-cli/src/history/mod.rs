@@ -59,7 +59,7 @@ pub(crate) use failovers::{Failover, Failovers};
 pub(crate) use queue::QueueLog;
 pub(crate) use tally::{Tally, longest_stall, tally};
 pub(crate) use types::{
-    Bounds, Event, Fault, Hold, Permits, Report, Side, UNFINISHED_FORCE_UNLOCK_US, combo,
+    Bounds, Event, Fault, Hold, Permits, Report, Side, UNFINISHED_FORCE_UNLOCK_US, Window, combo,
 };
 
 /// Check `events` (all workers) against `queues` (one per fair lock name:

@@ -150,6 +150,7 @@ mod tests {
                 op: "acquire".into(),
                 answer: "NotALock".into(),
                 ok: true,
+                window: None,
             },
             Event::DataCheck {
                 key: "k".into(),

@@ -175,10 +175,42 @@ pub(crate) enum Event {
         op: String,
         answer: String,
         ok: bool,
+        /// For an answer about time (a wait's outcome): the client that
+        /// waited and the server times (µs) the wait began and ended. A
+        /// fault that hit that client, or every client, in between excuses
+        /// an `ok` false: it is counted, not a finding.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<Window>,
     },
     /// Application data under a lock's key, compared byte for byte after
     /// the lock calls on it: `intact` false is a violation.
     DataCheck { key: String, intact: bool },
+}
+
+/// How long a fault injected at one instant may still act: the longest
+/// the torture injects lasts 5 s (a sentinel frozen for 2 to 5 s).
+pub(crate) const FAULT_REACH_US: u64 = 5_000_000;
+
+/// When a wait ran, and whose it was (see [`Event::Answer`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Window {
+    pub(crate) client: String,
+    pub(crate) from: u64,
+    pub(crate) to: u64,
+}
+
+impl Window {
+    /// Whether one of `faults` hit this window's client (or every client:
+    /// the client id `""` never names one) between `from` and `to`, or up
+    /// to [`FAULT_REACH_US`] before `from` (a fault lasts: a server pause,
+    /// a 2 s flood, a frozen sentinel).
+    pub(crate) fn hit_by(&self, faults: &[Fault]) -> bool {
+        faults.iter().any(|f| {
+            f.at + FAULT_REACH_US >= self.from
+                && f.at <= self.to
+                && (f.client.is_empty() || f.client == self.client)
+        })
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -312,6 +344,27 @@ mod tests {
     use crate::history::test_support::*;
 
     #[test]
+    fn a_window_is_hit_by_its_own_clients_faults_and_everyones() {
+        let window = Window {
+            client: "a".into(),
+            from: 10_000_000,
+            to: 12_000_000,
+        };
+        let fault = |at: u64, client: &str| Fault {
+            at,
+            client: client.into(),
+        };
+        assert!(window.hit_by(&[fault(11_000_000, "a")]));
+        assert!(window.hit_by(&[fault(11_000_000, "")]));
+        // A fault that began before the wait and may still act.
+        assert!(window.hit_by(&[fault(10_000_000 - FAULT_REACH_US, "a")]));
+        assert!(!window.hit_by(&[fault(10_000_000 - FAULT_REACH_US - 1, "a")]));
+        assert!(!window.hit_by(&[fault(12_000_001, "a")]));
+        assert!(!window.hit_by(&[fault(11_000_000, "b")]));
+        assert!(!window.hit_by(&[]));
+    }
+
+    #[test]
     fn lines_round_trip() {
         let e = hold("a", 1, 2, 3, 4);
         assert_eq!(Event::parse(&e.to_line()), Some(e));
@@ -400,6 +453,7 @@ mod tests {
                 op: "name".into(),
                 answer: "InvalidName".into(),
                 ok: true,
+                window: None,
             },
         ] {
             assert_eq!(Event::parse(&e.to_line()), Some(e));

@@ -37,7 +37,7 @@ use fairlock::{
 use redis::aio::ConnectionManager;
 
 use crate::Failure;
-use crate::history::{Event, Hold, combo};
+use crate::history::{Event, Hold, Window, combo};
 
 use super::workload::EventOut;
 use super::{Rng, server_time_us};
@@ -310,6 +310,7 @@ impl Round<'_> {
                     op: "hold_count after every guard was released".to_owned(),
                     answer: count.to_string(),
                     ok: false,
+                    window: None,
                 }),
             }
         }
@@ -417,6 +418,7 @@ impl Round<'_> {
             op: format!("{kind:?} handle"),
             answer,
             ok,
+            window: None,
         }]
     }
 
@@ -472,6 +474,7 @@ impl Round<'_> {
                 op: op.to_owned(),
                 answer,
                 ok,
+                window: None,
             });
         };
         let acquired = handle
@@ -615,12 +618,14 @@ impl Round<'_> {
                 op: "meta's record of its weight while its hold key lives".to_owned(),
                 answer: recorded.unwrap_or_else(|| "none".to_owned()),
                 ok,
+                window: None,
             });
         }
         let Ok(Some(beside)) = sem.try_acquire(1).await else {
             let _ = head.release().await;
             return Ok(events);
         };
+        let from = server_time_us(self.conn).await?;
         let released = self.rng.below(2) == 0;
         if released {
             if head.release().await.is_err() {
@@ -647,6 +652,7 @@ impl Round<'_> {
                 }
             }
         }
+        let to = server_time_us(self.conn).await?;
         let answer = match &again {
             Some(_) => "granted".to_owned(),
             None => format!("not granted in 2 waits of {} ms", bound.as_millis()),
@@ -664,6 +670,11 @@ impl Round<'_> {
             ),
             answer,
             ok: again.is_some(),
+            window: Some(Window {
+                client: self.client.id().to_owned(),
+                from,
+                to,
+            }),
         });
         if let Some(permits) = again {
             let _ = permits.release().await;

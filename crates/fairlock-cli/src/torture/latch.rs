@@ -44,6 +44,7 @@ impl Round<'_> {
             op: op.to_owned(),
             answer,
             ok,
+            window: None,
         };
         let latch = self.client.count_down_latch(&name)?;
         let count = 1 + self.rng.below(3);

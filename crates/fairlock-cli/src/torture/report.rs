@@ -65,6 +65,9 @@ pub(super) struct Verdict {
     /// Calls the library answered otherwise than it should, grouped, with
     /// how often each was seen.
     findings: Vec<(String, usize)>,
+    /// Waits that ended otherwise than they should while a fault hit their
+    /// client (see [`crate::history::Window`]): not findings.
+    excused: usize,
     /// Why the run proves nothing, if it does not: what it meant to check
     /// and never did.
     inconclusive: Vec<String>,
@@ -158,6 +161,7 @@ pub(super) fn check(
         .map(|c| (*c, counted.get(*c).copied().unwrap_or_default()))
         .collect();
     let mut grouped: BTreeMap<String, usize> = BTreeMap::new();
+    let mut excused = 0;
     for event in &history.events {
         if let Event::Answer {
             combo,
@@ -165,8 +169,13 @@ pub(super) fn check(
             op,
             answer,
             ok: false,
+            window,
         } = event
         {
+            if window.as_ref().is_some_and(|w| w.hit_by(&history.faults)) {
+                excused += 1;
+                continue;
+            }
             *grouped
                 .entry(format!("{combo}: {op} of {target} answered {answer}"))
                 .or_default() += 1;
@@ -202,6 +211,7 @@ pub(super) fn check(
         stall: (0, 0),
         tallies,
         findings: grouped.into_iter().collect(),
+        excused,
         inconclusive,
     }
 }
@@ -390,6 +400,12 @@ pub(super) fn print_summary(
         println!("combinations: {}", per.join("; "));
     }
     println!("findings: {}", verdict.findings());
+    if verdict.excused > 0 {
+        println!(
+            "  and {} waits that ended ungranted while a fault hit their client (not findings)",
+            verdict.excused
+        );
+    }
     for (finding, times) in &verdict.findings {
         println!("  {finding} (x{times})");
     }
