@@ -8,7 +8,10 @@
 # a release, so the fencing token needs no meta key and no TIME while the
 # name is in use), the queue only checked (EXISTS), two script calls per
 # pair; with and without the release's answer cache, and as a Redis 7
-# function (FCALL) instead of EVALSHA. Then single steps, to see where the
+# function (FCALL) instead of EVALSHA. Then a non-fair take that is no
+# script at all (MULTI, INCR of a token counter, SET NX PX, EXEC, sent as
+# one write) with a release script that deletes the key and wakes a
+# waiter only when a line exists. Then single steps, to see where the
 # instructions go. These prototypes are not the lock's scripts: they skip
 # type checks, bad data and every contended path.
 #   [PAIRS=N] script-floor.py PORT PID|cpu DIR
@@ -66,6 +69,34 @@ def rs(i):
     assert cmd('SET', 'rs', f'v{i}', 'NX', 'PX', 30000) == 'OK'
     assert cmd('EVALSHA', unlock, 1, 'rs', f'v{i}') == 1
 
+def pipeline(*commands):
+    out = b''
+    for a in commands:
+        out += b'*%d\r\n' % len(a)
+        for x in a:
+            x = str(x).encode()
+            out += b'$%d\r\n%s\r\n' % (len(x), x)
+    s.sendall(out)
+    return [rd() for _ in commands]
+
+# The non-fair take's floor: the token from a counter (no clock: a failover
+# to a replica that missed the last INCRs would hand out a token again),
+# the holder in the key's value; its release deletes the key when it is
+# still the holder's and wakes one waiter only when somebody waits.
+PLAIN_RELEASE = cmd('SCRIPT', 'LOAD', """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('del', KEYS[1])
+if redis.call('exists', KEYS[2]) == 1 then redis.call('publish', KEYS[3], 'free') end
+return 1
+""")
+
+def plain(i):
+    value = f'{OWNER}:{i}'
+    lock = 'fairlock:{p}:lock'
+    r = pipeline(('MULTI',), ('INCR', 'fairlock:{p}:token'), ('SET', lock, value, 'NX', 'PX', 30000), ('EXEC',))
+    assert r[3][1] == 'OK', r
+    assert cmd('EVALSHA', PLAIN_RELEASE, 3, lock, 'fairlock:{p}:line', 'fairlock:{p}:wake', value) == 1
+
 def pair(cache, fcall=False):
     def run(i):
         nonce = f'{i:032x}'
@@ -110,6 +141,8 @@ for label, run in [('floor pair, answer cache', pair(True)),
                    ('floor pair as functions (FCALL)', pair(True, fcall=True))]:
     x = measure(label, run)
     print(f'   = {x / base:.2f} x rslock-equivalent', flush=True)
+x = measure('non-fair plain take + release script', plain)
+print(f'   = {x / base:.2f} x rslock-equivalent', flush=True)
 for label, run in [('PING', lambda i: cmd('PING')),
                    ('EVALSHA return 1', lambda i: cmd('EVALSHA', one, 0)),
                    ('  with 3 keys, 3 arguments', lambda i: cmd('EVALSHA', one, 3, 'a', 'b', 'c', OWNER, 30000, 'n' * 32)),

@@ -468,6 +468,7 @@ fn script_floor_runs_in_its_short_mode() {
         "floor pair, answer cache",
         "floor pair, no answer cache",
         "floor pair as functions (FCALL)",
+        "non-fair plain take + release script",
         "PING",
         "EVALSHA return 1",
         "  the native prelude defined first",
