@@ -473,7 +473,8 @@ impl CountDownLatch {
     /// # Errors
     /// As [`wait`](Self::wait), and
     /// [`Error::InvalidDuration`](crate::Error::InvalidDuration) for a
-    /// `timeout` above [`MAX_DURATION`](crate::MAX_DURATION).
+    /// `timeout` above zero and below 1 ms, or above
+    /// [`MAX_DURATION`](crate::MAX_DURATION).
     ///
     /// # Cancel safety
     /// As [`wait`](Self::wait).

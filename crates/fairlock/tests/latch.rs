@@ -677,6 +677,19 @@ async fn waits_time_out_delete_opens_and_cancel_leaves_nothing() {
         assert!(latch.wait_for(Duration::ZERO).await.unwrap(), "open");
         assert!(latch.try_set_count(1).await.unwrap());
         assert!(!latch.wait_for(Duration::ZERO).await.unwrap());
+        // Between zero and 1 ms, or past the longest duration: refused.
+        for bad in [
+            Duration::from_micros(500),
+            fairlock::MAX_DURATION + Duration::from_secs(1),
+        ] {
+            assert!(
+                matches!(
+                    latch.wait_for(bad).await,
+                    Err(Error::InvalidDuration { .. })
+                ),
+                "{protocol}: {bad:?}"
+            );
+        }
         let started = Instant::now();
         assert!(!latch.wait_for(Duration::from_millis(300)).await.unwrap());
         assert!(started.elapsed() >= Duration::from_millis(300));
