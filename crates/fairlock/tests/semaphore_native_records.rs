@@ -1160,3 +1160,47 @@ async fn a_waiter_whose_granted_key_was_evicted_is_counted_once() {
     client.flush().await;
     assert_eq!(sem.available().await.unwrap(), 100);
 }
+
+/// `used` counted again from the hold keys (a holder's weight in meta
+/// written over, found at its reclaim) while more holders whose leases
+/// ended are due than one call reclaims (64): those it leaves for a later
+/// call still count until then, as their weights in meta say. Before the
+/// fix the count left them out while meta kept their weights, and the later
+/// call gave those back a second time: `used` fell below what was held,
+/// and more permits went out than the total (106 of 100 here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_beside_more_due_holders_than_one_call_reclaims_gives_nothing_back_twice() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let name = "twice";
+    let sem = client.semaphore(name, 100).unwrap();
+    let b = sem.acquire(10).await.unwrap();
+    // 70 holders of 1 that crash.
+    for i in 0..70 {
+        let reply = raw_acquire(&server, name, &format!("dead:{i}"), "n", "1000", "1", false);
+        assert_eq!(reply[0], 1, "dead:{i} holds");
+    }
+    let last = format!("fairlock:{{{name}}}:sem:hold:dead:69");
+    support::eventually(
+        Duration::from_secs(10),
+        "the dead holders' keys expired",
+        || server.cmd::<i64>(&["EXISTS", &last]) == 0,
+    )
+    .await;
+    // Another program writes over the first one's weight in meta.
+    let meta = format!("fairlock:{{{name}}}:sem:meta");
+    let _: () = server.cmd(&["HSET", &meta, "w:dead:0", "abc"]);
+    // Two calls: the first reclaims 64 (and counts `used` again at the
+    // first), the second the other 6.
+    for probe in ["p1", "p2"] {
+        let reply = raw_acquire(&server, name, probe, "np", "30000", "1", false);
+        assert_eq!(reply[0], 1, "{probe} holds");
+    }
+    let used: Option<String> = server.cmd(&["HGET", &meta, "used"]);
+    assert_eq!(used.as_deref(), Some("12"), "B's 10 and the probes' 2");
+    assert!(
+        sem.try_acquire(89).await.unwrap().is_none(),
+        "88 permits are free, not 89"
+    );
+    b.release().await.unwrap();
+}
