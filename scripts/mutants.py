@@ -413,6 +413,26 @@ MUTANTS = [
           "    if false then\n      -- The total was lowered")],
     ),
     Mutant(
+        "native_sem_regrant_over_entry", NOT_MODELLED,
+        "a request granted again under its own id writes over its old entry in the holders "
+        "set, its weight counted twice (native weighted_prelude.lua make_way; the weighted "
+        "model reclaims every due holder and has one entry per grant)",
+        ["semaphore_native_records"],
+        [(NATIVE + "weighted_prelude.lua",
+          "  local score = redis.call('zscore', KEYS[1], id)\n  if not score then\n",
+          "  local score = redis.call('zscore', KEYS[1], id)\n  if true then\n")],
+    ),
+    Mutant(
+        "native_sem_recount_skips_due", NOT_MODELLED,
+        "a recount of used leaves out holders whose lease ended and whose reclaim is left to "
+        "a later call, while meta keeps their weights (native sem_prelude.lua count_holds; "
+        "the weighted model reclaims every due holder in one step)",
+        ["semaphore_native_records"],
+        [(NATIVE + "sem_prelude.lua",
+          "        weight = meta_weight(id)\n      end\n    end",
+          "        weight = nil\n      end\n    end")],
+    ),
+    Mutant(
         "redisson_sem_wait_past_deadline", NOT_MODELLED,
         "a Redisson semaphore's attempt may be sent again for the whole retry budget, not "
         "until the wait's deadline (semaphore.rs wait_for)",

@@ -1005,3 +1005,202 @@ async fn a_waiter_cancelled_back_at_the_head_lets_the_line_in() {
     assert_eq!(sem.available().await.unwrap(), 3);
     left_clean(&server, name);
 }
+
+/// One call of the semaphore's acquire script as the library sends it, as
+/// holder `id` (secret `nonce`) asking for `weight` of 100 permits for
+/// `lease` ms, waiting in line (`queue`) or not; its reply.
+fn raw_acquire(
+    server: &RedisServer,
+    name: &str,
+    id: &str,
+    nonce: &str,
+    lease: &str,
+    weight: &str,
+    queue: bool,
+) -> Vec<i64> {
+    let channel = format!("fairlock:{{{name}}}:sem:wake");
+    let mode = if queue { "queue" } else { "once" };
+    let reply = common::scripts::eval(
+        server,
+        common::scripts::NEW_SEM_ACQUIRE,
+        &common::scripts::sem_keys(name),
+        &[
+            id, lease, "60000", &channel, mode, "0", nonce, "raw", weight, "100", "",
+        ],
+    )
+    .expect("the acquire script ran");
+    redis::from_redis_value(reply).unwrap()
+}
+
+/// The semaphore's release script as the library sends it, for holder
+/// `id`'s hold under `token`; its reply.
+fn raw_release(server: &RedisServer, name: &str, id: &str, token: i64) -> i64 {
+    let mut keys = common::scripts::sem_keys(name);
+    keys.push(format!("fairlock:{{{name}}}:sem:release:{id}-{token}"));
+    let channel = format!("fairlock:{{{name}}}:sem:wake");
+    let token = token.to_string();
+    let reply = common::scripts::eval(
+        server,
+        common::scripts::NEW_SEM_RELEASE,
+        &keys,
+        &[id, "60000", &channel, "10000", &token, ""],
+    )
+    .expect("the release script ran");
+    redis::from_redis_value(reply).unwrap()
+}
+
+/// A waiter granted permits it did not claim in time (paused past the
+/// grant), whose entry in the holders set outlived its hold key, is granted
+/// again under the same id by its next call: its old entry's weight is
+/// given back first, so the permits are counted once. The entry outlives
+/// the key unreclaimed when more than a reclaim's 64 holders whose leases
+/// ended before it are due in the same call (here 64 crashed holders), or
+/// when the key was evicted. Before the fix the second grant wrote over the
+/// entry and added its weight again: the release gave one weight back, and
+/// the other stayed taken for as long as anybody held (2 of 100 permits
+/// lost, each such grant losing more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_granted_again_under_its_own_id_is_counted_once() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let name = "regrant";
+    let sem = client.semaphore(name, 100).unwrap();
+    // B holds 34 throughout (its watchdog renews; no script reclaims).
+    let b = sem.acquire(34).await.unwrap();
+    // 64 holders of 1 that crash: their leases end before W's grant does.
+    for i in 0..64 {
+        let reply = raw_acquire(&server, name, &format!("dead:{i}"), "n", "2000", "1", false);
+        assert_eq!(reply[0], 1, "dead:{i} holds");
+    }
+    // F holds the last 2; W queues for 2 behind it and is granted them by
+    // F's release, for min(its lease, its waiter ttl) = 3 s, unclaimed.
+    let f = raw_acquire(&server, name, "f", "nf", "30000", "2", false);
+    assert_eq!(f[0], 1, "F holds");
+    let w = raw_acquire(&server, name, "w", "nw", "3000", "2", true);
+    assert_eq!(w[0], 3, "W queued");
+    assert_eq!(raw_release(&server, name, "f", f[1]), 1);
+    let hold = format!("fairlock:{{{name}}}:sem:hold:w");
+    assert_eq!(server.cmd::<i64>(&["EXISTS", &hold]), 1, "W was granted");
+    // W is paused past its grant: its key expires, unclaimed, as the dead
+    // holders' did before it.
+    support::eventually(Duration::from_secs(10), "W's grant expired", || {
+        server.cmd::<i64>(&["EXISTS", &hold]) == 0
+    })
+    .await;
+    // W's next call: granted again (2 of the 66 free).
+    let again = raw_acquire(&server, name, "w", "nw", "3000", "2", true);
+    assert_eq!(again[0], 1, "W granted again: {again:?}");
+    assert_eq!(raw_release(&server, name, "w", again[1]), 1);
+    let meta = format!("fairlock:{{{name}}}:sem:meta");
+    let used: Option<String> = server.cmd(&["HGET", &meta, "used"]);
+    assert_eq!(used.as_deref(), Some("34"), "only B's 34 are counted");
+    let rest = sem
+        .try_acquire(66)
+        .await
+        .unwrap()
+        .expect("the 66 permits beside B's 34 are free");
+    assert!(b.is_held() && rest.is_held());
+    rest.release().await.unwrap();
+    b.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 100);
+}
+
+/// The same with the waiter's hold key evicted (or deleted) while its
+/// entry in the holders set still says its grant runs: its next call is
+/// not granted before that entry is due (it counts until then), and then
+/// its permits are counted once. Before the fix the call was granted at
+/// once, over the entry: 2 permits counted twice, one weight lost for as
+/// long as anybody held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_granted_key_was_evicted_is_counted_once() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let name = "evicted-grant";
+    let sem = client.semaphore(name, 100).unwrap();
+    let b = sem.acquire(34).await.unwrap();
+    let f = raw_acquire(&server, name, "f", "nf", "30000", "66", false);
+    assert_eq!(f[0], 1, "F holds the rest");
+    let w = raw_acquire(&server, name, "w", "nw", "1500", "2", true);
+    assert_eq!(w[0], 3, "W queued");
+    assert_eq!(raw_release(&server, name, "f", f[1]), 1);
+    let hold = format!("fairlock:{{{name}}}:sem:hold:w");
+    let meta = format!("fairlock:{{{name}}}:sem:meta");
+    assert_eq!(server.cmd::<i64>(&["DEL", &hold]), 1, "W was granted");
+    let early = raw_acquire(&server, name, "w", "nw", "1500", "2", true);
+    assert_eq!(early[0], 3, "W waits while its old entry counts: {early:?}");
+    let used: Option<String> = server.cmd(&["HGET", &meta, "used"]);
+    assert_eq!(used.as_deref(), Some("36"), "B's 34 and W's old 2");
+    // Another's call admits the line: W, at its head, is not granted
+    // either, and nobody passes it.
+    let other = raw_acquire(&server, name, "x", "nx", "1500", "1", false);
+    assert_eq!(other[0], 4, "X does not pass W: {other:?}");
+    assert_eq!(server.cmd::<i64>(&["EXISTS", &hold]), 0, "W not granted");
+    let used: Option<String> = server.cmd(&["HGET", &meta, "used"]);
+    assert_eq!(used.as_deref(), Some("36"), "B's 34 and W's old 2");
+    let holders = format!("fairlock:{{{name}}}:sem:holders");
+    let due: i64 = server
+        .cmd::<Option<String>>(&["ZSCORE", &holders, "w"])
+        .expect("W's old entry")
+        .parse()
+        .unwrap();
+    support::eventually(Duration::from_secs(10), "W's old entry due", || {
+        common::server_time(&server).0 as i64 > due
+    })
+    .await;
+    let again = raw_acquire(&server, name, "w", "nw", "1500", "2", true);
+    assert_eq!(
+        again[0], 1,
+        "W granted once its old entry was due: {again:?}"
+    );
+    assert_eq!(raw_release(&server, name, "w", again[1]), 1);
+    let used: Option<String> = server.cmd(&["HGET", &meta, "used"]);
+    assert_eq!(used.as_deref(), Some("34"), "only B's 34 are counted");
+    b.release().await.unwrap();
+    client.flush().await;
+    assert_eq!(sem.available().await.unwrap(), 100);
+}
+
+/// `used` counted again from the hold keys (a holder's weight in meta
+/// written over, found at its reclaim) while more holders whose leases
+/// ended are due than one call reclaims (64): those it leaves for a later
+/// call still count until then, as their weights in meta say. Before the
+/// fix the count left them out while meta kept their weights, and the later
+/// call gave those back a second time: `used` fell below what was held,
+/// and more permits went out than the total (106 of 100 here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_beside_more_due_holders_than_one_call_reclaims_gives_nothing_back_twice() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let name = "twice";
+    let sem = client.semaphore(name, 100).unwrap();
+    let b = sem.acquire(10).await.unwrap();
+    // 70 holders of 1 that crash.
+    for i in 0..70 {
+        let reply = raw_acquire(&server, name, &format!("dead:{i}"), "n", "1000", "1", false);
+        assert_eq!(reply[0], 1, "dead:{i} holds");
+    }
+    let last = format!("fairlock:{{{name}}}:sem:hold:dead:69");
+    support::eventually(
+        Duration::from_secs(10),
+        "the dead holders' keys expired",
+        || server.cmd::<i64>(&["EXISTS", &last]) == 0,
+    )
+    .await;
+    // Another program writes over the first one's weight in meta.
+    let meta = format!("fairlock:{{{name}}}:sem:meta");
+    let _: () = server.cmd(&["HSET", &meta, "w:dead:0", "abc"]);
+    // Two calls: the first reclaims 64 (and counts `used` again at the
+    // first), the second the other 6.
+    for probe in ["p1", "p2"] {
+        let reply = raw_acquire(&server, name, probe, "np", "30000", "1", false);
+        assert_eq!(reply[0], 1, "{probe} holds");
+    }
+    let used: Option<String> = server.cmd(&["HGET", &meta, "used"]);
+    assert_eq!(used.as_deref(), Some("12"), "B's 10 and the probes' 2");
+    assert!(
+        sem.try_acquire(89).await.unwrap().is_none(),
+        "88 permits are free, not 89"
+    );
+    b.release().await.unwrap();
+}

@@ -39,6 +39,32 @@ pub const NEW_FORCE_RELEASE: &str = concat!(
     include_str!("../../src/protocol/native/force_release.lua"),
 );
 
+/// The native semaphore's acquire script as the library sends it.
+pub const NEW_SEM_ACQUIRE: &str = concat!(
+    include_str!("../../src/protocol/common.lua"),
+    include_str!("../../src/protocol/native/line.lua"),
+    include_str!("../../src/protocol/native/weighted_prelude.lua"),
+    include_str!("../../src/protocol/native/sem_prelude.lua"),
+    include_str!("../../src/protocol/native/sem_acquire.lua"),
+);
+/// The native semaphore's release script as the library sends it.
+pub const NEW_SEM_RELEASE: &str = concat!(
+    include_str!("../../src/protocol/common.lua"),
+    include_str!("../../src/protocol/native/line.lua"),
+    include_str!("../../src/protocol/native/weighted_prelude.lua"),
+    include_str!("../../src/protocol/native/sem_prelude.lua"),
+    include_str!("../../src/protocol/native/weighted_release.lua"),
+);
+
+/// The four keys every native semaphore script takes, in its `KEYS` order:
+/// holders, line, waiters, meta.
+pub fn sem_keys(name: &str) -> Vec<String> {
+    ["holders", "line", "waiters", "meta"]
+        .iter()
+        .map(|s| key(name, &format!("sem:{s}")))
+        .collect()
+}
+
 /// A key of native lock `name`: `fairlock:{name}:suffix`.
 pub fn key(name: &str, suffix: &str) -> String {
     format!("fairlock:{{{name}}}:{suffix}")

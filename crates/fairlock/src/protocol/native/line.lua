@@ -11,8 +11,9 @@
 --           a semaphore's request puts 'WEIGHT:' in front of the label)
 -- A waiter's place and its record are written and removed together. Dead
 -- waiters are dropped when they reach the head of the line (first_live),
--- each once: a dead waiter further back keeps its place and record (a few
--- dozen bytes) until then, or until the line's keys expire.
+-- each once: a dead waiter further back keeps its place and record (about
+-- 300 bytes with a client's id, secret and label) until then, or until the
+-- line's keys expire.
 
 -- Server time in milliseconds and in microseconds.
 local function server_now()

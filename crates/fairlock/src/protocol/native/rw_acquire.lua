@@ -55,6 +55,10 @@ local now, now_us = server_now()
 -- Holders whose lease ended make room: the line's head goes first (it may
 -- be this very waiter, whose grant is then claimed below).
 reclaim(now)
+-- Its own old entry in the holders set, its key gone (a grant it did not
+-- claim in time): reclaimed now when due, and while not it keeps this
+-- request from a grant (see make_way).
+local clear = held.owner ~= nil or make_way(id, now)
 admit(prefix, now, now_us)
 
 local mine = hold_of(id)
@@ -82,7 +86,7 @@ end
 
 local n, writer = holders_state()
 local downgrade = not is_write(id) and writer == id .. ':write'
-if fits(id, n, writer) and (downgrade or not first_live(now)) then
+if clear and fits(id, n, writer) and (downgrade or not first_live(now)) then
   leave(id)
   local token = grant(id, lease, ARGV[2], now, now_us, '1', nonce, 1, label)
   return {1, token}

@@ -77,6 +77,10 @@ end
 -- Holders whose lease ended make room: the line's head goes first (it may
 -- be this very waiter, whose grant is then claimed below).
 reclaim(now)
+-- Its own old entry in the holders set, its key gone (a grant it did not
+-- claim in time): reclaimed now when due, and while not it keeps this
+-- request from a grant (see make_way).
+local clear = held.owner ~= nil or make_way(id, now)
 admit(prefix, now, now_us)
 
 local mine = hold_of(id)
@@ -137,7 +141,7 @@ if mine.owner then
   return {1, counter(mine.token)}
 end
 
-if kind.fits(id, weight) and not first_live(now) then
+if clear and kind.fits(id, weight) and not first_live(now) then
   leave(id)
   local token = grant(id, lease, ARGV[2], now, now_us, '1', nonce, weight, label)
   return {1, token}

@@ -68,6 +68,12 @@ local function count_holds(strict)
       now = now or server_now()
       if tonumber(entries[i + 1]) > now then
         weight = meta_weight(id) or sem.capacity
+      else
+        -- Its lease ended, and it waits for its reclaim (one call reclaims
+        -- RECLAIM_LIMIT: a later one may): it counts until then with the
+        -- weight meta records, which that reclaim gives back. Left out
+        -- while meta kept its weight, it would be given back twice.
+        weight = meta_weight(id)
       end
     end
     if weight then

@@ -334,6 +334,29 @@ local function reclaim(now)
   end
 end
 
+-- Make way for a grant to `id`, whose hold key is gone, at server ms
+-- `now`: an entry it still has in the holders set (a grant it did not
+-- claim in time, a lease that ended, a key evicted) still counts its old
+-- hold. Due (its score passed), the entry is reclaimed here, its weight
+-- given back, as reclaim() would have (which looks at RECLAIM_LIMIT due
+-- entries per call, the soonest first: others may have kept it from this
+-- one). Not due, it counts until then (its holder may believe in it), and
+-- `id` is not granted before: a grant would write over the entry, and the
+-- one release after it would give one of the two weights back, the other
+-- lost for as long as anybody holds. Returns whether `id` may be granted.
+local function make_way(id, now)
+  local score = redis.call('zscore', KEYS[1], id)
+  if not score then
+    return true
+  end
+  if tonumber(score) > now then
+    return false
+  end
+  redis.call('zrem', KEYS[1], id)
+  kind.removed(id)
+  return true
+end
+
 -- Make `id` a holder of `weight` under a new fencing token for
 -- `expire_ms` (`expire_text` as text). `claimed`: '1' when the caller takes
 -- it, '0' for a grant its waiter has not acted on; `nonce`: the
@@ -403,6 +426,12 @@ local function admit(channel_prefix, now, now_us)
         -- The head's hold key cannot be written on this node (a slot
         -- migration half-way: its slot is moving and the key is not here).
         -- It keeps its place; the first call after the migration admits it.
+        break
+      end
+      if present == 0 and not make_way(head, now) then
+        -- Its old entry in the holders set still counts (see make_way): it
+        -- keeps its place, and nobody passes it, until that entry is due
+        -- (at most the lease it was granted).
         break
       end
       leave_line(head)
