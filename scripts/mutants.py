@@ -262,8 +262,8 @@ MUTANTS = [
         "a request that fits is granted at once while others wait (native rw_acquire.lua)",
         ["read_write_native"],
         [(NATIVE + "rw_acquire.lua",
-          "if fits(id, n, writer) and (downgrade or not first_live(now)) then",
-          "if fits(id, n, writer) then")],
+          "if clear and fits(id, n, writer) and (downgrade or not first_live(now)) then",
+          "if clear and fits(id, n, writer) then")],
     ),
     Mutant(
         "native_rw_reclaims_live", "weighted:reclaim_live",
@@ -342,8 +342,8 @@ MUTANTS = [
         "a semaphore's request that fits is granted at once while others wait (native sem_acquire.lua)",
         ["semaphore_native"],
         [(NATIVE + "sem_acquire.lua",
-          "if kind.fits(id, weight) and not first_live(now) then",
-          "if kind.fits(id, weight) then")],
+          "if clear and kind.fits(id, weight) and not first_live(now) then",
+          "if clear and kind.fits(id, weight) then")],
     ),
     Mutant(
         "native_sem_stale_cleanup_after_added", "weighted:stale_cleanup_after_added",
