@@ -14,14 +14,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::acquire::MIN_ATTEMPT_GAP;
+use crate::acquire::WakePacer;
 use crate::config::check_duration;
 use crate::core::ClientCore;
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::protocol::Protocol;
 use crate::protocol::latch::{CountedDown, LatchObject, LatchState};
-use crate::wakeup::Woken;
 
 /// The longest count a latch is set to: Lua's numbers are exact up to
 /// 2^53.
@@ -539,10 +538,9 @@ impl CountDownLatch {
             .wakeups()
             .subscribe(self.shared.object.channel(), confirm)
             .await;
-        // When the last read that a message caused was sent: a flood of
-        // messages (anyone can PUBLISH) makes a waiter read at most once
-        // per MIN_ATTEMPT_GAP, as the lock's waiters do.
-        let mut message_read_at: Option<Instant> = None;
+        // A flood of messages (anyone can PUBLISH): paced, not a read per
+        // message.
+        let mut pacer = WakePacer::default();
         loop {
             listening.mark_seen();
             let state = self.state(deadline).await?;
@@ -562,21 +560,7 @@ impl CountDownLatch {
             };
             // A message only wakes: anyone can publish anything (the
             // opening's round too, read from the hash), so the read decides.
-            if !matches!(woken, Woken::Message(_)) {
-                message_read_at = None;
-                continue;
-            }
-            if let Some(previous) = message_read_at {
-                let mut due = previous + MIN_ATTEMPT_GAP;
-                if let Some(deadline) = deadline {
-                    due = due.min(deadline);
-                }
-                tokio::select! {
-                    () = tokio::time::sleep_until(due) => {}
-                    () = closing.cancelled() => return Err(Error::Closed),
-                }
-            }
-            message_read_at = Some(Instant::now());
+            pacer.pace(&woken, deadline, &closing).await?;
         }
     }
 }

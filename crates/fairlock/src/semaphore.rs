@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::acquire::{AcquireOptions, MIN_ATTEMPT_GAP};
+use crate::acquire::{AcquireOptions, WakePacer};
 use crate::config::check_duration;
 use crate::core::ClientCore;
 use crate::disarm::DisarmOnDrop;
@@ -98,11 +98,9 @@ where
     let closing = core.closing();
     let deadline = wait.map(|wait| Instant::now() + wait);
     let mut subscription: Option<crate::wakeup::Subscription> = None;
-    // When the last attempt that a message woke was sent: every release
-    // wakes every waiter of a Redisson semaphore, so back-to-back messages
-    // (many releases, or anyone's PUBLISH) make a waiter try at most once
-    // per MIN_ATTEMPT_GAP, as the lock's waiters do, not once per message.
-    let mut message_woken_at: Option<Instant> = None;
+    // Every release wakes every waiter of a Redisson semaphore: paced, not
+    // an attempt per message.
+    let mut pacer = WakePacer::default();
     loop {
         if let Some(subscription) = &mut subscription {
             subscription.mark_seen();
@@ -138,21 +136,7 @@ where
             woken = listening.wait(pause) => woken,
             () = closing.cancelled() => return Err(Error::Closed),
         };
-        if matches!(woken, crate::wakeup::Woken::Message(_)) {
-            if let Some(previous) = message_woken_at {
-                let mut due = previous + MIN_ATTEMPT_GAP;
-                if let Some(deadline) = deadline {
-                    due = due.min(deadline);
-                }
-                tokio::select! {
-                    () = tokio::time::sleep_until(due) => {}
-                    () = closing.cancelled() => return Err(Error::Closed),
-                }
-            }
-            message_woken_at = Some(Instant::now());
-        } else {
-            message_woken_at = None;
-        }
+        pacer.pace(&woken, deadline, &closing).await?;
     }
 }
 

@@ -5,7 +5,7 @@
 mod attempt;
 mod wait;
 
-pub(crate) use wait::MIN_ATTEMPT_GAP;
+pub(crate) use wait::WakePacer;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

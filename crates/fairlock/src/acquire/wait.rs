@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::attempt::Acquisition;
 use crate::disarm::DisarmOnDrop;
@@ -28,6 +29,51 @@ use crate::watchdog::HoldKind;
 /// that is not a grant to it (`free`, Redisson's `0`, or a forgery); a
 /// Redisson semaphore's waiters keep it too (`semaphore.rs`).
 pub(crate) const MIN_ATTEMPT_GAP: Duration = Duration::from_millis(25);
+
+/// Paces a waiter that anyone's messages wake (a Redisson semaphore's
+/// waiters, a latch's): the first message goes straight to an attempt,
+/// back-to-back ones (many releases, or a flood of anyone's PUBLISH) make
+/// it try at most once per [`MIN_ATTEMPT_GAP`], as the lock's waiters do.
+/// A wake-up that was not a message (a timeout, a reconnect) starts afresh.
+#[derive(Debug, Default)]
+pub(crate) struct WakePacer {
+    /// When the last attempt that a message woke was let go.
+    last: Option<Instant>,
+}
+
+impl WakePacer {
+    /// After `woken`: wait until the next attempt is due (the rest of the
+    /// gap since the last message-woken one, never past `deadline`).
+    ///
+    /// # Errors
+    /// [`Error::Closed`] when the client closes meanwhile.
+    ///
+    /// # Cancel safety
+    /// A sleep only; safe to drop.
+    pub(crate) async fn pace(
+        &mut self,
+        woken: &Woken,
+        deadline: Option<Instant>,
+        closing: &CancellationToken,
+    ) -> Result<()> {
+        if !matches!(woken, Woken::Message(_)) {
+            self.last = None;
+            return Ok(());
+        }
+        if let Some(previous) = self.last {
+            let mut due = previous + MIN_ATTEMPT_GAP;
+            if let Some(deadline) = deadline {
+                due = due.min(deadline);
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => {}
+                () = closing.cancelled() => return Err(Error::Closed),
+            }
+        }
+        self.last = Some(Instant::now());
+        Ok(())
+    }
+}
 
 /// Wait until granted, until `deadline`, or until the client shuts down.
 /// The deadline bounds everything, the calls in flight and the subscription
