@@ -62,7 +62,8 @@
 //!   (which claims a handed-over grant), and may crash; with
 //!   `Config::pauses` a waiter may let ticks pass without its refresh (its
 //!   grant may expire unclaimed, and its next call is granted again under
-//!   the same id).
+//!   the same id); with `Config::evictions` a hold key may be lost once
+//!   before its lease ends.
 //! - **Time**: ticks; leases, waiter ttls and budgets are a few ticks.
 //!
 //! # Abstractions
@@ -104,10 +105,16 @@
 //! caught by [`W_META`]: `used` counts a weight nobody holds (permits
 //! lost), or less than is held (given back twice later).
 //!
-//! Not modelled: a hold key lost before its lease ends (evicted, deleted)
-//! while its entry says the lease runs; `make_way`'s refusal of a grant
-//! while such an entry is not due, and a recount's counting of it at meta's
-//! weight or the whole capacity, are checked by the suite only.
+//! A hold key lost before its lease ends (evicted, deleted) while its
+//! entry says the lease runs (`Config::evictions`, once per run): its
+//! waiter is not granted again under its id before that entry is due
+//! (`make_way` refuses), and nobody passes it at the head of the line.
+//! A `make_way` that reclaimed such an entry early breaks no property
+//! within these bounds (the suite's
+//! `a_waiter_whose_granted_key_was_evicted_is_counted_once` checks it); a
+//! recount's counting of such an entry at meta's weight or the whole
+//! capacity is modelled, never reached (no configuration loses a key and
+//! a weight in meta both).
 //!
 //! Since the claim corrects a hold of any weight but the request, a
 //! record of weight 0 admitted (the mutant [`Mutant::AdmitWeightZero`])
@@ -180,6 +187,11 @@ pub const SOME_REGRANT: &str =
 pub const SOME_RECOUNT_DUE: &str =
     "sometimes a recount counts a holder whose lease ended and is not reclaimed yet";
 
+/// Sometimes a request is kept from a grant while its own old entry in
+/// the holders set runs (its key lost before its lease ended).
+pub const SOME_ENTRY_WAIT: &str =
+    "sometimes a request waits for its own old entry whose key was lost";
+
 /// The names of the `always` properties.
 pub const W_SAFETY: [&str; 9] = [
     CAPACITY,
@@ -193,7 +205,7 @@ pub const W_SAFETY: [&str; 9] = [
     W_HOLD_WEIGHT,
 ];
 /// The names of the `sometimes` properties.
-pub const W_WITNESSES: [&str; 11] = [
+pub const W_WITNESSES: [&str; 12] = [
     SOME_SHARED,
     SOME_GROUP,
     SOME_RECLAIM,
@@ -205,6 +217,7 @@ pub const W_WITNESSES: [&str; 11] = [
     SOME_ABOVE_ADMITTED,
     SOME_REGRANT,
     SOME_RECOUNT_DUE,
+    SOME_ENTRY_WAIT,
 ];
 
 /// How many due holders one script reclaims (the scripts' RECLAIM_LIMIT,
@@ -337,6 +350,10 @@ pub struct Config {
     /// A waiting client may let a tick pass without its refresh (a pause:
     /// its grant may expire unclaimed, its place in line die).
     pub pauses: bool,
+    /// Once per run, a hold key is lost before its lease ends (evicted,
+    /// or deleted by another program) while its entry in the holders set
+    /// says the lease runs.
+    pub evictions: bool,
 }
 
 impl Config {
@@ -356,6 +373,7 @@ impl Config {
             foreign_data: false,
             forged_weights: false,
             pauses: false,
+            evictions: false,
         }
     }
 
@@ -434,7 +452,8 @@ impl Config {
     /// 1, waiters that may pause past their grant (it expires unclaimed)
     /// and holders past their lease, so that more holders are due than one
     /// reclaim takes; a waiter whose grant expired is granted again under
-    /// its own id.
+    /// its own id; and once a hold key lost before its lease ends (its
+    /// waiter not granted again before its old entry is due).
     pub fn regrant() -> Config {
         Config {
             capacity: 2,
@@ -442,6 +461,7 @@ impl Config {
             max_time: 5,
             lost_grants: false,
             pauses: true,
+            evictions: true,
             ..Config::semaphore()
         }
     }
@@ -486,6 +506,16 @@ pub struct SHolder {
     claimed: bool,
     /// What meta records for its weight.
     recorded: Record,
+    /// Its hold key is there (it expires with `expires`; another program
+    /// or an eviction may delete it before, `Config::evictions`).
+    key: bool,
+}
+
+impl SHolder {
+    /// Whether its hold key lives at `now`.
+    fn key_lives(&self, now: u8) -> bool {
+        self.key && self.expires > now
+    }
 }
 
 /// A waiter in line.
@@ -587,6 +617,10 @@ pub struct WState {
     regranted: bool,
     /// A recount counted a due holder left for a later reclaim.
     recount_due: bool,
+    /// A hold key was lost before its lease ended (once per run).
+    evicted: bool,
+    /// `make_way` kept a request from a grant while its own old entry ran.
+    entry_waited: bool,
 }
 
 /// A step.
@@ -616,6 +650,8 @@ pub enum WAction {
     /// Another program writes something that is not a weight over holder
     /// `c`'s weight in meta.
     ForgeWeight(u8),
+    /// Holder `c`'s hold key is lost (evicted) before its lease ends.
+    Evict(u8),
 }
 
 /// The design under `config`, with `mutant` (if any) put in.
@@ -738,10 +774,20 @@ impl WeightedModel {
                 let now = st.now;
                 let skip_due = self.is(Mutant::RecountSkipsDue);
                 let mut used = 0;
+                let cap = self.config.capacity;
                 for h in &mut st.holders {
-                    if h.expires > now {
+                    if h.key_lives(now) {
                         used += h.weight;
                         h.recorded = Record::Kept(h.weight);
+                    } else if h.expires > now {
+                        // Its key lost while its lease runs: meta's weight,
+                        // that lost too the whole capacity (stored).
+                        let w = match h.recorded {
+                            Record::Kept(w) => w,
+                            Record::Deleted | Record::Forged => cap,
+                        };
+                        used += w;
+                        h.recorded = Record::Kept(w);
                     } else if let Record::Kept(w) = h.recorded
                         && !skip_due
                     {
@@ -786,24 +832,29 @@ impl WeightedModel {
     /// `make_way`, before a grant to client `c`'s acquisition `round` (its
     /// hold key gone): an entry it still has in the holders set (a grant
     /// it did not claim in time, left for a later reclaim) is reclaimed
-    /// now, its weight given back (due: the model has no key lost before
-    /// its lease ends, so it may always be granted then; the mutant
-    /// [`Mutant::RegrantOverEntry`] leaves the entry, which the grant then
-    /// writes over). Returns whether it reclaimed an entry.
-    fn make_way(&self, st: &mut WState, stale: &mut bool, c: u8, round: u8) -> bool {
+    /// now, its weight given back, when due; not due (its key lost before
+    /// its lease ends) it counts until then, and the grant waits. The
+    /// mutant [`Mutant::RegrantOverEntry`] leaves the entry, which the grant
+    /// then writes over. Returns whether it may be granted, and whether it
+    /// reclaimed an entry.
+    fn make_way(&self, st: &mut WState, stale: &mut bool, c: u8, round: u8) -> (bool, bool) {
         if self.is(Mutant::RegrantOverEntry) {
-            return false;
+            return (true, false);
         }
         let Some(i) = st
             .holders
             .iter()
             .position(|h| h.client == c && h.round == round)
         else {
-            return false;
+            return (true, false);
         };
+        if st.holders[i].expires > st.now {
+            st.entry_waited = true;
+            return (false, false);
+        }
         let h = st.holders.remove(i);
         self.removed(st, stale, &h, None);
-        true
+        (true, true)
     }
 
     /// Dead waiters at the head of the line go, however many (each once);
@@ -822,7 +873,7 @@ impl WeightedModel {
             std::mem::take(&mut st.holders).into_iter().partition(which);
         st.holders = kept;
         for h in &gone {
-            let key_weight = (h.expires > now).then_some(h.weight);
+            let key_weight = h.key_lives(now).then_some(h.weight);
             self.removed(st, stale, h, key_weight);
         }
     }
@@ -890,22 +941,29 @@ impl WeightedModel {
             if i > 0 {
                 st.fifo_broken = true;
             }
-            let w = st.line.remove(i);
             let now = st.now;
+            let (wc, wr) = (st.line[i].client, st.line[i].round);
             if st
                 .holders
                 .iter()
-                .any(|h| h.client == w.client && h.round == w.round && h.expires > now)
+                .any(|h| h.client == wc && h.round == wr && h.key_lives(now))
             {
                 // Its hold key lives (never, in the model): it leaves the
                 // line ungranted.
+                st.line.remove(i);
                 continue;
             }
-            // Its own old entry, due, reclaimed before the grant (fitting
-            // was decided with it counted, as the scripts do).
-            if self.make_way(st, stale, w.client, w.round) {
+            // Its own old entry reclaimed before the grant when due (fitting
+            // was decided with it counted, as the scripts do); not due, it
+            // keeps its place and nobody passes it.
+            let (may, made) = self.make_way(st, stale, wc, wr);
+            if !may {
+                break;
+            }
+            if made {
                 st.regranted = true;
             }
+            let w = st.line.remove(i);
             match st.forged_record {
                 Some((c, round, forged)) if c == w.client && round == w.round => {
                     if forged == 0 {
@@ -930,6 +988,7 @@ impl WeightedModel {
                 expires,
                 claimed: false,
                 recorded: Record::Deleted,
+                key: true,
             };
             self.added(st, stale, holder);
             st.clients[usize::from(w.client)].inbox.push(Grant {
@@ -958,7 +1017,13 @@ impl WeightedModel {
             .find(|w| w.alive_until > now)
             .is_some_and(|w| {
                 let weight = self.config.weights[usize::from(w.client)];
-                w.record == weight && Self::used(st) + weight <= self.config.capacity
+                // A head whose own old entry runs (its key lost) waits for
+                // it (make_way).
+                let own_entry = st
+                    .holders
+                    .iter()
+                    .any(|h| h.client == w.client && h.round == w.round && h.expires > now);
+                w.record == weight && !own_entry && Self::used(st) + weight <= self.config.capacity
             })
         {
             st.idle_head = true;
@@ -987,12 +1052,17 @@ impl WeightedModel {
             w.record = weight;
         }
         // Its own hold key (a grant made to it) as read before the reclaim.
-        let mine = |h: &SHolder| h.client == c && h.round == round && h.expires > now;
+        let mine = |h: &SHolder| h.client == c && h.round == round && h.key_lives(now);
         let held = st.holders.iter().any(mine);
         self.reclaim(st, &mut stale);
-        // Its own old entry (a grant it did not claim in time), left by
-        // the reclaim: reclaimed before any grant to it (make_way).
-        let made_way = !held && self.make_way(st, &mut stale, c, round);
+        // Its own old entry (a grant it did not claim in time, or whose key
+        // was lost), left by the reclaim: reclaimed before any grant to it
+        // when due, else no grant before it is (make_way).
+        let (clear, made_way) = if held {
+            (true, false)
+        } else {
+            self.make_way(st, &mut stale, c, round)
+        };
         self.admit(st, &mut stale);
         // Handed over (now or earlier) to this acquisition: claim it, at
         // its request's weight.
@@ -1055,7 +1125,8 @@ impl WeightedModel {
             for w in st.line.iter_mut().filter(|w| w.client == c) {
                 w.alive_until = now + self.config.waiter_ttl;
             }
-        } else if (!live_ahead || self.is(Mutant::FastPathIgnoresLine))
+        } else if clear
+            && (!live_ahead || self.is(Mutant::FastPathIgnoresLine))
             && st.meta_used + weight <= self.config.capacity
         {
             if live_ahead {
@@ -1074,6 +1145,7 @@ impl WeightedModel {
                 expires: until,
                 claimed: true,
                 recorded: Record::Deleted,
+                key: true,
             };
             self.added(st, &mut stale, holder);
             self.end(st);
@@ -1121,7 +1193,7 @@ impl WeightedModel {
         // a reclaim).
         let now = st.now;
         self.drop_holds(st, &mut stale, |h| {
-            h.client == c && h.round == round && h.expires > now
+            h.client == c && h.round == round && h.key_lives(now)
         });
         self.admit(st, &mut stale);
         self.end(st);
@@ -1133,7 +1205,7 @@ impl WeightedModel {
     fn holds(st: &WState, c: u8, token: u16) -> bool {
         st.holders
             .iter()
-            .any(|h| h.client == c && h.token == token && h.expires > st.now)
+            .any(|h| h.client == c && h.token == token && h.key_lives(st.now))
     }
 
     fn release(&self, st: &mut WState, c: u8, token: u16) {
@@ -1217,7 +1289,7 @@ impl WeightedModel {
             let granted = st
                 .holders
                 .iter()
-                .any(|h| h.client == w.client && h.round == w.round && h.expires > st.now);
+                .any(|h| h.client == w.client && h.round == w.round && h.key_lives(st.now));
             !st.line.iter().any(kept)
                 && !granted
                 && *action != WAction::GiveUp(w.client)
@@ -1281,6 +1353,8 @@ impl Model for WeightedModel {
             above_admitted: false,
             regranted: false,
             recount_due: false,
+            evicted: false,
+            entry_waited: false,
         }]
     }
 
@@ -1328,6 +1402,15 @@ impl Model for WeightedModel {
                 && st.holders.iter().any(|h| h.client == c)
             {
                 actions.push(WAction::ForgeWeight(c));
+            }
+            if self.config.evictions
+                && !st.evicted
+                && st
+                    .holders
+                    .iter()
+                    .any(|h| h.client == c && h.key_lives(st.now))
+            {
+                actions.push(WAction::Evict(c));
             }
             if client.crashed {
                 continue;
@@ -1423,6 +1506,15 @@ impl Model for WeightedModel {
                     st.forged_record = Some((c, w.round, weight));
                 }
             }
+            WAction::Evict(c) => {
+                st.evicted = true;
+                let now = st.now;
+                for h in st.holders.iter_mut().filter(|h| h.client == c) {
+                    if h.key_lives(now) {
+                        h.key = false;
+                    }
+                }
+            }
             WAction::ForgeWeight(c) => {
                 st.forged_weight = true;
                 for h in st.holders.iter_mut().filter(|h| h.client == c) {
@@ -1480,6 +1572,7 @@ impl Model for WeightedModel {
             Property::sometimes(SOME_ABOVE_ADMITTED, |_, st: &WState| st.above_admitted),
             Property::sometimes(SOME_REGRANT, |_, st: &WState| st.regranted),
             Property::sometimes(SOME_RECOUNT_DUE, |_, st: &WState| st.recount_due),
+            Property::sometimes(SOME_ENTRY_WAIT, |_, st: &WState| st.entry_waited),
         ]
     }
 }
