@@ -413,20 +413,18 @@ MUTANTS = [
           "    if false then\n      -- The total was lowered")],
     ),
     Mutant(
-        "native_sem_regrant_over_entry", NOT_MODELLED,
+        "native_sem_regrant_over_entry", "weighted:regrant_over_entry",
         "a request granted again under its own id writes over its old entry in the holders "
-        "set, its weight counted twice (native weighted_prelude.lua make_way; the weighted "
-        "model reclaims every due holder and has one entry per grant)",
+        "set, its weight counted twice (native weighted_prelude.lua make_way)",
         ["semaphore_native_records"],
         [(NATIVE + "weighted_prelude.lua",
           "  local score = redis.call('zscore', KEYS[1], id)\n  if not score then\n",
           "  local score = redis.call('zscore', KEYS[1], id)\n  if true then\n")],
     ),
     Mutant(
-        "native_sem_recount_skips_due", NOT_MODELLED,
+        "native_sem_recount_skips_due", "weighted:recount_skips_due",
         "a recount of used leaves out holders whose lease ended and whose reclaim is left to "
-        "a later call, while meta keeps their weights (native sem_prelude.lua count_holds; "
-        "the weighted model reclaims every due holder in one step)",
+        "a later call, while meta keeps their weights (native sem_prelude.lua count_holds)",
         ["semaphore_native_records"],
         [(NATIVE + "sem_prelude.lua",
           "        weight = meta_weight(id)\n      end\n    end",

@@ -10,9 +10,10 @@
 //! `--variant weighted:NAME` checks the model of the other kinds' engine
 //! (`fairlock_model::weighted`: the read-write lock and the semaphore)
 //! instead, `NAME` being `correct` or one of its mutants in snake case
-//! (`admit_past_capacity`, ...), on its six configurations (a semaphore,
+//! (`admit_past_capacity`, ...), on its eight configurations (a semaphore,
 //! a read-write lock, crashing holders, stale meta, records written by
-//! another program, line records written over with other weights).
+//! another program, line records written over with other weights, grants
+//! left unclaimed and granted again, a recount beside due holders).
 //!
 //! `--variant election:NAME` checks the model of the leader election
 //! (`fairlock_model::election`), `NAME` being `correct` or one of its
@@ -135,6 +136,8 @@ fn weighted(name: &str) -> ExitCode {
         ("stale_meta", Config::stale_meta()),
         ("foreign_data", Config::foreign_data()),
         ("forged_weights", Config::forged_weights()),
+        ("regrant", Config::regrant()),
+        ("recount", Config::recount()),
     ] {
         let model = match mutant {
             Some(mutant) => WeightedModel::mutated(config, mutant),

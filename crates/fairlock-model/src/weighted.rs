@@ -13,6 +13,16 @@
 //!   `force_release`) is one atomic step that first reclaims expired
 //!   holders, and ends by admitting the head of the line while it fits,
 //!   then the next head (a release may admit a group of readers at once).
+//!   One reclaim takes at most [`RECLAIM_LIMIT`] (1) due holders, the
+//!   soonest first (the scripts' 64, in spirit): the others stay in the
+//!   holders set, counted, for a later script. The holders set has one
+//!   entry per id (an acquisition: client and round), as a sorted set: a
+//!   grant to an id that still has an entry (a grant it did not claim in
+//!   time, left for a later reclaim) would write over it, so the grant
+//!   first reclaims that entry (`make_way`). A recount of `used` (a
+//!   reclaimed holder's weight in meta lost) counts each live hold at its
+//!   key's weight and each due holder left for a later reclaim at the
+//!   weight meta records, which that reclaim gives back.
 //!   Dead waiters are dropped when they reach the head (the line of the
 //!   key layout version 2): one further back keeps its place, and a late
 //!   refresh of its own keeps it live in that place.
@@ -49,7 +59,11 @@
 //!   capacity for a writer), waits within a budget, refreshes its place
 //!   every tick, reads grant messages (which may be lost; one made at
 //!   another weight than its request is only a wake-up), renews its hold
-//!   (which claims a handed-over grant), and may crash.
+//!   (which claims a handed-over grant), and may crash; with
+//!   `Config::pauses` a waiter may let ticks pass without its refresh (its
+//!   grant may expire unclaimed, and its next call is granted again under
+//!   the same id); with `Config::evictions` a hold key may be lost once
+//!   before its lease ends.
 //! - **Time**: ticks; leases, waiter ttls and budgets are a few ticks.
 //!
 //! # Abstractions
@@ -82,7 +96,25 @@
 //! raised at its claim, one that cannot be raised given back and its
 //! waiter admitted later from the head of the line, one granted above its
 //! request lowered, a waiter whose record was written above the capacity
-//! admitted once written again).
+//! admitted once written again, a waiter whose grant expired unclaimed
+//! granted again once its old entry was reclaimed, a recount counting a
+//! due holder left for a later reclaim).
+//!
+//! A grant over an id's old entry (the mutant [`Mutant::RegrantOverEntry`])
+//! and a recount leaving due holders out ([`Mutant::RecountSkipsDue`]) are
+//! caught by [`W_META`]: `used` counts a weight nobody holds (permits
+//! lost), or less than is held (given back twice later).
+//!
+//! A hold key lost before its lease ends (evicted, deleted) while its
+//! entry says the lease runs (`Config::evictions`, once per run): its
+//! waiter is not granted again under its id before that entry is due
+//! (`make_way` refuses), and nobody passes it at the head of the line.
+//! A `make_way` that reclaimed such an entry early breaks no property
+//! within these bounds (the suite's
+//! `a_waiter_whose_granted_key_was_evicted_is_counted_once` checks it); a
+//! recount's counting of such an entry at meta's weight or the whole
+//! capacity is modelled, never reached (no configuration loses a key and
+//! a weight in meta both).
 //!
 //! Since the claim corrects a hold of any weight but the request, a
 //! record of weight 0 admitted (the mutant [`Mutant::AdmitWeightZero`])
@@ -144,6 +176,22 @@ pub const SOME_LOWERED: &str = "sometimes a hold granted above its request is lo
 pub const SOME_ABOVE_ADMITTED: &str =
     "sometimes a waiter whose record was written over above the capacity is admitted";
 
+/// Sometimes a waiter whose grant expired unclaimed, its entry in the
+/// holders set left for a later reclaim (one reclaim takes one due holder,
+/// the soonest), is granted again under its own id once its old entry was
+/// reclaimed (`make_way`).
+pub const SOME_REGRANT: &str =
+    "sometimes a waiter whose grant expired unclaimed is granted again after its old entry went";
+/// Sometimes `used` is counted again while a holder whose lease ended is
+/// left for a later reclaim: it counts with the weight meta records.
+pub const SOME_RECOUNT_DUE: &str =
+    "sometimes a recount counts a holder whose lease ended and is not reclaimed yet";
+
+/// Sometimes a request is kept from a grant while its own old entry in
+/// the holders set runs (its key lost before its lease ended).
+pub const SOME_ENTRY_WAIT: &str =
+    "sometimes a request waits for its own old entry whose key was lost";
+
 /// The names of the `always` properties.
 pub const W_SAFETY: [&str; 9] = [
     CAPACITY,
@@ -157,7 +205,7 @@ pub const W_SAFETY: [&str; 9] = [
     W_HOLD_WEIGHT,
 ];
 /// The names of the `sometimes` properties.
-pub const W_WITNESSES: [&str; 9] = [
+pub const W_WITNESSES: [&str; 12] = [
     SOME_SHARED,
     SOME_GROUP,
     SOME_RECLAIM,
@@ -167,7 +215,14 @@ pub const W_WITNESSES: [&str; 9] = [
     SOME_REQUEUED,
     SOME_LOWERED,
     SOME_ABOVE_ADMITTED,
+    SOME_REGRANT,
+    SOME_RECOUNT_DUE,
+    SOME_ENTRY_WAIT,
 ];
+
+/// How many due holders one script reclaims (the scripts' RECLAIM_LIMIT,
+/// 64, in spirit: more are due than one script takes).
+pub const RECLAIM_LIMIT: usize = 1;
 
 /// A deliberate bug, to show that the properties catch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -205,11 +260,21 @@ pub enum Mutant {
     /// leaves the line, told 'refused', and the admission goes on to the
     /// next head; the waiter's next attempt queues it at the back.
     RefuseNeverFits,
+    /// A grant to an id whose old entry is still in the holders set (an
+    /// unclaimed grant that expired, left for a later reclaim) writes over
+    /// that entry (`make_way` does nothing): its old weight stays counted
+    /// in `used`, and nothing gives it back.
+    RegrantOverEntry,
+    /// A recount of `used` (a reclaimed holder's weight in meta lost)
+    /// leaves out holders whose lease ended and whose reclaim is left for
+    /// a later script, while meta keeps their weights: that reclaim gives
+    /// them back a second time.
+    RecountSkipsDue,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 11] = [
+    pub const ALL: [Mutant; 13] = [
         Mutant::AdmitPastCapacity,
         Mutant::Overtake,
         Mutant::FastPathIgnoresLine,
@@ -221,6 +286,8 @@ impl Mutant {
         Mutant::WeightReadAsZero,
         Mutant::GrantIgnoresWeight,
         Mutant::RefuseNeverFits,
+        Mutant::RegrantOverEntry,
+        Mutant::RecountSkipsDue,
     ];
 
     /// Its name in snake case (`check --variant weighted:NAME`).
@@ -237,6 +304,8 @@ impl Mutant {
             Mutant::WeightReadAsZero => "weight_read_as_zero",
             Mutant::GrantIgnoresWeight => "grant_ignores_weight",
             Mutant::RefuseNeverFits => "refuse_never_fits",
+            Mutant::RegrantOverEntry => "regrant_over_entry",
+            Mutant::RecountSkipsDue => "recount_skips_due",
         }
     }
 
@@ -278,6 +347,13 @@ pub struct Config {
     /// weight than its request (one less, one more that fits, one above
     /// the capacity), once per run.
     pub forged_weights: bool,
+    /// A waiting client may let a tick pass without its refresh (a pause:
+    /// its grant may expire unclaimed, its place in line die).
+    pub pauses: bool,
+    /// Once per run, a hold key is lost before its lease ends (evicted,
+    /// or deleted by another program) while its entry in the holders set
+    /// says the lease runs.
+    pub evictions: bool,
 }
 
 impl Config {
@@ -296,6 +372,8 @@ impl Config {
             stale_meta: false,
             foreign_data: false,
             forged_weights: false,
+            pauses: false,
+            evictions: false,
         }
     }
 
@@ -369,6 +447,40 @@ impl Config {
             ..Config::semaphore()
         }
     }
+
+    /// Grants left unclaimed: a semaphore of 2 permits, three requests of
+    /// 1, waiters that may pause past their grant (it expires unclaimed)
+    /// and holders past their lease, so that more holders are due than one
+    /// reclaim takes; a waiter whose grant expired is granted again under
+    /// its own id; and once a hold key lost before its lease ends (its
+    /// waiter not granted again before its old entry is due).
+    pub fn regrant() -> Config {
+        Config {
+            capacity: 2,
+            weights: vec![1, 1, 1],
+            max_time: 5,
+            lost_grants: false,
+            pauses: true,
+            evictions: true,
+            ..Config::semaphore()
+        }
+    }
+
+    /// A recount beside holders left for a later reclaim: a semaphore of 2
+    /// permits, three requests of 1, holders that may stay silent past
+    /// their lease (two due at once: one reclaim takes one), and a
+    /// holder's weight in meta written over by another program, so that
+    /// its reclaim counts `used` again while the other is due.
+    pub fn recount() -> Config {
+        Config {
+            capacity: 2,
+            weights: vec![1, 1, 1],
+            max_time: 4,
+            lost_grants: false,
+            foreign_data: true,
+            ..Config::semaphore()
+        }
+    }
 }
 
 /// What meta records for a holder's weight (`w:ID`).
@@ -394,6 +506,16 @@ pub struct SHolder {
     claimed: bool,
     /// What meta records for its weight.
     recorded: Record,
+    /// Its hold key is there (it expires with `expires`; another program
+    /// or an eviction may delete it before, `Config::evictions`).
+    key: bool,
+}
+
+impl SHolder {
+    /// Whether its hold key lives at `now`.
+    fn key_lives(&self, now: u8) -> bool {
+        self.key && self.expires > now
+    }
 }
 
 /// A waiter in line.
@@ -490,6 +612,15 @@ pub struct WState {
     requeued_admit: bool,
     lowered: bool,
     above_admitted: bool,
+    /// A waiter's own due entry was reclaimed by `make_way` before its
+    /// grant.
+    regranted: bool,
+    /// A recount counted a due holder left for a later reclaim.
+    recount_due: bool,
+    /// A hold key was lost before its lease ended (once per run).
+    evicted: bool,
+    /// `make_way` kept a request from a grant while its own old entry ran.
+    entry_waited: bool,
 }
 
 /// A step.
@@ -519,6 +650,8 @@ pub enum WAction {
     /// Another program writes something that is not a weight over holder
     /// `c`'s weight in meta.
     ForgeWeight(u8),
+    /// Holder `c`'s hold key is lost (evicted) before its lease ends.
+    Evict(u8),
 }
 
 /// The design under `config`, with `mutant` (if any) put in.
@@ -600,6 +733,12 @@ impl WeightedModel {
             st.set_until = st.set_until.max(holder.expires);
         }
         holder.recorded = Record::Kept(holder.weight);
+        // One entry per id (a sorted set): a grant writes over an entry its
+        // id still has (none but for the mutant
+        // [`Mutant::RegrantOverEntry`]: `make_way` reclaims it first), whose
+        // weight then stays counted in `used`.
+        st.holders
+            .retain(|h| !(h.client == holder.client && h.round == holder.round));
         if self.is(Mutant::StaleCleanupAfterAdded) {
             st.holders.push(holder);
             Self::write_meta(st, stale);
@@ -627,31 +766,95 @@ impl WeightedModel {
         match weight {
             Some(weight) => st.meta_used = st.meta_used.saturating_sub(weight),
             None => {
-                st.meta_used = Self::used(st);
+                // count_holds: a holder whose key lives counts its key's
+                // weight (stored in meta with it); one whose lease ended,
+                // left for a later reclaim, the weight meta records, which
+                // that reclaim gives back (none when that is lost; the
+                // mutant [`Mutant::RecountSkipsDue`] leaves it out).
+                let now = st.now;
+                let skip_due = self.is(Mutant::RecountSkipsDue);
+                let mut used = 0;
+                let cap = self.config.capacity;
                 for h in &mut st.holders {
-                    h.recorded = Record::Kept(h.weight);
+                    if h.key_lives(now) {
+                        used += h.weight;
+                        h.recorded = Record::Kept(h.weight);
+                    } else if h.expires > now {
+                        // Its key lost while its lease runs: meta's weight,
+                        // that lost too the whole capacity (stored).
+                        let w = match h.recorded {
+                            Record::Kept(w) => w,
+                            Record::Deleted | Record::Forged => cap,
+                        };
+                        used += w;
+                        h.recorded = Record::Kept(w);
+                    } else if let Record::Kept(w) = h.recorded
+                        && !skip_due
+                    {
+                        used += w;
+                        st.recount_due = true;
+                    }
                 }
+                st.meta_used = used;
             }
         }
         Self::write_meta(st, stale);
     }
 
-    /// The first step of every script: expired holders go. (Dead waiters
-    /// stay in line until they reach its head: [`Self::admit`] drops them
-    /// there, as the scripts' `first_live` does, key layout version 2.)
+    /// The first step of every script: expired holders go, at most
+    /// [`RECLAIM_LIMIT`] of them, the soonest due first (ties by id, as a
+    /// sorted set orders them); the others stay, counted, for a later
+    /// script. (Dead waiters stay in line until they reach its head:
+    /// [`Self::admit`] drops them there, as the scripts' `first_live` does,
+    /// key layout version 2.)
     fn reclaim(&self, st: &mut WState, stale: &mut bool) {
         let now = st.now;
         let early = u8::from(self.is(Mutant::ReclaimLive));
-        let (gone, kept): (Vec<SHolder>, Vec<SHolder>) = std::mem::take(&mut st.holders)
-            .into_iter()
-            .partition(|h| h.expires <= now + early);
-        st.holders = kept;
-        for h in &gone {
+        for _ in 0..RECLAIM_LIMIT {
+            let Some(i) = st
+                .holders
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.expires <= now + early)
+                .min_by_key(|(_, h)| (h.expires, h.client, h.round))
+                .map(|(i, _)| i)
+            else {
+                break;
+            };
+            let h = st.holders.remove(i);
             if st.clients[usize::from(h.client)].crashed {
                 st.reclaimed_dead = true;
             }
-            self.removed(st, stale, h, None);
+            self.removed(st, stale, &h, None);
         }
+    }
+
+    /// `make_way`, before a grant to client `c`'s acquisition `round` (its
+    /// hold key gone): an entry it still has in the holders set (a grant
+    /// it did not claim in time, left for a later reclaim) is reclaimed
+    /// now, its weight given back, when due; not due (its key lost before
+    /// its lease ends) it counts until then, and the grant waits. The
+    /// mutant [`Mutant::RegrantOverEntry`] leaves the entry, which the grant
+    /// then writes over. Returns whether it may be granted, and whether it
+    /// reclaimed an entry.
+    fn make_way(&self, st: &mut WState, stale: &mut bool, c: u8, round: u8) -> (bool, bool) {
+        if self.is(Mutant::RegrantOverEntry) {
+            return (true, false);
+        }
+        let Some(i) = st
+            .holders
+            .iter()
+            .position(|h| h.client == c && h.round == round)
+        else {
+            return (true, false);
+        };
+        if st.holders[i].expires > st.now {
+            st.entry_waited = true;
+            return (false, false);
+        }
+        let h = st.holders.remove(i);
+        self.removed(st, stale, &h, None);
+        (true, true)
     }
 
     /// Dead waiters at the head of the line go, however many (each once);
@@ -670,7 +873,7 @@ impl WeightedModel {
             std::mem::take(&mut st.holders).into_iter().partition(which);
         st.holders = kept;
         for h in &gone {
-            let key_weight = (h.expires > now).then_some(h.weight);
+            let key_weight = h.key_lives(now).then_some(h.weight);
             self.removed(st, stale, h, key_weight);
         }
     }
@@ -738,6 +941,28 @@ impl WeightedModel {
             if i > 0 {
                 st.fifo_broken = true;
             }
+            let now = st.now;
+            let (wc, wr) = (st.line[i].client, st.line[i].round);
+            if st
+                .holders
+                .iter()
+                .any(|h| h.client == wc && h.round == wr && h.key_lives(now))
+            {
+                // Its hold key lives (never, in the model): it leaves the
+                // line ungranted.
+                st.line.remove(i);
+                continue;
+            }
+            // Its own old entry reclaimed before the grant when due (fitting
+            // was decided with it counted, as the scripts do); not due, it
+            // keeps its place and nobody passes it.
+            let (may, made) = self.make_way(st, stale, wc, wr);
+            if !may {
+                break;
+            }
+            if made {
+                st.regranted = true;
+            }
             let w = st.line.remove(i);
             match st.forged_record {
                 Some((c, round, forged)) if c == w.client && round == w.round => {
@@ -763,6 +988,7 @@ impl WeightedModel {
                 expires,
                 claimed: false,
                 recorded: Record::Deleted,
+                key: true,
             };
             self.added(st, stale, holder);
             st.clients[usize::from(w.client)].inbox.push(Grant {
@@ -791,7 +1017,13 @@ impl WeightedModel {
             .find(|w| w.alive_until > now)
             .is_some_and(|w| {
                 let weight = self.config.weights[usize::from(w.client)];
-                w.record == weight && Self::used(st) + weight <= self.config.capacity
+                // A head whose own old entry runs (its key lost) waits for
+                // it (make_way).
+                let own_entry = st
+                    .holders
+                    .iter()
+                    .any(|h| h.client == w.client && h.round == w.round && h.expires > now);
+                w.record == weight && !own_entry && Self::used(st) + weight <= self.config.capacity
             })
         {
             st.idle_head = true;
@@ -819,11 +1051,21 @@ impl WeightedModel {
         for w in st.line.iter_mut().filter(|w| w.client == c) {
             w.record = weight;
         }
+        // Its own hold key (a grant made to it) as read before the reclaim.
+        let mine = |h: &SHolder| h.client == c && h.round == round && h.key_lives(now);
+        let held = st.holders.iter().any(mine);
         self.reclaim(st, &mut stale);
+        // Its own old entry (a grant it did not claim in time, or whose key
+        // was lost), left by the reclaim: reclaimed before any grant to it
+        // when due, else no grant before it is (make_way).
+        let (clear, made_way) = if held {
+            (true, false)
+        } else {
+            self.make_way(st, &mut stale, c, round)
+        };
         self.admit(st, &mut stale);
         // Handed over (now or earlier) to this acquisition: claim it, at
         // its request's weight.
-        let mine = |h: &SHolder| h.client == c && h.round == round;
         if let Some(i) = st.holders.iter().position(mine) {
             let held = st.holders[i].weight;
             let cap = self.config.capacity;
@@ -883,11 +1125,15 @@ impl WeightedModel {
             for w in st.line.iter_mut().filter(|w| w.client == c) {
                 w.alive_until = now + self.config.waiter_ttl;
             }
-        } else if (!live_ahead || self.is(Mutant::FastPathIgnoresLine))
+        } else if clear
+            && (!live_ahead || self.is(Mutant::FastPathIgnoresLine))
             && st.meta_used + weight <= self.config.capacity
         {
             if live_ahead {
                 st.fifo_broken = true;
+            }
+            if made_way {
+                st.regranted = true;
             }
             let token = self.next_token(st);
             let until = now + self.config.lease;
@@ -899,6 +1145,7 @@ impl WeightedModel {
                 expires: until,
                 claimed: true,
                 recorded: Record::Deleted,
+                key: true,
             };
             self.added(st, &mut stale, holder);
             self.end(st);
@@ -942,7 +1189,12 @@ impl WeightedModel {
         self.reclaim(st, &mut stale);
         let round = st.clients[usize::from(c)].round;
         st.line.retain(|w| w.client != c);
-        self.drop_holds(st, &mut stale, |h| h.client == c && h.round == round);
+        // Its grant, when its key lives (one whose lease ended waits for
+        // a reclaim).
+        let now = st.now;
+        self.drop_holds(st, &mut stale, |h| {
+            h.client == c && h.round == round && h.key_lives(now)
+        });
         self.admit(st, &mut stale);
         self.end(st);
         self.finish_round(st, c);
@@ -953,7 +1205,7 @@ impl WeightedModel {
     fn holds(st: &WState, c: u8, token: u16) -> bool {
         st.holders
             .iter()
-            .any(|h| h.client == c && h.token == token && h.expires > st.now)
+            .any(|h| h.client == c && h.token == token && h.key_lives(st.now))
     }
 
     fn release(&self, st: &mut WState, c: u8, token: u16) {
@@ -1037,7 +1289,7 @@ impl WeightedModel {
             let granted = st
                 .holders
                 .iter()
-                .any(|h| h.client == w.client && h.round == w.round);
+                .any(|h| h.client == w.client && h.round == w.round && h.key_lives(st.now));
             !st.line.iter().any(kept)
                 && !granted
                 && *action != WAction::GiveUp(w.client)
@@ -1099,6 +1351,10 @@ impl Model for WeightedModel {
             requeued_admit: false,
             lowered: false,
             above_admitted: false,
+            regranted: false,
+            recount_due: false,
+            evicted: false,
+            entry_waited: false,
         }]
     }
 
@@ -1112,7 +1368,7 @@ impl Model for WeightedModel {
                     WPhase::Waiting {
                         deadline,
                         refreshed,
-                    } => refreshed && st.now < deadline,
+                    } => (refreshed || self.config.pauses) && st.now < deadline,
                     // A holder may pause past its belief's end: it then no
                     // longer believes, and its next call finds what is left.
                     _ => true,
@@ -1146,6 +1402,15 @@ impl Model for WeightedModel {
                 && st.holders.iter().any(|h| h.client == c)
             {
                 actions.push(WAction::ForgeWeight(c));
+            }
+            if self.config.evictions
+                && !st.evicted
+                && st
+                    .holders
+                    .iter()
+                    .any(|h| h.client == c && h.key_lives(st.now))
+            {
+                actions.push(WAction::Evict(c));
             }
             if client.crashed {
                 continue;
@@ -1241,6 +1506,15 @@ impl Model for WeightedModel {
                     st.forged_record = Some((c, w.round, weight));
                 }
             }
+            WAction::Evict(c) => {
+                st.evicted = true;
+                let now = st.now;
+                for h in st.holders.iter_mut().filter(|h| h.client == c) {
+                    if h.key_lives(now) {
+                        h.key = false;
+                    }
+                }
+            }
             WAction::ForgeWeight(c) => {
                 st.forged_weight = true;
                 for h in st.holders.iter_mut().filter(|h| h.client == c) {
@@ -1296,6 +1570,9 @@ impl Model for WeightedModel {
             Property::sometimes(SOME_REQUEUED, |_, st: &WState| st.requeued_admit),
             Property::sometimes(SOME_LOWERED, |_, st: &WState| st.lowered),
             Property::sometimes(SOME_ABOVE_ADMITTED, |_, st: &WState| st.above_admitted),
+            Property::sometimes(SOME_REGRANT, |_, st: &WState| st.regranted),
+            Property::sometimes(SOME_RECOUNT_DUE, |_, st: &WState| st.recount_due),
+            Property::sometimes(SOME_ENTRY_WAIT, |_, st: &WState| st.entry_waited),
         ]
     }
 }

@@ -5,9 +5,10 @@
 use std::collections::HashSet;
 
 use fairlock_model::weighted::{
-    CAPACITY, Config, Mutant, SOME_ABOVE_ADMITTED, SOME_LOWERED, SOME_RAISED, SOME_REQUEUED,
-    SOME_REWRITTEN, SOME_STALE_ADMIT, W_BELIEF_BACKED, W_FIFO, W_HOLD_WEIGHT, W_META, W_NO_IDLE,
-    W_PLACE_KEPT, W_SAFETY, W_TOKENS, W_WITNESSES, WeightedModel,
+    CAPACITY, Config, Mutant, SOME_ABOVE_ADMITTED, SOME_ENTRY_WAIT, SOME_LOWERED, SOME_RAISED,
+    SOME_RECOUNT_DUE, SOME_REGRANT, SOME_REQUEUED, SOME_REWRITTEN, SOME_STALE_ADMIT,
+    W_BELIEF_BACKED, W_FIFO, W_HOLD_WEIGHT, W_META, W_NO_IDLE, W_PLACE_KEPT, W_SAFETY, W_TOKENS,
+    W_WITNESSES, WeightedModel,
 };
 use stateright::{Checker, Model};
 
@@ -101,6 +102,24 @@ fn records_written_over_with_another_weight_are_corrected_in_place() {
     );
 }
 
+/// Grants left unclaimed past their expiry while more holders are due
+/// than one reclaim takes: a waiter granted again under its own id has its
+/// old entry in the holders set reclaimed first (`make_way`), so its
+/// permits are counted once; its hold key lost before its lease ended, it
+/// is not granted again before that entry is due.
+#[test]
+fn a_waiter_granted_again_under_its_own_id_is_counted_once() {
+    holds(Config::regrant(), &[SOME_REGRANT, SOME_ENTRY_WAIT]);
+}
+
+/// A recount of `used` (a reclaimed holder's weight in meta written over)
+/// while another holder is due and left for a later reclaim counts that
+/// one with the weight meta records, which its reclaim gives back once.
+#[test]
+fn a_recount_beside_a_due_holder_gives_nothing_back_twice() {
+    holds(Config::recount(), &[SOME_RECOUNT_DUE]);
+}
+
 fn caught(mutant: Mutant, config: Config, property: &str) {
     let (found, states) = discovered(WeightedModel::mutated(config, mutant));
     assert!(
@@ -143,9 +162,15 @@ fn every_mutant_is_caught() {
         Config::forged_weights(),
         W_PLACE_KEPT,
     );
+    // A grant over its own old entry: its old weight stays in `used` (and,
+    // over an entry whose key was lost early, the waiter may trust the old
+    // grant's message: "belief backed" too).
+    caught(Mutant::RegrantOverEntry, Config::regrant(), W_META);
+    // A recount leaving the due holder out: `used` below what is held.
+    caught(Mutant::RecountSkipsDue, Config::recount(), W_META);
     assert_eq!(
         Mutant::ALL.len(),
-        11,
+        13,
         "a new mutant needs its line above (or its reason there)"
     );
 }
