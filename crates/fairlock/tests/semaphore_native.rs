@@ -533,7 +533,12 @@ async fn a_force_release_half_way_through_a_slot_migration_tells_the_holder() {
         .expect("the waiting request gets the permit given back")
         .unwrap()
         .unwrap();
-    let told = tokio::time::timeout(Duration::from_secs(3), lost)
+    // Told by the revocation's check, or by a recheck (every half
+    // response timeout, 1.5 s, while the migration leaves it unsure), each
+    // a round trip that a loaded machine may stretch to the response
+    // timeout: 10 s. Without the fix the holder is never told within its
+    // 30 s lease.
+    let told = tokio::time::timeout(Duration::from_secs(10), lost)
         .await
         .is_ok();
     assert!(
