@@ -685,14 +685,14 @@ TESTS = "crates/fairlock/tests/"
 def model_variants():
     """The variants `check --variant` knows: the lock's (VARIANT_NAMES in
     the model's variant.rs) and the weighted engine's ("weighted:NAME", the
-    names `Mutant::name` gives in the model's weighted.rs)."""
+    names `Mutant::name` gives in the model's weighted/mod.rs)."""
     with open(MODEL + "src/variant.rs", encoding="utf-8") as f:
         lock = re.search(r"VARIANT_NAMES: \[&str; \d+\] = \[(.*?)\];", f.read(), re.S)
-    with open(MODEL + "src/weighted.rs", encoding="utf-8") as f:
+    with open(MODEL + "src/weighted/mod.rs", encoding="utf-8") as f:
         weighted = re.search(r"pub fn name\(self\) -> &'static str \{(.*?)\n    \}\n", f.read(), re.S)
     if not lock or not weighted:
         sys.exit("mutants.py: cannot read the model's variant names (VARIANT_NAMES in "
-                 f"{MODEL}src/variant.rs, Mutant::name in {MODEL}src/weighted.rs)")
+                 f"{MODEL}src/variant.rs, Mutant::name in {MODEL}src/weighted/mod.rs)")
     names = set(re.findall(r'"(\w+)"', lock.group(1)))
     names |= {"weighted:" + n for n in re.findall(r'=> "(\w+)"', weighted.group(1))}
     # The election's ("election:NAME", Mutant::name in the model's election.rs).
