@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use fairlock::{AcquireOptions, Error, HoldMode, LockClient, LockKind, Protocol};
 use fairlock_test_support as support;
+use support::listener::Listener;
 use support::{RedisServer, eventually};
 
 async fn redisson(server: &RedisServer) -> LockClient {
@@ -89,50 +90,6 @@ fn lock_keys(server: &RedisServer) -> Vec<String> {
     keys.retain(|k| !k.starts_with("fairlock:labels:") && !k.starts_with("redisson_unlock_latch:"));
     keys.sort();
     keys
-}
-
-/// A raw subscriber of `channel` (a plain connection in subscribe mode).
-struct Listener {
-    conn: redis::Connection,
-    channel: String,
-}
-
-/// Published after the messages a test expects: they all came before it.
-const END: &str = "fairlock-test-end";
-
-impl Listener {
-    fn new(server: &RedisServer, channel: &str) -> Self {
-        let mut conn = server.conn();
-        redis::cmd("SUBSCRIBE")
-            .arg(channel)
-            .exec(&mut conn)
-            .expect("subscribe");
-        conn.set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        Self {
-            conn,
-            channel: channel.to_owned(),
-        }
-    }
-
-    /// The payloads published since the last call: a marker is published
-    /// after them, and everything up to it is read.
-    fn drain(&mut self, server: &RedisServer) -> Vec<String> {
-        let _: i64 = server.cmd(&["PUBLISH", &self.channel, END]);
-        let mut got = Vec::new();
-        loop {
-            let Ok(redis::Value::Array(items)) = self.conn.recv_response() else {
-                panic!("the marker never came back on {}", self.channel);
-            };
-            if let [_, _, redis::Value::BulkString(payload)] = items.as_slice() {
-                let payload = String::from_utf8_lossy(payload).into_owned();
-                if payload == END {
-                    return got;
-                }
-                got.push(payload);
-            }
-        }
-    }
 }
 
 /// Redisson's test vectors (docs/redisson-protocol.md, "Read-write lock"):
