@@ -11,12 +11,14 @@ import socket, subprocess, sys, time, glob, os
 P=int(sys.argv[1]); PID=sys.argv[2]; DIR=sys.argv[3]
 PAIRS=int(os.environ.get('PAIRS') or (20000 if PID=='cpu' else 500))
 s=socket.create_connection(('127.0.0.1',P)); f=s.makefile('rb')
-def cmd(*a):
+def frame(*a):
     out=b'*%d\r\n'%len(a)
     for x in a:
         x=x if isinstance(x,bytes) else str(x).encode()
         out+=b'$%d\r\n%s\r\n'%(len(x),x)
-    s.sendall(out); return rd()
+    return out
+def cmd(*a):
+    s.sendall(frame(*a)); return rd()
 def rd():
     l=f.readline()
     t=l[:1]; r=l[1:-2]

@@ -70,13 +70,7 @@ def rs(i):
     assert cmd('EVALSHA', unlock, 1, 'rs', f'v{i}') == 1
 
 def pipeline(*commands):
-    out = b''
-    for a in commands:
-        out += b'*%d\r\n' % len(a)
-        for x in a:
-            x = str(x).encode()
-            out += b'$%d\r\n%s\r\n' % (len(x), x)
-    s.sendall(out)
+    s.sendall(b''.join(frame(*a) for a in commands))
     return [rd() for _ in commands]
 
 # The non-fair take's floor: the token from a counter (no clock: a failover
